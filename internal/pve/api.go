@@ -1,0 +1,203 @@
+// Package pve is the seam between pveflow and a Proxmox VE 9.x cluster: the API interface with one
+// method per REST endpoint pveflow uses, the shapes those endpoints return, the error every failed
+// call becomes, and the one classifier that turns those errors into what a caller can act on.
+//
+// Two things implement API: Client, the thin net/http client for a real cluster, and the
+// simulator's model (internal/pvesim), which the tests, the replay suite and the demo use.
+package pve
+
+import (
+	"context"
+	"io"
+)
+
+// API is the Proxmox VE seam: one method per endpoint, named after what it does.
+//
+// Methods that start a Proxmox task return its UPID at once; the task's outcome is read with
+// TaskStatus. VMIDs are cluster-wide; node names the node that owns the VM or storage.
+type API interface {
+	// Version reads GET /version.
+	Version(ctx context.Context) (Version, error)
+	// NodeStatus reads GET /nodes/{node}/status.
+	NodeStatus(ctx context.Context, node string) (NodeStatus, error)
+	// StorageStatus reads GET /nodes/{node}/storage/{storage}/status.
+	StorageStatus(ctx context.Context, node, storage string) (StorageStatus, error)
+	// ClusterResources reads GET /cluster/resources?type=vm: every guest (qemu and lxc) the token
+	// may audit, on every node.
+	ClusterResources(ctx context.Context) ([]VMResource, error)
+	// VMConfig reads GET /nodes/{node}/qemu/{vmid}/config.
+	VMConfig(ctx context.Context, node string, vmid int) (VMConfig, error)
+	// SetVMConfig writes PUT /nodes/{node}/qemu/{vmid}/config (synchronous).
+	SetVMConfig(ctx context.Context, node string, vmid int, params VMConfig) error
+	// Clone starts POST /nodes/{node}/qemu/{vmid}/clone of template vmid.
+	Clone(ctx context.Context, node string, vmid int, params CloneParams) (UPID, error)
+	// Resize starts PUT /nodes/{node}/qemu/{vmid}/resize; size is PVE's size string ("20G").
+	Resize(ctx context.Context, node string, vmid int, disk, size string) (UPID, error)
+	// Start starts POST /nodes/{node}/qemu/{vmid}/status/start.
+	Start(ctx context.Context, node string, vmid int) (UPID, error)
+	// Stop starts POST /nodes/{node}/qemu/{vmid}/status/stop.
+	Stop(ctx context.Context, node string, vmid int) (UPID, error)
+	// VMStatus reads GET /nodes/{node}/qemu/{vmid}/status/current.
+	VMStatus(ctx context.Context, node string, vmid int) (VMStatus, error)
+	// Destroy starts DELETE /nodes/{node}/qemu/{vmid}?purge=1&destroy-unreferenced-disks=1.
+	Destroy(ctx context.Context, node string, vmid int) (UPID, error)
+	// TaskStatus reads GET /nodes/{node}/tasks/{upid}/status.
+	TaskStatus(ctx context.Context, node string, upid UPID) (TaskStatus, error)
+	// AgentNetworkInterfaces reads GET /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces.
+	AgentNetworkInterfaces(ctx context.Context, node string, vmid int) ([]AgentInterface, error)
+	// UploadISO starts POST /nodes/{node}/storage/{storage}/upload with content=iso. The body is
+	// read from r, which must yield exactly size bytes: PVE refuses uploads without a
+	// Content-Length.
+	UploadISO(ctx context.Context, node, storage, filename string, r io.Reader, size int64) (UPID, error)
+	// DeleteVolume starts DELETE /nodes/{node}/storage/{storage}/content/{volid}. PVE answers a
+	// UPID, or nothing when the deletion finished within the request; the UPID is then empty.
+	DeleteVolume(ctx context.Context, node, storage, volid string) (UPID, error)
+}
+
+// Version is the answer of GET /version.
+type Version struct {
+	Version string `json:"version"`
+	Release string `json:"release"`
+	RepoID  string `json:"repoid"`
+}
+
+// NodeStatus is the part of GET /nodes/{node}/status that pveflow reads.
+type NodeStatus struct {
+	Uptime     int64         `json:"uptime"`
+	CPU        float64       `json:"cpu"`
+	KVersion   string        `json:"kversion"`
+	PVEVersion string        `json:"pveversion"`
+	Memory     MemoryStatus  `json:"memory"`
+	CPUInfo    NodeCPUInfo   `json:"cpuinfo"`
+	RootFS     StorageAmount `json:"rootfs"`
+}
+
+// MemoryStatus is a node's memory in bytes.
+type MemoryStatus struct {
+	Total int64 `json:"total"`
+	Used  int64 `json:"used"`
+	Free  int64 `json:"free"`
+}
+
+// NodeCPUInfo describes a node's processors.
+type NodeCPUInfo struct {
+	Model   string `json:"model"`
+	CPUs    int    `json:"cpus"`
+	Cores   int    `json:"cores"`
+	Sockets int    `json:"sockets"`
+}
+
+// StorageAmount is a filesystem's size in bytes.
+type StorageAmount struct {
+	Total int64 `json:"total"`
+	Used  int64 `json:"used"`
+	Avail int64 `json:"avail"`
+}
+
+// StorageStatus is the answer of GET /nodes/{node}/storage/{storage}/status.
+type StorageStatus struct {
+	Type string `json:"type"`
+	// Content is PVE's comma-separated list of content types, such as "iso,vztmpl,backup".
+	Content string `json:"content"`
+	Enabled bool   `json:"enabled"`
+	Active  bool   `json:"active"`
+	Shared  bool   `json:"shared"`
+	Total   int64  `json:"total"`
+	Used    int64  `json:"used"`
+	Avail   int64  `json:"avail"`
+}
+
+// VMResource is one entry of GET /cluster/resources?type=vm. Name, Status and Template come from
+// PVE's status cache and lag behind a fresh clone (Status "unknown", Name empty for ~10 s); Lock
+// and Tags are read live from the config.
+type VMResource struct {
+	ID       string `json:"id"`
+	VMID     int    `json:"vmid"`
+	Name     string `json:"name"`
+	Node     string `json:"node"`
+	Type     string `json:"type"`
+	Status   string `json:"status"`
+	Template bool   `json:"template"`
+	Lock     string `json:"lock"`
+	Tags     string `json:"tags"`
+	MaxDisk  int64  `json:"maxdisk"`
+	MaxMem   int64  `json:"maxmem"`
+	MaxCPU   int    `json:"maxcpu"`
+	Uptime   int64  `json:"uptime"`
+}
+
+// VMConfig is a VM's configuration: PVE's keys with every value rendered as a string, numbers in
+// decimal and booleans as "0" or "1", exactly as they would be sent back in a config write.
+type VMConfig map[string]string
+
+// VMStatus is the part of GET /nodes/{node}/qemu/{vmid}/status/current that pveflow reads.
+type VMStatus struct {
+	VMID int `json:"vmid"`
+	// Status is "running" or "stopped".
+	Status string `json:"status"`
+	// QMPStatus is QEMU's view: "running", "paused", "prelaunch", ...; it equals Status when
+	// the VM is stopped.
+	QMPStatus string `json:"qmpstatus"`
+	Lock      string `json:"lock"`
+	Name      string `json:"name"`
+	Tags      string `json:"tags"`
+	Template  bool   `json:"template"`
+	Agent     bool   `json:"agent"`
+	CPUs      int    `json:"cpus"`
+	MaxMem    int64  `json:"maxmem"`
+	MaxDisk   int64  `json:"maxdisk"`
+	Uptime    int64  `json:"uptime"`
+	PID       int    `json:"pid"`
+}
+
+// TaskStatus is the answer of GET /nodes/{node}/tasks/{upid}/status.
+type TaskStatus struct {
+	UPID      UPID   `json:"upid"`
+	Node      string `json:"node"`
+	PID       int    `json:"pid"`
+	PStart    int64  `json:"pstart"`
+	StartTime int64  `json:"starttime"`
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	User      string `json:"user"`
+	TokenID   string `json:"tokenid"`
+	// Status is "running" or "stopped".
+	Status string `json:"status"`
+	// ExitStatus is set once the task stopped: "OK", "WARNINGS: N", or the error text.
+	ExitStatus string `json:"exitstatus"`
+}
+
+// Task status values.
+const (
+	TaskRunning = "running"
+	TaskStopped = "stopped"
+)
+
+// AgentInterface is one network interface reported by the QEMU guest agent.
+type AgentInterface struct {
+	Name            string           `json:"name"`
+	HardwareAddress string           `json:"hardware-address"`
+	IPAddresses     []AgentIPAddress `json:"ip-addresses"`
+}
+
+// AgentIPAddress is one address of an AgentInterface.
+type AgentIPAddress struct {
+	Address string `json:"ip-address"`
+	// Type is "ipv4" or "ipv6".
+	Type   string `json:"ip-address-type"`
+	Prefix int    `json:"prefix"`
+}
+
+// CloneParams are the parameters of a clone that pveflow sets.
+type CloneParams struct {
+	NewID       int
+	Name        string
+	Description string
+	// Full asks for a full clone; a linked clone otherwise.
+	Full bool
+	// Target is the node to clone to; empty clones onto the template's node.
+	Target string
+	// Storage is the target storage for a full clone; empty keeps the template's.
+	Storage string
+	Pool    string
+}
