@@ -3,14 +3,14 @@ package pve
 import (
 	"context"
 	"errors"
-	"net"
+	"net/http"
 	"regexp"
-	"strings"
 )
 
-// Classify says what a caller can do about err. It reads API errors (status, reason phrase and
-// body), task errors (the exit status) and transport errors; anything it does not recognise is
-// Transient, because a retry is the safe default for an unknown failure.
+// Classify says what a caller can do about err. It reads API errors (status, then Proxmox's
+// message), task errors (the exit status) and errors that already carry a class; anything it
+// does not recognise, a transport error included, is Transient, because a retry is the safe
+// default for an unknown failure.
 //
 // The texts it matches are PVE 9.x's, and each one is pinned by a fixture in testdata/pve.
 func Classify(err error) Class {
@@ -24,48 +24,31 @@ func Classify(err error) Class {
 		return Transient
 	}
 	if te, ok := errorsAs[*TaskError](err); ok {
-		if c, ok := classifyText(te.ExitStatus); ok {
-			return c
-		}
-		return Transient
+		return classifyText(te.ExitStatus)
 	}
 	if ae, ok := errorsAs[*APIError](err); ok {
 		return classifyAPIError(ae)
-	}
-	if _, ok := errorsAs[net.Error](err); ok {
-		return Transient
 	}
 	return Transient
 }
 
 func classifyAPIError(e *APIError) Class {
 	switch {
-	case e.Status == 401, e.Status == 403:
-		return Permanent
-	case e.Status == 400:
-		if c, ok := classifyText(e.Text()); ok && c == AlreadyExists {
-			return c
-		}
+	case e.Status == http.StatusBadRequest:
+		// A parameter PVE refused. The one a caller acts on is a taken VMID, which
+		// /cluster/nextid reports as a parameter error.
 		for _, msg := range e.Errors {
-			if c, ok := classifyText(msg); ok && c == AlreadyExists {
-				return c
+			if classifyText(msg) == AlreadyExists {
+				return AlreadyExists
 			}
 		}
 		return Permanent
-	case e.Status >= 400 && e.Status < 500, e.Status == 501:
-		// 404 means the path never exists on PVE (a missing VM is a 500); 501 is an unknown
-		// method or path. Neither is fixed by retrying.
+	case e.Status >= 400 && e.Status < 500, e.Status == http.StatusNotImplemented:
+		// 401 and 403 are the token and its privileges; 404 means the path never exists on
+		// PVE (a missing VM is a 500); 501 is an unknown method or path. Retrying fixes none.
 		return Permanent
 	}
-	if c, ok := classifyText(e.Text()); ok {
-		return c
-	}
-	if e.Message != "" && e.Reason != "" {
-		if c, ok := classifyText(e.Reason); ok {
-			return c
-		}
-	}
-	return Transient
+	return classifyText(e.Text())
 }
 
 // A textRule maps a PVE message to a class. Rules are tried in order; the first match wins.
@@ -77,42 +60,42 @@ type textRule struct {
 var textRules = []textRule{
 	// Missing VM: any qemu endpoint on a deleted VM or the wrong node.
 	{regexp.MustCompile(`Configuration file '[^']*' does not exist`), NotFound},
-	// A storage that is not configured is a configuration mistake, not a missing VM.
+	// A storage that is missing, switched off, not on this node or not for ISOs is a
+	// configuration mistake, not a missing VM.
 	{regexp.MustCompile(`storage '[^']*' does not exist`), Permanent},
 	{regexp.MustCompile(`storage '[^']*' is (disabled|not available on node)`), Permanent},
 	{regexp.MustCompile(`does not support '[^']*' content`), Permanent},
-	{regexp.MustCompile(`Permission check failed`), Permanent},
-	// Space.
-	{regexp.MustCompile(`not enough free space|No space left on device|out of space`), QuotaExceeded},
-	// Locks: the config's lock property, or the flock on its file timing out.
+	// Space: LVM says so itself; ZFS's words come through as "zfs error: ...".
+	{regexp.MustCompile(`not enough free space|out of space`), QuotaExceeded},
+	// Locks: the config's lock property, or a flock (a VM's config, a local storage) or a
+	// cluster lock (a shared storage) not taken in time.
 	{regexp.MustCompile(`VM is locked \(`), Locked},
 	{regexp.MustCompile(`can't lock file '[^']*' - got timeout`), Locked},
 	{regexp.MustCompile(`got lock request timeout`), Locked},
-	// VMID collisions: on the same node, or on another node (pmxcfs rename).
+	// VMID collisions: on the same node, on another node (pmxcfs refuses the rename), or
+	// found by /cluster/nextid.
 	{regexp.MustCompile(`config file already exists`), AlreadyExists},
 	{regexp.MustCompile(`failed: File exists`), AlreadyExists},
 	{regexp.MustCompile(`^VM \d+ already exists`), AlreadyExists},
-	// Guest agent.
+	// Guest agent: not answering yet, versus not configured (a template bug) or a stopped VM.
 	{regexp.MustCompile(`QEMU guest agent is not running`), AgentNotRunning},
 	{regexp.MustCompile(`qga command '[^']*' failed - got timeout`), AgentNotRunning},
 	{regexp.MustCompile(`No QEMU guest agent configured`), Permanent},
 	{regexp.MustCompile(`^VM \d+ is not running`), NotRunning},
-	// Things retrying cannot fix.
+	// Things retrying cannot fix. A missing Content-Length is a client bug: pveproxy refuses
+	// chunked uploads.
 	{regexp.MustCompile(`shrinking disks is not supported`), Permanent},
 	{regexp.MustCompile(`you can't start a vm if it's a template`), Permanent},
 	{regexp.MustCompile(`protection mode enabled`), Permanent},
-	{regexp.MustCompile(`wrong file extension`), Permanent},
+	{regexp.MustCompile(`upload without content length header not supported`), Permanent},
 }
 
-func classifyText(msg string) (Class, bool) {
-	msg = strings.TrimSpace(msg)
-	if msg == "" {
-		return "", false
-	}
+// classifyText is the class of the first rule msg matches, Transient when none does.
+func classifyText(msg string) Class {
 	for _, r := range textRules {
 		if r.re.MatchString(msg) {
-			return r.class, true
+			return r.class
 		}
 	}
-	return "", false
+	return Transient
 }
