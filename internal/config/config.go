@@ -1,0 +1,167 @@
+// Package config is pveflow's configuration file: where the Proxmox cluster is and how to reach
+// it, the catalogue of templates and machine types a proxy is placed with, and how long each wait
+// of a workflow may take. docs/config.md is the reference for every field.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Proxmox Proxmox `yaml:"proxmox" json:"proxmox"`
+	Budgets Budgets `yaml:"budgets" json:"budgets"`
+	Poll    Poll    `yaml:"poll" json:"poll"`
+}
+
+// Proxmox says how to reach the cluster and what a proxy VM is made from.
+type Proxmox struct {
+	// URL is the base address of the API, such as https://pve.example.com:8006.
+	URL string `yaml:"url" json:"url"`
+	// TokenFile holds the API token as "user@realm!tokenid=secret". It is read on every request,
+	// so a rotated token takes effect without a restart.
+	TokenFile string `yaml:"tokenFile" json:"tokenFile"`
+	// CAFile is a PEM bundle that verifies the API's certificate instead of the system roots.
+	CAFile                string `yaml:"caFile" json:"caFile,omitempty"`
+	InsecureSkipTLSVerify bool   `yaml:"insecureSkipTLSVerify" json:"insecureSkipTLSVerify,omitempty"`
+	// Nodes are the nodes a proxy may be placed on; a placement's zone names one of them.
+	Nodes []string `yaml:"nodes" json:"nodes"`
+	// ISOStorage is the storage that receives the seed ISOs; it must allow content "iso".
+	ISOStorage string `yaml:"isoStorage" json:"isoStorage"`
+	// Storage is the target of the full clone; empty keeps the template's storage.
+	Storage string `yaml:"storage" json:"storage,omitempty"`
+	// Bridge replaces the bridge of the clone's net0; empty keeps the template's.
+	Bridge    string    `yaml:"bridge" json:"bridge,omitempty"`
+	VMIDRange VMIDRange `yaml:"vmidRange" json:"vmidRange"`
+	// Templates maps an image name (a placement's image) to the template it is cloned from.
+	Templates map[string]Template `yaml:"templates" json:"templates"`
+	// MachineTypes maps a machine type name (a placement's machine type) to its size.
+	MachineTypes map[string]MachineType `yaml:"machineTypes" json:"machineTypes"`
+	// RequestTimeoutSeconds bounds one HTTP request of the API client; 0 leaves only the
+	// caller's deadline (budgets.request inside an activity).
+	RequestTimeoutSeconds int `yaml:"requestTimeoutSeconds" json:"requestTimeoutSeconds"`
+	// VendorData is cloud-init vendor-data (a YAML mapping) merged into what pveflow writes.
+	VendorData string `yaml:"vendorData" json:"vendorData,omitempty"`
+	// InstallGuestAgent makes the vendor-data install and start qemu-guest-agent, which
+	// pveflow needs to learn the proxy's address. Turn it off only for images that have it.
+	InstallGuestAgent bool `yaml:"installGuestAgent" json:"installGuestAgent"`
+}
+
+// VMIDRange is the inclusive range pveflow allocates VMIDs from. PVE shares VMIDs with people and
+// other tools, so the range should be one they do not use.
+type VMIDRange struct {
+	Min int `yaml:"min" json:"min"`
+	Max int `yaml:"max" json:"max"`
+}
+
+// Template is a prepared VM template that proxies are cloned from.
+type Template struct {
+	VMID int `yaml:"vmid" json:"vmid"`
+}
+
+// MachineType is the size of a proxy VM.
+type MachineType struct {
+	Cores     int   `yaml:"cores" json:"cores"`
+	MemoryMiB int64 `yaml:"memoryMiB" json:"memoryMiB"`
+	// DiskGiB grows the boot disk to this size; 0 keeps the template's. Disks never shrink.
+	DiskGiB int64 `yaml:"diskGiB" json:"diskGiB,omitempty"`
+}
+
+// Budgets are how long each wait may take in all, retries included (an activity's
+// ScheduleToClose), and how long one attempt of one call may take (StartToClose).
+type Budgets struct {
+	Clone   time.Duration `yaml:"clone" json:"clone"`
+	Upload  time.Duration `yaml:"upload" json:"upload"`
+	Resize  time.Duration `yaml:"resize" json:"resize"`
+	Start   time.Duration `yaml:"start" json:"start"`
+	Stop    time.Duration `yaml:"stop" json:"stop"`
+	Destroy time.Duration `yaml:"destroy" json:"destroy"`
+	// Running is the wait for a started VM to report status running.
+	Running time.Duration `yaml:"running" json:"running"`
+	// Agent is the wait for the guest agent to report a routable IPv4 address.
+	Agent time.Duration `yaml:"agent" json:"agent"`
+	// Unlock is the wait for a lock left by another operation (a clone, a backup) to go.
+	Unlock time.Duration `yaml:"unlock" json:"unlock"`
+	// Request bounds one attempt of one call.
+	Request time.Duration `yaml:"request" json:"request"`
+}
+
+// Poll spaces the attempts of a wait: brisk while it is young, backing off to a cap, so that
+// a long clone costs few polls and a quick start is seen quickly.
+type Poll struct {
+	InitialInterval    time.Duration `yaml:"initialInterval" json:"initialInterval"`
+	BackoffCoefficient float64       `yaml:"backoffCoefficient" json:"backoffCoefficient"`
+	MaximumInterval    time.Duration `yaml:"maximumInterval" json:"maximumInterval"`
+}
+
+// Default is the configuration with every default set. It is not valid by itself: the
+// cluster's address, token, nodes, templates and machine types have no defaults.
+func Default() Config {
+	return Config{
+		Proxmox: Proxmox{
+			ISOStorage:            "local",
+			VMIDRange:             VMIDRange{Min: 100000, Max: 199999},
+			RequestTimeoutSeconds: 30,
+			InstallGuestAgent:     true,
+		},
+		Budgets: Budgets{
+			Clone:   10 * time.Minute,
+			Upload:  2 * time.Minute,
+			Resize:  2 * time.Minute,
+			Start:   2 * time.Minute,
+			Stop:    2 * time.Minute,
+			Destroy: 5 * time.Minute,
+			Running: 60 * time.Second,
+			Agent:   5 * time.Minute,
+			Unlock:  10 * time.Minute,
+			Request: 30 * time.Second,
+		},
+		Poll: Poll{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 1.2,
+			MaximumInterval:    10 * time.Second,
+		},
+	}
+}
+
+// Load reads and parses the configuration file at path.
+func Load(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes a YAML configuration over the defaults and validates the result. Unknown keys
+// are errors, so a misspelt key is reported instead of silently leaving its default in place.
+func Parse(data []byte) (Config, error) {
+	c := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, err
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		return Config{}, fmt.Errorf("yaml: line %d: a second document, but a config file holds one", extra.Line)
+	case !errors.Is(err, io.EOF):
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}

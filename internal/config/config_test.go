@@ -1,0 +1,350 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+)
+
+// full is a valid config that sets every field, none of them to its default.
+func full() Config {
+	return Config{
+		Proxmox: Proxmox{
+			URL:                   "https://pve.example.com:8006",
+			TokenFile:             "/etc/pveflow/pve-token",
+			CAFile:                "/etc/pveflow/pve-ca.pem",
+			Nodes:                 []string{"pve1", "pve-2"},
+			ISOStorage:            "iso-store",
+			Storage:               "local-lvm",
+			Bridge:                "vmbr1",
+			VMIDRange:             VMIDRange{Min: 200000, Max: 299999},
+			Templates:             map[string]Template{"debian13": {VMID: 9000}},
+			MachineTypes:          map[string]MachineType{"small": {Cores: 2, MemoryMiB: 2048, DiskGiB: 20}},
+			RequestTimeoutSeconds: 45,
+			VendorData:            "#cloud-config\ntimezone: Etc/UTC\n",
+			InstallGuestAgent:     false,
+		},
+		Budgets: Budgets{
+			Clone: 11 * time.Minute, Upload: 3 * time.Minute, Resize: 3 * time.Minute, Start: 4 * time.Minute,
+			Stop: 5 * time.Minute, Destroy: 6 * time.Minute, Running: 70 * time.Second,
+			Agent: 8 * time.Minute, Unlock: 9 * time.Minute, Request: 40 * time.Second,
+		},
+		Poll: Poll{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: 20 * time.Second},
+	}
+}
+
+// fullWith is the YAML of full() changed by change.
+func fullWith(t *testing.T, change func(*Config)) string {
+	t.Helper()
+	c := full()
+	change(&c)
+	data, err := yaml.Marshal(c)
+	require.NoError(t, err)
+	return string(data)
+}
+
+const minimalYAML = `
+proxmox:
+  url: https://pve.example.com:8006
+  tokenFile: /etc/pveflow/pve-token
+  nodes: [pve1]
+  templates: {debian13: {vmid: 9000}}
+  machineTypes: {small: {cores: 2, memoryMiB: 2048}}
+`
+
+func TestParse_table(t *testing.T) {
+	minimal := Default()
+	minimal.Proxmox.URL = "https://pve.example.com:8006"
+	minimal.Proxmox.TokenFile = "/etc/pveflow/pve-token"
+	minimal.Proxmox.Nodes = []string{"pve1"}
+	minimal.Proxmox.Templates = map[string]Template{"debian13": {VMID: 9000}}
+	minimal.Proxmox.MachineTypes = map[string]MachineType{"small": {Cores: 2, MemoryMiB: 2048}}
+
+	tests := []struct {
+		name    string
+		yaml    string
+		want    Config
+		wantErr string
+	}{
+		{name: "valid full", yaml: fullWith(t, func(*Config) {}), want: full()},
+		{name: "valid minimal takes the defaults", yaml: minimalYAML, want: minimal},
+		{
+			name:    "missing url",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.URL = "" }),
+			wantErr: "proxmox.url: must be set",
+		},
+		{
+			name:    "url not parseable",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.URL = "https://[::1" }),
+			wantErr: `proxmox.url: "https://[::1" is not a URL`,
+		},
+		{
+			name:    "url with another scheme",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.URL = "ftp://pve.example.com" }),
+			wantErr: `proxmox.url: "ftp://pve.example.com" must use http or https`,
+		},
+		{
+			name:    "url without host",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.URL = "https:///api2/json" }),
+			wantErr: `proxmox.url: "https:///api2/json" has no host`,
+		},
+		{
+			name:    "missing tokenFile",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.TokenFile = "" }),
+			wantErr: "proxmox.tokenFile: must be set",
+		},
+		{
+			name:    "caFile and insecureSkipTLSVerify together",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.InsecureSkipTLSVerify = true }),
+			wantErr: "proxmox.caFile: is set together with proxmox.insecureSkipTLSVerify",
+		},
+		{
+			name:    "no nodes",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Nodes = nil }),
+			wantErr: "proxmox.nodes: at least one node is needed",
+		},
+		{
+			name:    "node listed twice",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Nodes = []string{"pve1", "pve1"} }),
+			wantErr: `proxmox.nodes[1]: "pve1" is listed twice`,
+		},
+		{
+			name:    "node with a slash",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Nodes = []string{"pve1", "pve/2"} }),
+			wantErr: `proxmox.nodes[1]: "pve/2" is not a valid node name`,
+		},
+		{
+			name:    "node ending in a hyphen",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Nodes = []string{"pve-"} }),
+			wantErr: `proxmox.nodes[0]: "pve-" is not a valid node name`,
+		},
+		{
+			name:    "isoStorage starting with a digit",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.ISOStorage = "1local" }),
+			wantErr: `proxmox.isoStorage: "1local" is not a valid storage id`,
+		},
+		{
+			name:    "isoStorage empty",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.ISOStorage = "" }),
+			wantErr: `proxmox.isoStorage: "" is not a valid storage id`,
+		},
+		{
+			name:    "storage of one character",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Storage = "a" }),
+			wantErr: `proxmox.storage: "a" is not a valid storage id`,
+		},
+		{
+			name:    "bridge with a space",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Bridge = "vmbr 0" }),
+			wantErr: `proxmox.bridge: "vmbr 0" is not a valid bridge name`,
+		},
+		{
+			name:    "bridge longer than an interface name",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Bridge = "vmbr0123456789ab" }),
+			wantErr: `proxmox.bridge: "vmbr0123456789ab" is not a valid bridge name`,
+		},
+		{
+			name:    "vmidRange min below 100",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.VMIDRange.Min = 50 }),
+			wantErr: "proxmox.vmidRange.min: 50 is below 100",
+		},
+		{
+			name:    "vmidRange max above 999999999",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.VMIDRange.Max = 1000000000 }),
+			wantErr: "proxmox.vmidRange.max: 1000000000 is above 999999999",
+		},
+		{
+			name:    "vmidRange min not below max",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.VMIDRange = VMIDRange{Min: 300000, Max: 300000} }),
+			wantErr: "proxmox.vmidRange: min 300000 is not below max 300000",
+		},
+		{
+			name:    "no templates",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Templates = nil }),
+			wantErr: "proxmox.templates: at least one template is needed",
+		},
+		{
+			name:    "template vmid below 100",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Templates["old"] = Template{VMID: 99} }),
+			wantErr: "proxmox.templates.old.vmid: 99 is outside 100..999999999",
+		},
+		{
+			name:    "template with an empty name",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Templates[""] = Template{VMID: 9001} }),
+			wantErr: "proxmox.templates: a template has an empty name",
+		},
+		{
+			name:    "no machine types",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.MachineTypes = nil }),
+			wantErr: "proxmox.machineTypes: at least one machine type is needed",
+		},
+		{
+			name:    "machine type with an empty name",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.MachineTypes[""] = MachineType{Cores: 1, MemoryMiB: 512} }),
+			wantErr: "proxmox.machineTypes: a machine type has an empty name",
+		},
+		{
+			name:    "cores zero",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.MachineTypes["tiny"] = MachineType{MemoryMiB: 512} }),
+			wantErr: "proxmox.machineTypes.tiny.cores: 0 is not positive",
+		},
+		{
+			name:    "memoryMiB zero",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.MachineTypes["tiny"] = MachineType{Cores: 1} }),
+			wantErr: "proxmox.machineTypes.tiny.memoryMiB: 0 is not positive",
+		},
+		{
+			name:    "negative diskGiB",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.MachineTypes["tiny"] = MachineType{Cores: 1, MemoryMiB: 512, DiskGiB: -1} }),
+			wantErr: "proxmox.machineTypes.tiny.diskGiB: -1 is negative",
+		},
+		{
+			name:    "negative requestTimeoutSeconds",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.RequestTimeoutSeconds = -1 }),
+			wantErr: "proxmox.requestTimeoutSeconds: -1 is negative",
+		},
+		{
+			name:    "vendorData not YAML",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.VendorData = "a: [1\n" }),
+			wantErr: "proxmox.vendorData: is not valid YAML",
+		},
+		{
+			name:    "vendorData a sequence",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.VendorData = "#cloud-config\n- packages\n" }),
+			wantErr: "proxmox.vendorData: line 2: is a YAML sequence, not a mapping",
+		},
+		{
+			name:    "vendorData with a key given twice",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.VendorData = "a: 1\na: 2\n" }),
+			wantErr: "proxmox.vendorData: is not valid YAML",
+		},
+		{
+			name:    "clone budget zero",
+			yaml:    fullWith(t, func(c *Config) { c.Budgets.Clone = 0 }),
+			wantErr: "budgets.clone: 0s is not positive",
+		},
+		{
+			name:    "agent budget negative",
+			yaml:    fullWith(t, func(c *Config) { c.Budgets.Agent = -time.Second }),
+			wantErr: "budgets.agent: -1s is not positive",
+		},
+		{
+			name:    "request budget zero",
+			yaml:    fullWith(t, func(c *Config) { c.Budgets.Request = 0 }),
+			wantErr: "budgets.request: 0s is not positive",
+		},
+		{
+			name:    "poll initialInterval zero",
+			yaml:    fullWith(t, func(c *Config) { c.Poll.InitialInterval = 0 }),
+			wantErr: "poll.initialInterval: 0s is not positive",
+		},
+		{
+			name:    "poll backoffCoefficient below 1",
+			yaml:    fullWith(t, func(c *Config) { c.Poll.BackoffCoefficient = 0.5 }),
+			wantErr: "poll.backoffCoefficient: 0.5 is below 1",
+		},
+		{
+			name:    "poll maximumInterval below initialInterval",
+			yaml:    fullWith(t, func(c *Config) { c.Poll.MaximumInterval = time.Second }),
+			wantErr: "poll.maximumInterval: 1s is below poll.initialInterval (2s)",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse([]byte(tt.yaml))
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestParse_unknownKeyIsError(t *testing.T) {
+	_, err := Parse([]byte(minimalYAML + "  tokenFle: /etc/pveflow/pve-token\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "line 8")
+	assert.Contains(t, err.Error(), "tokenFle")
+}
+
+func TestParse_durationMustBeGoDuration(t *testing.T) {
+	_, err := Parse([]byte(minimalYAML + "budgets:\n  clone: 600\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "line 9")
+	assert.Contains(t, err.Error(), "time.Duration")
+}
+
+func TestParse_secondDocumentIsError(t *testing.T) {
+	_, err := Parse([]byte(minimalYAML + "---\nproxmox: {}\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "second document")
+}
+
+func TestParse_collectsAllProblems(t *testing.T) {
+	_, err := Parse([]byte(`
+proxmox:
+  url: ftp://pve.example.com
+  nodes: [pve1]
+  templates: {debian13: {vmid: 9000}}
+  machineTypes: {small: {cores: 0, memoryMiB: 2048}}
+poll:
+  backoffCoefficient: 0.9
+`))
+	require.Error(t, err)
+	var joined interface{ Unwrap() []error }
+	require.ErrorAs(t, err, &joined)
+	assert.Len(t, joined.Unwrap(), 4)
+	for _, want := range []string{
+		`proxmox.url: "ftp://pve.example.com" must use http or https`,
+		"proxmox.tokenFile: must be set",
+		"proxmox.machineTypes.small.cores: 0 is not positive",
+		"poll.backoffCoefficient: 0.9 is below 1",
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+}
+
+func TestParse_vendorDataErrorDoesNotQuoteIt(t *testing.T) {
+	_, err := Parse([]byte(fullWith(t, func(c *Config) { c.Proxmox.VendorData = "hunter2-secret" })))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "proxmox.vendorData: line 1: is a YAML scalar, not a mapping")
+	assert.NotContains(t, err.Error(), "hunter2")
+}
+
+func TestLoad_exampleFile(t *testing.T) {
+	c, err := Load(filepath.Join("..", "..", "testdata", "config", "example.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, "https://pve.example.com:8006", c.Proxmox.URL)
+	assert.Equal(t, []string{"pve1", "pve2"}, c.Proxmox.Nodes)
+	assert.Equal(t, Template{VMID: 9000}, c.Proxmox.Templates["debian13"])
+	assert.Equal(t, MachineType{Cores: 2, MemoryMiB: 2048, DiskGiB: 20}, c.Proxmox.MachineTypes["small"])
+	assert.True(t, c.Proxmox.InstallGuestAgent)
+	// The example writes out every default, so it must agree with Default.
+	assert.Equal(t, Default().Budgets, c.Budgets)
+	assert.Equal(t, Default().Poll, c.Poll)
+	assert.Equal(t, Default().Proxmox.VMIDRange, c.Proxmox.VMIDRange)
+}
+
+func TestLoad_missingFileNamesPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "absent.yaml")
+	_, err := Load(path)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), path)
+}
+
+func TestLoad_invalidFileNamesPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("proxmox: {}\n"), 0o600))
+	_, err := Load(path)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "config "+path+": ")
+	assert.Contains(t, err.Error(), "proxmox.url: must be set")
+}

@@ -1,0 +1,216 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// PVE's own formats (pve-common JSONSchema.pm), so that a name PVE would refuse is refused here,
+// before any workflow starts.
+var (
+	nodeNameRE  = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`)
+	storageIDRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]*[a-zA-Z0-9]$`)
+	// bridgeRE is a Linux interface name (at most 15 bytes) as PVE's bridges and SDN vnets use.
+	bridgeRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]{0,14}$`)
+)
+
+// The VMIDs PVE accepts.
+const (
+	minVMID = 100
+	maxVMID = 999999999
+)
+
+// problems collects everything wrong with a config, so that one run reports all of it.
+type problems []error
+
+func (p *problems) add(path, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+}
+
+// Validate reports every problem of c, each naming the field and the bad value.
+func (c Config) Validate() error {
+	var p problems
+	c.Proxmox.validate(&p)
+	c.Budgets.validate(&p)
+	c.Poll.validate(&p)
+	return errors.Join(p...)
+}
+
+func (c Proxmox) validate(p *problems) {
+	validateURL(p, c.URL)
+	if c.TokenFile == "" {
+		p.add("proxmox.tokenFile", "must be set")
+	}
+	if c.CAFile != "" && c.InsecureSkipTLSVerify {
+		p.add("proxmox.caFile", "is set together with proxmox.insecureSkipTLSVerify; choose one")
+	}
+	validateNodes(p, c.Nodes)
+	if !storageIDRE.MatchString(c.ISOStorage) {
+		p.add("proxmox.isoStorage", "%q is not a valid storage id", c.ISOStorage)
+	}
+	if c.Storage != "" && !storageIDRE.MatchString(c.Storage) {
+		p.add("proxmox.storage", "%q is not a valid storage id", c.Storage)
+	}
+	if c.Bridge != "" && !bridgeRE.MatchString(c.Bridge) {
+		p.add("proxmox.bridge", "%q is not a valid bridge name", c.Bridge)
+	}
+	c.VMIDRange.validate(p)
+	validateTemplates(p, c.Templates)
+	validateMachineTypes(p, c.MachineTypes)
+	if c.RequestTimeoutSeconds < 0 {
+		p.add("proxmox.requestTimeoutSeconds", "%d is negative", c.RequestTimeoutSeconds)
+	}
+	if c.VendorData != "" {
+		if err := validateVendorData(c.VendorData); err != nil {
+			p.add("proxmox.vendorData", "%v", err)
+		}
+	}
+}
+
+func validateURL(p *problems, raw string) {
+	const path = "proxmox.url"
+	if raw == "" {
+		p.add(path, "must be set")
+		return
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		p.add(path, "%q is not a URL", raw)
+	case u.Scheme != "http" && u.Scheme != "https":
+		p.add(path, "%q must use http or https", raw)
+	case u.Host == "":
+		p.add(path, "%q has no host", raw)
+	}
+}
+
+func validateNodes(p *problems, nodes []string) {
+	if len(nodes) == 0 {
+		p.add("proxmox.nodes", "at least one node is needed")
+	}
+	seen := make(map[string]bool, len(nodes))
+	for i, n := range nodes {
+		path := fmt.Sprintf("proxmox.nodes[%d]", i)
+		switch {
+		case !nodeNameRE.MatchString(n):
+			p.add(path, "%q is not a valid node name", n)
+		case seen[n]:
+			p.add(path, "%q is listed twice", n)
+		}
+		seen[n] = true
+	}
+}
+
+func (r VMIDRange) validate(p *problems) {
+	if r.Min < minVMID {
+		p.add("proxmox.vmidRange.min", "%d is below %d", r.Min, minVMID)
+	}
+	if r.Max > maxVMID {
+		p.add("proxmox.vmidRange.max", "%d is above %d", r.Max, maxVMID)
+	}
+	if r.Min >= r.Max {
+		p.add("proxmox.vmidRange", "min %d is not below max %d", r.Min, r.Max)
+	}
+}
+
+func validateTemplates(p *problems, templates map[string]Template) {
+	if len(templates) == 0 {
+		p.add("proxmox.templates", "at least one template is needed")
+	}
+	for _, name := range slices.Sorted(maps.Keys(templates)) {
+		if name == "" {
+			p.add("proxmox.templates", "a template has an empty name")
+			continue
+		}
+		if vmid := templates[name].VMID; vmid < minVMID || vmid > maxVMID {
+			p.add("proxmox.templates."+name+".vmid", "%d is outside %d..%d", vmid, minVMID, maxVMID)
+		}
+	}
+}
+
+func validateMachineTypes(p *problems, types map[string]MachineType) {
+	if len(types) == 0 {
+		p.add("proxmox.machineTypes", "at least one machine type is needed")
+	}
+	for _, name := range slices.Sorted(maps.Keys(types)) {
+		if name == "" {
+			p.add("proxmox.machineTypes", "a machine type has an empty name")
+			continue
+		}
+		path, mt := "proxmox.machineTypes."+name, types[name]
+		if mt.Cores <= 0 {
+			p.add(path+".cores", "%d is not positive", mt.Cores)
+		}
+		if mt.MemoryMiB <= 0 {
+			p.add(path+".memoryMiB", "%d is not positive", mt.MemoryMiB)
+		}
+		if mt.DiskGiB < 0 {
+			p.add(path+".diskGiB", "%d is negative", mt.DiskGiB)
+		}
+	}
+}
+
+// validateVendorData checks that vendor-data can be merged: a YAML mapping, or an empty document
+// such as a lone "#cloud-config" line. Its errors never quote the text, which may hold secrets.
+func validateVendorData(s string) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(s), &doc); err != nil {
+		return fmt.Errorf("is not valid YAML: %w", err)
+	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	switch root := doc.Content[0]; root.Kind {
+	case yaml.SequenceNode:
+		return fmt.Errorf("line %d: is a YAML sequence, not a mapping", root.Line)
+	case yaml.ScalarNode:
+		return fmt.Errorf("line %d: is a YAML scalar, not a mapping", root.Line)
+	}
+	// Decoding catches what the node tree keeps, such as a key given twice.
+	var m map[string]any
+	if err := doc.Decode(&m); err != nil {
+		return fmt.Errorf("is not valid YAML: %w", err)
+	}
+	return nil
+}
+
+func (b Budgets) validate(p *problems) {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"clone", b.Clone},
+		{"upload", b.Upload},
+		{"resize", b.Resize},
+		{"start", b.Start},
+		{"stop", b.Stop},
+		{"destroy", b.Destroy},
+		{"running", b.Running},
+		{"agent", b.Agent},
+		{"unlock", b.Unlock},
+		{"request", b.Request},
+	} {
+		if f.d <= 0 {
+			p.add("budgets."+f.name, "%v is not positive", f.d)
+		}
+	}
+}
+
+func (c Poll) validate(p *problems) {
+	if c.InitialInterval <= 0 {
+		p.add("poll.initialInterval", "%v is not positive", c.InitialInterval)
+	}
+	if c.BackoffCoefficient < 1 {
+		p.add("poll.backoffCoefficient", "%v is below 1", c.BackoffCoefficient)
+	}
+	if c.MaximumInterval < c.InitialInterval {
+		p.add("poll.maximumInterval", "%v is below poll.initialInterval (%v)", c.MaximumInterval, c.InitialInterval)
+	}
+}

@@ -1,0 +1,68 @@
+// Package proxy says what a proxy VM is on Proxmox VE: the name, provider ID and VMID derived
+// from the Proxy's UID, the mark in its description that makes it pveflow's, and how its config,
+// status and guest agent answers are read. It does no I/O, so workflows may call it directly.
+package proxy
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/pveflow/pveflow/internal/config"
+)
+
+// nameEncoding is RFC 4648 base32 in lower case: a DNS label may not hold upper case, and PVE
+// names are DNS names.
+var nameEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// NameFromUID is the VM name of the proxy with this UID: "proxy-" and 16 base32 characters
+// (80 bits) of the UID's SHA-256, 22 characters in all. The name is a valid DNS label, so it is
+// also the guest's hostname.
+func NameFromUID(uid string) string {
+	sum := sha256.Sum256([]byte(uid))
+	return "proxy-" + nameEncoding.EncodeToString(sum[:10])
+}
+
+var (
+	// vmidRE is PVE's own VMID format: 100 to 999999999, without sign or leading zero.
+	vmidRE = regexp.MustCompile(`^[1-9][0-9]{2,8}$`)
+	// dnsLabelRE is an RFC 1123 label in lower case, as NameFromUID makes them.
+	dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+)
+
+// FormatProviderID is the provider ID of a proxy VM, "vms/<vmid>/<name>". It names no node:
+// VMs migrate, so the node is looked up on every call.
+func FormatProviderID(vmid int, name string) string {
+	return "vms/" + strconv.Itoa(vmid) + "/" + name
+}
+
+// ParseProviderID takes apart an ID made by FormatProviderID, refusing anything else.
+func ParseProviderID(id string) (vmid int, name string, err error) {
+	parts := strings.Split(id, "/")
+	if len(parts) != 3 || parts[0] != "vms" {
+		return 0, "", fmt.Errorf("provider id %q: want vms/<vmid>/<name>", id)
+	}
+	if !vmidRE.MatchString(parts[1]) {
+		return 0, "", fmt.Errorf("provider id %q: vmid %q is not a number in 100..999999999", id, parts[1])
+	}
+	if !dnsLabelRE.MatchString(parts[2]) {
+		return 0, "", fmt.Errorf("provider id %q: name %q is not a DNS label", id, parts[2])
+	}
+	vmid, _ = strconv.Atoi(parts[1])
+	return vmid, parts[2], nil
+}
+
+// VMIDFor is the VMID to try for the proxy with this UID at the given attempt: FNV-1a 64 of the
+// UID mapped into r, plus attempt, wrapping around within r. Attempt 0 is the UID's home VMID;
+// when it is taken, attempt 1 tries the next one, and so on. r must be valid (min below max).
+func VMIDFor(uid string, r config.VMIDRange, attempt int) int {
+	h := fnv.New64a()
+	h.Write([]byte(uid))
+	span := r.Max - r.Min + 1
+	home := int(h.Sum64() % uint64(span))
+	return r.Min + (home+attempt%span+span)%span
+}

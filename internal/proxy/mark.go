@@ -1,0 +1,67 @@
+package proxy
+
+import (
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// The keys of the mark, one "key=value" line each in the VM's description. The description is
+// the mark because the clone call takes it: the VM carries it from its first moment.
+const (
+	keyManaged   = "proxy-operator-managed"
+	keyUID       = "proxy-operator-uid"
+	keyCreatedAt = "proxy-operator-created-at"
+)
+
+// Mark is what a VM's description says about the proxy it belongs to.
+type Mark struct {
+	UID       string
+	CreatedAt time.Time
+}
+
+// FormatDescription is the description that marks a VM as the proxy m.UID's.
+func FormatDescription(m Mark) string {
+	return keyManaged + "=true\n" +
+		keyUID + "=" + m.UID + "\n" +
+		keyCreatedAt + "=" + m.CreatedAt.UTC().Format(time.RFC3339)
+}
+
+// ParseDescription reads the mark from a VM's description. managed reports whether the
+// description says the VM is pveflow's; a VM is the proxy uid's only when managed and
+// m.UID == uid. Lines other than the mark's, CRLF line ends and spaces around keys and values
+// are ignored, as people edit descriptions in the PVE UI. A CreatedAt that does not parse is
+// left zero: it informs, it does not decide ownership.
+func ParseDescription(s string) (m Mark, managed bool) {
+	for line := range strings.Lines(s) {
+		key, value, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		value = strings.TrimSpace(value)
+		switch strings.TrimSpace(key) {
+		case keyManaged:
+			managed = value == "true"
+		case keyUID:
+			m.UID = value
+		case keyCreatedAt:
+			m.CreatedAt, _ = time.Parse(time.RFC3339, value)
+		}
+	}
+	return m, managed
+}
+
+// Tag is the tag pveflow sets on its VMs so that people can filter them in the PVE UI. It is
+// not the mark: tags cannot be set by the clone call, so they come later and may be missing.
+// PVE accepts an underscore in a tag under every tag style, a hyphen not under all.
+const Tag = "proxy_operator"
+
+// HasTag reports whether a VM's tags, as PVE lists them, include Tag. PVE separates tags with
+// ';' (and accepts ',' and spaces) and may fold their case.
+func HasTag(tags string) bool {
+	isSeparator := func(r rune) bool { return r == ';' || r == ',' || r == 0 || unicode.IsSpace(r) }
+	return slices.ContainsFunc(strings.FieldsFunc(tags, isSeparator), func(t string) bool {
+		return strings.EqualFold(t, Tag)
+	})
+}

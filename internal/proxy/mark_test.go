@@ -1,0 +1,117 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestFormatDescription_keys(t *testing.T) {
+	created := time.Date(2026, 9, 18, 17, 2, 3, 456, time.FixedZone("CEST", 2*60*60))
+	got := FormatDescription(Mark{UID: "3f0c9a52-5b1e-4c1a-9d7e-2b8f6e4a1c00", CreatedAt: created})
+	assert.Equal(t, []string{
+		"proxy-operator-managed=true",
+		"proxy-operator-uid=3f0c9a52-5b1e-4c1a-9d7e-2b8f6e4a1c00",
+		"proxy-operator-created-at=2026-09-18T15:02:03Z",
+	}, strings.Split(got, "\n"))
+}
+
+func TestParseDescription_table(t *testing.T) {
+	const uid = "3f0c9a52-5b1e-4c1a-9d7e-2b8f6e4a1c00"
+	created := time.Date(2026, 9, 18, 15, 2, 3, 0, time.UTC)
+	ours := Mark{UID: uid, CreatedAt: created}
+	tests := []struct {
+		name        string
+		description string
+		want        Mark
+		wantManaged bool
+	}{
+		{
+			name:        "as formatted",
+			description: FormatDescription(ours),
+			want:        ours, wantManaged: true,
+		},
+		{
+			name:        "with the trailing newline PVE returns",
+			description: FormatDescription(ours) + "\n",
+			want:        ours, wantManaged: true,
+		},
+		{
+			name:        "CRLF",
+			description: strings.ReplaceAll(FormatDescription(ours), "\n", "\r\n") + "\r\n",
+			want:        ours, wantManaged: true,
+		},
+		{
+			name: "extra lines and spaces",
+			description: "Egress proxy for team blue.\n\n" +
+				"  proxy-operator-managed = true  \n" +
+				"owner: alice\n" +
+				"\tproxy-operator-uid=" + uid + "\n" +
+				"proxy-operator-created-at=2026-09-18T15:02:03Z\n" +
+				"see https://wiki.example.com/?a=b\n",
+			want: ours, wantManaged: true,
+		},
+		{
+			name:        "missing managed",
+			description: "proxy-operator-uid=" + uid + "\nproxy-operator-created-at=2026-09-18T15:02:03Z",
+			want:        ours, wantManaged: false,
+		},
+		{
+			name:        "managed not true",
+			description: "proxy-operator-managed=false\nproxy-operator-uid=" + uid,
+			want:        Mark{UID: uid}, wantManaged: false,
+		},
+		{
+			name:        "other UID",
+			description: FormatDescription(Mark{UID: "other", CreatedAt: created}),
+			want:        Mark{UID: "other", CreatedAt: created}, wantManaged: true,
+		},
+		{
+			name:        "garbage date",
+			description: "proxy-operator-managed=true\nproxy-operator-uid=" + uid + "\nproxy-operator-created-at=yesterday",
+			want:        Mark{UID: uid}, wantManaged: true,
+		},
+		{
+			name:        "clone in progress",
+			description: " qmclone temporary file\n",
+			wantManaged: false,
+		},
+		{
+			name:        "empty",
+			description: "",
+			wantManaged: false,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, managed := ParseDescription(tt.description)
+			assert.Equal(t, tt.wantManaged, managed)
+			assert.Equal(t, tt.want.UID, got.UID)
+			assert.True(t, tt.want.CreatedAt.Equal(got.CreatedAt), "CreatedAt %v, want %v", got.CreatedAt, tt.want.CreatedAt)
+		})
+	}
+}
+
+func TestHasTag_table(t *testing.T) {
+	tests := []struct {
+		tags string
+		want bool
+	}{
+		{"proxy_operator", true},
+		{"a;proxy_operator;z", true},
+		{"a,proxy_operator", true},
+		{"a proxy_operator", true},
+		{"Proxy_Operator", true},
+		{" ; proxy_operator ; ", true},
+		{"", false},
+		{"proxy-operator", false},
+		{"proxy_operator2", false},
+		{"xproxy_operator", false},
+		{"a;b", false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, HasTag(tt.tags), "tags %q", tt.tags)
+	}
+}
