@@ -1,0 +1,453 @@
+package pve
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// URL is the cluster's address, such as https://pve1.example.com:8006; the client appends
+	// /api2/json.
+	URL string
+	// TokenFile holds one line, <user>@<realm>!<tokenid>=<secret>. It is read on every request,
+	// so a rotated token is used at once.
+	TokenFile string
+	// CAFile is a PEM bundle trusted instead of the system's roots.
+	CAFile string
+	// InsecureSkipTLSVerify turns certificate verification off; NewClient logs a warning.
+	InsecureSkipTLSVerify bool
+	// RequestTimeout bounds each request, from sending it to reading the whole answer; zero
+	// means 30 s.
+	RequestTimeout time.Duration
+	// Logger receives the InsecureSkipTLSVerify warning; nil means slog.Default().
+	Logger *slog.Logger
+	// WrapTransport, when set, wraps the HTTP transport, e.g. to trace requests.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
+}
+
+// Client implements API with Proxmox VE's REST interface, authenticated by an API token. It is
+// safe for concurrent use.
+type Client struct {
+	base      string // the escaped URL of /api2/json
+	tokenFile string
+	timeout   time.Duration
+	http      *http.Client
+}
+
+var _ API = (*Client)(nil)
+
+const (
+	defaultRequestTimeout = 30 * time.Second
+	dialTimeout           = 10 * time.Second
+	tlsHandshakeTimeout   = 10 * time.Second
+	// pveproxy gives up on pvedaemon after 30 s and answers then, so a status line that takes
+	// longer than this means a hung connection, whatever RequestTimeout allows.
+	responseHeaderTimeout = time.Minute
+	// maxAnswer caps a successful answer: the largest, cluster resources, stays far below it.
+	maxAnswer       = 32 << 20
+	formContentType = "application/x-www-form-urlencoded"
+)
+
+// NewClient checks cfg and builds a Client. It does not dial: the first request does.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("proxmox api url: %w", err)
+	}
+	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("proxmox api url %q: want https://host[:port]", u.Redacted())
+	}
+	if cfg.TokenFile == "" {
+		return nil, errors.New("proxmox api token file not set")
+	}
+	timeout := cfg.RequestTimeout
+	switch {
+	case timeout == 0:
+		timeout = defaultRequestTimeout
+	case timeout < 0:
+		return nil, fmt.Errorf("proxmox api request timeout %s is negative", timeout)
+	}
+
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.InsecureSkipTLSVerify}
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("proxmox api CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("proxmox api CA file %s: no PEM certificate in it", cfg.CAFile)
+		}
+		tlsConf.RootCAs = pool
+	}
+	if cfg.InsecureSkipTLSVerify {
+		logger := cfg.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		logger.Warn("proxmox api: TLS certificate verification is off (insecureSkipTLSVerify)", "url", u.Redacted())
+	}
+
+	transport := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tlsConf,
+		TLSHandshakeTimeout:   tlsHandshakeTimeout,
+		ResponseHeaderTimeout: responseHeaderTimeout,
+		// pveproxy speaks HTTP/1.1 only; a non-nil empty TLSNextProto keeps HTTP/2 out of ALPN.
+		ForceAttemptHTTP2: false,
+		TLSNextProto:      map[string]func(string, *tls.Conn) http.RoundTripper{},
+		// pveflow talks to a handful of nodes with a few calls in flight each.
+		MaxIdleConns:        16,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	var rt http.RoundTripper = transport
+	if cfg.WrapTransport != nil {
+		rt = cfg.WrapTransport(transport)
+	}
+	return &Client{
+		base:      strings.TrimSuffix(u.String(), "/") + "/api2/json",
+		tokenFile: cfg.TokenFile,
+		timeout:   timeout,
+		http: &http.Client{
+			Transport: rt,
+			// PVE never redirects; an answer that does is reported, not followed with the token.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}, nil
+}
+
+// Version reads GET /version.
+func (c *Client) Version(ctx context.Context) (Version, error) {
+	var v Version
+	err := c.call(ctx, "version query", http.MethodGet, "/version", nil, &v)
+	return v, err
+}
+
+// NodeStatus reads GET /nodes/{node}/status.
+func (c *Client) NodeStatus(ctx context.Context, node string) (NodeStatus, error) {
+	var s NodeStatus
+	err := c.call(ctx, "status of node "+node, http.MethodGet, apiPath("nodes", node, "status"), nil, &s)
+	return s, err
+}
+
+// StorageStatus reads GET /nodes/{node}/storage/{storage}/status.
+func (c *Client) StorageStatus(ctx context.Context, node, storage string) (StorageStatus, error) {
+	var s StorageStatus
+	op := fmt.Sprintf("status of storage %s on node %s", storage, node)
+	err := c.call(ctx, op, http.MethodGet, apiPath("nodes", node, "storage", storage, "status"), nil, &s)
+	return s, err
+}
+
+// ClusterResources reads GET /cluster/resources?type=vm.
+func (c *Client) ClusterResources(ctx context.Context) ([]VMResource, error) {
+	var rs []VMResource
+	err := c.call(ctx, "cluster resources", http.MethodGet, "/cluster/resources", url.Values{"type": {"vm"}}, &rs)
+	return rs, err
+}
+
+// VMConfig reads GET /nodes/{node}/qemu/{vmid}/config.
+func (c *Client) VMConfig(ctx context.Context, node string, vmid int) (VMConfig, error) {
+	var cfg VMConfig
+	err := c.call(ctx, vmOp("config", node, vmid), http.MethodGet, vmPath(node, vmid, "config"), nil, &cfg)
+	return cfg, err
+}
+
+// SetVMConfig writes PUT /nodes/{node}/qemu/{vmid}/config with params as its form.
+func (c *Client) SetVMConfig(ctx context.Context, node string, vmid int, params VMConfig) error {
+	form := make(url.Values, len(params))
+	for k, v := range params {
+		form.Set(k, v)
+	}
+	return c.call(ctx, vmOp("config update", node, vmid), http.MethodPut, vmPath(node, vmid, "config"), form, nil)
+}
+
+// Clone starts POST /nodes/{node}/qemu/{vmid}/clone. It always sends full, as 0 or 1, so that
+// CloneParams.Full means the same for a template and a plain VM; the other fields only when set.
+func (c *Client) Clone(ctx context.Context, node string, vmid int, p CloneParams) (UPID, error) {
+	form := url.Values{"newid": {strconv.Itoa(p.NewID)}, "full": {formBool(p.Full)}}
+	for k, v := range map[string]string{
+		"name":        p.Name,
+		"description": p.Description,
+		"target":      p.Target,
+		"storage":     p.Storage,
+		"pool":        p.Pool,
+	} {
+		if v != "" {
+			form.Set(k, v)
+		}
+	}
+	return c.task(ctx, vmOp("clone", node, vmid), http.MethodPost, vmPath(node, vmid, "clone"), form)
+}
+
+// Resize starts PUT /nodes/{node}/qemu/{vmid}/resize.
+func (c *Client) Resize(ctx context.Context, node string, vmid int, disk, size string) (UPID, error) {
+	form := url.Values{"disk": {disk}, "size": {size}}
+	return c.task(ctx, vmOp("resize of disk "+disk, node, vmid), http.MethodPut, vmPath(node, vmid, "resize"), form)
+}
+
+// Start starts POST /nodes/{node}/qemu/{vmid}/status/start.
+func (c *Client) Start(ctx context.Context, node string, vmid int) (UPID, error) {
+	return c.task(ctx, vmOp("start", node, vmid), http.MethodPost, vmPath(node, vmid, "status", "start"), nil)
+}
+
+// Stop starts POST /nodes/{node}/qemu/{vmid}/status/stop.
+func (c *Client) Stop(ctx context.Context, node string, vmid int) (UPID, error) {
+	return c.task(ctx, vmOp("stop", node, vmid), http.MethodPost, vmPath(node, vmid, "status", "stop"), nil)
+}
+
+// VMStatus reads GET /nodes/{node}/qemu/{vmid}/status/current.
+func (c *Client) VMStatus(ctx context.Context, node string, vmid int) (VMStatus, error) {
+	var s VMStatus
+	err := c.call(ctx, vmOp("status", node, vmid), http.MethodGet, vmPath(node, vmid, "status", "current"), nil, &s)
+	return s, err
+}
+
+// Destroy starts DELETE /nodes/{node}/qemu/{vmid}?purge=1&destroy-unreferenced-disks=1.
+func (c *Client) Destroy(ctx context.Context, node string, vmid int) (UPID, error) {
+	query := url.Values{"purge": {"1"}, "destroy-unreferenced-disks": {"1"}}
+	return c.task(ctx, vmOp("destroy", node, vmid), http.MethodDelete, vmPath(node, vmid), query)
+}
+
+// TaskStatus reads GET /nodes/{node}/tasks/{upid}/status.
+func (c *Client) TaskStatus(ctx context.Context, node string, upid UPID) (TaskStatus, error) {
+	var s TaskStatus
+	op := fmt.Sprintf("status of task %s on node %s", upid, node)
+	err := c.call(ctx, op, http.MethodGet, apiPath("nodes", node, "tasks", string(upid), "status"), nil, &s)
+	return s, err
+}
+
+// AgentNetworkInterfaces reads GET /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces.
+func (c *Client) AgentNetworkInterfaces(ctx context.Context, node string, vmid int) ([]AgentInterface, error) {
+	var answer struct {
+		Result []AgentInterface `json:"result"`
+	}
+	op := vmOp("guest agent network interfaces", node, vmid)
+	err := c.call(ctx, op, http.MethodGet, vmPath(node, vmid, "agent", "network-get-interfaces"), nil, &answer)
+	return answer.Result, err
+}
+
+// UploadISO starts POST /nodes/{node}/storage/{storage}/upload. The body streams r between the
+// multipart head and tail, so the ISO is not buffered, under the exact Content-Length PVE
+// requires; r must yield exactly size bytes.
+func (c *Client) UploadISO(ctx context.Context, node, storage, filename string, r io.Reader, size int64) (UPID, error) {
+	op := fmt.Sprintf("upload of ISO %s to storage %s on node %s", filename, storage, node)
+	if size < 0 {
+		return "", fmt.Errorf("%s: negative size %d", op, size)
+	}
+	// PVE parses the upload as a stream: the content field must precede the file, whose part
+	// must be named "filename"; its file name is the stored name.
+	var frame bytes.Buffer
+	mw := multipart.NewWriter(&frame)
+	if err := mw.WriteField("content", "iso"); err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
+	}
+	if _, err := mw.CreateFormFile("filename", filename); err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
+	}
+	headLen := frame.Len()
+	if err := mw.Close(); err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
+	}
+	head, tail := frame.Bytes()[:headLen], frame.Bytes()[headLen:]
+
+	body := io.MultiReader(bytes.NewReader(head), &exactReader{r: r, size: size}, bytes.NewReader(tail))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+apiPath("nodes", node, "storage", storage, "upload"), body)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
+	}
+	req.ContentLength = int64(len(head)) + size + int64(len(tail))
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	var upid UPID
+	err = c.do(op, req, &upid)
+	return upid, err
+}
+
+// DeleteVolume starts DELETE /nodes/{node}/storage/{storage}/content/{volid}.
+func (c *Client) DeleteVolume(ctx context.Context, node, storage, volid string) (UPID, error) {
+	op := fmt.Sprintf("deletion of volume %s on storage %s on node %s", volid, storage, node)
+	return c.task(ctx, op, http.MethodDelete, apiPath("nodes", node, "storage", storage, "content", volid), nil)
+}
+
+// task makes a call whose answer is a task's UPID.
+func (c *Client) task(ctx context.Context, op, method, path string, params url.Values) (UPID, error) {
+	var upid UPID
+	err := c.call(ctx, op, method, path, params, &upid)
+	return upid, err
+}
+
+// call sends params form-encoded, in the body of a POST or PUT and in the query otherwise, and
+// decodes the answer's data into out unless out is nil. op says which call failed in its errors.
+func (c *Client) call(ctx context.Context, op, method, path string, params url.Values, out any) error {
+	target := c.base + path
+	var body io.Reader
+	if method == http.MethodPost || method == http.MethodPut {
+		body = strings.NewReader(params.Encode())
+	} else if len(params) > 0 {
+		target += "?" + params.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", formContentType)
+	}
+	return c.do(op, req, out)
+}
+
+// do authenticates and sends req within the request timeout, turns a non-2xx answer into an
+// *APIError, and decodes the data of a 2xx answer into out unless out is nil.
+func (c *Client) do(op string, req *http.Request, out any) error {
+	header, secret, err := c.token()
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	req.Header.Set("Authorization", header)
+	ctx, cancel := context.WithTimeout(req.Context(), c.timeout)
+	defer cancel()
+
+	resp, err := c.http.Do(req.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, c.transportError(req.Context(), err))
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// A body cut short still leaves the status and reason to report.
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		reason := strings.TrimPrefix(resp.Status, strconv.Itoa(resp.StatusCode))
+		apiErr := ErrorFromResponse(resp.StatusCode, reason, body)
+		redact(apiErr, secret)
+		return fmt.Errorf("%s: %w", op, apiErr)
+	}
+	var answer struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&answer); err != nil {
+		return fmt.Errorf("%s: read answer: %w", op, c.transportError(req.Context(), err))
+	}
+	if out == nil || len(answer.Data) == 0 {
+		return nil
+	}
+	if err := decodeData(answer.Data, out); err != nil {
+		return fmt.Errorf("%s: decode answer: %w", op, err)
+	}
+	return nil
+}
+
+// token reads the token file and returns the Authorization header and the secret, which must
+// never reach an error or a log.
+func (c *Client) token() (header, secret string, err error) {
+	data, err := os.ReadFile(c.tokenFile)
+	if err != nil {
+		return "", "", Classified(Transient, fmt.Errorf("read proxmox api token: %w", err))
+	}
+	token := strings.TrimSpace(string(data))
+	id, secret, hasSecret := strings.Cut(token, "=")
+	user, tokenID, hasTokenID := strings.Cut(id, "!")
+	if !hasSecret || !hasTokenID || secret == "" || tokenID == "" || !strings.Contains(user, "@") ||
+		strings.ContainsFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return "", "", Classified(Permanent, fmt.Errorf("proxmox api token file %s: want one line <user>@<realm>!<tokenid>=<secret>", c.tokenFile))
+	}
+	return "PVEAPIToken=" + token, secret, nil
+}
+
+// transportError drops the *url.Error around err, whose text repeats the URL and its query,
+// and says so when the client's own timeout rather than the caller's context ended the request.
+func (c *Client) transportError(callerCtx context.Context, err error) error {
+	if ue, ok := errorsAs[*url.Error](err); ok {
+		err = ue.Err
+	}
+	if errors.Is(err, context.DeadlineExceeded) && callerCtx.Err() == nil {
+		return fmt.Errorf("no answer within %s: %w", c.timeout, err)
+	}
+	return err
+}
+
+// redact removes the token secret from an answer's texts: a proxy or an older PVE may echo the
+// credentials it refused.
+func redact(e *APIError, secret string) {
+	hide := func(s string) string { return strings.ReplaceAll(s, secret, "[redacted]") }
+	e.Reason = hide(e.Reason)
+	e.Message = hide(e.Message)
+	if e.Errors == nil {
+		return
+	}
+	errs := make(map[string]string, len(e.Errors))
+	for k, v := range e.Errors {
+		errs[hide(k)] = hide(v)
+	}
+	e.Errors = errs
+}
+
+// apiPath joins path segments, escaping each, so that a volume ID or a UPID stays one segment.
+func apiPath(segments ...string) string {
+	var b strings.Builder
+	for _, s := range segments {
+		b.WriteByte('/')
+		b.WriteString(url.PathEscape(s))
+	}
+	return b.String()
+}
+
+func vmPath(node string, vmid int, rest ...string) string {
+	return apiPath(append([]string{"nodes", node, "qemu", strconv.Itoa(vmid)}, rest...)...)
+}
+
+func vmOp(what, node string, vmid int) string {
+	return fmt.Sprintf("%s of VM %d on node %s", what, vmid, node)
+}
+
+// formBool is PVE's boolean in form encoding, where only 0 and 1 pass its type check.
+func formBool(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// exactReader passes on exactly size bytes of r and fails when r has fewer or more: an upload's
+// Content-Length is promised before its body is read.
+type exactReader struct {
+	r       io.Reader
+	size, n int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	if e.n == e.size {
+		var extra [1]byte
+		k, err := io.ReadFull(e.r, extra[:])
+		if k > 0 {
+			return 0, fmt.Errorf("ISO reader yields more than the declared %d bytes", e.size)
+		}
+		return 0, err
+	}
+	if rest := e.size - e.n; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	k, err := e.r.Read(p)
+	e.n += int64(k)
+	if err == io.EOF && e.n < e.size {
+		return k, fmt.Errorf("ISO reader ended after %d of the declared %d bytes", e.n, e.size)
+	}
+	return k, err
+}
