@@ -1,0 +1,328 @@
+package pvesim
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+// Clone clones VM vmid into params.NewID, following PVE's timeline:
+//
+//   - the checks before the worker forks are synchronous errors, among them a NewID whose config
+//     file exists on this node;
+//   - a NewID used on another node fails the task: pmxcfs refuses the temporary config;
+//   - otherwise the new VM exists at once with a temporary config and "lock: clone", gets its
+//     full config halfway through the task, and is unlocked when the task ends (and moved to
+//     the target node, if one was given);
+//   - a clone that fails, for lack of space or by FailTask, removes the new VM when it ends.
+//
+// While the clone runs it holds the new VM's config flock and a shared flock on the source.
+func (c *Cluster) Clone(ctx context.Context, node string, vmid int, params pve.CloneParams) (pve.UPID, error) {
+	return call(c, ctx, Call{Method: "Clone", Node: node, VMID: vmid}, func(now time.Time) (pve.UPID, error) {
+		return c.clone(now, node, vmid, params)
+	})
+}
+
+// cloneDisk is one disk of a clone: where it goes and what the new config says about it.
+type cloneDisk struct {
+	key   string
+	st    *storage
+	name  string
+	size  int64
+	drive string
+}
+
+func (c *Cluster) clone(now time.Time, node string, vmid int, p pve.CloneParams) (pve.UPID, error) {
+	src, disks, err := c.checkClone(node, vmid, p)
+	if err != nil {
+		return "", err
+	}
+	if other := c.vms[p.NewID]; other != nil {
+		// The early check sees only this node's config files; pmxcfs refuses the temporary
+		// config of a VMID another node has.
+		if other.node == node {
+			return "", serverErr(fmt.Sprintf("unable to create VM %d: config file already exists", p.NewID))
+		}
+		exit := fmt.Sprintf("close (rename) atomic file '/etc/pve/nodes/%s/qemu-server/%d.conf' failed: File exists", node, p.NewID)
+		return c.startTask(now, node, "qmclone", strconv.Itoa(vmid), exit).upid, nil
+	}
+	return c.runClone(now, src, p, disks), nil
+}
+
+// checkClone is the clone's synchronous checks, in PVE's order. It returns the source and the
+// plan for its disks.
+func (c *Cluster) checkClone(node string, vmid int, p pve.CloneParams) (*vm, []cloneDisk, error) {
+	if err := c.allow(vmPath(vmid), "VM.Clone"); err != nil {
+		return nil, nil, err
+	}
+	if c.denied["VM.Allocate"] {
+		// VM.Allocate on the new VMID or on the pool is an "or" check: PVE names neither.
+		return nil, nil, apiErr(http.StatusForbidden, "Permission check failed")
+	}
+	nd, err := c.nodeNamed(node)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkVMID("newid", p.NewID); err != nil {
+		return nil, nil, err
+	}
+	if p.Name != "" {
+		if _, msg := checkName("name", p.Name); msg != "" {
+			return nil, nil, paramErr(map[string]string{"name": msg})
+		}
+	}
+	if p.Target != "" && c.nodes[p.Target] == nil {
+		return nil, nil, serverErr(fmt.Sprintf("no such cluster node '%s'", p.Target))
+	}
+	var dest *storage
+	if p.Storage != "" {
+		if dest, err = c.storageOn(node, p.Storage); err != nil {
+			return nil, nil, err
+		}
+		if !dest.content["images"] {
+			return nil, nil, paramErr(map[string]string{"storage": fmt.Sprintf("storage '%s' does not support vm images", p.Storage)})
+		}
+	}
+	if p.Pool != "" {
+		return nil, nil, serverErr(fmt.Sprintf("pool '%s' does not exist", p.Pool)) // the model has no pools
+	}
+	src, err := c.vmOn(node, vmid)
+	if err != nil {
+		return nil, nil, err
+	}
+	if lock := src.cfg["lock"]; lock != "" {
+		return nil, nil, serverErr(lockedText(lock))
+	}
+	if !p.Full && dest != nil {
+		return nil, nil, serverErr("parameter 'storage' not allowed for linked clones")
+	}
+	disks, err := c.planDisks(nd, src, p.NewID, dest, p.Full)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range disks {
+		if err := c.allow("/storage/"+d.st.ID, "Datastore.AllocateSpace"); err != nil {
+			return nil, nil, err
+		}
+	}
+	if p.Target != "" && p.Target != node && !c.sharedClone(nd, src, disks) {
+		return nil, nil, serverErr(fmt.Sprintf("can't clone VM to node '%s' (VM uses local storage)", p.Target))
+	}
+	return src, disks, nil
+}
+
+// runClone starts the clone's worker and schedules its effects.
+func (c *Cluster) runClone(now time.Time, src *vm, p pve.CloneParams, disks []cloneDisk) pve.UPID {
+	t := c.startTask(now, src.node, "qmclone", strconv.Itoa(src.id), spaceExit(disks, p.Full))
+	crashed := c.faults.crashClone[p.NewID] && succeeded(t.exit)
+	stalled := (c.stall || c.faults.stallClone[p.NewID]) && succeeded(t.exit)
+	delete(c.faults.crashClone, p.NewID)
+	delete(c.faults.stallClone, p.NewID)
+	switch {
+	case crashed:
+		t.exit = "unexpected status"
+	case stalled:
+		t.end = time.Time{}
+	}
+
+	g := &vm{
+		id:        p.NewID,
+		node:      src.node,
+		cfg:       pve.VMConfig{"description": description(" qmclone temporary file"), "lock": "clone"},
+		createdAt: now,
+		clone:     t,
+	}
+	c.vms[p.NewID] = g
+	src.cloneSources++
+	full := cloneConfig(src, p, disks)
+	full["lock"] = "clone"
+	// A crashed clone got as far as writing the full config; a failed one is cleaned up.
+	works := succeeded(t.exit) || crashed
+	if works {
+		for _, d := range disks {
+			d.st.volumes[d.name] = &volume{size: d.size}
+		}
+		if !stalled {
+			c.at(now.Add(c.durations["qmclone"]/2), func() {
+				if c.vms[p.NewID] == g {
+					g.cfg = maps.Clone(full)
+				}
+			})
+		}
+	}
+	c.onEnd(t, func() {
+		src.cloneSources--
+		g.clone = nil
+		if c.vms[p.NewID] != g {
+			return
+		}
+		switch {
+		case crashed:
+			g.cfg = full
+		case works:
+			delete(full, "lock")
+			g.cfg = full
+			if p.Target != "" {
+				g.node = p.Target
+			}
+		default:
+			delete(c.vms, p.NewID)
+		}
+	})
+	return t.upid
+}
+
+// planDisks decides where each of the source's disks goes: onto dest (or the disk's own
+// storage) under the first free vm-<newid>-disk-N name, or for a linked clone as a child of
+// the template's base volume.
+func (c *Cluster) planDisks(nd *node, src *vm, newid int, dest *storage, full bool) ([]cloneDisk, error) {
+	var disks []cloneDisk
+	taken := make(map[*storage]map[string]bool)
+	for _, key := range slices.Sorted(maps.Keys(src.cfg)) {
+		value := src.cfg[key]
+		if !isDiskKey(key) || isCDROM(value) {
+			continue
+		}
+		volid := driveVolID(value)
+		sid, srcName, ok := strings.Cut(volid, ":")
+		st := nd.storages[sid]
+		if !ok || st == nil {
+			return nil, serverErr(noStorageText(sid))
+		}
+		size := driveSize(value)
+		if v := st.volumes[srcName]; size == 0 && v != nil {
+			size = v.size
+		}
+		if !full && (st.Type != "lvmthin" || !strings.HasPrefix(srcName, "base-")) {
+			return nil, serverErr(fmt.Sprintf("Linked clone feature is not supported for '%s' (%s)", volid, key))
+		}
+		if full && dest != nil {
+			st = dest
+		}
+		if taken[st] == nil {
+			taken[st] = make(map[string]bool)
+		}
+		name := freeDiskName(st, newid, taken[st])
+		taken[st][name] = true
+		if !full {
+			name = srcName + "/" + name
+		}
+		disks = append(disks, cloneDisk{key: key, st: st, name: name, size: size, drive: withDrive(value, st.volid(name), size)})
+	}
+	return disks, nil
+}
+
+// freeDiskName is PVE's find_free_diskname: the first vm-<vmid>-disk-N no volume on the
+// storage (a linked clone's included) and no disk of this clone uses.
+func freeDiskName(st *storage, vmid int, taken map[string]bool) string {
+	used := make(map[string]bool)
+	for name := range st.volumes {
+		_, base, ok := strings.Cut(name, "/")
+		if !ok {
+			base = name
+		}
+		used[base] = true
+	}
+	for n := 0; ; n++ {
+		name := fmt.Sprintf("vm-%d-disk-%d", vmid, n)
+		if !used[name] && !taken[name] {
+			return name
+		}
+	}
+}
+
+// sharedClone reports whether every volume of the clone is on shared storage, which a clone
+// to another node requires; an ISO on a local storage counts too.
+func (c *Cluster) sharedClone(nd *node, src *vm, disks []cloneDisk) bool {
+	for _, d := range disks {
+		if !d.st.Shared {
+			return false
+		}
+	}
+	for key, value := range src.cfg {
+		if !isDiskKey(key) || !isCDROM(value) {
+			continue
+		}
+		volid := driveVolID(value)
+		if volid == "none" {
+			continue
+		}
+		sid, _, _ := strings.Cut(volid, ":")
+		if st := nd.storages[sid]; st == nil || !st.Shared {
+			return false
+		}
+	}
+	return true
+}
+
+// spaceExit is the clone's outcome as far as space goes: a full clone allocates its disks one
+// by one and fails on the first that does not fit, with LVM's message (sizes in KiB).
+func spaceExit(disks []cloneDisk, full bool) string {
+	if !full {
+		return "OK"
+	}
+	planned := make(map[*storage]int64)
+	for _, d := range disks {
+		free := d.st.avail() - planned[d.st]
+		if free < d.size {
+			return fmt.Sprintf("clone failed: not enough free space (%d < %d)", free/1024, d.size/1024)
+		}
+		planned[d.st] += d.size
+	}
+	return "OK"
+}
+
+// cloneConfig is the new VM's config: the source's, without what PVE drops (template flag,
+// lock, unused disks, snapshot state), with new disks, new NIC MACs, a new SMBIOS UUID and
+// generation ID, and the clone's name and description. PVE's default name is
+// "Copy-of-VM-<source name>".
+func cloneConfig(src *vm, p pve.CloneParams, disks []cloneDisk) pve.VMConfig {
+	cfg := pve.VMConfig{}
+	for key, value := range src.cfg {
+		switch {
+		case key == "template", key == "lock", key == "parent", key == "snaptime", key == "vmstate",
+			strings.HasPrefix(key, "unused"):
+			continue
+		case netKeyRE.MatchString(key):
+			value = withNetMAC(value, macFor(p.NewID, key))
+		case key == "smbios1":
+			value = withSMBIOSUUID(value, uuidFor(p.NewID, key))
+		case key == "vmgenid":
+			value = uuidFor(p.NewID, key)
+		}
+		cfg[key] = value
+	}
+	for _, d := range disks {
+		cfg[d.key] = d.drive
+	}
+	cfg["name"] = p.Name
+	if p.Name == "" {
+		srcName := src.cfg["name"]
+		if srcName == "" {
+			srcName = strconv.Itoa(src.id)
+		}
+		cfg["name"] = "Copy-of-VM-" + srcName
+	}
+	if p.Description != "" {
+		cfg["description"] = description(p.Description)
+	}
+	return cfg
+}
+
+func withSMBIOSUUID(value, uuid string) string {
+	parts := strings.Split(value, ",")
+	for i, part := range parts {
+		if strings.HasPrefix(part, "uuid=") {
+			parts[i] = "uuid=" + uuid
+			return strings.Join(parts, ",")
+		}
+	}
+	return strings.Join(append(parts, "uuid="+uuid), ",")
+}

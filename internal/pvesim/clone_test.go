@@ -1,0 +1,342 @@
+package pvesim
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+func TestClone_newVMLockedUntilTaskEnds(t *testing.T) {
+	c, clk := newCluster(t)
+	upid := startClone(t, c, newID)
+
+	cfg, err := c.VMConfig(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	want := fixtureData(t, "vm_config_cloning")
+	assert.Equal(t, want["lock"], cfg["lock"])
+	assert.Equal(t, want["description"], cfg["description"])
+	assert.ElementsMatch(t, slices.Collect(maps.Keys(want)), slices.Collect(maps.Keys(cfg)))
+
+	finish(t, c, clk, upid)
+	cfg, err = c.VMConfig(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.NotContains(t, cfg, "lock")
+	assert.Equal(t, "proxy-3k7q2m9x4w8p1r5t", cfg["name"])
+}
+
+func TestClone_fullConfigWrittenHalfwayStillLocked(t *testing.T) {
+	c, clk := newCluster(t)
+	startClone(t, c, newID)
+	clk.Advance(defaultTaskDurations["qmclone"] / 2)
+
+	cfg, err := c.VMConfig(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, "clone", cfg["lock"])
+	assert.Equal(t, "proxy-3k7q2m9x4w8p1r5t", cfg["name"])
+}
+
+func TestClone_configMatchesFixture(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+
+	cfg, err := c.VMConfig(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	want := fixtureData(t, "vm_config_clone")
+	assert.ElementsMatch(t, slices.Collect(maps.Keys(want)), slices.Collect(maps.Keys(cfg)))
+	for _, key := range []string{"name", "description", "efidisk0", "scsi0", "boot", "agent", "memory"} {
+		assert.Equal(t, want[key], cfg[key], key)
+	}
+}
+
+func TestClone_regeneratesIdentity(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+
+	tmpl, _ := vmByID(c, tmplID)
+	clone, _ := vmByID(c, newID)
+	for _, key := range []string{"net0", "smbios1", "vmgenid"} {
+		assert.NotEqual(t, tmpl.Config[key], clone.Config[key], key)
+	}
+	assert.Regexp(t, `^virtio=BC:24:11:[0-9A-F:]{8},bridge=vmbr0$`, clone.Config["net0"])
+	assert.NotContains(t, clone.Config, "template")
+}
+
+func TestClone_upidIdIsSourceVMID(t *testing.T) {
+	c, _ := newCluster(t)
+	info, err := pve.ParseUPID(startClone(t, c, newID))
+	require.NoError(t, err)
+	assert.Equal(t, pve.UPIDInfo{
+		Node: "pve1", PID: info.PID, PStart: info.PStart, StartTime: t0.Unix(),
+		Type: "qmclone", ID: "9000", User: "pveflow@pve!sim",
+	}, info)
+}
+
+func TestClone_usedVMIDSameNodeIsSyncAlreadyExists(t *testing.T) {
+	c, _ := newCluster(t)
+	require.NoError(t, c.AddVM(VM{Node: "pve1", VMID: newID, Config: pve.VMConfig{"name": "foreign"}}))
+
+	_, err := c.Clone(t.Context(), "pve1", tmplID, cloneParams(newID))
+	requireFixtureError(t, "err_newid_in_use", err)
+	assert.Equal(t, pve.AlreadyExists, pve.Classify(err))
+}
+
+func TestClone_usedVMIDOtherNodeIsTaskFileExists(t *testing.T) {
+	c, clk := newCluster(t)
+	require.NoError(t, c.AddVM(VM{Node: "pve2", VMID: newID, Config: pve.VMConfig{"name": "foreign"}}))
+
+	upid := startClone(t, c, newID)
+	st := finish(t, c, clk, upid)
+	assert.Equal(t, fixtureExit(t, "task_status_clone_file_exists"), st.ExitStatus)
+	_, err := st.Result()
+	assert.Equal(t, pve.AlreadyExists, pve.Classify(err))
+	foreign, _ := vmByID(c, newID)
+	assert.Equal(t, VM{Node: "pve2", VMID: newID, Config: pve.VMConfig{"name": "foreign"}}, foreign)
+}
+
+func TestClone_failedCloneRemovesVM(t *testing.T) {
+	c, clk := newCluster(t)
+	exit := fixtureExit(t, "task_status_stopped_error")
+	c.FailTask("qmclone", exit)
+
+	upid := startClone(t, c, newID)
+	_, exists := vmByID(c, newID)
+	require.True(t, exists, "the VM exists while the clone runs")
+	assert.Equal(t, exit, finish(t, c, clk, upid).ExitStatus)
+
+	_, exists = vmByID(c, newID)
+	assert.False(t, exists)
+	assert.Empty(t, volumesOf(c, newID))
+}
+
+func TestClone_noSpaceFailsTask(t *testing.T) {
+	c, clk := newCluster(t, func(o *Options) {
+		o.Nodes[0].Storages = []Storage{
+			{ID: "local", Type: "dir", Content: "iso", Total: 1 << 40},
+			// The template's 3 GiB and 4 MiB leave 2 GiB: the 4 MiB EFI disk fits, scsi0 does not.
+			{ID: "local-lvm", Type: "lvm", Content: "images", Total: 5<<30 + 4<<20},
+		}
+	})
+	st := finish(t, c, clk, startClone(t, c, newID))
+
+	assert.Equal(t, fixtureExit(t, "task_status_no_space_lvm"), st.ExitStatus)
+	_, err := st.Result()
+	assert.Equal(t, pve.QuotaExceeded, pve.Classify(err))
+	_, exists := vmByID(c, newID)
+	assert.False(t, exists)
+}
+
+func TestClone_stalledNeverFinishes(t *testing.T) {
+	c, clk := newCluster(t)
+	c.StallClone(newID)
+	upid := startClone(t, c, newID)
+
+	clk.Advance(24 * time.Hour)
+	st, err := c.TaskStatus(t.Context(), "pve1", upid)
+	require.NoError(t, err)
+	assert.Equal(t, pve.TaskRunning, st.Status)
+	vm, _ := vmByID(c, newID)
+	assert.Equal(t, "clone", vm.Config["lock"])
+}
+
+func TestClone_stallClonesOptionStallsEveryClone(t *testing.T) {
+	c, clk := newCluster(t, func(o *Options) { o.StallClones = true })
+	first, second := startClone(t, c, newID), startClone(t, c, newID+1)
+
+	clk.Advance(24 * time.Hour)
+	for _, upid := range []pve.UPID{first, second} {
+		st, err := c.TaskStatus(t.Context(), "pve1", upid)
+		require.NoError(t, err)
+		assert.Equal(t, pve.TaskRunning, st.Status)
+	}
+}
+
+func TestClone_crashedHostLeavesLock(t *testing.T) {
+	c, clk := newCluster(t)
+	c.CrashClone(newID)
+
+	st := finish(t, c, clk, startClone(t, c, newID))
+	assert.Equal(t, "unexpected status", st.ExitStatus)
+	vm, _ := vmByID(c, newID)
+	assert.Equal(t, "clone", vm.Config["lock"])
+	assert.Equal(t, "proxy-3k7q2m9x4w8p1r5t", vm.Config["name"])
+
+	err := c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"cores": "4"})
+	requireFixtureError(t, "err_locked", err)
+	upid, err := c.Start(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, fixtureExit(t, "task_status_vm_locked"), finish(t, c, clk, upid).ExitStatus)
+}
+
+func TestClone_sourceFlockBlocksConfigWritesAndWorkers(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	_, err := c.Clone(t.Context(), "pve1", newID, cloneParams(newID+1))
+	require.NoError(t, err)
+
+	err = c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"cores": "4"})
+	requireFixtureError(t, "err_lock_timeout", err)
+	upid, err := c.Destroy(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, fixtureExit(t, "task_status_lock_timeout"), finish(t, c, clk, upid).ExitStatus)
+}
+
+func TestClone_defaultNameIsCopyOfSource(t *testing.T) {
+	c, clk := newCluster(t)
+	p := cloneParams(newID)
+	p.Name = ""
+	upid, err := c.Clone(t.Context(), "pve1", tmplID, p)
+	require.NoError(t, err)
+	finish(t, c, clk, upid)
+
+	vm, _ := vmByID(c, newID)
+	assert.Equal(t, "Copy-of-VM-debian-13-template", vm.Config["name"])
+}
+
+func TestClone_linkedCloneUsesBaseVolumes(t *testing.T) {
+	c, clk := newCluster(t)
+	p := cloneParams(newID)
+	p.Full, p.Storage = false, ""
+	upid, err := c.Clone(t.Context(), "pve1", tmplID, p)
+	require.NoError(t, err)
+	finish(t, c, clk, upid)
+
+	vm, _ := vmByID(c, newID)
+	assert.Equal(t, "local-lvm:base-9000-disk-1/vm-123456-disk-1,size=3G", vm.Config["scsi0"])
+}
+
+func TestClone_syncRefusals(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*pve.CloneParams)
+		want error
+	}{
+		{"unknown storage", func(p *pve.CloneParams) { p.Storage = "nope" }, serverErr("storage 'nope' does not exist")},
+		{"storage without images", func(p *pve.CloneParams) { p.Storage = "local" },
+			paramErr(map[string]string{"storage": "storage 'local' does not support vm images"})},
+		{"name not a DNS name", func(p *pve.CloneParams) { p.Name = "proxy_1" },
+			paramErr(map[string]string{"name": "invalid format - value does not look like a valid DNS name\n"})},
+		{"newid below range", func(p *pve.CloneParams) { p.NewID = 99 },
+			paramErr(map[string]string{"newid": "value must have a minimum value of 100"})},
+		{"local storage to another node", func(p *pve.CloneParams) { p.Target = "pve2" },
+			serverErr("can't clone VM to node 'pve2' (VM uses local storage)")},
+		{"unknown target", func(p *pve.CloneParams) { p.Target = "pve9" }, serverErr("no such cluster node 'pve9'")},
+		{"storage on a linked clone", func(p *pve.CloneParams) { p.Full = false },
+			serverErr("parameter 'storage' not allowed for linked clones")},
+		{"pool", func(p *pve.CloneParams) { p.Pool = "proxies" }, serverErr("pool 'proxies' does not exist")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _ := newCluster(t)
+			p := cloneParams(newID)
+			tt.edit(&p)
+			_, err := c.Clone(t.Context(), "pve1", tmplID, p)
+			assert.Equal(t, tt.want, err)
+			_, exists := vmByID(c, p.NewID)
+			assert.False(t, exists)
+		})
+	}
+}
+
+func TestClone_unknownStorageMatchesFixture(t *testing.T) {
+	c, _ := newCluster(t)
+	p := cloneParams(newID)
+	p.Storage = "nope"
+	_, err := c.Clone(t.Context(), "pve1", tmplID, p)
+	requireFixtureError(t, "err_storage_missing", err)
+}
+
+func TestClone_toOtherNodeOnSharedStorageMovesVMAtEnd(t *testing.T) {
+	shared := Storage{ID: "ceph-vm", Type: "rbd", Content: "images", Shared: true, Total: 1 << 40}
+	c, clk := newCluster(t, func(o *Options) {
+		for i := range o.Nodes {
+			o.Nodes[i].Storages = append(slices.Clone(o.Nodes[i].Storages), shared)
+		}
+		o.VMs[0].Config["efidisk0"] = "ceph-vm:base-9000-disk-0,efitype=4m,pre-enrolled-keys=0,size=4M"
+		o.VMs[0].Config["scsi0"] = "ceph-vm:base-9000-disk-1,size=3G"
+	})
+	p := cloneParams(newID)
+	p.Target, p.Storage = "pve2", "ceph-vm"
+	upid, err := c.Clone(t.Context(), "pve1", tmplID, p)
+	require.NoError(t, err)
+
+	during, _ := vmByID(c, newID)
+	assert.Equal(t, "pve1", during.Node, "the clone writes its config on the source node")
+	finish(t, c, clk, upid)
+	after, _ := vmByID(c, newID)
+	assert.Equal(t, "pve2", after.Node)
+	_, err = c.VMConfig(t.Context(), "pve2", newID)
+	assert.NoError(t, err)
+}
+
+func TestClone_leftoverDiskTakesNextName(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	c.FailTask("qmdestroy", "WARNINGS: 2")
+	upid, err := c.Destroy(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	finish(t, c, clk, upid)
+
+	createVM(t, c, clk, newID)
+	vm, _ := vmByID(c, newID)
+	assert.Equal(t, "local-lvm:vm-123456-disk-3,size=3G", vm.Config["scsi0"])
+}
+
+func TestClone_concurrentClonesIntoOneRangeNeverShareVMID(t *testing.T) {
+	const (
+		clones = 200
+		lo     = 200000
+		size   = 250
+	)
+	c, _ := newCluster(t)
+	require.NoError(t, c.AddVM(VM{Node: "pve1", VMID: lo + 3, Config: pve.VMConfig{"name": "foreign"}}))
+
+	got := make([]int, clones)
+	var wg sync.WaitGroup
+	for i := range clones {
+		wg.Go(func() {
+			for probe := range size {
+				id := lo + (i*7+probe)%size
+				_, err := c.Clone(t.Context(), "pve1", tmplID, cloneParams(id))
+				if pve.IsClass(err, pve.AlreadyExists) {
+					continue
+				}
+				if !assert.NoError(t, err) {
+					return
+				}
+				got[i] = id
+				return
+			}
+		})
+	}
+	wg.Wait()
+
+	seen := make(map[int]bool)
+	for i, id := range got {
+		require.NotZero(t, id, "clone %d found no VMID", i)
+		require.False(t, seen[id], "VMID %d handed out twice", id)
+		require.NotEqual(t, lo+3, id, "the foreign VM's VMID was taken")
+		seen[id] = true
+	}
+	assert.Len(t, c.VMs(), clones+2)
+}
+
+func TestClone_disksNamedAfterNewVMID(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+
+	assert.Equal(t, []string{"local-lvm:vm-123456-disk-0", "local-lvm:vm-123456-disk-1"}, volumesOf(c, newID))
+	for _, v := range c.Volumes() {
+		if strings.HasSuffix(v.VolID, "vm-123456-disk-1") {
+			assert.Equal(t, int64(3<<30), v.Size, fmt.Sprint(v))
+		}
+	}
+}

@@ -1,0 +1,404 @@
+package pvesim
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+// PVE's VMID range (pve-vmid).
+const (
+	minVMID = 100
+	maxVMID = 999999999
+)
+
+const mib = 1 << 20
+
+func checkVMID(param string, id int) error {
+	switch {
+	case id < minVMID:
+		return paramErr(map[string]string{param: fmt.Sprintf("value must have a minimum value of %d", minVMID)})
+	case id > maxVMID:
+		return paramErr(map[string]string{param: fmt.Sprintf("value must have a maximum value of %d", maxVMID)})
+	}
+	return nil
+}
+
+// splitList is PVE's split_list: items separated by commas, semicolons, white space or NULs.
+func splitList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool {
+		return r == ',' || r == ';' || r == 0 || unicode.IsSpace(r)
+	})
+}
+
+var (
+	diskKeyRE = regexp.MustCompile(`^(ide[0-3]|sata[0-5]|scsi([0-9]|[12][0-9]|30)|virtio([0-9]|1[0-5])|efidisk0|tpmstate0)$`)
+	ideKeyRE  = regexp.MustCompile(`^ide[0-3]$`)
+	netKeyRE  = regexp.MustCompile(`^net([0-9]|[12][0-9]|3[01])$`)
+	// dnsNameRE is PVE's dns-name format: no underscores.
+	dnsNameRE = regexp.MustCompile(`^(([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)\.)*([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)$`)
+	tagRE     = regexp.MustCompile(`^(?i)[a-z0-9_][a-z0-9_\-+.]*$`)
+	// sizeRE is PVE's size string; a leading + makes a resize relative.
+	sizeRE = regexp.MustCompile(`^(\+)?(\d+(?:\.\d+)?)([KMGT])?$`)
+	macRE  = regexp.MustCompile(`^(?i)[0-9a-f]{2}(:[0-9a-f]{2}){5}$`)
+)
+
+func isDiskKey(key string) bool { return diskKeyRE.MatchString(key) }
+
+// A drive is "<volid>[,opt=value...]", the volid possibly written as "file=<volid>".
+func driveVolID(value string) string {
+	first, _, _ := strings.Cut(value, ",")
+	return strings.TrimPrefix(first, "file=")
+}
+
+func driveOpt(value, key string) string {
+	for _, opt := range strings.Split(value, ",")[1:] {
+		if k, v, ok := strings.Cut(opt, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+func isCDROM(value string) bool { return driveOpt(value, "media") == "cdrom" }
+
+// driveSize is a drive's size= in bytes (PVE's size string: a number with an optional K, M,
+// G or T), 0 if it has none.
+func driveSize(value string) int64 {
+	m := sizeRE.FindStringSubmatch(driveOpt(value, "size"))
+	if m == nil || m[1] != "" {
+		return 0
+	}
+	return scaleSize(m[2], m[3])
+}
+
+// withDrive rewrites a drive's volid and size, keeping its other options.
+func withDrive(value, volid string, size int64) string {
+	parts := []string{volid}
+	for _, opt := range strings.Split(value, ",")[1:] {
+		if !strings.HasPrefix(opt, "size=") {
+			parts = append(parts, opt)
+		}
+	}
+	return strings.Join(append(parts, "size="+formatSize(size)), ",")
+}
+
+func scaleSize(number, unit string) int64 {
+	f, _ := strconv.ParseFloat(number, 64)
+	if unit != "" {
+		f *= float64(int64(1) << (10 * (strings.Index("KMGT", unit) + 1)))
+	}
+	return int64(f)
+}
+
+// formatSize is PVE's format_size: the largest unit that divides the size exactly.
+func formatSize(n int64) string {
+	units := []string{"", "K", "M", "G", "T"}
+	i := 0
+	for i < len(units)-1 && n != 0 && n%1024 == 0 {
+		n /= 1024
+		i++
+	}
+	return strconv.FormatInt(n, 10) + units[i]
+}
+
+// volumeOwner is the VMID a disk volume belongs to: vm-<id>-disk-N, base-<id>-disk-N, or a
+// linked clone's base-<b>-disk-M/vm-<id>-disk-N. 0 for ISOs and anything else.
+func volumeOwner(name string) int {
+	if _, after, ok := strings.Cut(name, "/"); ok && !strings.HasPrefix(name, "iso/") {
+		name = after
+	}
+	for _, prefix := range []string{"vm-", "base-"} {
+		if rest, ok := strings.CutPrefix(name, prefix); ok {
+			id, _, _ := strings.Cut(rest, "-")
+			n, _ := strconv.Atoi(id)
+			return n
+		}
+	}
+	return 0
+}
+
+// netModels are the NIC models PVE's net[n] accepts as "<model>=<MAC>".
+var netModels = map[string]bool{"virtio": true, "e1000": true, "e1000e": true, "rtl8139": true, "vmxnet3": true}
+
+// parseNet reads a net[n] value: "<model>[=<MAC>],bridge=...", or with model= and macaddr=.
+func parseNet(value string) (model, mac string) {
+	for _, opt := range strings.Split(value, ",") {
+		k, v, _ := strings.Cut(opt, "=")
+		switch {
+		case netModels[k]:
+			model, mac = k, v
+		case k == "model":
+			model = v
+		case k == "macaddr":
+			mac = v
+		}
+	}
+	return model, mac
+}
+
+// withNetMAC is a net[n] value in PVE's own form, "<model>=<MAC>,<other options>".
+func withNetMAC(value, mac string) string {
+	model, _ := parseNet(value)
+	parts := []string{model + "=" + mac}
+	for _, opt := range strings.Split(value, ",") {
+		k, _, _ := strings.Cut(opt, "=")
+		if !netModels[k] && k != "model" && k != "macaddr" {
+			parts = append(parts, opt)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// macFor is a MAC with Proxmox's prefix for a VM's NIC. PVE draws it at random; deriving it
+// from the VMID keeps tests deterministic while VMIDs keep MACs apart.
+func macFor(vmid int, key string) string {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%d/%s", vmid, key)
+	s := h.Sum32()
+	return fmt.Sprintf("BC:24:11:%02X:%02X:%02X", byte(s>>16), byte(s>>8), byte(s))
+}
+
+// uuidFor is a version 4 UUID derived from the VMID, for a clone's smbios1 and vmgenid.
+func uuidFor(vmid int, what string) string {
+	h := fnv.New128a()
+	fmt.Fprintf(h, "%d/%s", vmid, what)
+	b := h.Sum(nil)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// parseBool reads a boolean inside a property string.
+func parseBool(s string) (bool, bool) {
+	switch strings.ToLower(s) {
+	case "1", "on", "yes", "true":
+		return true, true
+	case "0", "off", "no", "false":
+		return false, true
+	}
+	return false, false
+}
+
+// agentEnabled reads agent: "[enabled=]<bool>[,...]".
+func agentEnabled(cfg pve.VMConfig) bool {
+	first, _, _ := strings.Cut(cfg["agent"], ",")
+	on, _ := parseBool(strings.TrimPrefix(first, "enabled="))
+	return on
+}
+
+// memoryMiB reads memory: "[current=]<MiB>[,...]"; PVE's default is 512.
+func memoryMiB(cfg pve.VMConfig) int64 {
+	first, _, _ := strings.Cut(cfg["memory"], ",")
+	n, err := strconv.ParseInt(strings.TrimPrefix(first, "current="), 10, 64)
+	if err != nil {
+		return 512
+	}
+	return n
+}
+
+func intOr(cfg pve.VMConfig, key string, def int) int {
+	n, err := strconv.Atoi(cfg[key])
+	if err != nil {
+		return def
+	}
+	return n
+}
+
+func cpus(cfg pve.VMConfig) int { return intOr(cfg, "cores", 1) * intOr(cfg, "sockets", 1) }
+
+// bootDiskSize is the size of the first disk in the boot order, else of the first of scsi0,
+// virtio0, sata0 and ide0: what PVE reports as maxdisk.
+func bootDiskSize(cfg pve.VMConfig) int64 {
+	order := strings.TrimPrefix(cfg["boot"], "order=")
+	keys := append(strings.Split(order, ";"), "scsi0", "virtio0", "sata0", "ide0")
+	for _, key := range keys {
+		if v, ok := cfg[key]; ok && isDiskKey(key) && !isCDROM(v) {
+			return driveSize(v)
+		}
+	}
+	return 0
+}
+
+// digest is the SHA-1 of the config PVE reports so that a writer can detect a concurrent change.
+func digest(cfg pve.VMConfig) string {
+	h := sha1.New()
+	for _, k := range slices.Sorted(maps.Keys(cfg)) {
+		fmt.Fprintf(h, "%s: %s\n", k, cfg[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// description is how PVE stores a description: as comment lines, so it reads back with a
+// trailing newline, and an empty one is no description at all.
+func description(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return ""
+	}
+	return s + "\n"
+}
+
+// A configCheck validates one parameter of a config write as PVE's schema does. It returns
+// the value as PVE stores it (empty removes the key), or the message for the 400's errors.
+type configCheck func(key, value string) (stored, msg string)
+
+var configChecks = map[string]configCheck{
+	"name":        checkName,
+	"description": func(_, v string) (string, string) { return description(v), "" },
+	"cores":       checkPositive,
+	"sockets":     checkPositive,
+	"memory":      checkMemory,
+	"agent":       checkAgent,
+	"tags":        checkTags,
+	"boot":        func(_, v string) (string, string) { return v, "" },
+	"onboot":      checkBool,
+	"protection":  checkBool,
+	"ostype":      func(_, v string) (string, string) { return v, "" },
+}
+
+func checkFor(key string) configCheck {
+	switch {
+	case ideKeyRE.MatchString(key):
+		return checkDrive
+	case netKeyRE.MatchString(key):
+		return checkNet
+	}
+	return configChecks[key]
+}
+
+func checkName(_, v string) (string, string) {
+	if !dnsNameRE.MatchString(v) {
+		return "", "invalid format - value does not look like a valid DNS name\n"
+	}
+	return v, ""
+}
+
+func checkPositive(_, v string) (string, string) {
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil:
+		return "", fmt.Sprintf("type check ('integer') failed - got '%s'", v)
+	case n < 1:
+		return "", "value must have a minimum value of 1"
+	}
+	return strconv.Itoa(n), ""
+}
+
+func checkBool(_, v string) (string, string) {
+	if v != "0" && v != "1" {
+		return "", fmt.Sprintf("type check ('boolean') failed - got '%s'", v)
+	}
+	return v, ""
+}
+
+// propErr is the message of a property string that fails its format.
+func propErr(key, sub, msg string) string {
+	return fmt.Sprintf("invalid format - format error\n%s.%s: %s\n", key, sub, msg)
+}
+
+func checkMemory(key, v string) (string, string) {
+	first, _, _ := strings.Cut(v, ",")
+	current := strings.TrimPrefix(first, "current=")
+	n, err := strconv.Atoi(current)
+	switch {
+	case err != nil:
+		return "", propErr(key, "current", fmt.Sprintf("type check ('integer') failed - got '%s'", current))
+	case n < 16:
+		return "", propErr(key, "current", "value must have a minimum value of 16")
+	}
+	return v, ""
+}
+
+func checkAgent(key, v string) (string, string) {
+	first, _, _ := strings.Cut(v, ",")
+	enabled := strings.TrimPrefix(first, "enabled=")
+	if _, ok := parseBool(enabled); !ok {
+		return "", propErr(key, "enabled", fmt.Sprintf("type check ('boolean') failed - got '%s'", enabled))
+	}
+	return v, ""
+}
+
+// checkTags is PVE's pve-tag-list followed by get_unique_tags: lower-cased, sorted,
+// de-duplicated, joined with ';'.
+func checkTags(_, v string) (string, string) {
+	var tags []string
+	for _, t := range splitList(v) {
+		if !tagRE.MatchString(t) {
+			return "", "invalid format - invalid characters in tag\n"
+		}
+		tags = append(tags, strings.ToLower(t))
+	}
+	slices.Sort(tags)
+	return strings.Join(slices.Compact(tags), ";"), ""
+}
+
+func checkDrive(key, v string) (string, string) {
+	if driveVolID(v) == "" {
+		return "", propErr(key, "file", "property is missing and it is not optional")
+	}
+	return v, ""
+}
+
+func checkNet(key, v string) (string, string) {
+	model, mac := parseNet(v)
+	switch {
+	case model == "":
+		return "", propErr(key, "model", "property is missing and it is not optional")
+	case mac != "" && !macRE.MatchString(mac):
+		return "", propErr(key, "macaddr", "value does not match the regex pattern")
+	}
+	return v, ""
+}
+
+// configUpdate is a config write whose parameters passed the schema.
+type configUpdate struct {
+	set    pve.VMConfig
+	delete []string
+	digest string
+}
+
+// parseConfigUpdate checks a config write's parameters; every failing one is named in the 400.
+func parseConfigUpdate(params pve.VMConfig) (configUpdate, error) {
+	u := configUpdate{set: pve.VMConfig{}}
+	errs := make(map[string]string)
+	for key, value := range params {
+		switch key {
+		case "delete":
+			u.delete = splitList(value)
+			continue
+		case "digest":
+			u.digest = value
+			continue
+		}
+		check := checkFor(key)
+		if check == nil {
+			errs[key] = "property is not defined in schema and the schema does not allow additional properties"
+			continue
+		}
+		stored, msg := check(key, value)
+		if msg != "" {
+			errs[key] = msg
+			continue
+		}
+		u.set[key] = stored
+	}
+	for _, key := range u.delete {
+		if _, ok := params[key]; ok {
+			errs["delete"] = fmt.Sprintf("you can't use '-%s' and -delete %s' at the same time", key, key)
+		}
+	}
+	if len(errs) > 0 {
+		return configUpdate{}, paramErr(errs)
+	}
+	return u, nil
+}

@@ -1,0 +1,494 @@
+// Package pvesim is an in-memory model of a Proxmox VE 9.x cluster that implements pve.API.
+//
+// It is the fake behind the activity and workflow tests and the replay tests, and, served over
+// HTTP by package simserver, the backend of the demo and the benchmarks. It models what pveflow
+// depends on, with PVE's exact texts: VMs and their configs, locks (the config's lock property
+// and the config file's flock a clone holds), tasks with real UPIDs, the clone timeline, disk
+// and ISO volumes, the guest agent, and the lag of /cluster/resources.
+//
+// Time comes from a Clock and nothing happens in the background: a task's effects are applied
+// by the first call that observes the cluster after the task ended. With a ManualClock the
+// model is fully deterministic.
+//
+// Every failure is a *pve.APIError shaped as PVE's HTTP layer would produce it, or, for a task,
+// the task's exit status. Faults (injected errors, stalled or crashed clones, a silent agent,
+// blocked calls) are set with the methods in faults.go.
+package pvesim
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+var _ pve.API = (*Cluster)(nil)
+
+// Options describe a cluster. The zero value of a field is meaningful (no lag, no delay, no
+// faults) except where noted.
+type Options struct {
+	// Nodes are the cluster's members.
+	Nodes []Node
+	// VMs exist from the start: templates, foreign VMs, leftovers of earlier runs.
+	VMs []VM
+	// Clock tells the time; nil is the real clock.
+	Clock Clock
+	// TaskDurations is how long a task of each type runs (qmclone, qmstart, qmstop,
+	// qmdestroy, resize, imgcopy, imgdel); a type left out keeps its default of tens of
+	// milliseconds. A worker that cannot take a VM's flock fails after its type's duration.
+	TaskDurations map[string]time.Duration
+	// AgentBootDelay is how long a VM runs before its guest agent answers.
+	AgentBootDelay time.Duration
+	// ResourcesLag is how long /cluster/resources shows a new VM as "unknown" and without a
+	// name, as pvestatd's cache does for about 10 s on a real cluster.
+	ResourcesLag time.Duration
+	// PVE82 makes errors look like PVE before 8.3: the text only in the reason phrase, no
+	// message in the body.
+	PVE82 bool
+	// TokenUser is the API token tasks run as; empty is "pveflow@pve!sim".
+	TokenUser string
+	// Seed seeds the random injected failures.
+	Seed int64
+	// TransientErrorRate is the share of calls that fail with a 500 PVE gives for trouble in
+	// its daemons.
+	TransientErrorRate float64
+	// DropConnectionRate is the share of calls that fail with ErrDropConnection.
+	DropConnectionRate float64
+	// StallClones makes every clone task run forever, as a clone stuck on its storage does.
+	StallClones bool
+	// DenyPrivileges are privileges the token lacks everywhere, such as "VM.Clone": calls that
+	// need one fail with 403, and /cluster/resources hides VMs without VM.Audit.
+	DenyPrivileges []string
+}
+
+// Node is a cluster member and its storages.
+type Node struct {
+	Name     string
+	Storages []Storage
+}
+
+// Storage is a storage as the node sees it. A Shared storage listed on several nodes is one
+// pool of space and volumes; any other storage is the node's own, even if another node has one
+// with the same ID.
+type Storage struct {
+	ID string
+	// Type is PVE's storage type: "dir", "lvmthin", "lvm", ... Only storages with a directory
+	// ("dir", "nfs", "cifs") take uploads.
+	Type string
+	// Content is PVE's comma-separated content list, such as "iso,vztmpl,backup".
+	Content string
+	Shared  bool
+	// Total is the storage's size in bytes.
+	Total int64
+	// Used is the space taken by things the model does not track; volumes come on top.
+	Used int64
+}
+
+// VM is a guest as set up in Options or AddVM, and as VMs reports it.
+type VM struct {
+	Node   string
+	VMID   int
+	Config pve.VMConfig
+	// Running VMs given at setup have been up for AgentBootDelay: their agent answers.
+	Running bool
+}
+
+// Volume is a disk image or ISO on a storage, as Volumes reports it.
+type Volume struct {
+	// Node is the storage's node; empty for a shared storage.
+	Node    string
+	Storage string
+	// VolID is PVE's volume ID, such as "local:iso/seed.iso" or "local-lvm:vm-101-disk-0".
+	VolID string
+	Size  int64
+	// Data is an uploaded ISO's content; nil for disk images.
+	Data []byte
+}
+
+// Cluster is the model. It is safe for concurrent use.
+type Cluster struct {
+	clock     Clock
+	user      string
+	durations map[string]time.Duration
+	bootDelay time.Duration
+	lag       time.Duration
+	pve82     bool
+	stall     bool
+	denied    map[string]bool
+	transient float64
+	drop      float64
+	epoch     time.Time // the nodes' boot time, for uptimes and pstart
+
+	mu     sync.Mutex
+	nodes  map[string]*node
+	vms    map[int]*vm
+	tasks  map[pve.UPID]*task
+	events eventQueue
+	seq    uint64
+	pid    int
+	rng    *rand.Rand
+	faults faults
+}
+
+type node struct {
+	name     string
+	storages map[string]*storage
+}
+
+type storage struct {
+	Storage
+	node    string // "" when shared
+	content map[string]bool
+	volumes map[string]*volume // by volume name: "iso/seed.iso", "vm-101-disk-0"
+}
+
+type volume struct {
+	size int64
+	data []byte
+}
+
+func (s *storage) avail() int64 {
+	free := s.Total - s.Used
+	for _, v := range s.volumes {
+		free -= v.size
+	}
+	return max(free, 0)
+}
+
+func (s *storage) volid(name string) string { return s.ID + ":" + name }
+
+// vm is a guest's state. The config holds PVE's keys except digest, which is computed on read.
+type vm struct {
+	id        int
+	node      string
+	cfg       pve.VMConfig
+	running   bool
+	pid       int
+	startedAt time.Time
+	// createdAt is when the VM appeared, for the status cache's lag; zero for setup VMs.
+	createdAt time.Time
+	// clone is the running clone writing this VM: it holds the config file's flock.
+	clone *task
+	// cloneSources counts running clones reading this VM: each holds a shared flock.
+	cloneSources int
+}
+
+// defaultTaskDurations keep a test suite fast while still letting a poll see a task running.
+var defaultTaskDurations = map[string]time.Duration{
+	"qmclone":   60 * time.Millisecond,
+	"qmstart":   30 * time.Millisecond,
+	"qmstop":    20 * time.Millisecond,
+	"qmdestroy": 30 * time.Millisecond,
+	"resize":    20 * time.Millisecond,
+	"imgcopy":   20 * time.Millisecond,
+	"imgdel":    10 * time.Millisecond,
+}
+
+// New returns a cluster as opts describe it. It panics on options no cluster can have: a
+// duplicate node or VMID, a VM on an unknown node or with a disk on an unknown storage, an
+// unknown task type. Those are mistakes in a test's setup, not conditions to handle.
+func New(opts Options) *Cluster {
+	c := &Cluster{
+		clock:     opts.Clock,
+		user:      opts.TokenUser,
+		durations: maps.Clone(defaultTaskDurations),
+		bootDelay: opts.AgentBootDelay,
+		lag:       opts.ResourcesLag,
+		pve82:     opts.PVE82,
+		stall:     opts.StallClones,
+		denied:    make(map[string]bool),
+		transient: opts.TransientErrorRate,
+		drop:      opts.DropConnectionRate,
+		nodes:     make(map[string]*node),
+		vms:       make(map[int]*vm),
+		tasks:     make(map[pve.UPID]*task),
+		pid:       0x1000,
+		rng:       rand.New(rand.NewPCG(uint64(opts.Seed), 0x9e3779b97f4a7c15)),
+		faults:    newFaults(),
+	}
+	if c.clock == nil {
+		c.clock = realClock{}
+	}
+	if c.user == "" {
+		c.user = "pveflow@pve!sim"
+	}
+	for typ, d := range opts.TaskDurations {
+		mustTaskType(typ)
+		c.durations[typ] = d
+	}
+	for _, p := range opts.DenyPrivileges {
+		c.denied[p] = true
+	}
+	now := c.clock.Now()
+	c.epoch = now.Add(-20 * 24 * time.Hour)
+	shared := make(map[string]*storage)
+	for _, n := range opts.Nodes {
+		if _, dup := c.nodes[n.Name]; dup || n.Name == "" {
+			panic(fmt.Sprintf("pvesim: node %q is empty or listed twice", n.Name))
+		}
+		nd := &node{name: n.Name, storages: make(map[string]*storage)}
+		for _, s := range n.Storages {
+			if _, dup := nd.storages[s.ID]; dup {
+				panic(fmt.Sprintf("pvesim: storage %q listed twice on node %s", s.ID, n.Name))
+			}
+			if st := shared[s.ID]; st != nil && s.Shared {
+				nd.storages[s.ID] = st
+				continue
+			}
+			st := &storage{Storage: s, node: n.Name, content: make(map[string]bool), volumes: make(map[string]*volume)}
+			for _, ct := range splitList(s.Content) {
+				st.content[ct] = true
+			}
+			if s.Shared {
+				st.node = ""
+				shared[s.ID] = st
+			}
+			nd.storages[s.ID] = st
+		}
+		c.nodes[n.Name] = nd
+	}
+	for _, v := range opts.VMs {
+		if err := c.addVM(v, now); err != nil {
+			panic(err)
+		}
+	}
+	return c
+}
+
+// Default is a ready cluster: nodes pve1 and pve2, each with its own "local" (dir: ISOs,
+// templates, backups) and "local-lvm" (lvmthin: disks), and the template 9000
+// "debian-13-template" on pve1, configured as the seed plan's recipe makes it.
+func Default() Options {
+	const gib = 1 << 30
+	storages := []Storage{
+		{ID: "local", Type: "dir", Content: "iso,vztmpl,backup,import", Total: 94 * gib, Used: 9 * gib},
+		{ID: "local-lvm", Type: "lvmthin", Content: "images,rootdir", Total: 1735 * gib, Used: 118 * gib},
+	}
+	return Options{
+		Nodes: []Node{{Name: "pve1", Storages: storages}, {Name: "pve2", Storages: storages}},
+		VMs: []VM{{Node: "pve1", VMID: 9000, Config: pve.VMConfig{
+			"name":     "debian-13-template",
+			"memory":   "2048",
+			"cores":    "2",
+			"ostype":   "l26",
+			"machine":  "q35",
+			"bios":     "ovmf",
+			"efidisk0": "local-lvm:base-9000-disk-0,efitype=4m,pre-enrolled-keys=0,size=4M",
+			"scsihw":   "virtio-scsi-pci",
+			"scsi0":    "local-lvm:base-9000-disk-1,size=3G",
+			"net0":     "virtio=BC:24:11:5E:7A:01,bridge=vmbr0",
+			"serial0":  "socket",
+			"vga":      "serial0",
+			"agent":    "1",
+			"boot":     "order=scsi0",
+			"meta":     "creation-qemu=10.1.2,ctime=1794578112",
+			"smbios1":  "uuid=0b6f3c57-2d1e-4f8a-9c34-7e5a1d2b9f60",
+			"vmgenid":  "c2d4e6f8-1a3b-4c5d-8e7f-9a0b1c2d3e4f",
+			"template": "1",
+		}}},
+		AgentBootDelay: 50 * time.Millisecond,
+	}
+}
+
+// AddVM puts a VM into the cluster as it is, without validating its config: a foreign VM, a
+// clone a crashed host left locked. Its disks ("<storage>:<volume>,size=...") are created on
+// the node's storages.
+func (c *Cluster) AddVM(v VM) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.advance(now)
+	return c.addVM(v, now)
+}
+
+func (c *Cluster) addVM(v VM, now time.Time) error {
+	nd := c.nodes[v.Node]
+	switch {
+	case nd == nil:
+		return fmt.Errorf("pvesim: add VM %d: no node %q", v.VMID, v.Node)
+	case v.VMID < minVMID || v.VMID > maxVMID:
+		return fmt.Errorf("pvesim: add VM %d: VMID out of range", v.VMID)
+	case c.vms[v.VMID] != nil:
+		return fmt.Errorf("pvesim: add VM %d: VMID in use on node %s", v.VMID, c.vms[v.VMID].node)
+	}
+	g := &vm{id: v.VMID, node: v.Node, cfg: maps.Clone(v.Config)}
+	if g.cfg == nil {
+		g.cfg = pve.VMConfig{}
+	}
+	for key, value := range g.cfg {
+		if !isDiskKey(key) || isCDROM(value) {
+			continue
+		}
+		sid, name, ok := strings.Cut(driveVolID(value), ":")
+		st := nd.storages[sid]
+		if !ok || st == nil {
+			return fmt.Errorf("pvesim: add VM %d: %s is on no storage of node %s", v.VMID, key, v.Node)
+		}
+		if st.volumes[name] == nil {
+			st.volumes[name] = &volume{size: driveSize(value)}
+		}
+	}
+	if v.Running {
+		c.pid++
+		g.running, g.pid, g.startedAt = true, c.pid, now.Add(-c.bootDelay)
+	}
+	c.vms[v.VMID] = g
+	return nil
+}
+
+// VMs lists every VM, by VMID, with a copy of its config.
+func (c *Cluster) VMs() []VM {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(c.clock.Now())
+	out := make([]VM, 0, len(c.vms))
+	for _, id := range slices.Sorted(maps.Keys(c.vms)) {
+		g := c.vms[id]
+		out = append(out, VM{Node: g.node, VMID: g.id, Config: maps.Clone(g.cfg), Running: g.running})
+	}
+	return out
+}
+
+// Volumes lists every disk image and ISO on every storage, sorted by node and volume ID.
+func (c *Cluster) Volumes() []Volume {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(c.clock.Now())
+	seen := make(map[*storage]bool)
+	var out []Volume
+	for _, nd := range c.nodes {
+		for _, st := range nd.storages {
+			if seen[st] {
+				continue
+			}
+			seen[st] = true
+			for name, v := range st.volumes {
+				out = append(out, Volume{Node: st.node, Storage: st.ID, VolID: st.volid(name), Size: v.size, Data: slices.Clone(v.data)})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Volume) int {
+		return strings.Compare(a.Node+"\x00"+a.VolID, b.Node+"\x00"+b.VolID)
+	})
+	return out
+}
+
+// call runs one API method: it honours ctx, records the call, waits while the method is
+// blocked, and then, under the lock and after applying what happened up to now, injects a fault
+// or runs fn. Errors are rendered for the configured PVE version.
+func call[T any](c *Cluster, ctx context.Context, rec Call, fn func(now time.Time) (T, error)) (T, error) {
+	var zero T
+	if err := c.enter(ctx, rec); err != nil {
+		return zero, err
+	}
+	return locked(c, rec.Method, fn)
+}
+
+// locked is the second half of call, for UploadISO, which reads its body in between.
+func locked[T any](c *Cluster, method string, fn func(now time.Time) (T, error)) (T, error) {
+	var zero T
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.advance(now)
+	if err := c.injected(method); err != nil {
+		return zero, err
+	}
+	v, err := fn(now)
+	if err != nil {
+		return zero, c.render(err)
+	}
+	return v, nil
+}
+
+// render drops the body's message for PVE before 8.3, which sent the text only in the reason.
+func (c *Cluster) render(err error) error {
+	ae, ok := err.(*pve.APIError)
+	if !ok || !c.pve82 {
+		return err
+	}
+	old := *ae
+	old.Message = ""
+	return &old
+}
+
+// event is an effect due at a time: a task's end, a clone writing its full config.
+type event struct {
+	at  time.Time
+	seq uint64
+	fn  func()
+}
+
+type eventQueue []*event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at.Equal(q[j].at) {
+		return q[i].seq < q[j].seq
+	}
+	return q[i].at.Before(q[j].at)
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// at schedules fn for time t.
+func (c *Cluster) at(t time.Time, fn func()) {
+	c.seq++
+	heap.Push(&c.events, &event{at: t, seq: c.seq, fn: fn})
+}
+
+// advance applies, in order, every effect due by now.
+func (c *Cluster) advance(now time.Time) {
+	for c.events.Len() > 0 && !c.events[0].at.After(now) {
+		heap.Pop(&c.events).(*event).fn()
+	}
+}
+
+// nodeNamed is the node a call's path names.
+func (c *Cluster) nodeNamed(name string) (*node, error) {
+	nd := c.nodes[name]
+	if nd == nil {
+		return nil, serverErr(noNodeText(name))
+	}
+	return nd, nil
+}
+
+// vmOn is the VM a call's path names. PVE finds a VM by its config file in the node's
+// directory, so a VM on another node does not exist for this call.
+func (c *Cluster) vmOn(node string, vmid int) (*vm, error) {
+	if _, err := c.nodeNamed(node); err != nil {
+		return nil, err
+	}
+	if err := checkVMID("vmid", vmid); err != nil {
+		return nil, err
+	}
+	g := c.vms[vmid]
+	if g == nil || g.node != node {
+		return nil, serverErr(noConfigText(node, vmid))
+	}
+	return g, nil
+}
+
+// allow is the privilege check of a method: it fails when the token lacks every one of privs
+// on path (PVE's check with "any"; a single privilege is the plain check).
+func (c *Cluster) allow(path string, privs ...string) error {
+	for _, p := range privs {
+		if !c.denied[p] {
+			return nil
+		}
+	}
+	return permErr(path, privs...)
+}

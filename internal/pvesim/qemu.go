@@ -1,0 +1,445 @@
+package pvesim
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+func vmPath(vmid int) string { return fmt.Sprintf("/vms/%d", vmid) }
+
+// VMConfig reads a VM's config, with the digest PVE adds.
+func (c *Cluster) VMConfig(ctx context.Context, node string, vmid int) (pve.VMConfig, error) {
+	return call(c, ctx, Call{Method: "VMConfig", Node: node, VMID: vmid}, func(time.Time) (pve.VMConfig, error) {
+		if err := c.allow(vmPath(vmid), "VM.Audit"); err != nil {
+			return nil, err
+		}
+		g, err := c.vmOn(node, vmid)
+		if err != nil {
+			return nil, err
+		}
+		cfg := maps.Clone(g.cfg)
+		cfg["digest"] = digest(g.cfg)
+		return cfg, nil
+	})
+}
+
+// configPrivs are the privileges a config write may need; the token needs one of them to be
+// let in, and then the one for each parameter it writes.
+var configPrivs = []string{
+	"VM.Config.Disk", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Memory",
+	"VM.Config.Network", "VM.Config.HWType", "VM.Config.Options", "VM.Config.Cloudinit",
+}
+
+// configPriv is the privilege writing (or deleting) key needs.
+func configPriv(key, value string) string {
+	switch {
+	case key == "cores" || key == "sockets":
+		return "VM.Config.CPU"
+	case key == "memory":
+		return "VM.Config.Memory"
+	case netKeyRE.MatchString(key):
+		return "VM.Config.Network"
+	case isDiskKey(key) && isCDROM(value):
+		return "VM.Config.CDROM"
+	case isDiskKey(key):
+		return "VM.Config.Disk"
+	}
+	return "VM.Config.Options"
+}
+
+// SetVMConfig writes a VM's config synchronously. params are PVE's parameters: config keys,
+// plus "delete" (a list of keys to remove) and "digest". A write that PVE would make wait for a
+// clone's flock fails at once with the error PVE gives after its 10 s timeout.
+func (c *Cluster) SetVMConfig(ctx context.Context, node string, vmid int, params pve.VMConfig) error {
+	_, err := call(c, ctx, Call{Method: "SetVMConfig", Node: node, VMID: vmid}, func(time.Time) (struct{}, error) {
+		return struct{}{}, c.setVMConfig(node, vmid, params)
+	})
+	return err
+}
+
+func (c *Cluster) setVMConfig(node string, vmid int, params pve.VMConfig) error {
+	if err := c.allow(vmPath(vmid), configPrivs...); err != nil {
+		return err
+	}
+	if _, err := c.nodeNamed(node); err != nil {
+		return err
+	}
+	u, err := parseConfigUpdate(params)
+	if err != nil {
+		return err
+	}
+	g, err := c.vmOn(node, vmid)
+	if err != nil {
+		return err
+	}
+	keys := slices.Sorted(maps.Keys(u.set))
+	for _, key := range keys {
+		if err := c.allow(vmPath(vmid), configPriv(key, u.set[key])); err != nil {
+			return err
+		}
+	}
+	for _, key := range u.delete {
+		if err := c.allow(vmPath(vmid), configPriv(key, g.cfg[key])); err != nil {
+			return err
+		}
+	}
+	// The early check reads the lock property; the flock is taken after it.
+	if lock := g.cfg["lock"]; lock != "" {
+		return serverErr(lockedText(lock))
+	}
+	if flockHeld(g) {
+		return serverErr(flockText(vmid))
+	}
+	if u.digest != "" && u.digest != digest(g.cfg) {
+		return serverErr("detected modified configuration - file changed by other user? Try again.")
+	}
+	for _, key := range keys {
+		value := u.set[key]
+		switch {
+		case isDiskKey(key):
+			if text := c.attachProblem(node, value); text != "" {
+				return serverErr(text)
+			}
+		case netKeyRE.MatchString(key):
+			if _, mac := parseNet(value); mac == "" {
+				u.set[key] = withNetMAC(value, macFor(vmid, key))
+			}
+		}
+	}
+	for _, key := range u.delete {
+		c.deleteOption(g, key)
+	}
+	for key, value := range u.set {
+		if value == "" {
+			delete(g.cfg, key)
+			continue
+		}
+		g.cfg[key] = value
+	}
+	return nil
+}
+
+// attachProblem is why a drive cannot be attached on the node: its storage or volume does not
+// exist. Empty when it can.
+func (c *Cluster) attachProblem(node, drive string) string {
+	volid := driveVolID(drive)
+	if volid == "none" || volid == "cdrom" {
+		return ""
+	}
+	sid, name, ok := strings.Cut(volid, ":")
+	if !ok {
+		return noVolumeText(volid)
+	}
+	st := c.nodes[node].storages[sid]
+	if st == nil {
+		return noStorageText(sid)
+	}
+	if st.volumes[name] == nil {
+		return noVolumeText(volid)
+	}
+	return ""
+}
+
+// deleteOption removes a config key. A disk is kept as the first free unusedN, as PVE does.
+func (c *Cluster) deleteOption(g *vm, key string) {
+	value, ok := g.cfg[key]
+	if !ok {
+		return
+	}
+	delete(g.cfg, key)
+	if !isDiskKey(key) || isCDROM(value) {
+		return
+	}
+	for i := 0; ; i++ {
+		unused := "unused" + strconv.Itoa(i)
+		if _, taken := g.cfg[unused]; !taken {
+			g.cfg[unused] = driveVolID(value)
+			return
+		}
+	}
+}
+
+// flockHeld reports whether a clone holds the VM's config flock: exclusively on the clone's
+// target, shared on its source. A worker needs it exclusively and gives up after its timeout.
+func flockHeld(g *vm) bool { return g.clone != nil || g.cloneSources > 0 }
+
+// workerLockText is what a worker that locks the VM's config meets first: the flock, then the
+// lock property. Empty if neither stops it.
+func workerLockText(g *vm) string {
+	switch {
+	case flockHeld(g):
+		return flockText(g.id)
+	case g.cfg["lock"] != "":
+		return lockedText(g.cfg["lock"])
+	}
+	return ""
+}
+
+// VMStatus reads a VM's current status.
+func (c *Cluster) VMStatus(ctx context.Context, node string, vmid int) (pve.VMStatus, error) {
+	return call(c, ctx, Call{Method: "VMStatus", Node: node, VMID: vmid}, func(now time.Time) (pve.VMStatus, error) {
+		if err := c.allow(vmPath(vmid), "VM.Audit"); err != nil {
+			return pve.VMStatus{}, err
+		}
+		g, err := c.vmOn(node, vmid)
+		if err != nil {
+			return pve.VMStatus{}, err
+		}
+		st := pve.VMStatus{
+			VMID:      vmid,
+			Status:    "stopped",
+			QMPStatus: "stopped",
+			Lock:      g.cfg["lock"],
+			Name:      displayName(g),
+			Tags:      g.cfg["tags"],
+			Template:  g.cfg["template"] == "1",
+			Agent:     agentEnabled(g.cfg),
+			CPUs:      cpus(g.cfg),
+			MaxMem:    memoryMiB(g.cfg) * mib,
+			MaxDisk:   bootDiskSize(g.cfg),
+		}
+		if g.running {
+			st.Status, st.QMPStatus = "running", "running"
+			st.Uptime = int64(now.Sub(g.startedAt).Seconds())
+			st.PID = g.pid
+		}
+		return st, nil
+	})
+}
+
+func displayName(g *vm) string {
+	if name := g.cfg["name"]; name != "" {
+		return name
+	}
+	return fmt.Sprintf("VM %d", g.id)
+}
+
+// ClusterResources lists every VM the token may audit. As on PVE, name, status, template and
+// the sizes come from a status cache that has not seen a VM younger than ResourcesLag (status
+// "unknown", no name); lock and tags are read live.
+func (c *Cluster) ClusterResources(ctx context.Context) ([]pve.VMResource, error) {
+	return call(c, ctx, Call{Method: "ClusterResources"}, func(now time.Time) ([]pve.VMResource, error) {
+		out := []pve.VMResource{}
+		if c.denied["VM.Audit"] {
+			return out, nil
+		}
+		for _, id := range slices.Sorted(maps.Keys(c.vms)) {
+			g := c.vms[id]
+			r := pve.VMResource{
+				ID:     fmt.Sprintf("qemu/%d", id),
+				VMID:   id,
+				Node:   g.node,
+				Type:   "qemu",
+				Status: "unknown",
+				Lock:   g.cfg["lock"],
+				Tags:   g.cfg["tags"],
+			}
+			if c.lag == 0 || g.createdAt.IsZero() || now.Sub(g.createdAt) >= c.lag {
+				r.Name = displayName(g)
+				r.Status = "stopped"
+				r.Template = g.cfg["template"] == "1"
+				r.MaxDisk = bootDiskSize(g.cfg)
+				r.MaxMem = memoryMiB(g.cfg) * mib
+				r.MaxCPU = cpus(g.cfg)
+				if g.running {
+					r.Status = "running"
+					r.Uptime = int64(now.Sub(g.startedAt).Seconds())
+				}
+			}
+			out = append(out, r)
+		}
+		return out, nil
+	})
+}
+
+// Start starts a VM. Its task fails on a VM that a clone holds, a template, a locked VM, a
+// running VM, or one whose CD-ROM ISO is gone.
+func (c *Cluster) Start(ctx context.Context, node string, vmid int) (pve.UPID, error) {
+	return call(c, ctx, Call{Method: "Start", Node: node, VMID: vmid}, func(now time.Time) (pve.UPID, error) {
+		if err := c.allow(vmPath(vmid), "VM.PowerMgmt"); err != nil {
+			return "", err
+		}
+		g, err := c.vmOn(node, vmid)
+		if err != nil {
+			return "", err
+		}
+		t := c.startTask(now, node, "qmstart", strconv.Itoa(vmid), c.startExit(g))
+		if succeeded(t.exit) {
+			c.onEnd(t, func() {
+				if c.vms[vmid] == g && !g.running {
+					c.pid++
+					g.running, g.pid, g.startedAt = true, c.pid, t.end
+				}
+			})
+		}
+		return t.upid, nil
+	})
+}
+
+// startExit is vm_start's checks in its order: flock, template, lock, running, volumes.
+func (c *Cluster) startExit(g *vm) string {
+	switch {
+	case flockHeld(g):
+		return flockText(g.id)
+	case g.cfg["template"] == "1":
+		return "you can't start a vm if it's a template"
+	case g.cfg["lock"] != "":
+		return lockedText(g.cfg["lock"])
+	case g.running:
+		return fmt.Sprintf("VM %d already running", g.id)
+	}
+	for _, key := range slices.Sorted(maps.Keys(g.cfg)) {
+		if !isDiskKey(key) {
+			continue
+		}
+		if text := c.attachProblem(g.node, g.cfg[key]); text != "" {
+			return text
+		}
+	}
+	return "OK"
+}
+
+// Stop stops a VM. Stopping a stopped VM is a task that ends OK, locked or not: PVE returns
+// before it looks at the lock.
+func (c *Cluster) Stop(ctx context.Context, node string, vmid int) (pve.UPID, error) {
+	return call(c, ctx, Call{Method: "Stop", Node: node, VMID: vmid}, func(now time.Time) (pve.UPID, error) {
+		if err := c.allow(vmPath(vmid), "VM.PowerMgmt"); err != nil {
+			return "", err
+		}
+		g, err := c.vmOn(node, vmid)
+		if err != nil {
+			return "", err
+		}
+		exit := "OK"
+		switch {
+		case flockHeld(g):
+			exit = flockText(vmid)
+		case g.running && g.cfg["lock"] != "":
+			exit = lockedText(g.cfg["lock"])
+		}
+		t := c.startTask(now, node, "qmstop", strconv.Itoa(vmid), exit)
+		if succeeded(t.exit) {
+			c.onEnd(t, func() {
+				if c.vms[vmid] == g {
+					g.running, g.pid = false, 0
+				}
+			})
+		}
+		return t.upid, nil
+	})
+}
+
+// Destroy removes a stopped VM and every disk it owns on its node's storages (purge and
+// destroy-unreferenced-disks); CD-ROM ISOs stay. The running check is synchronous, the locks
+// are the task's.
+func (c *Cluster) Destroy(ctx context.Context, node string, vmid int) (pve.UPID, error) {
+	return call(c, ctx, Call{Method: "Destroy", Node: node, VMID: vmid}, func(now time.Time) (pve.UPID, error) {
+		if err := c.allow(vmPath(vmid), "VM.Allocate"); err != nil {
+			return "", err
+		}
+		g, err := c.vmOn(node, vmid)
+		if err != nil {
+			return "", err
+		}
+		if g.cfg["protection"] == "1" {
+			return "", serverErr(fmt.Sprintf("can't remove VM %d - protection mode enabled", vmid))
+		}
+		if g.running {
+			return "", serverErr(fmt.Sprintf("VM %d is running - destroy failed", vmid))
+		}
+		exit := workerLockText(g)
+		if exit == "" {
+			exit = "OK"
+		}
+		t := c.startTask(now, node, "qmdestroy", strconv.Itoa(vmid), exit)
+		if !succeeded(t.exit) {
+			return t.upid, nil
+		}
+		g.cfg["lock"] = "destroyed"
+		c.onEnd(t, func() {
+			if c.vms[vmid] != g {
+				return
+			}
+			delete(c.vms, vmid)
+			if t.exit != "OK" {
+				return // the warnings are the disks it could not remove
+			}
+			for _, st := range c.nodes[g.node].storages {
+				for name := range st.volumes {
+					if volumeOwner(name) == vmid {
+						delete(st.volumes, name)
+					}
+				}
+			}
+		})
+		return t.upid, nil
+	})
+}
+
+// Resize grows a disk to size ("20G", or "+2G" relative). Shrinking fails the task; the same
+// size is a task that changes nothing.
+func (c *Cluster) Resize(ctx context.Context, node string, vmid int, disk, size string) (pve.UPID, error) {
+	return call(c, ctx, Call{Method: "Resize", Node: node, VMID: vmid}, func(now time.Time) (pve.UPID, error) {
+		if err := c.allow(vmPath(vmid), "VM.Config.Disk"); err != nil {
+			return "", err
+		}
+		g, err := c.vmOn(node, vmid)
+		if err != nil {
+			return "", err
+		}
+		m := sizeRE.FindStringSubmatch(size)
+		if m == nil {
+			return "", paramErr(map[string]string{"size": "value does not match the regex pattern"})
+		}
+		exit, grown := c.resizeExit(g, disk, m)
+		t := c.startTask(now, node, "resize", strconv.Itoa(vmid), exit)
+		if succeeded(t.exit) && grown > 0 {
+			c.onEnd(t, func() {
+				value, ok := g.cfg[disk]
+				if c.vms[vmid] != g || !ok {
+					return
+				}
+				volid := driveVolID(value)
+				g.cfg[disk] = withDrive(value, volid, grown)
+				sid, name, _ := strings.Cut(volid, ":")
+				if v := c.nodes[g.node].storages[sid].volumes[name]; v != nil {
+					v.size = grown
+				}
+			})
+		}
+		return t.upid, nil
+	})
+}
+
+// resizeExit is resize_vm's checks; grown is the new size when the disk grows.
+func (c *Cluster) resizeExit(g *vm, disk string, m []string) (exit string, grown int64) {
+	if text := workerLockText(g); text != "" {
+		return text, 0
+	}
+	value, ok := g.cfg[disk]
+	switch {
+	case !ok || !isDiskKey(disk):
+		return fmt.Sprintf("disk '%s' does not exist", disk), 0
+	case isCDROM(value):
+		return "you can't resize a cdrom", 0
+	}
+	current := driveSize(value)
+	target := scaleSize(m[2], m[3])
+	if m[1] == "+" {
+		target += current
+	}
+	switch {
+	case target < current:
+		return "shrinking disks is not supported", 0
+	case target == current:
+		return "OK", 0
+	}
+	return "OK", target
+}

@@ -1,0 +1,218 @@
+package pvesim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+const repoID = "5d9b2f1c8a3e4076"
+
+// Version answers as pve-manager 9.2.11.
+func (c *Cluster) Version(ctx context.Context) (pve.Version, error) {
+	return call(c, ctx, Call{Method: "Version"}, func(time.Time) (pve.Version, error) {
+		return pve.Version{Version: "9.2.11", Release: "9.2", RepoID: repoID}, nil
+	})
+}
+
+// NodeStatus describes a node: a 12-thread machine with 64 GB, whose used memory grows with
+// the VMs running on it.
+func (c *Cluster) NodeStatus(ctx context.Context, node string) (pve.NodeStatus, error) {
+	return call(c, ctx, Call{Method: "NodeStatus", Node: node}, func(now time.Time) (pve.NodeStatus, error) {
+		if err := c.allow("/nodes/"+node, "Sys.Audit"); err != nil {
+			return pve.NodeStatus{}, err
+		}
+		if _, err := c.nodeNamed(node); err != nil {
+			return pve.NodeStatus{}, err
+		}
+		const total = 67108864000
+		used := int64(4 << 30)
+		for _, g := range c.vms {
+			if g.node == node && g.running {
+				used += memoryMiB(g.cfg) * mib
+			}
+		}
+		return pve.NodeStatus{
+			Uptime:     int64(now.Sub(c.epoch).Seconds()),
+			CPU:        0.0213,
+			KVersion:   "Linux 6.17.2-1-pve #1 SMP PREEMPT_DYNAMIC PMX 6.17.2-1 (2026-10-14T09:12Z)",
+			PVEVersion: "pve-manager/9.2.11/" + repoID,
+			Memory:     pve.MemoryStatus{Total: total, Used: used, Free: max(total-used, 0)},
+			CPUInfo:    pve.NodeCPUInfo{Model: "Intel(R) Core(TM) i5-12500", CPUs: 12, Cores: 6, Sockets: 1},
+			RootFS:     pve.StorageAmount{Total: 100861726720, Used: 9663676416, Avail: 86017880064},
+		}, nil
+	})
+}
+
+// StorageStatus reads a storage's type, content and space as the node sees it.
+func (c *Cluster) StorageStatus(ctx context.Context, node, storage string) (pve.StorageStatus, error) {
+	return call(c, ctx, Call{Method: "StorageStatus", Node: node}, func(time.Time) (pve.StorageStatus, error) {
+		if err := c.allow("/storage/"+storage, "Datastore.Audit", "Datastore.AllocateSpace"); err != nil {
+			return pve.StorageStatus{}, err
+		}
+		nd, err := c.nodeNamed(node)
+		if err != nil {
+			return pve.StorageStatus{}, err
+		}
+		st := nd.storages[storage]
+		if st == nil {
+			return pve.StorageStatus{}, paramErr(map[string]string{"storage": "No such storage."})
+		}
+		avail := st.avail()
+		return pve.StorageStatus{
+			Type:    st.Type,
+			Content: strings.Join(slices.Sorted(maps.Keys(st.content)), ","),
+			Enabled: true,
+			Active:  true,
+			Shared:  st.Shared,
+			Total:   st.Total,
+			Used:    st.Total - avail,
+			Avail:   avail,
+		}, nil
+	})
+}
+
+// storageOn is the storage a call names on a node, as storage_check_enabled finds it.
+func (c *Cluster) storageOn(node, id string) (*storage, error) {
+	if st := c.nodes[node].storages[id]; st != nil {
+		return st, nil
+	}
+	for _, nd := range c.nodes {
+		if nd.storages[id] != nil {
+			return nil, serverErr(fmt.Sprintf("storage '%s' is not available on node '%s'", id, node))
+		}
+	}
+	return nil, serverErr(noStorageText(id))
+}
+
+// uploadTypes are the storage types with a directory, the only ones that take uploads.
+var uploadTypes = map[string]bool{"dir": true, "nfs": true, "cifs": true, "cephfs": true, "glusterfs": true, "btrfs": true}
+
+var (
+	isoNameRE    = regexp.MustCompile(`(?i)^[^/]+\.(?:iso|img)$`)
+	unsafeNameRE = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
+)
+
+// maxNameLength is the upload's filename limit in PVE's schema.
+const maxNameLength = 255
+
+// normalizeFilename is PVE's normalize_content_filename: the path is dropped and every
+// character but letters, digits, '_', '.' and '-' becomes '_'.
+func normalizeFilename(name string) string {
+	name = strings.TrimRight(name, "\n")
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	return unsafeNameRE.ReplaceAllString(name, "_")
+}
+
+// UploadISO stores an ISO on a storage with an imgcopy task. The body must be exactly size
+// bytes; a negative size is an upload without Content-Length, which PVE refuses. As on PVE the
+// body is received before the storage and name are checked, and an existing ISO of the same
+// name is overwritten when the task ends.
+func (c *Cluster) UploadISO(ctx context.Context, node, storage, filename string, r io.Reader, size int64) (pve.UPID, error) {
+	if err := c.enter(ctx, Call{Method: "UploadISO", Node: node}); err != nil {
+		return "", err
+	}
+	// pveproxy checks the privilege before it reads the body.
+	if err := c.allow("/storage/"+storage, "Datastore.AllocateTemplate"); err != nil {
+		return "", c.render(err)
+	}
+	data, readErr := readBody(r, size)
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	return locked(c, "UploadISO", func(now time.Time) (pve.UPID, error) {
+		if readErr != nil {
+			return "", readErr
+		}
+		if _, err := c.nodeNamed(node); err != nil {
+			return "", err
+		}
+		st, err := c.storageOn(node, storage)
+		if err != nil {
+			return "", err
+		}
+		if !uploadTypes[st.Type] {
+			return "", serverErr(fmt.Sprintf("can't upload to storage type '%s'", st.Type))
+		}
+		if len(filename) > maxNameLength {
+			return "", paramErr(map[string]string{"filename": fmt.Sprintf("value may only be %d characters long", maxNameLength)})
+		}
+		name := normalizeFilename(filename)
+		if !isoNameRE.MatchString(name) {
+			return "", paramErr(map[string]string{"filename": "wrong file extension"})
+		}
+		if !st.content["iso"] {
+			return "", serverErr(fmt.Sprintf("storage '%s' does not support 'iso' content", storage))
+		}
+		t := c.startTask(now, node, "imgcopy", "", "OK")
+		if succeeded(t.exit) {
+			c.onEnd(t, func() {
+				st.volumes["iso/"+name] = &volume{size: size, data: data}
+			})
+		}
+		return t.upid, nil
+	})
+}
+
+// readBody reads an upload's body, which must be exactly size bytes.
+func readBody(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 {
+		return nil, serverErr("upload without content length header not supported")
+	}
+	data, err := io.ReadAll(io.LimitReader(r, size+1))
+	switch {
+	case err != nil:
+		return nil, serverErr("upload failed")
+	case int64(len(data)) < size:
+		return nil, serverErr(fmt.Sprintf("upload failed - got %d of %d bytes", len(data), size))
+	case int64(len(data)) > size:
+		return nil, serverErr(fmt.Sprintf("upload failed - body longer than %d bytes", size))
+	}
+	return data, nil
+}
+
+// DeleteVolume deletes a volume with an imgdel task. volid is a full volume ID
+// ("local:iso/seed.iso") or one relative to storage ("iso/seed.iso"). A volume that does not
+// exist is no error: the task ends OK.
+func (c *Cluster) DeleteVolume(ctx context.Context, node, storage, volid string) (pve.UPID, error) {
+	return call(c, ctx, Call{Method: "DeleteVolume", Node: node}, func(now time.Time) (pve.UPID, error) {
+		if _, err := c.nodeNamed(node); err != nil {
+			return "", err
+		}
+		sid, name, full := strings.Cut(volid, ":")
+		switch {
+		case full && storage != "" && sid != storage:
+			return "", paramErr(map[string]string{"volume": fmt.Sprintf("storage ID mismatch (%s != %s)\n", sid, storage)})
+		case !full && storage == "":
+			return "", paramErr(map[string]string{"volume": "no storage specified - incomplete volume ID"})
+		case !full:
+			sid, name = storage, volid
+		}
+		st, err := c.storageOn(node, sid)
+		if err != nil {
+			return "", err
+		}
+		if err := c.allow("/storage/"+sid, "Datastore.Allocate"); err != nil {
+			return "", err
+		}
+		id := sid
+		if owner := volumeOwner(name); owner != 0 {
+			id = strconv.Itoa(owner) + "@" + sid
+		}
+		t := c.startTask(now, node, "imgdel", id, "OK")
+		if succeeded(t.exit) {
+			c.onEnd(t, func() { delete(st.volumes, name) })
+		}
+		return t.upid, nil
+	})
+}

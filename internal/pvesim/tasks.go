@@ -1,0 +1,88 @@
+package pvesim
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+// task is a PVE worker. Its outcome is decided when it starts; its effects are events
+// scheduled for its end.
+type task struct {
+	upid pve.UPID
+	info pve.UPIDInfo
+	// end is when the task stops; zero for a task that runs forever.
+	end  time.Time
+	exit string
+}
+
+func (t *task) done(now time.Time) bool { return !t.end.IsZero() && !now.Before(t.end) }
+
+// succeeded reports whether an exit status is PVE's success: OK or WARNINGS: N.
+func succeeded(exit string) bool {
+	_, err := pve.TaskStatus{ExitStatus: exit}.Result()
+	return err == nil
+}
+
+// startTask starts a task of type typ on node about id that ends after the type's duration
+// with exit. A task that would succeed meets a FailTask fault queued for its type first.
+func (c *Cluster) startTask(now time.Time, node, typ, id, exit string) *task {
+	exit = c.taskExit(typ, exit)
+	c.pid++
+	info := pve.UPIDInfo{
+		Node:      node,
+		PID:       c.pid,
+		PStart:    int64(now.Sub(c.epoch) / (10 * time.Millisecond)), // jiffies since boot
+		StartTime: now.Unix(),
+		Type:      typ,
+		ID:        id,
+		User:      c.user,
+	}
+	t := &task{upid: pve.UPID(info.String()), info: info, end: now.Add(c.durations[typ]), exit: exit}
+	c.tasks[t.upid] = t
+	return t
+}
+
+// onEnd schedules fn for the end of t, if t ends.
+func (c *Cluster) onEnd(t *task, fn func()) {
+	if !t.end.IsZero() {
+		c.at(t.end, fn)
+	}
+}
+
+// TaskStatus reads a task's status on the node that runs it. A task exists only on its own
+// node: PVE looks for the task's log file there.
+func (c *Cluster) TaskStatus(ctx context.Context, node string, upid pve.UPID) (pve.TaskStatus, error) {
+	return call(c, ctx, Call{Method: "TaskStatus", Node: node}, func(now time.Time) (pve.TaskStatus, error) {
+		if _, err := c.nodeNamed(node); err != nil {
+			return pve.TaskStatus{}, err
+		}
+		if _, err := pve.ParseUPID(upid); err != nil {
+			return pve.TaskStatus{}, paramErr(map[string]string{"upid": "unable to parse worker upid"})
+		}
+		t := c.tasks[upid]
+		if t == nil || t.info.Node != node {
+			return pve.TaskStatus{}, paramErr(map[string]string{"upid": "no such task"})
+		}
+		// Tasks of API tokens list the token apart from its user.
+		user, token, _ := strings.Cut(t.info.User, "!")
+		st := pve.TaskStatus{
+			UPID:      upid,
+			Node:      t.info.Node,
+			PID:       t.info.PID,
+			PStart:    t.info.PStart,
+			StartTime: t.info.StartTime,
+			Type:      t.info.Type,
+			ID:        t.info.ID,
+			User:      user,
+			TokenID:   token,
+			Status:    pve.TaskRunning,
+		}
+		if t.done(now) {
+			st.Status, st.ExitStatus = pve.TaskStopped, t.exit
+		}
+		return st, nil
+	})
+}
