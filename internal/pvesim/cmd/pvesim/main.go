@@ -1,0 +1,109 @@
+// Command pvesim serves the simulated Proxmox VE cluster over its REST API on loopback, for the
+// demo and for trying pveflow's client, worker or curl against something that answers like PVE.
+//
+//	go run ./internal/pvesim/cmd/pvesim -listen 127.0.0.1:8006 -dir .run/pvesim
+//
+// It starts pvesim's default cluster (nodes pve1 and pve2, template 9000) with real time,
+// task durations of a small real host, the status cache's lag and a guest agent that takes a
+// few seconds to come up, prints where the CA and token files are, and runs until interrupted.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/internal/pvesim/simserver"
+)
+
+// hostTaskDurations are roughly how long the tasks pveflow starts take on a small real host:
+// a linked clone on lvmthin, a VM with a few GiB of memory, an ISO of tens of KiB.
+var hostTaskDurations = map[string]time.Duration{
+	"qmclone":   4 * time.Second,
+	"qmstart":   2 * time.Second,
+	"qmstop":    time.Second,
+	"qmdestroy": 1500 * time.Millisecond,
+	"resize":    time.Second,
+	"imgcopy":   500 * time.Millisecond,
+	"imgdel":    300 * time.Millisecond,
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "pvesim:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	listen := flag.String("listen", "127.0.0.1:8006", "loopback `address` to listen on")
+	dir := flag.String("dir", ".run/pvesim", "`directory` for ca.pem and the token file")
+	tokenUser := flag.String("token-user", simserver.DefaultTokenUser, "API token `id` (user@realm!tokenid) the token file is for")
+	authDelay := flag.Duration("auth-delay", 3*time.Second, "how long a 401 is held back, as PVE does")
+	resourcesLag := flag.Duration("resources-lag", 10*time.Second, "how long /cluster/resources shows a new VM without name and status")
+	bootDelay := flag.Duration("agent-boot-delay", 5*time.Second, "how long a started VM runs before its guest agent answers")
+	taskScale := flag.Float64("task-scale", 1, "`factor` for task durations (1 is a small real host; 0.1 is a quick demo)")
+	stallClones := flag.Bool("stall-clones", false, "let every clone task run forever, as a clone stuck on its storage does")
+	pve82 := flag.Bool("pve82", false, "answer errors like PVE before 8.3: the message only in the reason phrase")
+	debug := flag.Bool("debug", false, "log every request")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if *taskScale < 0 {
+		return errors.New("-task-scale must not be negative")
+	}
+
+	level := slog.LevelInfo
+	if *debug {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	// Absolute paths, so the printed curl line works from any directory.
+	absDir, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	opts := pvesim.Default()
+	opts.TokenUser = *tokenUser
+	opts.ResourcesLag = *resourcesLag
+	opts.AgentBootDelay = *bootDelay
+	opts.StallClones = *stallClones
+	opts.PVE82 = *pve82
+	opts.TaskDurations = make(map[string]time.Duration, len(hostTaskDurations))
+	for typ, d := range hostTaskDurations {
+		opts.TaskDurations[typ] = time.Duration(float64(d) * *taskScale)
+	}
+
+	srv, err := simserver.Start(simserver.Options{
+		API:       pvesim.New(opts),
+		Addr:      *listen,
+		Dir:       absDir,
+		TokenUser: *tokenUser,
+		AuthDelay: *authDelay,
+		Logger:    logger,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("pvesim serves the Proxmox VE API at %s/api2/json\n", srv.URL())
+	fmt.Printf("  CA file:    %s\n", srv.CAFile())
+	fmt.Printf("  token file: %s\n", srv.TokenFile())
+	fmt.Printf("try:\n  curl --cacert '%s' -H \"Authorization: PVEAPIToken=$(cat '%s')\" %s/api2/json/version\n",
+		srv.CAFile(), srv.TokenFile(), srv.URL())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	logger.Info("pvesim shutting down")
+	return srv.Close()
+}

@@ -1,0 +1,226 @@
+package simserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pveschema"
+)
+
+// An endpoint serves one seam method.
+type endpoint func(ctx context.Context, api pve.API, c *apiCall) (any, error)
+
+// apiCall is a routed request: its path parameters and the request's parameters.
+type apiCall struct {
+	*request
+	node, storage, volume string
+	upid                  pve.UPID
+	vmid                  int
+}
+
+// endpoints are the 16 seam methods (see pve.API), keyed by method and the schema's path
+// template.
+var endpoints = map[string]endpoint{
+	"GET /version": func(ctx context.Context, api pve.API, _ *apiCall) (any, error) {
+		return result(api.Version(ctx))
+	},
+	"GET /nodes/{node}/status": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+		return result(api.NodeStatus(ctx, c.node))
+	},
+	"GET /nodes/{node}/storage/{storage}/status": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+		return result(api.StorageStatus(ctx, c.node, c.storage))
+	},
+	"GET /cluster/resources": clusterResources,
+	"GET /nodes/{node}/qemu/{vmid}/config": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+		return result(api.VMConfig(ctx, c.node, c.vmid))
+	},
+	"PUT /nodes/{node}/qemu/{vmid}/config": setVMConfig,
+	"POST /nodes/{node}/qemu/{vmid}/clone": clone,
+	"PUT /nodes/{node}/qemu/{vmid}/resize": resize,
+	"POST /nodes/{node}/qemu/{vmid}/status/start": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+		return result(api.Start(ctx, c.node, c.vmid))
+	},
+	"POST /nodes/{node}/qemu/{vmid}/status/stop": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+		return result(api.Stop(ctx, c.node, c.vmid))
+	},
+	"GET /nodes/{node}/qemu/{vmid}/status/current": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+		return result(api.VMStatus(ctx, c.node, c.vmid))
+	},
+	// The seam's Destroy always purges; the purge and destroy-unreferenced-disks flags are
+	// verified by the schema and otherwise taken as given.
+	"DELETE /nodes/{node}/qemu/{vmid}": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+		return result(api.Destroy(ctx, c.node, c.vmid))
+	},
+	"GET /nodes/{node}/tasks/{upid}/status": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+		return result(api.TaskStatus(ctx, c.node, c.upid))
+	},
+	"GET /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces": agentInterfaces,
+	"POST /nodes/{node}/storage/{storage}/upload":                uploadISO,
+	"DELETE /nodes/{node}/storage/{storage}/content/{volume}":    deleteVolume,
+}
+
+// result adapts a seam method's typed result to an endpoint's.
+func result[T any](v T, err error) (any, error) {
+	return v, err
+}
+
+func clusterResources(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+	switch c.params.Get("type") {
+	case "", "vm":
+		return result(api.ClusterResources(ctx))
+	}
+	// The model holds guests only; it has no node, storage or SDN resources to list.
+	return []pve.VMResource{}, nil
+}
+
+func setVMConfig(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+	cfg := make(pve.VMConfig, len(c.params))
+	for k := range c.params {
+		cfg[k] = c.params.Get(k)
+	}
+	// PUT config answers {"data":null}.
+	return nil, api.SetVMConfig(ctx, c.node, c.vmid, cfg)
+}
+
+func clone(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+	newID, err := intParam(c.params, "newid")
+	if err != nil {
+		return nil, err
+	}
+	full, err := boolParam(c.params, "full")
+	if err != nil {
+		return nil, err
+	}
+	return result(api.Clone(ctx, c.node, c.vmid, pve.CloneParams{
+		NewID:       newID,
+		Name:        c.params.Get("name"),
+		Description: c.params.Get("description"),
+		Full:        full,
+		Target:      c.params.Get("target"),
+		Storage:     c.params.Get("storage"),
+		Pool:        c.params.Get("pool"),
+	}))
+}
+
+func resize(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+	disk, err := stringParam(c.params, "disk")
+	if err != nil {
+		return nil, err
+	}
+	size, err := stringParam(c.params, "size")
+	if err != nil {
+		return nil, err
+	}
+	return result(api.Resize(ctx, c.node, c.vmid, disk, size))
+}
+
+func agentInterfaces(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+	ifaces, err := api.AgentNetworkInterfaces(ctx, c.node, c.vmid)
+	if err != nil {
+		return nil, err
+	}
+	if ifaces == nil {
+		ifaces = []pve.AgentInterface{}
+	}
+	return agentResult{Result: ifaces}, nil
+}
+
+// agentResult is how the agent endpoints wrap QEMU's answer: {"data":{"result":[...]}}.
+type agentResult struct {
+	Result []pve.AgentInterface `json:"result"`
+}
+
+func uploadISO(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+	if content := c.params.Get("content"); content != "iso" {
+		msg := fmt.Sprintf("pvesim: upload of content '%s' is not simulated, only 'iso'", content)
+		return nil, &pve.APIError{Status: http.StatusNotImplemented, Reason: msg, Message: msg}
+	}
+	f := c.file
+	return result(api.UploadISO(ctx, c.node, c.storage, f.name, bytes.NewReader(f.data), int64(len(f.data))))
+}
+
+func deleteVolume(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+	upid, err := api.DeleteVolume(ctx, c.node, c.storage, c.volume)
+	if err != nil || upid == "" {
+		// PVE answers {"data":null} when the deletion finished within the request.
+		return nil, err
+	}
+	return upid, nil
+}
+
+// route finds the endpoint for method and rel, the escaped path below /api2/json, and fills
+// in its path parameters. A path the schema knows but the simulator does not serve is answered
+// the way PVE answers a path it has no handler for.
+func (r *request) route(method, rel string) (endpoint, *apiCall, error) {
+	ep, ok := pveschema.Lookup(method, rel)
+	serve, served := endpoints[ep.Method+" "+ep.Path]
+	if !ok || !served {
+		msg := fmt.Sprintf("Method '%s %s' not implemented", method, rel)
+		return nil, nil, &pve.APIError{Status: http.StatusNotImplemented, Reason: msg, Message: msg}
+	}
+	vars := ep.PathParams
+	c := &apiCall{
+		request: r,
+		node:    vars["node"],
+		storage: vars["storage"],
+		volume:  vars["volume"],
+		upid:    pve.UPID(vars["upid"]),
+	}
+	if v, ok := vars["vmid"]; ok {
+		vmid, err := parseInt("vmid", v)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.vmid = vmid
+	}
+	return serve, c, nil
+}
+
+// Parameter checks. The schema has verified the parameters before an endpoint runs; these
+// give PVE's own answers should a value still not convert.
+
+// paramError is PVE's 400 for parameters that fail verification (pve-common JSONSchema.pm).
+func paramError(name, msg string) *pve.APIError {
+	const reason = "Parameter verification failed."
+	return &pve.APIError{Status: http.StatusBadRequest, Reason: reason, Message: reason, Errors: map[string]string{name: msg}}
+}
+
+func stringParam(params url.Values, name string) (string, error) {
+	if !params.Has(name) {
+		return "", paramError(name, "property is missing and it is not optional")
+	}
+	return params.Get(name), nil
+}
+
+func intParam(params url.Values, name string) (int, error) {
+	s, err := stringParam(params, name)
+	if err != nil {
+		return 0, err
+	}
+	return parseInt(name, s)
+}
+
+func parseInt(name, s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, paramError(name, fmt.Sprintf("type check ('integer') failed - got '%s'", s))
+	}
+	return n, nil
+}
+
+// boolParam reads an optional boolean, which form encoding sends as 0 or 1.
+func boolParam(params url.Values, name string) (bool, error) {
+	switch s := params.Get(name); s {
+	case "", "0":
+		return false, nil
+	case "1":
+		return true, nil
+	default:
+		return false, paramError(name, fmt.Sprintf("type check ('boolean') failed - got '%s'", s))
+	}
+}

@@ -1,0 +1,211 @@
+// Package simserver serves any pve.API as the Proxmox VE 9.x REST API on loopback, so pveflow's
+// real HTTP client, worker and demo run end to end against the simulator's in-memory model.
+//
+// It behaves like pveproxy wherever a client can tell the difference: TLS with a CA file, API
+// token authentication, a 401 with an empty body after a fixed delay, the first line of an
+// error as the HTTP reason phrase, errors that close the connection, parameter verification
+// against the official API schema before any method runs, {"data": ...} envelopes with
+// booleans as 0/1, and pveproxy's order-sensitive multipart upload parser.
+package simserver
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pveschema"
+)
+
+// Options configure a Server.
+type Options struct {
+	// API is what the server serves.
+	API pve.API
+	// Addr is the address to listen on; it must be a loopback IP (or localhost) with a port.
+	// Default "127.0.0.1:0", a free port.
+	Addr string
+	// Dir receives ca.pem and the token file, both mode 0600. It is created if needed.
+	Dir string
+	// TokenUser is the API token id (user@realm!tokenid) the token file holds a secret for.
+	// Default DefaultTokenUser.
+	TokenUser string
+	// AuthDelay is how long a 401 is held back. PVE waits 3 s; the default 0 suits tests.
+	AuthDelay time.Duration
+	// Logger receives one Debug record per request; nil discards them.
+	Logger *slog.Logger
+}
+
+// A Server serves a pve.API over HTTPS until Close.
+type Server struct {
+	api       pve.API
+	creds     *credentials
+	authDelay time.Duration
+	log       *slog.Logger
+
+	url       string
+	caFile    string
+	tokenFile string
+
+	srv    *http.Server
+	cancel context.CancelFunc
+	done   chan struct{} // closed when srv.ServeTLS has returned
+}
+
+// Start writes the CA and token files, then listens and serves; the server accepts requests
+// when Start returns.
+func Start(opts Options) (*Server, error) {
+	if opts.API == nil {
+		return nil, errors.New("simserver: Options.API is nil")
+	}
+	if opts.Dir == "" {
+		return nil, errors.New("simserver: Options.Dir is empty; it receives the CA and token files")
+	}
+	addr, err := loopbackAddr(cmp.Or(opts.Addr, "127.0.0.1:0"))
+	if err != nil {
+		return nil, fmt.Errorf("simserver: %w", err)
+	}
+	creds, err := newCredentials(cmp.Or(opts.TokenUser, DefaultTokenUser))
+	if err != nil {
+		return nil, fmt.Errorf("simserver: %w", err)
+	}
+	caFile, tokenFile, err := creds.writeFiles(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("simserver: write credentials: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("simserver: %w", err)
+	}
+
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// Cancelled by Close, so that held-back 401s and model calls waiting on the request's
+	// context end with the server.
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		api:       opts.API,
+		creds:     creds,
+		authDelay: opts.AuthDelay,
+		log:       log,
+		url:       "https://" + ln.Addr().String(),
+		caFile:    caFile,
+		tokenFile: tokenFile,
+		cancel:    cancel,
+		done:      make(chan struct{}),
+	}
+	s.srv = &http.Server{
+		Handler: http.HandlerFunc(s.serveHTTP),
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{creds.cert},
+			NextProtos:   []string{"http/1.1"},
+			MinVersion:   tls.VersionTLS12,
+		},
+		// A non-nil empty map keeps net/http from offering HTTP/2: pveproxy speaks HTTP/1.1 only.
+		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.ServeTLS(ln, "", ""); !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("pvesim server stopped", slog.Any("error", err))
+		}
+	}()
+	return s, nil
+}
+
+// loopbackAddr checks that addr names a loopback IP and returns it with localhost resolved to
+// 127.0.0.1: the simulator's token is printed and written in clear, so it never listens beyond
+// this machine.
+func loopbackAddr(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return "", fmt.Errorf("listen address %q is not a loopback address", addr)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// URL is the server's base URL, https://127.0.0.1:<port>, without /api2/json.
+func (s *Server) URL() string { return s.url }
+
+// CAFile is the path of the PEM file with the CA that signed the server's certificate.
+func (s *Server) CAFile() string { return s.caFile }
+
+// TokenFile is the path of the file holding "<token id>=<secret>", the format pve.Client reads.
+func (s *Server) TokenFile() string { return s.tokenFile }
+
+// Close stops the server, ends every request still in progress and closes its connections.
+func (s *Server) Close() error {
+	s.cancel()
+	err := s.srv.Close()
+	<-s.done
+	return err
+}
+
+// apiBase is the prefix of every API path; the rest is what the schema and the routes see.
+const apiBase = "/api2/json"
+
+// serveHTTP answers one request in pveproxy's order: method, URI, authentication, body,
+// parameter verification, then the API method.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	status := s.answer(w, r)
+	// Never the Authorization header, the query or a body: they may hold the token or
+	// cloud-init data.
+	s.log.LogAttrs(r.Context(), slog.LevelDebug, "pvesim request",
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Duration("duration", time.Since(start)))
+}
+
+// answer serves the request and returns the status it sent, 0 when it dropped the connection.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
+	switch r.Method {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete:
+	default:
+		return s.writePlain(w, r, http.StatusNotImplemented, fmt.Sprintf("method '%s' not available", r.Method))
+	}
+	// The schema matches escaped paths, in which a volume ID's slash stays inside its segment.
+	rel, ok := strings.CutPrefix(r.URL.EscapedPath(), apiBase)
+	if !ok || (rel != "" && rel[0] != '/') {
+		return s.writePlain(w, r, http.StatusNotImplemented, "no such uri")
+	}
+	rel = cmp.Or(rel, "/")
+	if reason := s.creds.authenticate(r.Header.Get("Authorization")); reason != "" {
+		return s.unauthorized(w, r, reason)
+	}
+
+	req, err := readRequest(r, rel)
+	if err != nil {
+		return s.writeFailure(w, r, err)
+	}
+	if e := pveschema.Validate(r.Method, rel, req.params); e != nil {
+		return s.writeAPIError(w, r, e)
+	}
+	serve, call, err := req.route(r.Method, rel)
+	if err != nil {
+		return s.writeFailure(w, r, err)
+	}
+	data, err := serve(r.Context(), s.api, call)
+	if err != nil {
+		return s.writeFailure(w, r, err)
+	}
+	return s.writeData(w, r, data)
+}
