@@ -1,0 +1,324 @@
+// Package activities is the only place where pveflow touches Proxmox. Each activity maps one to
+// one to a method of the pve.API seam, so a workflow history and the Temporal UI read like the
+// Proxmox calls they are.
+//
+// The method names are recorded in workflow histories as activity types: renaming one breaks the
+// replay of every history that used it. Activities is registered as a whole, so it has no other
+// exported methods.
+//
+// Waiting is not a loop here. TaskStatus, VMStatus and AgentNetworkInterfaces return a
+// retryable, benign error while the thing waited for has not happened, and the workflow's retry
+// policy (its ScheduleToClose budget and poll intervals) turns that into polling.
+package activities
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+// Activities holds what the activities need: the seam and the provider config.
+type Activities struct {
+	API     pve.API
+	Proxmox config.Proxmox
+	// Now is the clock used to say how long a task has been running; time.Now when nil.
+	Now func() time.Time
+}
+
+// VMRef names a VM on a node.
+type VMRef struct {
+	Node string `json:"node"`
+	VMID int    `json:"vmid"`
+}
+
+func (r VMRef) String() string { return fmt.Sprintf("VM %d on node %s", r.VMID, r.Node) }
+
+// StorageRef names a storage on a node.
+type StorageRef struct {
+	Node    string `json:"node"`
+	Storage string `json:"storage"`
+}
+
+// Version reads the cluster's PVE version.
+func (a *Activities) Version(ctx context.Context) (pve.Version, error) {
+	v, err := a.API.Version(ctx)
+	if err != nil {
+		return pve.Version{}, failure("read version", err)
+	}
+	return v, nil
+}
+
+// NodeStatus reads a node's status.
+func (a *Activities) NodeStatus(ctx context.Context, node string) (pve.NodeStatus, error) {
+	s, err := a.API.NodeStatus(ctx, node)
+	if err != nil {
+		return pve.NodeStatus{}, failure("read status of node "+node, err)
+	}
+	return s, nil
+}
+
+// StorageStatus reads a storage's status on a node.
+func (a *Activities) StorageStatus(ctx context.Context, ref StorageRef) (pve.StorageStatus, error) {
+	s, err := a.API.StorageStatus(ctx, ref.Node, ref.Storage)
+	if err != nil {
+		return pve.StorageStatus{}, failure(fmt.Sprintf("read status of storage %s on node %s", ref.Storage, ref.Node), err)
+	}
+	return s, nil
+}
+
+// ClusterResources lists every VM of the cluster.
+func (a *Activities) ClusterResources(ctx context.Context) ([]pve.VMResource, error) {
+	rs, err := a.API.ClusterResources(ctx)
+	if err != nil {
+		return nil, failure("list cluster resources", err)
+	}
+	return rs, nil
+}
+
+// VMConfig reads a VM's configuration.
+func (a *Activities) VMConfig(ctx context.Context, ref VMRef) (pve.VMConfig, error) {
+	c, err := a.API.VMConfig(ctx, ref.Node, ref.VMID)
+	if err != nil {
+		return nil, failure("read config of "+ref.String(), err)
+	}
+	return c, nil
+}
+
+// SetVMConfigRequest is the input of SetVMConfig.
+type SetVMConfigRequest struct {
+	VMRef
+	Params pve.VMConfig `json:"params"`
+}
+
+// SetVMConfig writes configuration keys of a VM.
+func (a *Activities) SetVMConfig(ctx context.Context, req SetVMConfigRequest) error {
+	if err := a.API.SetVMConfig(ctx, req.Node, req.VMID, req.Params); err != nil {
+		return failure("set config of "+req.VMRef.String(), err)
+	}
+	return nil
+}
+
+// CloneRequest is the input of Clone: template TemplateVMID on Node is cloned with Params.
+type CloneRequest struct {
+	Node         string          `json:"node"`
+	TemplateVMID int             `json:"templateVMID"`
+	Params       pve.CloneParams `json:"params"`
+}
+
+// Clone starts a clone of a template and returns its task.
+func (a *Activities) Clone(ctx context.Context, req CloneRequest) (pve.UPID, error) {
+	upid, err := a.API.Clone(ctx, req.Node, req.TemplateVMID, req.Params)
+	if err != nil {
+		return "", failure(fmt.Sprintf("clone template %d on node %s to VM %d", req.TemplateVMID, req.Node, req.Params.NewID), err)
+	}
+	return upid, nil
+}
+
+// ResizeRequest is the input of Resize.
+type ResizeRequest struct {
+	VMRef
+	Disk string `json:"disk"`
+	// Size is PVE's size string, such as "20G".
+	Size string `json:"size"`
+}
+
+// Resize starts growing a VM's disk and returns its task.
+func (a *Activities) Resize(ctx context.Context, req ResizeRequest) (pve.UPID, error) {
+	upid, err := a.API.Resize(ctx, req.Node, req.VMID, req.Disk, req.Size)
+	if err != nil {
+		return "", failure(fmt.Sprintf("resize disk %s of %s to %s", req.Disk, req.VMRef, req.Size), err)
+	}
+	return upid, nil
+}
+
+// Start starts a VM and returns the start task.
+func (a *Activities) Start(ctx context.Context, ref VMRef) (pve.UPID, error) {
+	upid, err := a.API.Start(ctx, ref.Node, ref.VMID)
+	if err != nil {
+		return "", failure("start "+ref.String(), err)
+	}
+	return upid, nil
+}
+
+// Stop stops a VM and returns the stop task.
+func (a *Activities) Stop(ctx context.Context, ref VMRef) (pve.UPID, error) {
+	upid, err := a.API.Stop(ctx, ref.Node, ref.VMID)
+	if err != nil {
+		return "", failure("stop "+ref.String(), err)
+	}
+	return upid, nil
+}
+
+// Destroy destroys a stopped VM with its unreferenced disks and returns the destroy task.
+func (a *Activities) Destroy(ctx context.Context, ref VMRef) (pve.UPID, error) {
+	upid, err := a.API.Destroy(ctx, ref.Node, ref.VMID)
+	if err != nil {
+		return "", failure("destroy "+ref.String(), err)
+	}
+	return upid, nil
+}
+
+// What a VMStatus call can wait for.
+const (
+	// WaitNone reads the status once.
+	WaitNone = ""
+	// WaitRunning waits until the VM runs.
+	WaitRunning = "running"
+	// WaitUnlocked waits until no lock (clone, backup, ...) is set on the VM.
+	WaitUnlocked = "unlocked"
+)
+
+// VMStatusRequest is the input of VMStatus.
+type VMStatusRequest struct {
+	VMRef
+	// WaitFor is WaitNone, WaitRunning or WaitUnlocked.
+	WaitFor string `json:"waitFor,omitempty"`
+}
+
+// VMStatus reads a VM's status. With WaitFor set, it fails with a retryable NotReady error until
+// the VM is in that state, so the activity's retry policy polls.
+func (a *Activities) VMStatus(ctx context.Context, req VMStatusRequest) (pve.VMStatus, error) {
+	s, err := a.API.VMStatus(ctx, req.Node, req.VMID)
+	if err != nil {
+		return pve.VMStatus{}, failure("read status of "+req.VMRef.String(), err)
+	}
+	switch req.WaitFor {
+	case WaitNone:
+	case WaitRunning:
+		if s.Status != "running" {
+			return s, notReady(ErrNotReady, "%s is %s, waiting for it to run", req.VMRef, s.Status)
+		}
+	case WaitUnlocked:
+		if s.Lock != "" {
+			return s, notReady(ErrNotReady, "%s is locked (%s), waiting for the lock to clear", req.VMRef, s.Lock)
+		}
+	default:
+		return s, failure("read status of "+req.VMRef.String(), pve.Classified(pve.Permanent, fmt.Errorf("unknown wait %q", req.WaitFor)))
+	}
+	return s, nil
+}
+
+// TaskStatusRequest is the input of TaskStatus.
+type TaskStatusRequest struct {
+	// Node runs the task; when empty it is taken from the UPID.
+	Node string   `json:"node,omitempty"`
+	UPID pve.UPID `json:"upid"`
+}
+
+// TaskResult is a finished task's outcome.
+type TaskResult struct {
+	UPID       pve.UPID `json:"upid"`
+	ExitStatus string   `json:"exitStatus"`
+	Warnings   int      `json:"warnings,omitempty"`
+}
+
+// TaskStatus waits for a Proxmox task: while it runs it fails with a retryable, benign
+// TaskRunning error that says which task, on which node, for how long; a task that ended with an
+// error is a non-retryable TaskFailed carrying the exit status; "WARNINGS: N" is success.
+func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (TaskResult, error) {
+	info, err := pve.ParseUPID(req.UPID)
+	if err != nil {
+		return TaskResult{}, failure("read task status", pve.Classified(pve.Permanent, err))
+	}
+	node := req.Node
+	if node == "" {
+		node = info.Node
+	}
+	what := taskName(info.Type)
+	s, err := a.API.TaskStatus(ctx, node, req.UPID)
+	if err != nil {
+		return TaskResult{}, failure(fmt.Sprintf("read status of %s task %s on node %s", what, req.UPID, node), err)
+	}
+	if !s.Done() {
+		running := a.now().Sub(time.Unix(info.StartTime, 0)).Truncate(time.Second)
+		return TaskResult{}, notReady(ErrTaskRunning, "%s task %s still running on node %s (for %s)", what, req.UPID, node, running)
+	}
+	warnings, err := s.Result()
+	if err != nil {
+		return TaskResult{}, failure(what+" task", err)
+	}
+	if warnings > 0 {
+		activity.GetLogger(ctx).Warn("Proxmox task ended with warnings", "task", what, "upid", string(req.UPID), "node", node, "exitStatus", s.ExitStatus)
+	}
+	return TaskResult{UPID: req.UPID, ExitStatus: s.ExitStatus, Warnings: warnings}, nil
+}
+
+// taskName is how a task type reads in messages.
+func taskName(taskType string) string {
+	switch taskType {
+	case "qmclone":
+		return "clone"
+	case "imgcopy":
+		return "upload"
+	case "qmstart":
+		return "start"
+	case "qmstop":
+		return "stop"
+	case "qmdestroy":
+		return "destroy"
+	case "imgdel":
+		return "volume delete"
+	}
+	return taskType
+}
+
+func (a *Activities) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// AgentRequest is the input of AgentNetworkInterfaces.
+type AgentRequest struct {
+	VMRef
+	// WaitForIPv4 keeps the activity failing with a retryable NotReady error until the guest
+	// reports a routable IPv4.
+	WaitForIPv4 bool `json:"waitForIPv4,omitempty"`
+	// MAC is net0's MAC address; the interface with it is preferred when picking the IPv4.
+	MAC string `json:"mac,omitempty"`
+}
+
+// AgentResult is what the guest agent reported.
+type AgentResult struct {
+	Interfaces []pve.AgentInterface `json:"interfaces"`
+	// IPv4 is the guest's first routable IPv4 address, or empty.
+	IPv4 string `json:"ipv4,omitempty"`
+}
+
+// AgentNetworkInterfaces reads the guest's network interfaces from the QEMU guest agent. An agent
+// that does not answer yet is a retryable AgentNotRunning error.
+func (a *Activities) AgentNetworkInterfaces(ctx context.Context, req AgentRequest) (AgentResult, error) {
+	ifaces, err := a.API.AgentNetworkInterfaces(ctx, req.Node, req.VMID)
+	if err != nil {
+		return AgentResult{}, failure("read guest network interfaces of "+req.VMRef.String(), err)
+	}
+	res := AgentResult{Interfaces: ifaces, IPv4: proxy.FirstRoutableIPv4(ifaces, req.MAC)}
+	if req.WaitForIPv4 && res.IPv4 == "" {
+		return res, notReady(ErrNotReady, "guest agent of %s reports no routable IPv4 yet", req.VMRef)
+	}
+	return res, nil
+}
+
+// DeleteVolumeRequest is the input of DeleteVolume.
+type DeleteVolumeRequest struct {
+	StorageRef
+	// VolID is the full volume ID, such as "local:iso/proxy-abc-seed.iso".
+	VolID string `json:"volid"`
+}
+
+// DeleteVolume starts deleting a volume and returns the task, or an empty UPID when Proxmox
+// finished within the request.
+func (a *Activities) DeleteVolume(ctx context.Context, req DeleteVolumeRequest) (pve.UPID, error) {
+	upid, err := a.API.DeleteVolume(ctx, req.Node, req.Storage, req.VolID)
+	if err != nil {
+		return "", failure(fmt.Sprintf("delete volume %s on node %s", req.VolID, req.Node), err)
+	}
+	return upid, nil
+}

@@ -1,0 +1,435 @@
+package activities_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pvesim"
+)
+
+const (
+	template = 9000
+	newVMID  = 123456
+)
+
+// fixture is an activity environment over a simulated cluster on a manual clock, with the
+// worker's log captured at debug level.
+type fixture struct {
+	env     *testsuite.TestActivityEnvironment
+	cluster *pvesim.Cluster
+	clock   *pvesim.ManualClock
+	acts    *activities.Activities
+	log     *bytes.Buffer
+}
+
+func newFixture(t *testing.T, change ...func(*pvesim.Options)) *fixture {
+	t.Helper()
+	clock := pvesim.NewManualClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	opts := pvesim.Default()
+	opts.Clock = clock
+	opts.AgentBootDelay = 5 * time.Second
+	for _, c := range change {
+		c(&opts)
+	}
+	cluster := pvesim.New(opts)
+	log := &bytes.Buffer{}
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	env := suite.NewTestActivityEnvironment()
+	cfg := config.Default()
+	acts := &activities.Activities{API: cluster, Proxmox: cfg.Proxmox, Now: clock.Now}
+	env.RegisterActivity(acts)
+	return &fixture{env: env, cluster: cluster, clock: clock, acts: acts, log: log}
+}
+
+// run executes one activity and decodes its result into out (which may be nil).
+func (f *fixture) run(t *testing.T, activity any, out any, args ...any) error {
+	t.Helper()
+	val, err := f.env.ExecuteActivity(activity, args...)
+	if err != nil {
+		return err
+	}
+	if out != nil {
+		require.NoError(t, val.Get(out))
+	}
+	return nil
+}
+
+// waitTask advances the clock until the task has ended and returns TaskStatus's answer.
+func (f *fixture) waitTask(t *testing.T, upid pve.UPID) (activities.TaskResult, error) {
+	t.Helper()
+	var res activities.TaskResult
+	for range 100 {
+		err := f.run(t, f.acts.TaskStatus, &res, activities.TaskStatusRequest{UPID: upid})
+		if !isType(err, activities.ErrTaskRunning) {
+			return res, err
+		}
+		f.clock.Advance(time.Second)
+	}
+	t.Fatalf("task %s still running after 100 s", upid)
+	return res, nil
+}
+
+// clone clones the template to newVMID and waits for the clone.
+func (f *fixture) clone(t *testing.T) activities.VMRef {
+	t.Helper()
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
+		Node: "pve1", TemplateVMID: template,
+		Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test", Full: true},
+	}))
+	_, err := f.waitTask(t, upid)
+	require.NoError(t, err)
+	return activities.VMRef{Node: "pve1", VMID: newVMID}
+}
+
+// start starts a VM and waits for the start task.
+func (f *fixture) start(t *testing.T, ref activities.VMRef) {
+	t.Helper()
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Start, &upid, ref))
+	_, err := f.waitTask(t, upid)
+	require.NoError(t, err)
+}
+
+func isType(err error, errType string) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == errType
+}
+
+func appError(t *testing.T, err error) *temporal.ApplicationError {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	return appErr
+}
+
+func TestVersion_readsVersion(t *testing.T) {
+	f := newFixture(t)
+	var v pve.Version
+	require.NoError(t, f.run(t, f.acts.Version, &v))
+	assert.NotEmpty(t, v.Version)
+	assert.NotEmpty(t, v.Release)
+}
+
+func TestNodeStatus_readsNode(t *testing.T) {
+	f := newFixture(t)
+	var s pve.NodeStatus
+	require.NoError(t, f.run(t, f.acts.NodeStatus, &s, "pve1"))
+	assert.NotEmpty(t, s.PVEVersion)
+}
+
+func TestStorageStatus_readsStorage(t *testing.T) {
+	f := newFixture(t)
+	var s pve.StorageStatus
+	require.NoError(t, f.run(t, f.acts.StorageStatus, &s, activities.StorageRef{Node: "pve1", Storage: "local"}))
+	assert.Contains(t, s.Content, "iso")
+	assert.Positive(t, s.Avail)
+}
+
+func TestClusterResources_listsTemplate(t *testing.T) {
+	f := newFixture(t)
+	var rs []pve.VMResource
+	require.NoError(t, f.run(t, f.acts.ClusterResources, &rs))
+	require.Len(t, rs, 1)
+	assert.Equal(t, template, rs[0].VMID)
+	assert.True(t, rs[0].Template)
+}
+
+func TestClone_returnsCloneTask(t *testing.T) {
+	f := newFixture(t)
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
+		Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test", Full: true},
+	}))
+	info, err := pve.ParseUPID(upid)
+	require.NoError(t, err)
+	assert.Equal(t, "qmclone", info.Type)
+	assert.Equal(t, "9000", info.ID, "a clone's task id is the source VMID")
+}
+
+func TestTaskStatus_runningIsRetryableBenignTaskRunning(t *testing.T) {
+	f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 30 * time.Second} })
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
+		Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test", Full: true},
+	}))
+	f.clock.Advance(12 * time.Second)
+
+	err := f.run(t, f.acts.TaskStatus, nil, activities.TaskStatusRequest{UPID: upid})
+
+	appErr := appError(t, err)
+	assert.Equal(t, activities.ErrTaskRunning, appErr.Type())
+	assert.False(t, appErr.NonRetryable())
+	assert.Equal(t, temporal.ApplicationErrorCategoryBenign, appErr.Category())
+	assert.Contains(t, appErr.Message(), "clone task "+string(upid)+" still running on node pve1")
+	assert.Contains(t, appErr.Message(), "12s", "the message says how long the task has run")
+}
+
+func TestTaskStatus_successAfterTaskEnds(t *testing.T) {
+	f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 30 * time.Second} })
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
+		Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test", Full: true},
+	}))
+	f.clock.Advance(31 * time.Second)
+
+	var res activities.TaskResult
+	require.NoError(t, f.run(t, f.acts.TaskStatus, &res, activities.TaskStatusRequest{UPID: upid}))
+
+	assert.Equal(t, "OK", res.ExitStatus)
+	assert.Zero(t, res.Warnings)
+}
+
+func TestTaskStatus_failedTaskIsNonRetryableTaskFailedWithExitStatus(t *testing.T) {
+	f := newFixture(t)
+	const exit = "clone failed: not enough free space (10737418240 < 21474836480)"
+	f.cluster.FailTask("qmclone", exit)
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
+		Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test", Full: true},
+	}))
+
+	_, err := f.waitTask(t, upid)
+
+	appErr := appError(t, err)
+	assert.Equal(t, activities.ErrTaskFailed, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+	assert.Contains(t, appErr.Message(), exit)
+	var class string
+	require.NoError(t, appErr.Details(&class))
+	assert.Equal(t, string(pve.QuotaExceeded), class, "the detail classifies the exit status")
+}
+
+func TestTaskStatus_warningsAreSuccess(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	f.cluster.FailTask("qmstart", "WARNINGS: 1")
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Start, &upid, ref))
+
+	res, err := f.waitTask(t, upid)
+
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Warnings)
+	assert.Equal(t, "WARNINGS: 1", res.ExitStatus)
+}
+
+func TestTaskStatus_malformedUPIDIsPermanent(t *testing.T) {
+	f := newFixture(t)
+	err := f.run(t, f.acts.TaskStatus, nil, activities.TaskStatusRequest{UPID: "not-a-upid"})
+	appErr := appError(t, err)
+	assert.Equal(t, activities.ErrPermanent, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+}
+
+func TestVMConfig_readsClonedConfig(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	var cfg pve.VMConfig
+	require.NoError(t, f.run(t, f.acts.VMConfig, &cfg, ref))
+	assert.Equal(t, "proxy-test", cfg["name"])
+	assert.Contains(t, cfg["scsi0"], "vm-123456-disk")
+}
+
+func TestSetVMConfig_writesKeys(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	require.NoError(t, f.run(t, f.acts.SetVMConfig, nil, activities.SetVMConfigRequest{
+		VMRef: ref, Params: pve.VMConfig{"cores": "4", "tags": "Proxy_Operator"},
+	}))
+	var cfg pve.VMConfig
+	require.NoError(t, f.run(t, f.acts.VMConfig, &cfg, ref))
+	assert.Equal(t, "4", cfg["cores"])
+	assert.Equal(t, "proxy_operator", cfg["tags"])
+}
+
+func TestResize_growsDisk(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Resize, &upid, activities.ResizeRequest{VMRef: ref, Disk: "scsi0", Size: "20G"}))
+	_, err := f.waitTask(t, upid)
+	require.NoError(t, err)
+	var cfg pve.VMConfig
+	require.NoError(t, f.run(t, f.acts.VMConfig, &cfg, ref))
+	assert.Contains(t, cfg["scsi0"], "size=20G")
+}
+
+func TestStartAndStop_changeStatus(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	f.start(t, ref)
+	var st pve.VMStatus
+	require.NoError(t, f.run(t, f.acts.VMStatus, &st, activities.VMStatusRequest{VMRef: ref}))
+	assert.Equal(t, "running", st.Status)
+
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Stop, &upid, ref))
+	_, err := f.waitTask(t, upid)
+	require.NoError(t, err)
+	require.NoError(t, f.run(t, f.acts.VMStatus, &st, activities.VMStatusRequest{VMRef: ref}))
+	assert.Equal(t, "stopped", st.Status)
+}
+
+func TestVMStatus_waitRunningIsNotReadyUntilRunning(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	err := f.run(t, f.acts.VMStatus, nil, activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning})
+	appErr := appError(t, err)
+	assert.Equal(t, activities.ErrNotReady, appErr.Type())
+	assert.False(t, appErr.NonRetryable())
+	assert.Contains(t, appErr.Message(), "VM 123456 on node pve1 is stopped")
+
+	f.start(t, ref)
+	var st pve.VMStatus
+	require.NoError(t, f.run(t, f.acts.VMStatus, &st, activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}))
+	assert.Equal(t, "running", st.Status)
+}
+
+func TestVMStatus_waitUnlockedIsNotReadyWhileCloning(t *testing.T) {
+	f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": time.Minute} })
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
+		Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test", Full: true},
+	}))
+	ref := activities.VMRef{Node: "pve1", VMID: newVMID}
+
+	err := f.run(t, f.acts.VMStatus, nil, activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitUnlocked})
+	assert.True(t, isType(err, activities.ErrNotReady))
+	assert.Contains(t, appError(t, err).Message(), "locked (clone)")
+
+	f.clock.Advance(time.Minute)
+	require.NoError(t, f.run(t, f.acts.VMStatus, nil, activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitUnlocked}))
+}
+
+func TestDestroy_removesVM(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Destroy, &upid, ref))
+	_, err := f.waitTask(t, upid)
+	require.NoError(t, err)
+	err = f.run(t, f.acts.VMConfig, nil, ref)
+	assert.True(t, isType(err, activities.ErrNotFound), "got %v", err)
+}
+
+func TestAgentNetworkInterfaces_agentNotRunningIsRetryable(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	f.start(t, ref)
+
+	err := f.run(t, f.acts.AgentNetworkInterfaces, nil, activities.AgentRequest{VMRef: ref})
+
+	appErr := appError(t, err)
+	assert.Equal(t, activities.ErrAgentNotRunning, appErr.Type())
+	assert.False(t, appErr.NonRetryable())
+	assert.Equal(t, temporal.ApplicationErrorCategoryBenign, appErr.Category())
+}
+
+func TestAgentNetworkInterfaces_reportsRoutableIPv4AfterBoot(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	f.start(t, ref)
+	f.clock.Advance(10 * time.Second)
+
+	var res activities.AgentResult
+	require.NoError(t, f.run(t, f.acts.AgentNetworkInterfaces, &res, activities.AgentRequest{VMRef: ref, WaitForIPv4: true}))
+
+	assert.NotEmpty(t, res.Interfaces)
+	assert.NotEmpty(t, res.IPv4)
+	assert.NotEqual(t, "127.0.0.1", res.IPv4)
+}
+
+func TestAgentNetworkInterfaces_stoppedVMIsNonRetryableNotRunning(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	err := f.run(t, f.acts.AgentNetworkInterfaces, nil, activities.AgentRequest{VMRef: ref})
+	appErr := appError(t, err)
+	assert.Equal(t, activities.ErrNotRunning, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+}
+
+func TestUploadISO_uploadsSeedAndReturnsOnlyItsDescription(t *testing.T) {
+	f := newFixture(t)
+	var res activities.UploadISOResult
+	require.NoError(t, f.run(t, f.acts.UploadISO, &res, activities.UploadISORequest{
+		StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"},
+		Name:       "proxy-test", InstanceID: "uid-1", UserData: "#cloud-config\n",
+	}))
+	_, err := f.waitTask(t, res.UPID)
+	require.NoError(t, err)
+
+	assert.Equal(t, "local:iso/proxy-test-seed.iso", res.VolID)
+	assert.Positive(t, res.Size)
+	assert.Len(t, res.SHA256, 64)
+	var found bool
+	for _, v := range f.cluster.Volumes() {
+		if v.VolID == res.VolID {
+			found = true
+			assert.Equal(t, res.Size, v.Size)
+		}
+	}
+	assert.True(t, found, "the ISO is on the storage")
+}
+
+func TestDeleteVolume_missingISOSucceeds(t *testing.T) {
+	f := newFixture(t)
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.DeleteVolume, &upid, activities.DeleteVolumeRequest{
+		StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"}, VolID: "local:iso/absent-seed.iso",
+	}))
+	if upid != "" {
+		_, err := f.waitTask(t, upid)
+		require.NoError(t, err)
+	}
+}
+
+func TestErrors_classesBecomeApplicationErrorTypes(t *testing.T) {
+	tests := []struct {
+		name      string
+		err       error
+		wantType  string
+		retryable bool
+	}{
+		{"missing VM", apiErr(500, "Configuration file 'nodes/pve1/qemu-server/123456.conf' does not exist"), activities.ErrNotFound, false},
+		{"locked", apiErr(500, "VM is locked (backup)"), activities.ErrLocked, true},
+		{"lock timeout", apiErr(500, "can't lock file '/var/lock/qemu-server/lock-123456.conf' - got timeout"), activities.ErrLocked, true},
+		{"VMID taken", apiErr(500, "unable to create VM 123456: config file already exists"), activities.ErrAlreadyExists, false},
+		{"forbidden", apiErr(403, "Permission check failed (/vms/9000, VM.Clone)"), activities.ErrPermanent, false},
+		{"bad parameter", &pve.APIError{Status: 400, Reason: "Parameter verification failed.", Errors: map[string]string{"newid": "type check ('integer') failed - got 'abc'"}}, activities.ErrPermanent, false},
+		{"backend trouble", apiErr(596, "Connection timed out"), activities.ErrTransient, true},
+		{"no space", &pve.TaskError{UPID: "UPID:pve1:0000A1B2:0001C3D4:6750A1B2:qmclone:9000:pveflow@pve!sim:", ExitStatus: "clone failed: not enough free space (1 < 2)"}, activities.ErrTaskFailed, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.cluster.FailNext("Clone", tt.err)
+
+			err := f.run(t, f.acts.Clone, nil, activities.CloneRequest{
+				Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test"},
+			})
+
+			appErr := appError(t, err)
+			assert.Equal(t, tt.wantType, appErr.Type())
+			assert.Equal(t, tt.retryable, !appErr.NonRetryable())
+			assert.Contains(t, appErr.Message(), "clone template 9000 on node pve1 to VM 123456", "the message names the step")
+		})
+	}
+}
+
+func apiErr(status int, msg string) *pve.APIError {
+	return &pve.APIError{Status: status, Reason: msg, Message: msg}
+}

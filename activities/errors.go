@@ -1,0 +1,86 @@
+package activities
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+// Error types of the ApplicationErrors the activities return. They are recorded in workflow
+// histories and matched by the workflows: treat them as a public API.
+const (
+	// ErrPermanent: bad input, missing privilege, a foreign VM. Not retried.
+	ErrPermanent = string(pve.Permanent)
+	// ErrTransient: backend trouble; retried within the activity's budget.
+	ErrTransient = string(pve.Transient)
+	// ErrNotFound: the VM or object does not exist. Not retried: the workflow decides.
+	ErrNotFound = string(pve.NotFound)
+	// ErrLocked: the VM is locked by another operation. Retried.
+	ErrLocked = string(pve.Locked)
+	// ErrAlreadyExists: the VMID is taken. Not retried: the workflow probes the next one.
+	ErrAlreadyExists = string(pve.AlreadyExists)
+	// ErrAgentNotRunning: the guest agent does not answer yet. Retried.
+	ErrAgentNotRunning = string(pve.AgentNotRunning)
+	// ErrNotRunning: the VM is stopped. Not retried: the workflow decides.
+	ErrNotRunning = string(pve.NotRunning)
+	// ErrQuotaExceeded: a storage is full. Not retried.
+	ErrQuotaExceeded = string(pve.QuotaExceeded)
+	// ErrTaskRunning: a Proxmox task is still running. Retried; this is how waits poll.
+	ErrTaskRunning = "TaskRunning"
+	// ErrTaskFailed: a Proxmox task ended with an error. Not retried. Its first detail is the
+	// pve.Class of the exit status, so a workflow can tell a VMID collision from a full disk.
+	ErrTaskFailed = "TaskFailed"
+	// ErrNotReady: a VM is not yet in the state a wait asked for (running, unlocked, has an
+	// IPv4). Retried.
+	ErrNotReady = "NotReady"
+)
+
+// retryable says which classes a retry can fix.
+var retryable = map[pve.Class]bool{
+	pve.Transient:       true,
+	pve.Locked:          true,
+	pve.AgentNotRunning: true,
+}
+
+// failure turns a seam error into the ApplicationError the workflow sees. The message keeps what
+// an operator needs (the step, VMID, node and Proxmox's own text); the error itself is built by
+// the client and the simulator, which never put the token or cloud-init text into it.
+func failure(step string, err error) error {
+	class := pve.Classify(err)
+	msg := fmt.Sprintf("%s: %v", step, err)
+	if te, ok := asTaskError(err); ok {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", step, te), ErrTaskFailed, nil, string(class))
+	}
+	if retryable[class] {
+		return temporal.NewApplicationErrorWithOptions(msg, string(class), temporal.ApplicationErrorOptions{
+			Category: benignFor(class),
+		})
+	}
+	return temporal.NewNonRetryableApplicationError(msg, string(class), nil)
+}
+
+// benignFor marks the classes that are expected while waiting, so the worker logs them at debug
+// level and they do not count as failed activities in metrics.
+func benignFor(c pve.Class) temporal.ApplicationErrorCategory {
+	if c == pve.AgentNotRunning || c == pve.Locked {
+		return temporal.ApplicationErrorCategoryBenign
+	}
+	return temporal.ApplicationErrorCategoryUnspecified
+}
+
+// notReady is the retryable, benign error of a wait that has not reached its state yet. Its
+// message is what the Temporal UI shows as the pending activity's last failure.
+func notReady(errType, format string, args ...any) error {
+	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf(format, args...), errType, temporal.ApplicationErrorOptions{
+		Category: temporal.ApplicationErrorCategoryBenign,
+	})
+}
+
+func asTaskError(err error) (*pve.TaskError, bool) {
+	var te *pve.TaskError
+	ok := errors.As(err, &te)
+	return te, ok
+}

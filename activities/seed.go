@@ -1,0 +1,85 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/pveflow/pveflow/internal/nocloud"
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+// UploadISORequest is the input of UploadISO. UserData may hold secrets: it goes onto the ISO
+// and nowhere else (no log line, error message or result carries it).
+type UploadISORequest struct {
+	StorageRef
+	// Name is the VM's name: the ISO is stored as "<name>-seed.iso", and it is the guest's
+	// hostname.
+	Name string `json:"name"`
+	// InstanceID is cloud-init's instance-id; pveflow uses the Proxy UID.
+	InstanceID string `json:"instanceID"`
+	UserData   string `json:"userData"`
+}
+
+// UploadISOResult describes the uploaded seed ISO without its content.
+type UploadISOResult struct {
+	UPID   pve.UPID `json:"upid"`
+	VolID  string   `json:"volid"`
+	Size   int64    `json:"size"`
+	SHA256 string   `json:"sha256"`
+}
+
+// UploadISO builds the NoCloud seed ISO (user-data, meta-data, and vendor-data from the config)
+// in memory and uploads it as "<name>-seed.iso". It returns the upload task; the ISO's volume
+// ID, size and SHA-256 say what was uploaded without repeating it.
+func (a *Activities) UploadISO(ctx context.Context, req UploadISORequest) (UploadISOResult, error) {
+	step := fmt.Sprintf("upload seed ISO for %s to storage %s on node %s", req.Name, req.Storage, req.Node)
+	vendorData, err := nocloud.VendorData(a.Proxmox.VendorData, a.Proxmox.InstallGuestAgent)
+	if err != nil {
+		return UploadISOResult{}, failure(step, pve.Classified(pve.Permanent, fmt.Errorf("vendor-data: %w", err)))
+	}
+	var iso bytes.Buffer
+	size, err := nocloud.Write(&iso, nocloud.Seed{
+		InstanceID: req.InstanceID,
+		Hostname:   req.Name,
+		UserData:   req.UserData,
+		VendorData: vendorData,
+	})
+	if err != nil {
+		return UploadISOResult{}, failure(step, pve.Classified(pve.Permanent, err))
+	}
+	sum := sha256.Sum256(iso.Bytes())
+	body := &heartbeatReader{ctx: ctx, r: &iso}
+	upid, err := a.API.UploadISO(ctx, req.Node, req.Storage, proxy.SeedISOName(req.Name), body, size)
+	if err != nil {
+		return UploadISOResult{}, failure(step, err)
+	}
+	return UploadISOResult{
+		UPID:   upid,
+		VolID:  proxy.SeedVolID(req.Storage, req.Name),
+		Size:   size,
+		SHA256: hex.EncodeToString(sum[:]),
+	}, nil
+}
+
+// heartbeatReader records a heartbeat with the bytes sent so far as the upload reads its body,
+// so a slow upload shows progress in the UI and a cancelled workflow reaches the activity.
+// The SDK throttles the heartbeats themselves.
+type heartbeatReader struct {
+	ctx  context.Context
+	r    io.Reader
+	sent int64
+}
+
+func (h *heartbeatReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.sent += int64(n)
+	activity.RecordHeartbeat(h.ctx, h.sent)
+	return n, err
+}
