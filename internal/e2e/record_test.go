@@ -1,0 +1,122 @@
+//go:build record
+
+// Recording the histories that TestReplay_recordedHistories replays: `make histories`.
+// Record new files beside the old ones when a workflow changes; never re-record a history in the
+// change that alters the workflow, or the replay test cannot catch that change.
+
+package e2e_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+func TestRecordHistories(t *testing.T) {
+	scenarios := []struct {
+		name    string
+		cluster func(*pvesim.Options)
+		config  func(*config.Config)
+		run     func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun
+	}{
+		{name: "create-clean", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+		}},
+		{name: "create-vmid-collision", run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+			require.NoError(t, c.AddVM(pvesim.VM{Node: "pve2", VMID: proxy.VMIDFor(uid, s.cfg.Proxmox.VMIDRange, 0), Config: pve.VMConfig{"name": "someone-else"}}))
+			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+		}},
+		{name: "create-resumed-over-locked-clone", run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+			_, err := c.Clone(context.Background(), "pve1", 9000, pve.CloneParams{
+				NewID: proxy.VMIDFor(uid, s.cfg.Proxmox.VMIDRange, 0), Name: proxy.NameFromUID(uid), Full: true,
+				Description: proxy.FormatDescription(proxy.Mark{UID: uid, CreatedAt: time.Now().UTC().Truncate(time.Second)}),
+			})
+			require.NoError(t, err)
+			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+		}},
+		{name: "create-clone-budget-exhausted",
+			cluster: func(o *pvesim.Options) { o.StallClones = true },
+			config:  func(c *config.Config) { c.Budgets.Clone = 3 * time.Second },
+			run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+				run := s.startCreate(createInput(uid))
+				_, err := result[workflows.CreateProxyResult](t, run)
+				require.Error(t, err)
+				return run
+			}},
+		{name: "delete-running-vm", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			return mustSucceed[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+		}},
+		{name: "delete-absent-vm", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			return mustSucceed[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+		}},
+		{name: "delete-cancels-running-create", cluster: func(o *pvesim.Options) {
+			o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second}
+		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+			create := s.startCreate(createInput(uid))
+			eventually(t, "the create polls its clone", func() bool { return c.CallCount("TaskStatus") > 0 })
+			del := mustSucceed[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+			_, err := result[workflows.CreateProxyResult](t, create)
+			require.Error(t, err)
+			writeHistory(t, s, "delete-cancels-running-create.create", create)
+			return del
+		}},
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			opts := pvesim.Default()
+			opts.TaskDurations = map[string]time.Duration{"qmclone": 2 * time.Second}
+			opts.AgentBootDelay = time.Second
+			if sc.cluster != nil {
+				sc.cluster(&opts)
+			}
+			cluster := pvesim.New(opts)
+			cfg := fastConfig(t)
+			if sc.config != nil {
+				sc.config(&cfg)
+			}
+			s := startStack(t, cluster, cfg)
+			writeHistory(t, s, sc.name, sc.run(t, s, cluster))
+		})
+	}
+}
+
+// historiesDir is where the replay test in package workflows finds the histories.
+var historiesDir = filepath.Join("..", "..", "testdata", "histories")
+
+func mustSucceed[T any](t *testing.T, run client.WorkflowRun) client.WorkflowRun {
+	t.Helper()
+	_, err := result[T](t, run)
+	require.NoError(t, err)
+	return run
+}
+
+// writeHistory exports a closed run's history as testdata/histories/<name>.json.
+func writeHistory(t *testing.T, s *stack, name string, run client.WorkflowRun) {
+	t.Helper()
+	iter := s.client.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var h historypb.History
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, ev)
+	}
+	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(&h)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(historiesDir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(historiesDir, name+".json"), append(data, '\n'), 0o644))
+}

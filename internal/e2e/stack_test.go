@@ -1,0 +1,110 @@
+package e2e_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/server/temporaltest"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// stack is an in-process Temporal server with pveflow's search attributes, and a worker that runs
+// the workflows and activities against a Proxmox API, all in real time.
+type stack struct {
+	t      *testing.T
+	server *temporaltest.TestServer
+	client client.Client
+	cfg    config.Config
+	api    pve.API
+	worker worker.Worker
+}
+
+// fastConfig is the simulator's configuration with budgets and polls for real-time runs
+// against a simulator whose tasks take a second or two.
+func fastConfig(t *testing.T) config.Config {
+	t.Helper()
+	cfg, err := config.Load(filepath.Join("..", "..", "testdata", "config", "simulator.yaml"))
+	require.NoError(t, err)
+	cfg.Budgets = config.Budgets{
+		Clone: 30 * time.Second, Upload: 10 * time.Second, Resize: 10 * time.Second,
+		Start: 10 * time.Second, Stop: 10 * time.Second, Destroy: 10 * time.Second,
+		Running: 10 * time.Second, Agent: 20 * time.Second, Unlock: 30 * time.Second,
+		Request: 10 * time.Second,
+	}
+	cfg.Poll = config.Poll{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.2, MaximumInterval: time.Second}
+	return cfg
+}
+
+const uid = "0f5b1c9e-4a7d-4e8b-9a51-7c2e3d4f5a60"
+
+func createInput(uid string) workflows.CreateProxyInput {
+	return workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
+}
+
+func startStack(t *testing.T, api pve.API, cfg config.Config) *stack {
+	t.Helper()
+	server := temporaltest.NewServer(temporaltest.WithT(t))
+	c := server.GetDefaultClient()
+	attrs := make(map[string]enumspb.IndexedValueType, len(workflows.SearchAttributes))
+	for name, typ := range workflows.SearchAttributes {
+		attrs[name] = enumspb.IndexedValueType(enumspb.IndexedValueType_value["INDEXED_VALUE_TYPE_"+strings.ToUpper(typ)])
+	}
+	_, err := c.OperatorService().AddSearchAttributes(context.Background(), &operatorservice.AddSearchAttributesRequest{
+		Namespace:        server.GetDefaultNamespace(),
+		SearchAttributes: attrs,
+	})
+	require.NoError(t, err)
+	s := &stack{t: t, server: server, client: c, cfg: cfg, api: api}
+	s.startWorker()
+	return s
+}
+
+// startWorker starts a worker, as a restarted worker process would.
+func (s *stack) startWorker() {
+	s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
+		(&workflows.Workflows{Config: s.cfg}).Register(r)
+		r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox})
+	})
+}
+
+func (s *stack) startCreate(in workflows.CreateProxyInput) client.WorkflowRun {
+	s.t.Helper()
+	run, err := s.client.ExecuteWorkflow(context.Background(), workflows.CreateOptions(in.UID, workflows.DefaultTaskQueue), workflows.CreateProxyName, in)
+	require.NoError(s.t, err)
+	return run
+}
+
+func (s *stack) startDelete(in workflows.DeleteProxyInput) client.WorkflowRun {
+	s.t.Helper()
+	run, err := s.client.ExecuteWorkflow(context.Background(), workflows.DeleteOptions(in.UID, workflows.DefaultTaskQueue), workflows.DeleteProxyName, in)
+	require.NoError(s.t, err)
+	return run
+}
+
+// result waits for a run to close, within a minute.
+func result[T any](t *testing.T, run client.WorkflowRun) (T, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var res T
+	err := run.Get(ctx, &res)
+	return res, err
+}
+
+// eventually polls cond every 50 ms for up to 30 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, 30*time.Second, 50*time.Millisecond, what)
+}

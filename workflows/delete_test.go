@@ -1,0 +1,169 @@
+package workflows_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// created is a world holding the proxy that CreateProxy made.
+func created(t *testing.T) (*world, workflows.CreateProxyResult) {
+	t.Helper()
+	w := newWorld(t)
+	res, err := w.create(createInput())
+	require.NoError(t, err)
+	return w, res
+}
+
+func TestDelete_runningVMStoppedFirstThenDestroyed(t *testing.T) {
+	w, vm := created(t)
+
+	res, err := w.delete(workflows.DeleteProxyInput{UID: uid, ProviderID: vm.ProviderID})
+
+	require.NoError(t, err)
+	assert.Equal(t, []activities.VMRef{{Node: "pve1", VMID: vm.VMID}}, res.Destroyed)
+	assert.Equal(t, 1, w.cluster.CallCount("Stop"))
+	assert.Empty(t, w.vms())
+}
+
+func TestDelete_removesSeedISO(t *testing.T) {
+	w, _ := created(t)
+	require.Len(t, w.isos(), 1)
+
+	_, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+
+	require.NoError(t, err)
+	assert.Empty(t, w.isos())
+}
+
+func TestDelete_twiceSucceeds(t *testing.T) {
+	w, _ := created(t)
+	_, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	require.NoError(t, err)
+
+	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+
+	require.NoError(t, err)
+	assert.Empty(t, res.Destroyed)
+}
+
+func TestDelete_absentIsNoOp(t *testing.T) {
+	w := newWorld(t)
+
+	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+
+	require.NoError(t, err)
+	assert.Empty(t, res.Destroyed)
+	assert.Zero(t, w.cluster.CallCount("Destroy"))
+}
+
+func TestDelete_foreignOrUnmarkedVMIsLeftAlone(t *testing.T) {
+	tests := map[string]string{
+		"unmarked":        "made by hand",
+		"other proxy UID": proxy.FormatDescription(proxy.Mark{UID: "another-uid", CreatedAt: time.Now()}),
+	}
+	for name, description := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			require.NoError(t, w.cluster.AddVM(pvesim.VM{Node: "pve1", VMID: 4242, Running: true, Config: pve.VMConfig{
+				"name": proxy.NameFromUID(uid), "description": description,
+			}}))
+
+			res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+
+			require.NoError(t, err)
+			assert.Empty(t, res.Destroyed)
+			assert.Equal(t, []int{4242}, res.Skipped)
+			assert.Len(t, w.vms(), 1)
+			assert.Zero(t, w.cluster.CallCount("Stop"))
+		})
+	}
+}
+
+func TestDelete_stoppedVMSkipsStop(t *testing.T) {
+	w, vm := created(t)
+	_, err := w.cluster.Stop(t.Context(), vm.Node, vm.VMID)
+	require.NoError(t, err)
+	w.advance(time.Minute)
+	stops := w.cluster.CallCount("Stop")
+
+	_, err = w.delete(workflows.DeleteProxyInput{UID: uid})
+
+	require.NoError(t, err)
+	assert.Equal(t, stops, w.cluster.CallCount("Stop"))
+	assert.Empty(t, w.vms())
+}
+
+func TestDelete_lockedVMWaitedOnThenDestroyed(t *testing.T) {
+	w := newWorld(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 3 * time.Minute} })
+	// A clone of the proxy is half done: its mark is written, its lock not yet cleared.
+	_, err := w.cluster.Clone(t.Context(), "pve1", 9000, pve.CloneParams{
+		NewID: firstVMID(w), Name: proxy.NameFromUID(uid), Full: true,
+		Description: proxy.FormatDescription(proxy.Mark{UID: uid, CreatedAt: time.Now().UTC().Truncate(time.Second)}),
+	})
+	require.NoError(t, err)
+	w.advance(2 * time.Minute)
+
+	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+
+	require.NoError(t, err)
+	assert.Len(t, res.Destroyed, 1)
+	assert.Empty(t, w.vms())
+}
+
+func TestDelete_destroyTaskFailureIsTransient(t *testing.T) {
+	w, _ := created(t)
+	w.cluster.FailTask("qmdestroy", "can't lock file '/var/lock/qemu-server/lock-1.conf' - got timeout")
+
+	_, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+
+	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+}
+
+func TestDelete_malformedProviderIDIsPermanent(t *testing.T) {
+	w := newWorld(t)
+
+	_, err := w.delete(workflows.DeleteProxyInput{UID: uid, ProviderID: "vms/abc"})
+
+	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Empty(t, w.cluster.Calls())
+}
+
+func TestDelete_cancelledCreateTellsDeleteWhichVMItCloned(t *testing.T) {
+	w := newWorld(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 5 * time.Minute} })
+	env := w.env()
+	var notice []byte
+	env.OnSignalExternalWorkflow(mock.Anything, workflows.DeleteWorkflowID(uid), "", "create-closed", mock.Anything).
+		Return(func(_, _, _, _ string, arg any) error {
+			var err error
+			notice, err = json.Marshal(arg)
+			return err
+		})
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
+
+	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
+
+	require.Error(t, env.GetWorkflowError())
+	require.NotNil(t, notice, "the cancelled create signals the delete")
+	var got struct {
+		Node string
+		VMID int
+		UPID pve.UPID
+	}
+	require.NoError(t, json.Unmarshal(notice, &got))
+	assert.Equal(t, "pve1", got.Node)
+	assert.Equal(t, firstVMID(w), got.VMID)
+	info, err := pve.ParseUPID(got.UPID)
+	require.NoError(t, err)
+	assert.Equal(t, "qmclone", info.Type)
+}

@@ -1,0 +1,162 @@
+package workflows_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+const uid = "0f5b1c9e-4a7d-4e8b-9a51-7c2e3d4f5a60"
+
+// testConfig is the configuration for the simulator's default cluster.
+func testConfig(t *testing.T) config.Config {
+	t.Helper()
+	cfg, err := config.Load(filepath.Join("..", "testdata", "config", "simulator.yaml"))
+	require.NoError(t, err)
+	return cfg
+}
+
+func createInput() workflows.CreateProxyInput {
+	return workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
+}
+
+// world is a simulated cluster that outlives the workflow environments run against it, so a
+// test can run CreateProxy and then DeleteProxy, or CreateProxy twice, on the same cluster.
+type world struct {
+	t       *testing.T
+	cfg     config.Config
+	cluster *pvesim.Cluster
+	clock   *envClock
+	log     *bytes.Buffer
+}
+
+// envClock tells the simulator the test environment's time, which skips ahead over retry
+// backoffs: a 30-second task is seen done after the polls of 30 virtual seconds.
+type envClock struct {
+	env *testsuite.TestWorkflowEnvironment
+	off time.Time
+}
+
+func (c *envClock) Now() time.Time {
+	if c.env == nil {
+		return c.off
+	}
+	return c.env.Now()
+}
+
+func newWorld(t *testing.T, change ...func(*pvesim.Options)) *world {
+	t.Helper()
+	clock := &envClock{off: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
+	opts := pvesim.Default()
+	opts.Clock = clock
+	opts.AgentBootDelay = 20 * time.Second
+	opts.TaskDurations = map[string]time.Duration{"qmclone": 45 * time.Second, "qmstart": 3 * time.Second}
+	for _, c := range change {
+		c(&opts)
+	}
+	return &world{t: t, cfg: testConfig(t), cluster: pvesim.New(opts), clock: clock, log: &bytes.Buffer{}}
+}
+
+// env is a fresh workflow environment on the world's cluster, with real activities.
+func (w *world) env() *testsuite.TestWorkflowEnvironment {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(w.log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	env := suite.NewTestWorkflowEnvironment()
+	// Time goes on from where the last environment left the cluster.
+	env.SetStartTime(w.clock.Now())
+	w.clock.env = env
+	env.RegisterActivity(&activities.Activities{API: w.cluster, Proxmox: w.cfg.Proxmox, Now: env.Now})
+	(&workflows.Workflows{Config: w.cfg}).Register(env)
+	// No CreateProxy runs beside these tests' DeleteProxy; cancelling it finds nothing.
+	env.OnRequestCancelExternalWorkflow(mock.Anything, mock.Anything, mock.Anything).Return(errors.New("workflow not found")).Maybe()
+	return env
+}
+
+// advance lets time pass on the cluster between two workflow runs.
+func (w *world) advance(d time.Duration) {
+	w.clock.off = w.clock.Now().Add(d)
+	w.clock.env = nil
+}
+
+func (w *world) create(in workflows.CreateProxyInput) (workflows.CreateProxyResult, error) {
+	env := w.env()
+	env.ExecuteWorkflow(workflows.CreateProxyName, in)
+	require.True(w.t, env.IsWorkflowCompleted())
+	var res workflows.CreateProxyResult
+	if err := env.GetWorkflowError(); err != nil {
+		return res, err
+	}
+	require.NoError(w.t, env.GetWorkflowResult(&res))
+	return res, nil
+}
+
+func (w *world) delete(in workflows.DeleteProxyInput) (workflows.DeleteProxyResult, error) {
+	env := w.env()
+	env.ExecuteWorkflow(workflows.DeleteProxyName, in)
+	require.True(w.t, env.IsWorkflowCompleted())
+	var res workflows.DeleteProxyResult
+	if err := env.GetWorkflowError(); err != nil {
+		return res, err
+	}
+	require.NoError(w.t, env.GetWorkflowResult(&res))
+	return res, nil
+}
+
+// vms are the cluster's VMs other than templates.
+func (w *world) vms() []pvesim.VM {
+	var out []pvesim.VM
+	for _, v := range w.cluster.VMs() {
+		if v.Config["template"] != "1" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// isos are the volume IDs of the cluster's ISOs.
+func (w *world) isos() []string {
+	var out []string
+	for _, v := range w.cluster.Volumes() {
+		if v.Data != nil {
+			out = append(out, v.VolID)
+		}
+	}
+	return out
+}
+
+// failureType is the ApplicationError type a workflow failed with.
+func failureType(t *testing.T, err error) string {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	return appErr.Type()
+}
+
+func vmConfig(t *testing.T, w *world, vmid int) pve.VMConfig {
+	t.Helper()
+	for _, v := range w.cluster.VMs() {
+		if v.VMID == vmid {
+			return v.Config
+		}
+	}
+	t.Fatalf("no VM %d", vmid)
+	return nil
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,82 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/pveflow/pveflow/activities"
+)
+
+// Failure types of CreateProxy and DeleteProxy, for the operator to act on.
+const (
+	// FailPermanent: bad input or a state only a person can resolve (a foreign VM with the
+	// proxy's name, a missing privilege). Starting again fails again.
+	FailPermanent = "Permanent"
+	// FailTransient: a budget ran out or Proxmox had trouble. Starting again resumes.
+	FailTransient = "Transient"
+	// FailQuotaExceeded: a storage is full.
+	FailQuotaExceeded = "QuotaExceeded"
+)
+
+// permanentf is a Permanent workflow failure.
+func permanentf(format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), FailPermanent, nil)
+}
+
+// transientf is a Transient workflow failure.
+func transientf(format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), FailTransient, nil)
+}
+
+// fail turns an activity's failure at a step into the workflow's failure: Permanent,
+// QuotaExceeded or Transient, with the step and Proxmox's message. A cancellation stays a
+// cancellation.
+func fail(step string, err error) error {
+	if temporal.IsCanceledError(err) {
+		return err
+	}
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		return transientf("%s: %v", step, err)
+	}
+	switch appErr.Type() {
+	case activities.ErrPermanent:
+		return permanentf("%s: %s", step, appErr.Message())
+	case activities.ErrQuotaExceeded:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %s", step, appErr.Message()), FailQuotaExceeded, nil)
+	case activities.ErrTaskFailed:
+		switch taskFailureClass(appErr) {
+		case activities.ErrPermanent:
+			return permanentf("%s: %s", step, appErr.Message())
+		case activities.ErrQuotaExceeded:
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %s", step, appErr.Message()), FailQuotaExceeded, nil)
+		}
+	case activities.ErrTaskRunning, activities.ErrNotReady, activities.ErrAgentNotRunning, activities.ErrLocked:
+		// A wait that reaches workflow code has used up its budget.
+		return transientf("%s did not finish within its budget: %s", step, appErr.Message())
+	}
+	return transientf("%s: %s", step, appErr.Message())
+}
+
+// isType reports whether err is an activity failure of the given ApplicationError type.
+func isType(err error, errType string) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == errType
+}
+
+// taskFailureClass is the pve.Class a TaskFailed error carries as its first detail.
+func taskFailureClass(appErr *temporal.ApplicationError) string {
+	var class string
+	if appErr.HasDetails() && appErr.Details(&class) == nil {
+		return class
+	}
+	return ""
+}
+
+// isTaskFailedWith reports whether err is a failed Proxmox task whose exit status has class.
+func isTaskFailedWith(err error, class string) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == activities.ErrTaskFailed && taskFailureClass(appErr) == class
+}

@@ -1,0 +1,80 @@
+// Package workflows holds CreateProxy and DeleteProxy, the durable workflows that create and
+// delete an egress-proxy VM on Proxmox VE, and the names an operator uses to find them.
+//
+// Workflow code here is deterministic: no I/O, no wall-clock time, no randomness outside the
+// workflow APIs. Everything that touches Proxmox is an activity of package activities; the one
+// thing read from the worker's configuration (placement, budgets, poll policy) is recorded in
+// history as a side effect, so a later config change cannot break the replay of a running
+// workflow.
+package workflows
+
+import (
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+)
+
+// DefaultTaskQueue is the task queue the worker polls unless told otherwise.
+const DefaultTaskQueue = "pveflow"
+
+// Workflow type names. They are recorded in histories: renaming one breaks replay.
+const (
+	CreateProxyName = "CreateProxy"
+	DeleteProxyName = "DeleteProxy"
+)
+
+// StatusQuery is the query both workflows answer with their Status.
+const StatusQuery = "status"
+
+// createClosedSignal is what a cancelled CreateProxy sends to the DeleteProxy that cancelled it,
+// once none of its activities runs any more.
+const createClosedSignal = "create-closed"
+
+// CreateWorkflowID is the workflow ID of the CreateProxy of a Proxy UID.
+//
+// Create and delete have IDs of their own: with one ID for both, starting a delete while the
+// create runs would silently attach to the create.
+func CreateWorkflowID(uid string) string { return "proxy/" + uid + "/create" }
+
+// DeleteWorkflowID is the workflow ID of the DeleteProxy of a Proxy UID.
+func DeleteWorkflowID(uid string) string { return "proxy/" + uid + "/delete" }
+
+// Search attributes that make a proxy findable in the UI and by the starter's list. They must be
+// registered on the namespace (see docs/operations.md).
+var (
+	ProxyUIDKey   = temporal.NewSearchAttributeKeyKeyword("ProxyUID")
+	ProxyNameKey  = temporal.NewSearchAttributeKeyKeyword("ProxyName")
+	ProxyPhaseKey = temporal.NewSearchAttributeKeyKeyword("ProxyPhase")
+	PveNodeKey    = temporal.NewSearchAttributeKeyKeyword("PveNode")
+	PveVMIDKey    = temporal.NewSearchAttributeKeyInt64("PveVMID")
+)
+
+// SearchAttributes lists the search attributes and their types, for registering them.
+var SearchAttributes = map[string]string{
+	"ProxyUID":   "Keyword",
+	"ProxyName":  "Keyword",
+	"ProxyPhase": "Keyword",
+	"PveNode":    "Keyword",
+	"PveVMID":    "Int",
+}
+
+// CreateOptions are the start options of the CreateProxy of uid. Starting it while it runs
+// returns the running execution; starting it after it closed runs it again, which re-checks the
+// cluster and returns the same VM.
+func CreateOptions(uid, taskQueue string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       CreateWorkflowID(uid),
+		TaskQueue:                taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes:    temporal.NewSearchAttributes(ProxyUIDKey.ValueSet(uid)),
+	}
+}
+
+// DeleteOptions are the start options of the DeleteProxy of uid. Like a create, a running delete
+// is joined rather than doubled, and a delete may run again at any time.
+func DeleteOptions(uid, taskQueue string) client.StartWorkflowOptions {
+	opts := CreateOptions(uid, taskQueue)
+	opts.ID = DeleteWorkflowID(uid)
+	return opts
+}

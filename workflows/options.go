@@ -1,0 +1,100 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/pveflow/pveflow/internal/config"
+)
+
+// Workflows are the proxy workflows of one worker, with the configuration they read.
+type Workflows struct {
+	Config config.Config
+}
+
+// Register registers CreateProxy and DeleteProxy under their recorded names.
+func (w *Workflows) Register(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(w.CreateProxy, workflow.RegisterOptions{Name: CreateProxyName})
+	r.RegisterWorkflowWithOptions(w.DeleteProxy, workflow.RegisterOptions{Name: DeleteProxyName})
+}
+
+// settings is what a run takes from the worker's configuration. It is read once, in a side
+// effect, so the run replays with the values it started with whatever the config says later.
+type settings struct {
+	Nodes      []string         `json:"nodes"`
+	ISOStorage string           `json:"isoStorage"`
+	Storage    string           `json:"storage,omitempty"`
+	Bridge     string           `json:"bridge,omitempty"`
+	VMIDRange  config.VMIDRange `json:"vmidRange"`
+	Budgets    config.Budgets   `json:"budgets"`
+	Poll       config.Poll      `json:"poll"`
+}
+
+func settingsOf(c config.Config) settings {
+	return settings{
+		Nodes:      c.Proxmox.Nodes,
+		ISOStorage: c.Proxmox.ISOStorage,
+		Storage:    c.Proxmox.Storage,
+		Bridge:     c.Proxmox.Bridge,
+		VMIDRange:  c.Proxmox.VMIDRange,
+		Budgets:    c.Budgets,
+		Poll:       c.Poll,
+	}
+}
+
+// callAttempts bounds the retries of a single Proxmox call: a locked VM or a passing backend
+// error is retried a few times, a longer outage fails the step as Transient.
+const callAttempts = 5
+
+// callOptions are the options of an activity that makes one Proxmox call.
+func (s settings) callOptions(summary string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: s.Budgets.Request,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    s.Poll.InitialInterval,
+			BackoffCoefficient: 2,
+			MaximumInterval:    s.Poll.MaximumInterval,
+			MaximumAttempts:    callAttempts,
+		},
+		WaitForCancellation: true,
+		Summary:             summary,
+	}
+}
+
+// waitOptions are the options of an activity that waits by failing until what it waits for has
+// happened: the budget bounds the whole wait (ScheduleToClose), the poll policy spaces the
+// attempts, brisk while the wait is young and backing off to a cap for long ones.
+//
+// MaximumAttempts is set explicitly: the test environment otherwise stops after 10 attempts
+// while the server would go on, and both must behave alike.
+func (s settings) waitOptions(budget time.Duration, summary string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout:    s.Budgets.Request,
+		ScheduleToCloseTimeout: budget,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    s.Poll.InitialInterval,
+			BackoffCoefficient: s.Poll.BackoffCoefficient,
+			MaximumInterval:    s.Poll.MaximumInterval,
+			MaximumAttempts:    attemptsWithin(budget, s.Poll),
+		},
+		WaitForCancellation: true,
+		Summary:             summary,
+	}
+}
+
+// attemptsWithin counts the attempts the poll policy starts within budget, plus one, so the
+// budget and not the attempt count is what ends a wait.
+func attemptsWithin(budget time.Duration, p config.Poll) int32 {
+	attempts := int32(1)
+	interval := float64(p.InitialInterval)
+	for elapsed := time.Duration(0); ; attempts++ {
+		elapsed += time.Duration(interval)
+		if elapsed > budget || attempts == 1<<20 {
+			return attempts + 1
+		}
+		interval = min(interval*p.BackoffCoefficient, float64(p.MaximumInterval))
+	}
+}

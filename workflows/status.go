@@ -1,0 +1,101 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+// Phases a proxy goes through; ProxyPhase carries the current one.
+const (
+	PhaseValidating  = "validating"
+	PhaseLookingUp   = "looking-up"
+	PhaseCloning     = "cloning"
+	PhaseSeeding     = "seeding"
+	PhaseConfiguring = "configuring"
+	PhaseStarting    = "starting"
+	PhaseBooting     = "booting"
+	PhaseCreated     = "created"
+	PhaseCancelling  = "cancelling-create"
+	PhaseStopping    = "stopping"
+	PhaseDestroying  = "destroying"
+	PhaseCleaning    = "cleaning"
+	PhaseDeleted     = "deleted"
+	PhaseFailed      = "failed"
+	PhaseCancelled   = "cancelled"
+)
+
+// Status is what the status query answers: where a workflow is and what it waits for.
+type Status struct {
+	UID   string `json:"uid"`
+	Name  string `json:"name"`
+	Phase string `json:"phase"`
+	// Step says in words what the workflow does now, such as "wait for clone task".
+	Step string   `json:"step"`
+	Node string   `json:"node,omitempty"`
+	VMID int      `json:"vmid,omitempty"`
+	UPID pve.UPID `json:"upid,omitempty"`
+	// Attempt counts the VMIDs CreateProxy has tried, starting at 1.
+	Attempt   int       `json:"attempt,omitempty"`
+	LastError string    `json:"lastError,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// tracker keeps a workflow's Status current: in the status query, in the search attributes and
+// in the UI's current details.
+type tracker struct {
+	ctx    workflow.Context
+	status Status
+}
+
+func newTracker(ctx workflow.Context, uid, name string) (*tracker, error) {
+	t := &tracker{ctx: ctx, status: Status{UID: uid, Name: name, StartedAt: workflow.Now(ctx)}}
+	if err := workflow.SetQueryHandler(ctx, StatusQuery, func() (Status, error) { return t.status, nil }); err != nil {
+		return nil, err
+	}
+	return t, t.upsert(ProxyUIDKey.ValueSet(uid), ProxyNameKey.ValueSet(name))
+}
+
+// phase enters a new phase.
+func (t *tracker) phase(phase, step string) {
+	t.status.Phase, t.status.Step = phase, step
+	workflow.SetCurrentDetails(t.ctx, phase+": "+step)
+	t.logErr(t.upsert(ProxyPhaseKey.ValueSet(phase)))
+}
+
+// step says what the workflow does now within its phase.
+func (t *tracker) step(step string) {
+	t.status.Step = step
+	workflow.SetCurrentDetails(t.ctx, t.status.Phase+": "+step)
+}
+
+// vm records the VM the workflow works on.
+func (t *tracker) vm(node string, vmid int) {
+	if t.status.Node == node && t.status.VMID == vmid {
+		return
+	}
+	t.status.Node, t.status.VMID = node, vmid
+	t.logErr(t.upsert(PveNodeKey.ValueSet(node), PveVMIDKey.ValueSet(int64(vmid))))
+}
+
+func (t *tracker) task(upid pve.UPID) { t.status.UPID = upid }
+
+func (t *tracker) failed(err error) {
+	t.status.LastError = err.Error()
+	t.phase(PhaseFailed, t.status.Step)
+}
+
+func (t *tracker) upsert(updates ...temporal.SearchAttributeUpdate) error {
+	return workflow.UpsertTypedSearchAttributes(t.ctx, updates...)
+}
+
+// logErr logs a failed search-attribute update: the proxy is then harder to find, but the work
+// itself goes on.
+func (t *tracker) logErr(err error) {
+	if err != nil {
+		workflow.GetLogger(t.ctx).Warn("Search attribute update failed", "error", err)
+	}
+}
