@@ -1,0 +1,328 @@
+// Package devserver runs a Temporal server and its Web UI in the calling process, with state in
+// a SQLite file, for pveflow's `make run` and end-to-end tests.
+//
+// It does what `temporal server start-dev --db-filename FILE` does, on the server's public
+// temporal package: a workflow that is running when the server stops carries on when a server
+// starts again on the same file. Only loopback addresses are served.
+//
+// The database file is locked with flock(2) while a server runs on it, so the package builds on
+// Linux, macOS and the BSDs.
+package devserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	uiserver "github.com/temporalio/ui-server/v2/server"
+	uiconfig "github.com/temporalio/ui-server/v2/server/config"
+	uiopts "github.com/temporalio/ui-server/v2/server/server_options"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// retention is how long closed workflows stay visible in a namespace the server registers.
+const retention = 72 * time.Hour
+
+// startTimeout bounds how long Start waits for the frontend and the UI to answer.
+const startTimeout = time.Minute
+
+// Options configures a Server. Only DBFile is required.
+type Options struct {
+	DBFile           string            // SQLite file; created with the schema when missing, reused otherwise
+	IP               string            // default "127.0.0.1"; a non-loopback address is refused
+	Port             int               // frontend gRPC port; 0 picks a free one
+	UIPort           int               // Web UI port; 0 picks a free one; -1 disables the UI
+	Namespace        string            // default "default"; registered if missing (retention 72h)
+	SearchAttributes map[string]string // name -> type ("Keyword", "Int", ...), registered if missing
+	Logger           *slog.Logger      // server logs go here at warn+ (the server is chatty); nil discards
+}
+
+// A Server is a running Temporal server, and its Web UI unless disabled.
+type Server struct {
+	temporal  temporal.Server
+	ui        *uiserver.Server
+	lock      *os.File
+	frontend  string
+	uiURL     string
+	namespace string
+	logLevel  slog.LevelVar // the least level of the server's logs passed on
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start starts a server on opts.DBFile and returns once its frontend and UI answer, the
+// namespace exists and the search attributes are registered.
+//
+// It fails without starting anything when a port is taken or another server runs on the
+// same file.
+func Start(ctx context.Context, opts Options) (_ *Server, err error) {
+	if opts.IP == "" {
+		opts.IP = "127.0.0.1"
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	saTypes, err := opts.validate()
+	if err != nil {
+		return nil, fmt.Errorf("devserver: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(opts.DBFile), 0o755); err != nil {
+		return nil, fmt.Errorf("devserver: %w", err)
+	}
+
+	// SQLite lets a second server open the file, and the two would then take the history
+	// shard from each other; a lock next to the file keeps it to one.
+	lock, err := lockFile(opts.DBFile + ".lock")
+	if errors.Is(err, errLocked) {
+		return nil, fmt.Errorf("devserver: database %s is in use by another server", opts.DBFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("devserver: locking database %s: %w", opts.DBFile, err)
+	}
+	s := &Server{lock: lock, namespace: opts.Namespace}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.Stop())
+		}
+	}()
+
+	// The UI exits the process when it cannot listen, so its port is checked here with the
+	// server's own ports rather than found taken later.
+	p := ports{frontend: opts.Port, ui: opts.UIPort}
+	reserve := []*int{&p.frontend, &p.frontendHTTP, &p.history, &p.matching, &p.worker}
+	if opts.UIPort >= 0 {
+		reserve = append(reserve, &p.ui)
+	}
+	if err := reservePorts(opts.IP, reserve...); err != nil {
+		return nil, fmt.Errorf("devserver: %w", err)
+	}
+	s.frontend = hostPort(opts.IP, p.frontend)
+
+	sqlCfg := sqliteConfig(opts.DBFile)
+	if err := setUpDatabase(sqlCfg, opts.DBFile, opts.Namespace); err != nil {
+		return nil, fmt.Errorf("devserver: database %s: %w", opts.DBFile, err)
+	}
+
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s.logLevel.Set(slog.LevelWarn)
+	srv, err := temporal.NewServer(
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithConfig(serverConfig(opts.IP, p, sqlCfg)),
+		temporal.WithStaticHosts(staticHosts(opts.IP, p)),
+		temporal.WithLogger(serverLogger{logger, &s.logLevel}),
+		temporal.WithDynamicConfigClient(dynamicconfig.StaticClient{
+			// Search attributes registered at start are then usable at once.
+			dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: configuring server: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("devserver: starting server: %w", err)
+	}
+	s.temporal = srv
+
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort:  s.frontend,
+		Namespace: opts.Namespace,
+		Logger:    sdklog.NewStructuredLogger(logger),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("devserver: connecting to frontend %s: %w", s.frontend, err)
+	}
+	defer c.Close()
+	if err := registerSearchAttributes(ctx, c.OperatorService(), opts.Namespace, saTypes); err != nil {
+		return nil, fmt.Errorf("devserver: %w", err)
+	}
+
+	if opts.UIPort < 0 {
+		return s, nil
+	}
+	uiHost := opts.IP
+	if strings.Contains(uiHost, ":") {
+		uiHost = "[" + uiHost + "]" // the UI joins host and port with a bare colon
+	}
+	s.ui = uiserver.NewServer(uiopts.WithConfigProvider(&uiconfig.Config{
+		Host:                uiHost,
+		Port:                p.ui,
+		TemporalGRPCAddress: s.frontend,
+		EnableUI:            true,
+		DefaultNamespace:    opts.Namespace,
+		CORS:                uiconfig.CORS{CookieInsecure: true}, // plain HTTP on loopback
+		HideLogs:            true,
+		DisableNewsFetch:    true, // the browser would fetch it from temporal.io
+	}))
+	// Start returns when Stop closes the UI: it exits the process itself on any other error.
+	go s.ui.Start()
+	s.uiURL = "http://" + hostPort(opts.IP, p.ui)
+	if err := waitForUI(ctx, s.uiURL); err != nil {
+		return nil, fmt.Errorf("devserver: web UI at %s: %w", s.uiURL, err)
+	}
+	return s, nil
+}
+
+// FrontendAddress returns the host:port of the frontend's gRPC service, for client.Options.HostPort.
+func (s *Server) FrontendAddress() string { return s.frontend }
+
+// UIURL returns the Web UI's base URL, or "" when the UI is disabled.
+func (s *Server) UIURL() string { return s.uiURL }
+
+// Namespace returns the namespace Start registered.
+func (s *Server) Namespace() string { return s.namespace }
+
+// Stop stops the UI and the server and releases the database file, so that a server can
+// start on it again. Calls after the first return the first call's result.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		s.logLevel.Set(slog.LevelError)
+		if s.ui != nil {
+			s.ui.Stop()
+		}
+		var errs []error
+		if s.temporal != nil {
+			if err := s.temporal.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("devserver: stopping server: %w", err))
+			}
+		}
+		errs = append(errs, s.lock.Close())
+		s.stopErr = errors.Join(errs...)
+	})
+	return s.stopErr
+}
+
+// validate checks opts, with defaults applied, and returns the search attributes' types.
+func (o Options) validate() (map[string]enumspb.IndexedValueType, error) {
+	if o.DBFile == "" {
+		return nil, errors.New("no database file given")
+	}
+	if ip := net.ParseIP(o.IP); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("IP %q is not a loopback address: the dev server has no authentication", o.IP)
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		return nil, fmt.Errorf("port %d is out of range", o.Port)
+	}
+	if o.UIPort < -1 || o.UIPort > 65535 {
+		return nil, fmt.Errorf("UI port %d is out of range", o.UIPort)
+	}
+	types := make(map[string]enumspb.IndexedValueType, len(o.SearchAttributes))
+	for name, typ := range o.SearchAttributes {
+		t, err := enumspb.IndexedValueTypeFromString(typ)
+		if err != nil || t == enumspb.INDEXED_VALUE_TYPE_UNSPECIFIED {
+			return nil, fmt.Errorf("search attribute %s: unknown type %q", name, typ)
+		}
+		types[name] = t
+	}
+	return types, nil
+}
+
+// reservePorts replaces each 0 in ports with a free port, after checking that every port can
+// be listened on. All are held at once so that no free port is handed out twice.
+func reservePorts(ip string, ports ...*int) error {
+	for _, port := range ports {
+		l, err := net.Listen("tcp", hostPort(ip, *port))
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		*port = l.Addr().(*net.TCPAddr).Port
+	}
+	return nil
+}
+
+// setUpDatabase creates the schema when file does not exist yet, and the namespace when it is
+// missing. It runs before the server starts, so the namespace is there from the first request.
+func setUpDatabase(cfg *config.SQL, file, namespace string) error {
+	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+		if err := sqliteschema.SetupSchema(cfg); err != nil {
+			return fmt.Errorf("creating schema: %w", err)
+		}
+	}
+	ns, err := sqliteschema.NewNamespaceConfig(clusterName, namespace, false, nil)
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", namespace, err)
+	}
+	ns.Detail.Config.Retention = durationpb.New(retention)
+	if err := sqliteschema.CreateNamespaces(cfg, ns); err != nil {
+		return fmt.Errorf("registering namespace %s: %w", namespace, err)
+	}
+	return nil
+}
+
+// registerSearchAttributes adds the attributes of want that namespace lacks. One that exists
+// with another type is an error rather than left for a workflow start to trip over.
+func registerSearchAttributes(ctx context.Context, ops operatorservice.OperatorServiceClient, namespace string, want map[string]enumspb.IndexedValueType) error {
+	if len(want) == 0 {
+		return nil
+	}
+	resp, err := ops.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("listing search attributes of namespace %s: %w", namespace, err)
+	}
+	missing := make(map[string]enumspb.IndexedValueType)
+	for name, typ := range want {
+		have, ok := resp.GetCustomAttributes()[name]
+		switch {
+		case !ok:
+			missing[name] = typ
+		case have != typ:
+			return fmt.Errorf("search attribute %s of namespace %s is a %s, not a %s", name, namespace, have, typ)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if _, err := ops.AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace:        namespace,
+		SearchAttributes: missing,
+	}); err != nil {
+		return fmt.Errorf("adding search attributes to namespace %s: %w", namespace, err)
+	}
+	return nil
+}
+
+// waitForUI polls url until it answers 200.
+func waitForUI(ctx context.Context, url string) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no answer: %w", context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
