@@ -1,23 +1,65 @@
 # pveflow: durable Proxmox VE proxy-VM lifecycles on Temporal.
+#   make run    the whole thing on this machine: Temporal + UI, the Proxmox simulator, a worker,
+#               and a demo proxy created and deleted
+#   make test   every test
 GO ?= go
-PKGS := ./...
+BIN := $(CURDIR)/bin
+TOOLS := $(BIN)/tools
+STATICCHECK_VERSION := v0.8.2
+WORKFLOWCHECK_VERSION := v0.6.0
 
-.PHONY: all build test lint fmt vet
+# Packages whose tests run a whole Temporal server (temporaltest or the embedded dev server).
+# They run without the race detector: instrumenting the server takes longer to build than all
+# the other tests take to run, and every package of ours they drive has race-checked tests.
+SERVER_TEST_PKGS := ./internal/e2e/... ./internal/devserver/... ./starter/... ./worker/...
+
+.PHONY: all build test test-race test-server lint vet fmt-check staticcheck workflowcheck \
+	bench histories run run-stalled clean
 
 all: build test
 
 build:
-	$(GO) build $(PKGS)
+	$(GO) build ./...
+	$(GO) build -o $(BIN)/ ./worker ./starter/cmd/pveflow ./internal/devserver/cmd/pveflow-temporal ./internal/pvesim/cmd/pvesim
 
-test:
-	$(GO) test -race -count=1 $(PKGS)
+test: test-race test-server
 
-lint: vet
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+test-race:
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /internal/e2e -e /internal/devserver -e /starter -e /worker)
+
+test-server:
+	$(GO) test -count=1 -timeout 15m $(SERVER_TEST_PKGS)
+
+lint: fmt-check vet staticcheck workflowcheck
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet $(PKGS)
+	$(GO) vet ./...
+	$(GO) vet -tags record ./internal/e2e/
 
-fmt:
-	gofmt -w $$(git ls-files '*.go')
+$(TOOLS)/staticcheck:
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(TOOLS)/workflowcheck:
+	GOBIN=$(TOOLS) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
+
+staticcheck: $(TOOLS)/staticcheck
+	$(TOOLS)/staticcheck ./...
+
+# Workflow code must be deterministic: no I/O, no wall clock, no randomness, no map ranging.
+workflowcheck: $(TOOLS)/workflowcheck
+	$(TOOLS)/workflowcheck -show-pos ./workflows/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Records testdata/histories again from real runs on temporaltest. Record new histories beside
+# the old ones when a workflow changes; old ones must keep replaying.
+histories:
+	$(GO) test -tags record -count=1 -run TestRecordHistories ./internal/e2e/
+
+clean:
+	rm -rf $(BIN) .run
