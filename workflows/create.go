@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/activities"
@@ -50,16 +51,35 @@ const maxProbes = 32
 // configure, start, and wait for the guest's IPv4. Every step is idempotent: running it again
 // for the same UID, or resuming it after any partial step, returns the same VM.
 func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (CreateProxyResult, error) {
+	// A DeleteProxy of the same UID asks this run to stop by a signal (a cancel request would
+	// be accepted even by a closed run, leaving the delete to wait for an answer in vain). The
+	// run stops its work and then tells the delete which VM it was working on.
+	ctx, stop := workflow.WithCancel(ctx)
+	deleteRequests := workflow.GetSignalChannel(ctx, deleteRequestedSignal)
+	deleteRequested := false
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		deleteRequests.Receive(ctx, nil)
+		deleteRequested = true
+		stop()
+	})
+
 	c, err := newCreate(ctx, w.Config, in)
 	if err != nil {
+		if deleteRequested || deleteRequests.ReceiveAsync(nil) {
+			notifyDelete(ctx, in.UID, createClosed{})
+		}
 		return CreateProxyResult{}, err
 	}
 	res, err := c.run()
+	// A request that arrived with the last step's result has not reached the goroutine yet.
+	deleteRequested = deleteRequested || deleteRequests.ReceiveAsync(nil)
 	switch {
+	case deleteRequested:
+		c.t.phase(PhaseCancelled, "stopped for a delete of the same proxy")
+		notifyDelete(ctx, in.UID, createClosed{Node: c.t.status.Node, VMID: c.t.status.VMID, UPID: c.t.status.UPID})
+		return CreateProxyResult{}, temporal.NewCanceledError("a DeleteProxy of the same proxy stopped this create")
 	case ctx.Err() != nil:
-		// A DeleteProxy cancelled this run and waits to hear that it has closed.
 		c.t.phase(PhaseCancelled, c.t.status.Step)
-		c.notifyDelete()
 	case err != nil:
 		c.t.failed(err)
 	default:
@@ -395,19 +415,15 @@ func (c *create) waitTask(upid pve.UPID, budget time.Duration, summary string) e
 	return waitTask(c.ctx, c.s, c.t, upid, budget, summary)
 }
 
-// notifyDelete tells a DeleteProxy that cancelled this run which VM it was working on, once
-// none of its activities runs any more; the delete then knows about a clone whose mark is not
-// written yet.
-func (c *create) notifyDelete() {
-	ctx, cancel := workflow.NewDisconnectedContext(c.ctx)
+// notifyDelete tells the DeleteProxy that stopped a create which VM the create was working on,
+// once none of its activities runs any more: the delete then knows about a clone whose mark is
+// not written yet.
+func notifyDelete(ctx workflow.Context, uid string, notice createClosed) {
+	ctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
-	notice := createClosed{Node: c.vm.Node, VMID: c.t.status.VMID, UPID: c.t.status.UPID}
-	if c.vm.Node == "" {
-		notice.Node = c.t.status.Node
-	}
-	err := workflow.SignalExternalWorkflow(ctx, DeleteWorkflowID(c.in.UID), "", createClosedSignal, notice).Get(ctx, nil)
+	err := workflow.SignalExternalWorkflow(ctx, DeleteWorkflowID(uid), "", createClosedSignal, notice).Get(ctx, nil)
 	if err != nil {
-		workflow.GetLogger(c.ctx).Info("No delete to notify of the cancelled create", "error", err)
+		workflow.GetLogger(ctx).Warn("The delete that stopped this create could not be told", "error", err)
 	}
 }
 

@@ -1,12 +1,15 @@
 package workflows_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
@@ -364,4 +367,34 @@ func TestCreate_statusQueryShowsWhereItWaits(t *testing.T) {
 	assert.True(t, strings.HasPrefix(string(seen.UPID), "UPID:pve1:"), "the clone's UPID: %q", seen.UPID)
 	assert.Equal(t, 1, seen.Attempt)
 	assert.Contains(t, seen.Step, "wait for clone")
+}
+
+func TestCreate_deleteRequestStopsItAndItTellsTheDeleteWhichVMItCloned(t *testing.T) {
+	w := newWorld(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 5 * time.Minute} })
+	env := w.env()
+	var notice []byte
+	env.OnSignalExternalWorkflow(mock.Anything, workflows.DeleteWorkflowID(uid), "", "create-closed", mock.Anything).
+		Return(func(_, _, _, _ string, arg any) error {
+			var err error
+			notice, err = json.Marshal(arg)
+			return err
+		})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow("delete-requested", nil) }, time.Minute)
+
+	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
+
+	require.Error(t, env.GetWorkflowError())
+	assert.True(t, temporal.IsCanceledError(env.GetWorkflowError()), "got %v", env.GetWorkflowError())
+	require.NotNil(t, notice, "the stopped create signals the delete")
+	var got struct {
+		Node string
+		VMID int
+		UPID pve.UPID
+	}
+	require.NoError(t, json.Unmarshal(notice, &got))
+	assert.Equal(t, "pve1", got.Node)
+	assert.Equal(t, firstVMID(w), got.VMID)
+	info, err := pve.ParseUPID(got.UPID)
+	require.NoError(t, err)
+	assert.Equal(t, "qmclone", info.Type)
 }

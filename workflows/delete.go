@@ -29,7 +29,7 @@ type DeleteProxyResult struct {
 }
 
 // DeleteProxy deletes the proxy VM of a Proxy UID and its seed ISO. A running CreateProxy of the
-// same UID is cancelled first, and the delete waits until it has closed. A VM that is absent, or
+// same UID is stopped first, and the delete waits until it has closed. A VM that is absent, or
 // that carries the proxy's name without its mark, is left alone. Deleting twice succeeds twice.
 func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (DeleteProxyResult, error) {
 	if in.UID == "" {
@@ -73,7 +73,7 @@ type deletion struct {
 }
 
 func (d *deletion) run() (DeleteProxyResult, error) {
-	closed := d.cancelCreate()
+	closed := d.stopCreate()
 	d.t.phase(PhaseLookingUp, "look up the proxy's VMs")
 	h, err := lookup(d.ctx, d.s, d.t, d.in.Name, d.in.UID, closed.VMID)
 	if err != nil {
@@ -98,16 +98,17 @@ func (d *deletion) run() (DeleteProxyResult, error) {
 	return res, d.deleteSeed(slices.Compact(nodes))
 }
 
-// cancelCreate cancels a running CreateProxy of the same UID and waits until it has closed, so
-// that no create step runs while the delete looks. The closed create says which VM it was
-// working on. A create that does not answer within the wait is logged and the delete goes on.
-func (d *deletion) cancelCreate() createClosed {
-	d.t.phase(PhaseCancelling, "cancel a running create")
+// stopCreate stops a running CreateProxy of the same UID and waits until it has closed, so that
+// no create step runs while the delete looks. The closed create says which VM it was working
+// on. A create that does not answer within the unlock budget is logged and the delete goes on.
+func (d *deletion) stopCreate() createClosed {
+	d.t.phase(PhaseStoppingCreate, "stop a running create")
 	var closed createClosed
-	if err := workflow.RequestCancelExternalWorkflow(d.ctx, CreateWorkflowID(d.in.UID), "").Get(d.ctx, nil); err != nil {
+	err := workflow.SignalExternalWorkflow(d.ctx, CreateWorkflowID(d.in.UID), "", deleteRequestedSignal, nil).Get(d.ctx, nil)
+	if err != nil {
 		return closed // no create runs
 	}
-	d.t.step("wait for the cancelled create to close")
+	d.t.step("wait for the create to stop")
 	timerCtx, stopTimer := workflow.WithCancel(d.ctx)
 	defer stopTimer()
 	timedOut := false
@@ -118,7 +119,7 @@ func (d *deletion) cancelCreate() createClosed {
 		AddFuture(workflow.NewTimer(timerCtx, d.s.Budgets.Unlock), func(workflow.Future) { timedOut = true }).
 		Select(d.ctx)
 	if timedOut {
-		workflow.GetLogger(d.ctx).Warn("The cancelled create did not close in time; deleting anyway", "workflowID", CreateWorkflowID(d.in.UID))
+		workflow.GetLogger(d.ctx).Warn("The running create did not stop in time; deleting anyway", "workflowID", CreateWorkflowID(d.in.UID))
 	}
 	return closed
 }

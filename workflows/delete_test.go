@@ -1,12 +1,10 @@
 package workflows_test
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pveflow/pveflow/activities"
@@ -137,33 +135,4 @@ func TestDelete_malformedProviderIDIsPermanent(t *testing.T) {
 
 	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
 	assert.Empty(t, w.cluster.Calls())
-}
-
-func TestDelete_cancelledCreateTellsDeleteWhichVMItCloned(t *testing.T) {
-	w := newWorld(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 5 * time.Minute} })
-	env := w.env()
-	var notice []byte
-	env.OnSignalExternalWorkflow(mock.Anything, workflows.DeleteWorkflowID(uid), "", "create-closed", mock.Anything).
-		Return(func(_, _, _, _ string, arg any) error {
-			var err error
-			notice, err = json.Marshal(arg)
-			return err
-		})
-	env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
-
-	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
-
-	require.Error(t, env.GetWorkflowError())
-	require.NotNil(t, notice, "the cancelled create signals the delete")
-	var got struct {
-		Node string
-		VMID int
-		UPID pve.UPID
-	}
-	require.NoError(t, json.Unmarshal(notice, &got))
-	assert.Equal(t, "pve1", got.Node)
-	assert.Equal(t, firstVMID(w), got.VMID)
-	info, err := pve.ParseUPID(got.UPID)
-	require.NoError(t, err)
-	assert.Equal(t, "qmclone", info.Type)
 }

@@ -83,8 +83,9 @@ func (w *world) env() *testsuite.TestWorkflowEnvironment {
 	w.clock.env = env
 	env.RegisterActivity(&activities.Activities{API: w.cluster, Proxmox: w.cfg.Proxmox, Now: env.Now})
 	(&workflows.Workflows{Config: w.cfg}).Register(env)
-	// No CreateProxy runs beside these tests' DeleteProxy; cancelling it finds nothing.
-	env.OnRequestCancelExternalWorkflow(mock.Anything, mock.Anything, mock.Anything).Return(errors.New("workflow not found")).Maybe()
+	// No CreateProxy runs beside these tests' DeleteProxy: asking it to stop finds nothing.
+	env.OnSignalExternalWorkflow(mock.Anything, workflows.CreateWorkflowID(uid), "", "delete-requested", mock.Anything).
+		Return(errors.New("workflow execution already completed")).Maybe()
 	return env
 }
 

@@ -26,9 +26,13 @@ const (
 // StatusQuery is the query both workflows answer with their Status.
 const StatusQuery = "status"
 
-// createClosedSignal is what a cancelled CreateProxy sends to the DeleteProxy that cancelled it,
-// once none of its activities runs any more.
-const createClosedSignal = "create-closed"
+// Signals between a DeleteProxy and a running CreateProxy of the same UID: the delete asks the
+// create to stop; the create, once none of its activities runs any more, answers with the VM it
+// was working on.
+const (
+	deleteRequestedSignal = "delete-requested"
+	createClosedSignal    = "create-closed"
+)
 
 // CreateWorkflowID is the workflow ID of the CreateProxy of a Proxy UID.
 //

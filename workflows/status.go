@@ -11,21 +11,21 @@ import (
 
 // Phases a proxy goes through; ProxyPhase carries the current one.
 const (
-	PhaseValidating  = "validating"
-	PhaseLookingUp   = "looking-up"
-	PhaseCloning     = "cloning"
-	PhaseSeeding     = "seeding"
-	PhaseConfiguring = "configuring"
-	PhaseStarting    = "starting"
-	PhaseBooting     = "booting"
-	PhaseCreated     = "created"
-	PhaseCancelling  = "cancelling-create"
-	PhaseStopping    = "stopping"
-	PhaseDestroying  = "destroying"
-	PhaseCleaning    = "cleaning"
-	PhaseDeleted     = "deleted"
-	PhaseFailed      = "failed"
-	PhaseCancelled   = "cancelled"
+	PhaseValidating     = "validating"
+	PhaseLookingUp      = "looking-up"
+	PhaseCloning        = "cloning"
+	PhaseSeeding        = "seeding"
+	PhaseConfiguring    = "configuring"
+	PhaseStarting       = "starting"
+	PhaseBooting        = "booting"
+	PhaseCreated        = "created"
+	PhaseStoppingCreate = "stopping-create"
+	PhaseStopping       = "stopping"
+	PhaseDestroying     = "destroying"
+	PhaseCleaning       = "cleaning"
+	PhaseDeleted        = "deleted"
+	PhaseFailed         = "failed"
+	PhaseCancelled      = "cancelled"
 )
 
 // Status is what the status query answers: where a workflow is and what it waits for.

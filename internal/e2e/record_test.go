@@ -64,7 +64,7 @@ func TestRecordHistories(t *testing.T) {
 		{name: "delete-absent-vm", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			return mustSucceed[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
 		}},
-		{name: "delete-cancels-running-create", cluster: func(o *pvesim.Options) {
+		{name: "delete-stops-running-create", cluster: func(o *pvesim.Options) {
 			o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second}
 		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			create := s.startCreate(createInput(uid))
@@ -72,7 +72,7 @@ func TestRecordHistories(t *testing.T) {
 			del := mustSucceed[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
 			_, err := result[workflows.CreateProxyResult](t, create)
 			require.Error(t, err)
-			writeHistory(t, s, "delete-cancels-running-create.create", create)
+			writeHistory(t, s, "delete-stops-running-create.create", create)
 			return del
 		}},
 	}
