@@ -21,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/pveflow/pveflow/internal/devserver"
+	"github.com/pveflow/pveflow/workflows"
 )
 
 func main() {
@@ -32,13 +33,7 @@ func main() {
 
 func run() error {
 	// The search attributes pveflow's workflows set, so that a proxy can be found in the UI.
-	searchAttrs := searchAttributes{
-		"ProxyUID":   "Keyword",
-		"ProxyName":  "Keyword",
-		"ProxyPhase": "Keyword",
-		"PveNode":    "Keyword",
-		"PveVMID":    "Int",
-	}
+	searchAttrs := searchAttributes(maps.Clone(workflows.SearchAttributes))
 	db := flag.String("db", ".run/temporal.db", "SQLite `file` for the server's state, created when missing")
 	ip := flag.String("ip", "127.0.0.1", "loopback `address` to listen on")
 	port := flag.Int("port", 7233, "frontend gRPC `port` (0 picks a free one)")

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/starter"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// createdRE is the line `create --wait` prints, which `make run` looks for.
+var createdRE = regexp.MustCompile(`(?m)^proxy created: (vms/(\d+)/(proxy-[a-z2-7]+)) on (pve1), IPv4 (\d+\.\d+\.\d+\.\d+)$`)
+
+// cloneRunningRE is the last failure of a clone wait that polls a running clone.
+var cloneRunningRE = regexp.MustCompile(`^clone task \S+ still running on node pve1`)
+
+func decode[T any](t *testing.T, run cliRun) T {
+	t.Helper()
+	require.Equal(t, exitOK, run.code, run.stderr)
+	var v T
+	require.NoError(t, json.Unmarshal([]byte(run.stdout), &v), run.stdout)
+	return v
+}
+
+func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
+	s := newE2E(t, "e2e-lifecycle")
+	w, simDir := s.startSimulatorWorker()
+	const uid = "8e4f2a6c-1b3d-4c5e-9f70-a1b2c3d4e5f6"
+	const secret = "s3cr3t-in-user-data"
+	userData := filepath.Join(t.TempDir(), "user-data")
+	require.NoError(t, os.WriteFile(userData, []byte("#cloud-config\npassword: "+secret+"\n"), 0o600))
+
+	created := s.pveflow("create", "--uid", uid, "--image", "debian13", "--machine-type", "small", "--user-data-file", userData, "--wait")
+
+	require.Equal(t, exitOK, created.code, created.stderr)
+	m := createdRE.FindStringSubmatch(created.stdout)
+	require.NotNil(t, m, created.stdout)
+	providerID, name := m[1], m[3]
+	assert.Equal(t, proxy.NameFromUID(uid), name)
+	assert.Contains(t, created.stderr, "cloning · wait for clone of 9000 to "+m[2]+" on pve1 · ", "the progress shows the clone wait")
+	vms := proxyVMs(t, simulatorURL(t, simDir), simDir)
+	require.Len(t, vms, 1)
+	assert.Equal(t, m[2], strconv.Itoa(vms[0].VMID))
+
+	status := s.pveflow("status", "--uid", uid)
+	require.Equal(t, exitOK, status.code, status.stderr)
+	assert.Regexp(t, `(?m)^create\s+completed$`, status.stdout)
+	assert.Regexp(t, `(?m)^phase\s+created$`, status.stdout)
+	progress := decode[starter.Progress](t, s.pveflow("status", "--uid", uid, "--json"))
+	assert.Equal(t, workflows.PhaseCreated, progress.Phase)
+	assert.Equal(t, "completed", progress.State)
+	assert.Equal(t, m[2], strconv.Itoa(progress.VMID))
+
+	res := decode[workflows.CreateProxyResult](t, s.pveflow("--json", "result", "--uid", uid))
+	assert.Equal(t, providerID, res.ProviderID)
+	assert.Equal(t, m[5], res.IPv4)
+
+	require.Eventually(t, func() bool {
+		list := decode[[]starter.Proxy](t, s.pveflow("list", "--json"))
+		return slices.ContainsFunc(list, func(p starter.Proxy) bool {
+			return p.UID == uid && p.Op == starter.Create && p.Phase == workflows.PhaseCreated && p.Status == "completed"
+		})
+	}, 30*time.Second, 500*time.Millisecond, "list shows the completed create")
+	listed := s.pveflow("list", "--phase", workflows.PhaseCreated)
+	require.Equal(t, exitOK, listed.code, listed.stderr)
+	assert.Regexp(t, `(?m)^`+uid+`\s+`+name+`\s+create\s+created\s+pve1\s+`+m[2]+`\s+completed\s`, listed.stdout)
+
+	deleted := s.pveflow("delete", "--uid", uid, "--provider-id", providerID, "--wait")
+	require.Equal(t, exitOK, deleted.code, deleted.stderr)
+	assert.Contains(t, deleted.stdout, "proxy deleted: "+uid+"\n")
+	assert.Empty(t, proxyVMs(t, simulatorURL(t, simDir), simDir))
+	delRes := decode[workflows.DeleteProxyResult](t, s.pveflow("result", "--uid", uid, "--delete", "--json"))
+	assert.Len(t, delRes.Destroyed, 1)
+
+	for _, out := range []string{created.stdout, created.stderr, status.stdout, deleted.stdout, deleted.stderr, w.log.String()} {
+		assert.NotContains(t, out, secret, "user-data is never printed or logged")
+	}
+}
+
+func TestE2E_createWithAnUnknownImageExits3(t *testing.T) {
+	s := newE2E(t, "e2e-permanent")
+	s.startSimulatorWorker()
+	const uid = "0c9d8e7f-6a5b-4c3d-8e1f-2a3b4c5d6e7f"
+
+	created := s.pveflow("create", "--uid", uid, "--image", "no-such-image", "--machine-type", "small", "--wait")
+
+	assert.Equal(t, exitPermanent, created.code)
+	assert.Contains(t, created.stderr, "pveflow: create of proxy "+uid+" failed (Permanent): ")
+	assert.Contains(t, created.stderr, "no-such-image")
+	assert.Empty(t, created.stdout)
+	again := s.pveflow("result", "--uid", uid)
+	assert.Equal(t, exitPermanent, again.code, "result reports the same failure")
+}
+
+func TestE2E_demoCreatesAndDeletesAProxy(t *testing.T) {
+	s := newE2E(t, "e2e-demo")
+	_, simDir := s.startSimulatorWorker()
+
+	demo := s.pveflow("demo")
+
+	require.Equal(t, exitOK, demo.code, demo.stderr)
+	assert.Regexp(t, createdRE, demo.stdout)
+	assert.Regexp(t, `(?m)^proxy deleted: [0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, demo.stdout)
+	assert.Empty(t, proxyVMs(t, simulatorURL(t, simDir), simDir))
+}
+
+func TestE2E_workerKilledMidCloneResumesWithoutASecondClone(t *testing.T) {
+	s := newE2E(t, "e2e-restart")
+	// The cluster must outlive the worker, as a real one does: the simulator's own process.
+	url, simDir := s.startPVESim()
+	cfg := s.writeConfig(url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token"))
+	w := s.startWorker("-config", cfg)
+	const uid = "3f2e1d0c-9b8a-4765-8432-10fedcba9876"
+	started := s.pveflow("create", "--uid", uid, "--image", "debian13", "--machine-type", "small")
+	require.Equal(t, exitOK, started.code, started.stderr)
+	require.Eventually(t, func() bool {
+		p := decode[starter.Progress](t, s.pveflow("status", "--uid", uid, "--json"))
+		return p.Phase == workflows.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
+	}, time.Minute, 200*time.Millisecond, "the create polls its clone")
+
+	w.kill(t)
+	s.startWorker("-config", cfg)
+	res := s.pveflow("result", "--uid", uid)
+
+	require.Equal(t, exitOK, res.code, res.stderr)
+	m := createdRE.FindStringSubmatch(res.stdout)
+	require.NotNil(t, m, res.stdout)
+	vms := proxyVMs(t, url, simDir)
+	require.Len(t, vms, 1, "one clone, resumed rather than repeated")
+	assert.Equal(t, proxy.NameFromUID(uid), vms[0].Name)
+	assert.Equal(t, m[2], strconv.Itoa(vms[0].VMID))
+	require.Eventually(t, func() bool {
+		list := decode[[]starter.Proxy](t, s.pveflow("list", "--json"))
+		return slices.ContainsFunc(list, func(p starter.Proxy) bool { return p.UID == uid && p.Status == "completed" })
+	}, 30*time.Second, 500*time.Millisecond, "list shows the completed create")
+	list := decode[[]starter.Proxy](t, s.pveflow("list", "--json"))
+	runs := slices.DeleteFunc(list, func(p starter.Proxy) bool { return p.UID != uid })
+	assert.Len(t, runs, 1, "the same run went on")
+}

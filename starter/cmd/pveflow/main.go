@@ -1,0 +1,255 @@
+// Command pveflow creates, deletes and follows pveflow's proxy VMs from the command line, through
+// package starter.
+//
+//	go run ./starter/cmd/pveflow create --uid 6f1c... --image debian13 --machine-type small --wait
+//	go run ./starter/cmd/pveflow demo
+//
+// Run `pveflow help` for every command, the environment it reads and its exit codes.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"golang.org/x/term"
+
+	"github.com/pveflow/pveflow/starter"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes; `pveflow help` documents them.
+const (
+	exitOK            = 0
+	exitError         = 1
+	exitUsage         = 2
+	exitPermanent     = 3
+	exitTransient     = 4
+	exitQuotaExceeded = 5
+	exitCanceled      = 6
+)
+
+const helpText = `pveflow creates and deletes egress-proxy VMs on Proxmox VE through Temporal workflows.
+
+Usage:
+  pveflow [--json] [--task-queue Q] <command> [flags]
+
+Commands:
+  create --uid UID [--name N] [--zone Z] [--image I] [--machine-type M] [--region R]
+         [--user-data-file F] [--wait]
+                  start creating the proxy of UID (or join the create that runs);
+                  --wait waits for its VM and prints it
+  delete --uid UID [--provider-id vms/<vmid>/<name>] [--wait]
+                  start deleting the proxy of UID; a create that still runs is cancelled
+  status --uid UID [--delete]
+                  where the create (or the delete) of UID is, and what it waits for
+  result --uid UID [--delete]
+                  wait for the create (or the delete) of UID and print its result
+  list [--phase P]
+                  the proxy workflows, newest first, all or those in phase P
+                  (cloning, seeding, booting, created, failed, deleted, ...)
+  demo [--image I] [--machine-type M] [--zone Z]
+                  create a proxy with a new UID, wait for it, then delete it
+  help            this text
+
+Global flags, before or after the command:
+  --json          print results as JSON on stdout
+  --task-queue Q  the workers' task queue (default $PVEFLOW_TASK_QUEUE, else "pveflow")
+
+While it waits, pveflow shows the workflow's phase, step, elapsed time and the attempt of the
+current wait on stderr. The user-data file is sent to the workflow and never printed.
+
+Environment:
+  TEMPORAL_ADDRESS    Temporal frontend host:port (default 127.0.0.1:7233)
+  TEMPORAL_NAMESPACE  namespace (default "default")
+  TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY
+                      client certificate and key files for mTLS
+  TEMPORAL_TLS_CA     CA file that verifies the server
+  TEMPORAL_API_KEY    API key (turns TLS on)
+
+Exit codes:
+  0  success
+  1  any other error (the server cannot be reached, no such workflow, ...)
+  2  usage error
+  3  the workflow failed Permanent: bad input or a state a person must resolve;
+     starting it again fails again
+  4  the workflow failed Transient: a budget ran out or Proxmox had trouble;
+     starting it again resumes
+  5  the workflow failed QuotaExceeded: a storage is full
+  6  the workflow was cancelled (a delete cancels the create of its proxy)
+`
+
+// cli is one invocation of pveflow.
+type cli struct {
+	getenv         func(string) string
+	stdout, stderr io.Writer
+	json           bool
+	taskQueue      string
+	starter        *starter.Client
+}
+
+// usageError is a command line pveflow cannot run.
+type usageError struct{ error }
+
+// run runs the command line args and returns the exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	c := &cli{getenv: getenv, stdout: stdout, stderr: stderr}
+	err := c.run(ctx, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, helpText)
+		return exitOK
+	}
+	code := exitCode(err)
+	switch code {
+	case exitOK:
+	case exitUsage:
+		fmt.Fprintf(stderr, "pveflow: %v\nRun 'pveflow help' for usage.\n", err)
+	default:
+		fmt.Fprintf(stderr, "pveflow: %v\n", err)
+	}
+	return code
+}
+
+// exitCode is the exit code that reports err.
+func exitCode(err error) int {
+	var usage usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &usage):
+		return exitUsage
+	}
+	switch starter.FailureType(err) {
+	case workflows.FailPermanent:
+		return exitPermanent
+	case workflows.FailTransient:
+		return exitTransient
+	case workflows.FailQuotaExceeded:
+		return exitQuotaExceeded
+	case starter.FailCanceled:
+		return exitCanceled
+	}
+	return exitError
+}
+
+func (c *cli) run(ctx context.Context, args []string) error {
+	global := c.flagSet("pveflow")
+	if err := global.Parse(args); err != nil {
+		return flagError(global, err)
+	}
+	if global.NArg() == 0 {
+		return usageError{errors.New("no command given")}
+	}
+	name, args := global.Arg(0), global.Args()[1:]
+	switch name {
+	case "create":
+		return c.create(ctx, args)
+	case "delete":
+		return c.delete(ctx, args)
+	case "status":
+		return c.status(ctx, args)
+	case "result":
+		return c.result(ctx, args)
+	case "list":
+		return c.list(ctx, args)
+	case "demo":
+		return c.demo(ctx, args)
+	case "help":
+		return flag.ErrHelp
+	}
+	return usageError{fmt.Errorf("unknown command %q", name)}
+}
+
+// flagSet is a flag set for a command, with the global flags. A flag error is a usageError.
+func (c *cli) flagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // run reports the error; help is `pveflow help`
+	fs.BoolVar(&c.json, "json", c.json, "print results as JSON")
+	fs.StringVar(&c.taskQueue, "task-queue", cmp.Or(c.taskQueue, c.getenv("PVEFLOW_TASK_QUEUE"), workflows.DefaultTaskQueue), "task queue")
+	return fs
+}
+
+// parse parses a command's flags and checks that it has no arguments besides.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return flagError(fs, err)
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("%s: unexpected arguments %q", fs.Name(), fs.Args())}
+	}
+	return nil
+}
+
+// flagError is a flag set's parse error as run reports it: -h asks for the help text, anything
+// else is a usage error.
+func flagError(fs *flag.FlagSet, err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError{fmt.Errorf("%s: %w", fs.Name(), err)}
+}
+
+// connect dials Temporal from the environment and makes the starter; the returned func closes
+// the connection.
+func (c *cli) connect(ctx context.Context) (func(), error) {
+	opts, err := starter.ClientOptions(c.getenv)
+	if err != nil {
+		return nil, err
+	}
+	// The SDK's own logs are for warnings here: stdout carries results.
+	opts.Logger = tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	tc, err := starter.Dial(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.starter = starter.New(tc, c.taskQueue)
+	return tc.Close, nil
+}
+
+// terminalWidth is the width of stderr when it is a terminal, else 0.
+func (c *cli) terminalWidth() int {
+	f, ok := c.stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return 0
+	}
+	if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 0 {
+		return w
+	}
+	return 80
+}
+
+// failed is a workflow that closed without its result.
+type failed struct {
+	op  starter.Op
+	uid string
+	err error
+}
+
+func (f failed) Error() string {
+	var appErr *temporal.ApplicationError
+	switch t := starter.FailureType(f.err); {
+	case t == starter.FailCanceled:
+		return fmt.Sprintf("%s of proxy %s was cancelled", f.op, f.uid)
+	case t != "" && errors.As(f.err, &appErr):
+		return fmt.Sprintf("%s of proxy %s failed (%s): %s", f.op, f.uid, t, appErr.Message())
+	}
+	return f.err.Error()
+}
+
+func (f failed) Unwrap() error { return f.err }

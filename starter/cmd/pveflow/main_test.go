@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/pveflow/pveflow/starter"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// runCLI runs the CLI in this process with an environment of its own.
+func runCLI(env map[string]string, args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, func(k string) string { return env[k] }, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestRun_usageErrorsExit2(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", nil, "no command given"},
+		{"unknown command", []string{"resize"}, `unknown command "resize"`},
+		{"create without uid", []string{"create", "--image", "debian13"}, "create: --uid is required"},
+		{"status without uid", []string{"status"}, "status: --uid is required"},
+		{"unknown flag", []string{"list", "--uid", "x"}, "list: flag provided but not defined: -uid"},
+		{"stray argument", []string{"delete", "--uid", "x", "now"}, `delete: unexpected arguments ["now"]`},
+		{"unknown global flag", []string{"--verbose", "list"}, "pveflow: flag provided but not defined: -verbose"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(nil, tt.args...)
+
+			assert.Equal(t, exitUsage, code)
+			assert.Contains(t, stderr, tt.want)
+			assert.Contains(t, stderr, "Run 'pveflow help' for usage.")
+			assert.Empty(t, stdout)
+		})
+	}
+}
+
+func TestRun_helpDocumentsCommandsAndExitCodes(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"create", "-h"}} {
+		code, stdout, _ := runCLI(nil, args...)
+
+		assert.Equal(t, exitOK, code, args)
+		for _, want := range []string{
+			"create --uid UID", "delete --uid UID", "status --uid UID", "result --uid UID", "list [--phase P]", "demo",
+			"TEMPORAL_ADDRESS", "--json",
+			"0  success", "2  usage error", "3  the workflow failed Permanent", "4  the workflow failed Transient",
+			"5  the workflow failed QuotaExceeded", "6  the workflow was cancelled",
+		} {
+			assert.Contains(t, stdout, want, args)
+		}
+	}
+}
+
+func TestRun_unreachableTemporalExits1(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	code, _, stderr := runCLI(map[string]string{"TEMPORAL_ADDRESS": addr}, "status", "--uid", "x")
+
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, stderr, "pveflow: cannot reach Temporal at "+addr+": ")
+}
+
+func TestRun_missingUserDataFileIsNamed(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "user-data")
+
+	code, _, stderr := runCLI(nil, "create", "--uid", "x", "--user-data-file", missing)
+
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, stderr, "pveflow: user-data: open "+missing+": no such file or directory")
+}
+
+func TestExitCode(t *testing.T) {
+	workflowErr := func(typ string) error {
+		return failed{op: starter.Create, uid: "u", err: temporal.NewNonRetryableApplicationError("boom", typ, nil)}
+	}
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"success", nil, exitOK},
+		{"usage", usageError{errors.New("no command given")}, exitUsage},
+		{"permanent", workflowErr(workflows.FailPermanent), exitPermanent},
+		{"transient", workflowErr(workflows.FailTransient), exitTransient},
+		{"quota exceeded", workflowErr(workflows.FailQuotaExceeded), exitQuotaExceeded},
+		{"cancelled", failed{op: starter.Create, uid: "u", err: temporal.NewCanceledError()}, exitCanceled},
+		{"any other error", errors.New("connection refused"), exitError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, exitCode(tt.err))
+		})
+	}
+}
+
+func TestFailed_readsAsTheWorkflowsOwnMessageAndType(t *testing.T) {
+	err := failed{op: starter.Delete, uid: "u-1", err: fmt.Errorf("delete of proxy u-1: %w",
+		temporal.NewNonRetryableApplicationError("destroy VM 100 on node pve1: storage gone", workflows.FailTransient, nil))}
+
+	assert.Equal(t, "delete of proxy u-1 failed (Transient): destroy VM 100 on node pve1: storage gone", err.Error())
+}
+
+func TestFailed_cancelledCreate(t *testing.T) {
+	err := failed{op: starter.Create, uid: "u-1", err: temporal.NewCanceledError()}
+
+	assert.Equal(t, "create of proxy u-1 was cancelled", err.Error())
+}
+
+var started = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func cloning(attempt int32, lastFailure string) starter.Progress {
+	return starter.Progress{
+		Status:          workflows.Status{Phase: workflows.PhaseCloning, Step: "wait for clone of 9000 to 124973 on pve1", StartedAt: started},
+		State:           "running",
+		ActivityAttempt: attempt,
+		LastFailure:     lastFailure,
+	}
+}
+
+func TestProgressLine_elsewhereWritesALinePerChangeNotPerTick(t *testing.T) {
+	var out bytes.Buffer
+	line := &progressLine{w: &out}
+
+	line.show(cloning(1, ""), started.Add(time.Second))
+	line.show(cloning(1, ""), started.Add(2*time.Second))
+	line.show(cloning(2, "clone task UPID:x still running"), started.Add(3*time.Second))
+	line.clear()
+
+	assert.Equal(t, "cloning · wait for clone of 9000 to 124973 on pve1 · 1s\n"+
+		"cloning · wait for clone of 9000 to 124973 on pve1 · 3s · attempt 2 (clone task UPID:x still running)\n", out.String())
+}
+
+func TestProgressLine_onATerminalRewritesOneClippedLine(t *testing.T) {
+	var out bytes.Buffer
+	line := &progressLine{w: &out, width: 30}
+
+	line.show(cloning(1, ""), started.Add(time.Second))
+	line.show(cloning(1, ""), started.Add(2*time.Second))
+	line.clear()
+
+	assert.Equal(t, "\rcloning · wait for clone of …\x1b[K"+
+		"\rcloning · wait for clone of …\x1b[K"+
+		"\r\x1b[K", out.String())
+	for _, l := range strings.Split(out.String(), "\r") {
+		assert.LessOrEqual(t, len([]rune(strings.TrimSuffix(l, "\x1b[K"))), 29, "a line never wraps")
+	}
+}
+
+func TestWaitText(t *testing.T) {
+	tests := []struct {
+		name        string
+		attempt     int32
+		lastFailure string
+		want        string
+	}{
+		{"first attempt running", 1, "", ""},
+		{"no activity pending", 0, "", ""},
+		{"retried", 5, "clone task UPID:x still running", "attempt 5 (clone task UPID:x still running)"},
+		{"retried after a timeout without message", 3, "", "attempt 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, waitText(cloning(tt.attempt, tt.lastFailure)))
+		})
+	}
+}
+
+func TestNewUID_isARandomVersion4UUID(t *testing.T) {
+	a, b := newUID(), newUID()
+
+	assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, a)
+	assert.NotEqual(t, a, b)
+}

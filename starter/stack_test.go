@@ -1,0 +1,86 @@
+package starter_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/server/temporaltest"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/starter"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+const uid = "5d2c8a41-7e3b-4f9a-b06c-1e8d9f2a3b47"
+
+func createInput(uid string) workflows.CreateProxyInput {
+	return workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
+}
+
+// stack is an in-process Temporal server with pveflow's search attributes and a worker running
+// the workflows against the simulator's model, in real time, and a starter on its task queue.
+type stack struct {
+	server  *temporaltest.TestServer
+	cluster *pvesim.Cluster
+	starter *starter.Client
+}
+
+// startStack starts a stack whose clones take cloneTime; the other tasks take tens of
+// milliseconds.
+func startStack(t *testing.T, cloneTime time.Duration) *stack {
+	t.Helper()
+	opts := pvesim.Default()
+	opts.TaskDurations = map[string]time.Duration{"qmclone": cloneTime}
+	opts.AgentBootDelay = 300 * time.Millisecond
+	cluster := pvesim.New(opts)
+
+	cfg, err := config.Load(filepath.Join("..", "testdata", "config", "simulator.yaml"))
+	require.NoError(t, err)
+	cfg.Budgets = config.Budgets{
+		Clone: time.Minute, Upload: 10 * time.Second, Resize: 10 * time.Second,
+		Start: 10 * time.Second, Stop: 10 * time.Second, Destroy: 10 * time.Second,
+		Running: 10 * time.Second, Agent: 20 * time.Second, Unlock: 30 * time.Second,
+		Request: 10 * time.Second,
+	}
+	cfg.Poll = config.Poll{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.2, MaximumInterval: time.Second}
+
+	server := temporaltest.NewServer(temporaltest.WithT(t))
+	c := server.GetDefaultClient()
+	attrs := make(map[string]enumspb.IndexedValueType, len(workflows.SearchAttributes))
+	for name, typ := range workflows.SearchAttributes {
+		attrs[name] = enumspb.IndexedValueType(enumspb.IndexedValueType_value["INDEXED_VALUE_TYPE_"+strings.ToUpper(typ)])
+	}
+	_, err = c.OperatorService().AddSearchAttributes(context.Background(), &operatorservice.AddSearchAttributesRequest{
+		Namespace:        server.GetDefaultNamespace(),
+		SearchAttributes: attrs,
+	})
+	require.NoError(t, err)
+	server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
+		(&workflows.Workflows{Config: cfg}).Register(r)
+		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox})
+	})
+	return &stack{server: server, cluster: cluster, starter: starter.New(c, workflows.DefaultTaskQueue)}
+}
+
+// ctx bounds a call that waits for a workflow.
+func ctx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond every 100 ms for up to 30 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, 30*time.Second, 100*time.Millisecond, what)
+}

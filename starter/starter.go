@@ -1,0 +1,293 @@
+// Package starter is what an operator uses to drive pveflow: start the create or delete of a proxy
+// by its UID, follow it, read its result, and list proxies by phase. A Kubernetes controller
+// imports it; the pveflow CLI (starter/cmd/pveflow) is a thin shell around it.
+//
+// Everything is keyed by the Proxy UID: a proxy's create and delete are workflows with IDs of
+// their own (workflows.CreateWorkflowID, workflows.DeleteWorkflowID), and the calls here act on
+// the latest run of the one an Op names.
+package starter
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// Op names one of the two workflows of a proxy.
+type Op string
+
+// The operations on a proxy.
+const (
+	Create Op = "create"
+	Delete Op = "delete"
+)
+
+func (op Op) workflowID(uid string) (string, error) {
+	switch op {
+	case Create:
+		return workflows.CreateWorkflowID(uid), nil
+	case Delete:
+		return workflows.DeleteWorkflowID(uid), nil
+	}
+	return "", fmt.Errorf("unknown operation %q: want %q or %q", op, Create, Delete)
+}
+
+// Client starts and follows proxy workflows on one task queue. It is safe for concurrent use.
+type Client struct {
+	temporal  client.Client
+	taskQueue string
+}
+
+// New returns a Client that starts workflows on taskQueue through c. Closing c is the
+// caller's business.
+func New(c client.Client, taskQueue string) *Client {
+	return &Client{temporal: c, taskQueue: taskQueue}
+}
+
+// Create starts the CreateProxy of in.UID, or returns the one that runs already.
+func (c *Client) Create(ctx context.Context, in workflows.CreateProxyInput) (client.WorkflowRun, error) {
+	run, err := c.temporal.ExecuteWorkflow(ctx, workflows.CreateOptions(in.UID, c.taskQueue), workflows.CreateProxyName, in)
+	if err != nil {
+		return nil, fmt.Errorf("start create of proxy %s: %w", in.UID, err)
+	}
+	return run, nil
+}
+
+// Delete starts the DeleteProxy of in.UID, or returns the one that runs already. A create of
+// the same UID that still runs is cancelled by the delete.
+func (c *Client) Delete(ctx context.Context, in workflows.DeleteProxyInput) (client.WorkflowRun, error) {
+	run, err := c.temporal.ExecuteWorkflow(ctx, workflows.DeleteOptions(in.UID, c.taskQueue), workflows.DeleteProxyName, in)
+	if err != nil {
+		return nil, fmt.Errorf("start delete of proxy %s: %w", in.UID, err)
+	}
+	return run, nil
+}
+
+// CreateResult waits for the latest CreateProxy of uid to close and returns its result. A
+// failure keeps its type: see FailureType.
+func (c *Client) CreateResult(ctx context.Context, uid string) (workflows.CreateProxyResult, error) {
+	var res workflows.CreateProxyResult
+	return res, c.result(ctx, uid, Create, &res)
+}
+
+// DeleteResult waits for the latest DeleteProxy of uid to close and returns its result. A
+// failure keeps its type: see FailureType.
+func (c *Client) DeleteResult(ctx context.Context, uid string) (workflows.DeleteProxyResult, error) {
+	var res workflows.DeleteProxyResult
+	return res, c.result(ctx, uid, Delete, &res)
+}
+
+func (c *Client) result(ctx context.Context, uid string, op Op, res any) error {
+	id, err := op.workflowID(uid)
+	if err != nil {
+		return err
+	}
+	// Get long-polls the history for the close event: no describe loop.
+	if err := c.temporal.GetWorkflow(ctx, id, "").Get(ctx, res); err != nil {
+		return fmt.Errorf("%s of proxy %s: %w", op, uid, err)
+	}
+	return nil
+}
+
+// Status asks the latest run of the workflow op of uid where it is. A closed run answers too,
+// as long as a worker runs to replay it.
+func (c *Client) Status(ctx context.Context, uid string, op Op) (workflows.Status, error) {
+	id, err := op.workflowID(uid)
+	if err != nil {
+		return workflows.Status{}, err
+	}
+	st, err := c.query(ctx, id)
+	if err != nil {
+		return workflows.Status{}, fmt.Errorf("status of %s of proxy %s: %w", op, uid, err)
+	}
+	return st, nil
+}
+
+func (c *Client) query(ctx context.Context, workflowID string) (workflows.Status, error) {
+	val, err := c.temporal.QueryWorkflow(ctx, workflowID, "", workflows.StatusQuery)
+	if err != nil {
+		return workflows.Status{}, err
+	}
+	var st workflows.Status
+	return st, val.Get(&st)
+}
+
+// Progress is a workflow's Status together with what Temporal knows of its run: whether it
+// still runs, and how the wait it is in goes. A wait polls by failing until its Proxmox task
+// ends, so the attempt and the last failure say how long it has been waiting and for what.
+type Progress struct {
+	workflows.Status
+	// State is the run's state: running, completed, failed, canceled, terminated,
+	// continued-as-new, timed-out or paused.
+	State string `json:"state"`
+	// ActivityAttempt is the attempt of the pending activity, 0 when none is pending.
+	ActivityAttempt int32 `json:"activityAttempt,omitempty"`
+	// LastFailure is the message of the pending activity's last failed attempt, such as
+	// "clone task UPID:... still running on node pve1 (for 12s)".
+	LastFailure string `json:"lastFailure,omitempty"`
+	// NextAttempt is when the pending activity is tried again, zero when it is not waiting
+	// for a retry.
+	NextAttempt time.Time `json:"nextAttempt,omitzero"`
+}
+
+// Progress returns the Status of the latest run of the workflow op of uid, with its run state
+// and its pending activity from DescribeWorkflowExecution.
+func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, error) {
+	id, err := op.workflowID(uid)
+	if err != nil {
+		return Progress{}, err
+	}
+	st, err := c.query(ctx, id)
+	if err != nil {
+		return Progress{}, fmt.Errorf("status of %s of proxy %s: %w", op, uid, err)
+	}
+	desc, err := c.temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return Progress{}, fmt.Errorf("describe %s of proxy %s: %w", op, uid, err)
+	}
+	p := Progress{Status: st, State: runState(desc.GetWorkflowExecutionInfo().GetStatus())}
+	// The workflows run one activity at a time.
+	if pending := desc.GetPendingActivities(); len(pending) > 0 {
+		a := pending[0]
+		p.ActivityAttempt = a.GetAttempt()
+		p.LastFailure = a.GetLastFailure().GetMessage()
+		if next := a.GetNextAttemptScheduleTime(); next != nil {
+			p.NextAttempt = next.AsTime()
+		}
+	}
+	return p, nil
+}
+
+var runStates = map[enumspb.WorkflowExecutionStatus]string{
+	enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:          "running",
+	enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:        "completed",
+	enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:           "failed",
+	enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:         "canceled",
+	enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:       "terminated",
+	enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW: "continued-as-new",
+	enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:        "timed-out",
+	enumspb.WORKFLOW_EXECUTION_STATUS_PAUSED:           "paused",
+}
+
+func runState(s enumspb.WorkflowExecutionStatus) string {
+	return cmp.Or(runStates[s], "unknown")
+}
+
+// Proxy is one run of a proxy workflow, as the search attributes show it.
+type Proxy struct {
+	UID   string `json:"uid"`
+	Name  string `json:"name"`
+	Op    Op     `json:"op"`
+	Phase string `json:"phase"`
+	Node  string `json:"node,omitempty"`
+	VMID  int    `json:"vmid,omitempty"`
+	// Status is the run's state, as Progress.State.
+	Status     string    `json:"status"`
+	WorkflowID string    `json:"workflowID"`
+	RunID      string    `json:"runID"`
+	StartTime  time.Time `json:"startTime"`
+}
+
+// List returns the runs of proxy workflows whose ProxyPhase is phase, or of all of them when
+// phase is empty, newest first. A workflow started more than once appears once per run the
+// namespace still keeps. Visibility lags the workflows by a moment.
+func (c *Client) List(ctx context.Context, phase string) ([]Proxy, error) {
+	query := fmt.Sprintf("WorkflowType IN (%s, %s)", strconv.Quote(workflows.CreateProxyName), strconv.Quote(workflows.DeleteProxyName))
+	if phase != "" {
+		query += " AND ProxyPhase = " + strconv.Quote(phase)
+	}
+	var proxies []Proxy
+	var token []byte
+	for {
+		resp, err := c.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list proxies (%s): %w", query, err)
+		}
+		for _, info := range resp.GetExecutions() {
+			p, err := proxyOf(info)
+			if err != nil {
+				return nil, fmt.Errorf("list proxies: workflow %s: %w", info.GetExecution().GetWorkflowId(), err)
+			}
+			proxies = append(proxies, p)
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	// SQL visibility sorts running runs first; the newest start is what an operator looks for.
+	slices.SortStableFunc(proxies, func(a, b Proxy) int { return b.StartTime.Compare(a.StartTime) })
+	return proxies, nil
+}
+
+// dataConverter decodes search attributes, which are stored as plain JSON payloads whatever
+// codec the client uses.
+var dataConverter = converter.GetDefaultDataConverter()
+
+func proxyOf(info *workflowpb.WorkflowExecutionInfo) (Proxy, error) {
+	p := Proxy{
+		Status:     runState(info.GetStatus()),
+		WorkflowID: info.GetExecution().GetWorkflowId(),
+		RunID:      info.GetExecution().GetRunId(),
+		StartTime:  info.GetStartTime().AsTime(),
+	}
+	switch info.GetType().GetName() {
+	case workflows.CreateProxyName:
+		p.Op = Create
+	case workflows.DeleteProxyName:
+		p.Op = Delete
+	}
+	var vmid int64
+	fields := info.GetSearchAttributes().GetIndexedFields()
+	for key, into := range map[string]any{
+		workflows.ProxyUIDKey.GetName():   &p.UID,
+		workflows.ProxyNameKey.GetName():  &p.Name,
+		workflows.ProxyPhaseKey.GetName(): &p.Phase,
+		workflows.PveNodeKey.GetName():    &p.Node,
+		workflows.PveVMIDKey.GetName():    &vmid,
+	} {
+		payload, ok := fields[key]
+		if !ok {
+			continue
+		}
+		if err := dataConverter.FromPayload(payload, into); err != nil {
+			return Proxy{}, fmt.Errorf("search attribute %s: %w", key, err)
+		}
+	}
+	p.VMID = int(vmid)
+	return p, nil
+}
+
+// FailCanceled is the FailureType of a workflow that was cancelled, as a running create is by
+// the delete of its proxy.
+const FailCanceled = "Canceled"
+
+// FailureType says what kind of failure err, from CreateResult or DeleteResult, reports:
+// workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded,
+// FailCanceled, or "" for anything else (the workflow was terminated, the call itself failed).
+func FailureType(err error) string {
+	if temporal.IsCanceledError(err) {
+		return FailCanceled
+	}
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		return ""
+	}
+	switch t := appErr.Type(); t {
+	case workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded:
+		return t
+	}
+	return ""
+}

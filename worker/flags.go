@@ -1,0 +1,101 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// simulatorConfig is the configuration -simulator uses when none is given: the simulator's
+// default cluster, relative to the repository root where `go run ./worker` runs.
+const simulatorConfig = "testdata/config/simulator.yaml"
+
+// options are the worker's command line.
+type options struct {
+	configPath string
+	taskQueue  string
+	logJSON    bool
+	logLevel   slog.Level
+	simulator  bool
+	sim        simOptions
+}
+
+// simOptions shape the in-process simulator of -simulator.
+type simOptions struct {
+	dir         string
+	cloneTime   time.Duration
+	agentDelay  time.Duration
+	stallClones bool
+}
+
+const usageText = `Usage: worker [flags]
+
+Runs pveflow's Temporal worker. The Temporal server is named by TEMPORAL_ADDRESS (default
+127.0.0.1:7233), TEMPORAL_NAMESPACE (default "default"), TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY
+(mTLS), TEMPORAL_TLS_CA and TEMPORAL_API_KEY.
+
+Flags:
+`
+
+// parseFlags reads the command line, with defaults from the PVEFLOW_* environment. A usage
+// error has been written to stderr when it returns one.
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
+	var o options
+	fs.StringVar(&o.configPath, "config", getenv("PVEFLOW_CONFIG"), "configuration `file` (env PVEFLOW_CONFIG); required unless -simulator, which defaults to "+simulatorConfig)
+	fs.StringVar(&o.taskQueue, "task-queue", cmp.Or(getenv("PVEFLOW_TASK_QUEUE"), workflows.DefaultTaskQueue), "task `queue` to poll (env PVEFLOW_TASK_QUEUE)")
+	logFormat := fs.String("log-format", cmp.Or(getenv("PVEFLOW_LOG_FORMAT"), "text"), "log `format`, text or json (env PVEFLOW_LOG_FORMAT)")
+	logLevel := fs.String("log-level", cmp.Or(getenv("PVEFLOW_LOG_LEVEL"), "info"), "least `level` logged: debug, info, warn or error (env PVEFLOW_LOG_LEVEL)")
+	fs.BoolVar(&o.simulator, "simulator", false, "serve the Proxmox simulator in this process and use it instead of the configured cluster")
+	fs.StringVar(&o.sim.dir, "simulator-dir", ".run/pvesim", "`directory` receiving the simulator's url, ca.pem and token files")
+	fs.DurationVar(&o.sim.cloneTime, "simulator-clone-time", 5*time.Second, "how long a simulated clone takes")
+	fs.DurationVar(&o.sim.agentDelay, "simulator-agent-delay", 3*time.Second, "how long a simulated VM runs before its guest agent answers")
+	fs.BoolVar(&o.sim.stallClones, "simulator-stall-clones", false, "let every simulated clone run forever, as a clone stuck on its storage does")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+
+	var problem error
+	switch {
+	case fs.NArg() > 0:
+		problem = fmt.Errorf("unexpected arguments %q", fs.Args())
+	case *logFormat != "text" && *logFormat != "json":
+		problem = fmt.Errorf("-log-format %q: want text or json", *logFormat)
+	case o.logLevel.UnmarshalText([]byte(*logLevel)) != nil:
+		problem = fmt.Errorf("-log-level %q: want debug, info, warn or error", *logLevel)
+	case o.configPath == "" && !o.simulator:
+		problem = errors.New("-config (or PVEFLOW_CONFIG) is required unless -simulator")
+	case o.sim.cloneTime < 0 || o.sim.agentDelay < 0:
+		problem = errors.New("-simulator-clone-time and -simulator-agent-delay must not be negative")
+	}
+	if problem != nil {
+		fmt.Fprintln(stderr, "worker:", problem)
+		fs.Usage()
+		return options{}, problem
+	}
+	o.logJSON = *logFormat == "json"
+	if o.configPath == "" {
+		o.configPath = simulatorConfig
+	}
+	return o, nil
+}
+
+// logger is the worker's logger, writing to w.
+func (o options) logger(w io.Writer) *slog.Logger {
+	hopts := &slog.HandlerOptions{Level: o.logLevel}
+	if o.logJSON {
+		return slog.New(slog.NewJSONHandler(w, hopts))
+	}
+	return slog.New(slog.NewTextHandler(w, hopts))
+}

@@ -1,0 +1,189 @@
+// Command worker runs pveflow's Temporal worker: the CreateProxy and DeleteProxy workflows and
+// the activities that call Proxmox VE through the REST API client.
+//
+//	go run ./worker -config /etc/pveflow/config.yaml
+//	go run ./worker -simulator
+//
+// With -simulator it serves the Proxmox simulator on loopback in the same process and points
+// the real client at it, so the whole path runs without a cluster. The Temporal server is named
+// by the TEMPORAL_* environment (see starter.ClientOptions). SIGINT or SIGTERM stops the worker
+// once the activities in flight have finished; a second one ends it at once.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/internal/pvesim/simserver"
+	"github.com/pveflow/pveflow/starter"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // the next signal kills the process, should stopping hang
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr))
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// run runs the worker until ctx is done and returns the exit code. Start-up errors are written
+// to stderr one line each; logs go there too.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	opts, err := parseFlags(args, getenv, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case err != nil:
+		return exitUsage
+	}
+	if err := serve(ctx, opts, getenv, stderr); err != nil {
+		fmt.Fprintln(stderr, "worker:", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// serve starts the simulator if asked, connects to Proxmox and Temporal, and runs the worker
+// until ctx is done.
+func serve(ctx context.Context, opts options, getenv func(string) string, stderr io.Writer) error {
+	logger := opts.logger(stderr)
+	cfg, err := config.Load(opts.configPath)
+	if err != nil {
+		return err
+	}
+	if opts.simulator {
+		sim, err := startSimulator(opts.sim, logger)
+		if err != nil {
+			return err
+		}
+		defer sim.Close()
+		cfg.Proxmox.URL, cfg.Proxmox.CAFile, cfg.Proxmox.TokenFile = sim.URL(), sim.CAFile(), sim.TokenFile()
+		cfg.Proxmox.InsecureSkipTLSVerify = false
+	}
+	// The client reads the token file on every request, so a missing one would otherwise
+	// surface only as the first activity's failure.
+	if err := checkReadable(cfg.Proxmox.TokenFile); err != nil {
+		return fmt.Errorf("proxmox.tokenFile %s: %w", cfg.Proxmox.TokenFile, err)
+	}
+	api, err := pve.NewClient(pve.ClientConfig{
+		URL:                   cfg.Proxmox.URL,
+		TokenFile:             cfg.Proxmox.TokenFile,
+		CAFile:                cfg.Proxmox.CAFile,
+		InsecureSkipTLSVerify: cfg.Proxmox.InsecureSkipTLSVerify,
+		RequestTimeout:        time.Duration(cfg.Proxmox.RequestTimeoutSeconds) * time.Second,
+		Logger:                logger,
+	})
+	if err != nil {
+		return err
+	}
+
+	clientOpts, err := starter.ClientOptions(getenv)
+	if err != nil {
+		return err
+	}
+	clientOpts.Logger = tlog.NewStructuredLogger(logger)
+	c, err := starter.Dial(ctx, clientOpts)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	w := worker.New(c, opts.taskQueue, worker.Options{
+		// No activity attempt runs longer than budgets.request (its StartToClose timeout), so
+		// this lets every attempt in flight finish. One cut off anyway is retried by Temporal.
+		WorkerStopTimeout: cfg.Budgets.Request,
+	})
+	(&workflows.Workflows{Config: cfg}).Register(w)
+	w.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox})
+	logger.Info("pveflow worker starting",
+		slog.String("temporal", clientOpts.HostPort),
+		slog.String("namespace", clientOpts.Namespace),
+		slog.String("taskQueue", opts.taskQueue),
+		slog.String("proxmox", cfg.Proxmox.URL))
+	if err := w.Run(doneChan(ctx)); err != nil {
+		return fmt.Errorf("worker on task queue %s: %w", opts.taskQueue, err)
+	}
+	logger.Info("pveflow worker stopped")
+	return nil
+}
+
+// doneChan is ctx.Done as the channel type worker.Run takes.
+func doneChan(ctx context.Context) <-chan any {
+	ch := make(chan any)
+	go func() {
+		<-ctx.Done()
+		close(ch)
+	}()
+	return ch
+}
+
+func checkReadable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		var pathErr *os.PathError
+		if errors.As(err, &pathErr) {
+			return pathErr.Err // the caller names the path
+		}
+		return err
+	}
+	return f.Close()
+}
+
+// simResourcesLag is how long the simulator's cluster resources show a new VM without its name,
+// as pvestatd's cache does on a real cluster.
+const simResourcesLag = 10 * time.Second
+
+// startSimulator serves the simulator's default cluster on a free loopback port, in real time,
+// and writes its URL to <dir>/url beside the CA and token files, for tools and tests to find.
+func startSimulator(o simOptions, logger *slog.Logger) (*simserver.Server, error) {
+	dir, err := filepath.Abs(o.dir)
+	if err != nil {
+		return nil, fmt.Errorf("simulator directory %s: %w", o.dir, err)
+	}
+	model := pvesim.Default()
+	model.TaskDurations = map[string]time.Duration{"qmclone": o.cloneTime}
+	model.AgentBootDelay = o.agentDelay
+	model.ResourcesLag = simResourcesLag
+	model.StallClones = o.stallClones
+	srv, err := simserver.Start(simserver.Options{API: pvesim.New(model), Dir: dir, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	urlFile := filepath.Join(dir, "url")
+	if err := os.WriteFile(urlFile, []byte(srv.URL()+"\n"), 0o644); err != nil {
+		return nil, errors.Join(fmt.Errorf("simulator: %w", err), srv.Close())
+	}
+	logger.Info("Proxmox simulator serving",
+		slog.String("url", srv.URL()),
+		slog.String("urlFile", urlFile),
+		slog.String("caFile", srv.CAFile()),
+		slog.String("tokenFile", srv.TokenFile()),
+		slog.Duration("cloneTime", o.cloneTime),
+		slog.Bool("stallClones", o.stallClones))
+	return srv, nil
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/server/temporaltest"
+
+	"github.com/pveflow/pveflow/starter"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// simulatorYAML is the simulator's configuration, for the tests that point the worker at it.
+var simulatorYAML = filepath.Join("..", "testdata", "config", "simulator.yaml")
+
+// writeConfig writes a valid configuration whose token file is tokenFile and returns its path.
+func writeConfig(t *testing.T, url, tokenFile string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	yaml := "proxmox:\n" +
+		"  url: " + url + "\n" +
+		"  tokenFile: " + tokenFile + "\n" +
+		"  nodes: [pve1]\n" +
+		"  templates: {debian13: {vmid: 9000}}\n" +
+		"  machineTypes: {small: {cores: 1, memoryMiB: 512}}\n"
+	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o600))
+	return path
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(token, []byte("pveflow@pve!test=secret\n"), 0o600))
+	missingToken := filepath.Join(dir, "no-token")
+	missingConfig := filepath.Join(dir, "no-config.yaml")
+	temporal := closedAddr(t)
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{
+			name: "missing config file",
+			args: []string{"-config", missingConfig},
+			want: "worker: read config: open " + missingConfig,
+		},
+		{
+			name: "invalid config",
+			args: []string{"-config", writeConfig(t, "ftp://pve.example.com", token)},
+			want: `proxmox.url: "ftp://pve.example.com" must use http or https`,
+		},
+		{
+			name: "missing token file",
+			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", missingToken)},
+			want: "worker: proxmox.tokenFile " + missingToken + ": no such file or directory",
+		},
+		{
+			name: "half an mTLS pair",
+			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
+			env:  map[string]string{"TEMPORAL_TLS_CERT": token},
+			want: "worker: TEMPORAL_TLS_CERT is set but TEMPORAL_TLS_KEY is not",
+		},
+		{
+			name: "unreachable Temporal",
+			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
+			env:  map[string]string{"TEMPORAL_ADDRESS": temporal},
+			want: "worker: cannot reach Temporal at " + temporal + ": ",
+		},
+		{
+			name: "config from the environment",
+			env:  map[string]string{"PVEFLOW_CONFIG": missingConfig},
+			want: "worker: read config: open " + missingConfig,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+
+			code := run(context.Background(), tt.args, envOf(tt.env), &stderr)
+
+			assert.Equal(t, exitError, code)
+			assert.Contains(t, stderr.String(), tt.want)
+			assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %s", stderr.String())
+		})
+	}
+}
+
+func TestRun_usageErrorsExit2(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no config", nil, "-config (or PVEFLOW_CONFIG) is required unless -simulator"},
+		{"unknown flag", []string{"-cluster", "x"}, "flag provided but not defined: -cluster"},
+		{"bad log level", []string{"-simulator", "-log-level", "chatty"}, `-log-level "chatty": want debug, info, warn or error`},
+		{"bad log format", []string{"-simulator", "-log-format", "xml"}, `-log-format "xml": want text or json`},
+		{"stray argument", []string{"-simulator", "now"}, `unexpected arguments ["now"]`},
+		{"negative clone time", []string{"-simulator", "-simulator-clone-time", "-1s"}, "must not be negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+
+			code := run(context.Background(), tt.args, envOf(nil), &stderr)
+
+			assert.Equal(t, exitUsage, code)
+			assert.Contains(t, stderr.String(), tt.want)
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a running worker may write while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
+	server := temporaltest.NewServer(temporaltest.WithT(t))
+	attrs := map[string]enumspb.IndexedValueType{}
+	for name, typ := range workflows.SearchAttributes {
+		attrs[name] = enumspb.IndexedValueType(enumspb.IndexedValueType_value["INDEXED_VALUE_TYPE_"+strings.ToUpper(typ)])
+	}
+	_, err := server.GetDefaultClient().OperatorService().AddSearchAttributes(context.Background(), &operatorservice.AddSearchAttributesRequest{
+		Namespace: server.GetDefaultNamespace(), SearchAttributes: attrs,
+	})
+	require.NoError(t, err)
+	simDir := t.TempDir()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{
+			"-simulator", "-config", simulatorYAML, "-simulator-dir", simDir,
+			"-simulator-clone-time", "500ms", "-simulator-agent-delay", "100ms", "-task-queue", "worker-test",
+		}, envOf(map[string]string{
+			"TEMPORAL_ADDRESS":   server.GetFrontendHostPort(),
+			"TEMPORAL_NAMESPACE": server.GetDefaultNamespace(),
+		}), &stderr)
+	}()
+
+	s := starter.New(server.GetDefaultClient(), "worker-test")
+	const uid = "b3a1f9c2-6d4e-4a8b-9c70-2e5f1d3a4b68"
+	_, err = s.Create(context.Background(), workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
+	require.NoError(t, err)
+	waitCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := s.CreateResult(waitCtx, uid)
+	require.NoError(t, err, stderr.String())
+	stop()
+
+	assert.NotEmpty(t, res.IPv4)
+	select {
+	case code := <-exit:
+		assert.Equal(t, exitOK, code, stderr.String())
+	case <-time.After(time.Minute):
+		t.Fatal("the worker did not stop within a minute of its context's end")
+	}
+	url, err := os.ReadFile(filepath.Join(simDir, "url"))
+	require.NoError(t, err)
+	assert.Contains(t, stderr.String(), "url="+strings.TrimSpace(string(url)))
+	assert.FileExists(t, filepath.Join(simDir, "ca.pem"))
+	assert.FileExists(t, filepath.Join(simDir, "token"))
+}
