@@ -14,7 +14,7 @@ WORKFLOWCHECK_VERSION := v0.6.0
 SERVER_TEST_PKGS := ./internal/e2e/... ./internal/devserver/... ./starter/... ./worker/...
 
 .PHONY: all build test test-race test-server lint vet fmt-check staticcheck workflowcheck \
-	bench histories run run-stalled clean
+	bench histories run run-stalled announce clean
 
 all: build test
 
@@ -60,6 +60,15 @@ bench:
 # the old ones when a workflow changes; old ones must keep replaying.
 histories:
 	$(GO) test -tags record -count=1 -run TestRecordHistories ./internal/e2e/
+
+run: announce build
+	internal/demo/run.sh demo
+
+run-stalled: announce build
+	internal/demo/run.sh stalled
+
+announce:
+	@echo "Building pveflow; the first build compiles the Temporal server and takes several minutes."
 
 clean:
 	rm -rf $(BIN) .run

@@ -44,8 +44,8 @@ type Proxmox struct {
 	Templates map[string]Template `yaml:"templates" json:"templates"`
 	// MachineTypes maps a machine type name (a placement's machine type) to its size.
 	MachineTypes map[string]MachineType `yaml:"machineTypes" json:"machineTypes"`
-	// RequestTimeoutSeconds bounds one HTTP request of the API client; 0 leaves only the
-	// caller's deadline (budgets.request inside an activity).
+	// RequestTimeoutSeconds bounds one HTTP request of the API client; 0 means the client's
+	// default, 30. The caller's deadline (budgets.request inside an activity) bounds it too.
 	RequestTimeoutSeconds int `yaml:"requestTimeoutSeconds" json:"requestTimeoutSeconds"`
 	// VendorData is cloud-init vendor-data (a YAML mapping) merged into what pveflow writes.
 	VendorData string `yaml:"vendorData" json:"vendorData,omitempty"`
