@@ -34,7 +34,9 @@ func decode[T any](t *testing.T, run cliRun) T {
 
 func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	s := newE2E(t, "e2e-lifecycle")
-	w, simDir := s.startSimulatorWorker()
+	// As make run does: the simulator, the worker and each command in processes of their own.
+	simURL, simDir := s.startPVESim()
+	w := s.startWorker("-config", s.writeConfig(simURL, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token")))
 	const uid = "8e4f2a6c-1b3d-4c5e-9f70-a1b2c3d4e5f6"
 	const secret = "s3cr3t-in-user-data"
 	userData := filepath.Join(t.TempDir(), "user-data")
@@ -48,7 +50,7 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	providerID, name := m[1], m[3]
 	assert.Equal(t, proxy.NameFromUID(uid), name)
 	assert.Contains(t, created.stderr, "cloning · wait for clone of 9000 to "+m[2]+" on pve1 · ", "the progress shows the clone wait")
-	vms := proxyVMs(t, simulatorURL(t, simDir), simDir)
+	vms := proxyVMs(t, simURL, simDir)
 	require.Len(t, vms, 1)
 	assert.Equal(t, m[2], strconv.Itoa(vms[0].VMID))
 
@@ -78,7 +80,7 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	deleted := s.pveflow("delete", "--uid", uid, "--provider-id", providerID, "--wait")
 	require.Equal(t, exitOK, deleted.code, deleted.stderr)
 	assert.Contains(t, deleted.stdout, "proxy deleted: "+uid+"\n")
-	assert.Empty(t, proxyVMs(t, simulatorURL(t, simDir), simDir))
+	assert.Empty(t, proxyVMs(t, simURL, simDir))
 	delRes := decode[workflows.DeleteProxyResult](t, s.pveflow("result", "--uid", uid, "--delete", "--json"))
 	assert.Len(t, delRes.Destroyed, 1)
 
