@@ -377,6 +377,11 @@ func (c *Client) transportError(callerCtx context.Context, err error) error {
 	if ue, ok := errorsAs[*url.Error](err); ok {
 		err = ue.Err
 	}
+	if ctxErr := callerCtx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		// The caller gave up while the answer was on its way (the server may even have
+		// answered with an empty body as the connection went): the caller's end is what failed.
+		return fmt.Errorf("%w (%v)", ctxErr, err)
+	}
 	if errors.Is(err, context.DeadlineExceeded) && callerCtx.Err() == nil {
 		return fmt.Errorf("no answer within %s: %w", c.timeout, err)
 	}
