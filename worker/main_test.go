@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/server/temporaltest"
 
+	"github.com/pveflow/pveflow/internal/syncbuf"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -136,24 +136,6 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer that a running worker may write while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
 	server := temporaltest.NewServer(temporaltest.WithT(t))
 	attrs := map[string]enumspb.IndexedValueType{}
@@ -167,7 +149,7 @@ func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
 	simDir := t.TempDir()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	exit := make(chan int, 1)
 	go func() {
 		exit <- run(ctx, []string{

@@ -1,7 +1,6 @@
 package simserver
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/internal/syncbuf"
 )
 
 // startServer serves api on a free loopback port until the test ends.
@@ -454,26 +454,8 @@ func TestServer_refusesMalformedTokenUser(t *testing.T) {
 	assert.Nil(t, s)
 }
 
-// syncBuffer is a bytes.Buffer the server's log handler and the test can share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestServer_logsRequestsWithoutCredentials(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s := startServer(t, fixedAPI{}, func(o *Options) { o.Logger = logger })
 	token, err := os.ReadFile(s.TokenFile())

@@ -20,6 +20,7 @@ import (
 
 	"github.com/pveflow/pveflow/internal/devserver"
 	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/syncbuf"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -119,29 +120,11 @@ func (s *e2e) simulatorConfig() string {
 	return s.writeConfig("https://127.0.0.1:8006", "", "replaced-by-the-simulator")
 }
 
-// syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // process is a background process of a test: a worker or the simulator.
 type process struct {
 	name string
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *syncbuf.Buffer
 	done chan struct{}
 	err  error // of Wait, once done is closed
 }
@@ -150,7 +133,7 @@ type process struct {
 // running gets SIGTERM and must exit 0 within a minute.
 func (s *e2e) start(name string, args ...string) *process {
 	s.t.Helper()
-	p := &process{name: name, cmd: exec.Command(filepath.Join(shared.bin, name), args...), log: &syncBuffer{}, done: make(chan struct{})}
+	p := &process{name: name, cmd: exec.Command(filepath.Join(shared.bin, name), args...), log: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = s.env()
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	require.NoError(s.t, p.cmd.Start())
@@ -239,7 +222,7 @@ func (s *e2e) pveflow(args ...string) cliRun {
 func (s *e2e) startPVESim() (url, dir string) {
 	s.t.Helper()
 	dir = s.t.TempDir()
-	p := &process{name: "pvesim", log: &syncBuffer{}, done: make(chan struct{})}
+	p := &process{name: "pvesim", log: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(shared.bin, "pvesim"), "-listen", "127.0.0.1:0", "-dir", dir,
 		"-auth-delay", "0s", "-resources-lag", "2s", "-agent-boot-delay", "500ms", "-task-scale", "2")
 	p.cmd.Env = s.env()
