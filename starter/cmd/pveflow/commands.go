@@ -40,24 +40,12 @@ func (c *cli) create(ctx context.Context, args []string) error {
 		}
 		in.UserData = string(data)
 	}
-	closeConn, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-
-	run, err := c.starter.Create(ctx, in)
-	if err != nil {
-		return err
-	}
-	if !*wait {
-		return c.printStarted(starter.Create, in.UID, run)
-	}
-	res, err := waitFor(ctx, c, in.UID, starter.Create, c.starter.CreateResult)
-	if err != nil {
-		return err
-	}
-	return c.printCreated(res)
+	return startAndWait(ctx, c, starter.Create, in.UID, *wait,
+		func(ctx context.Context) (client.WorkflowRun, error) { return c.starter.Create(ctx, in) },
+		func(ctx context.Context, uid string) (workflows.CreateProxyResult, error) {
+			return c.starter.CreateResult(ctx, uid)
+		},
+		c.printCreated)
 }
 
 func (c *cli) delete(ctx context.Context, args []string) error {
@@ -69,24 +57,40 @@ func (c *cli) delete(ctx context.Context, args []string) error {
 	if err := parseWithUID(fs, args, &in.UID); err != nil {
 		return err
 	}
+	return startAndWait(ctx, c, starter.Delete, in.UID, *wait,
+		func(ctx context.Context) (client.WorkflowRun, error) { return c.starter.Delete(ctx, in) },
+		func(ctx context.Context, uid string) (workflows.DeleteProxyResult, error) {
+			return c.starter.DeleteResult(ctx, uid)
+		},
+		func(res workflows.DeleteProxyResult) error { return c.printDeleted(in.UID, res) })
+}
+
+// startAndWait connects, starts op for uid, and either prints the started run or, with wait,
+// waits for its result with a progress line and prints it with show. start and result run
+// once connected, when c.starter is set.
+func startAndWait[T any](ctx context.Context, c *cli, op starter.Op, uid string, wait bool,
+	start func(context.Context) (client.WorkflowRun, error),
+	result func(context.Context, string) (T, error),
+	show func(T) error,
+) error {
 	closeConn, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
 
-	run, err := c.starter.Delete(ctx, in)
+	run, err := start(ctx)
 	if err != nil {
 		return err
 	}
-	if !*wait {
-		return c.printStarted(starter.Delete, in.UID, run)
+	if !wait {
+		return c.printStarted(op, uid, run)
 	}
-	res, err := waitFor(ctx, c, in.UID, starter.Delete, c.starter.DeleteResult)
+	res, err := waitFor(ctx, c, uid, op, result)
 	if err != nil {
 		return err
 	}
-	return c.printDeleted(in.UID, res)
+	return show(res)
 }
 
 func (c *cli) status(ctx context.Context, args []string) error {
