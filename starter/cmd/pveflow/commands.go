@@ -94,11 +94,8 @@ func startAndWait[T any](ctx context.Context, c *cli, op starter.Op, uid string,
 }
 
 func (c *cli) status(ctx context.Context, args []string) error {
-	fs := c.flagSet("status")
-	var uid string
-	fs.StringVar(&uid, "uid", "", "")
-	del := fs.Bool("delete", false, "")
-	if err := parseWithUID(fs, args, &uid); err != nil {
+	uid, op, err := c.parseProxyOp("status", args)
+	if err != nil {
 		return err
 	}
 	closeConn, err := c.connect(ctx)
@@ -107,7 +104,6 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	}
 	defer closeConn()
 
-	op := opOf(*del)
 	p, err := c.starter.Progress(ctx, uid, op)
 	if err != nil {
 		return err
@@ -140,11 +136,8 @@ func (c *cli) status(ctx context.Context, args []string) error {
 }
 
 func (c *cli) result(ctx context.Context, args []string) error {
-	fs := c.flagSet("result")
-	var uid string
-	fs.StringVar(&uid, "uid", "", "")
-	del := fs.Bool("delete", false, "")
-	if err := parseWithUID(fs, args, &uid); err != nil {
+	uid, op, err := c.parseProxyOp("result", args)
+	if err != nil {
 		return err
 	}
 	closeConn, err := c.connect(ctx)
@@ -153,7 +146,7 @@ func (c *cli) result(ctx context.Context, args []string) error {
 	}
 	defer closeConn()
 
-	if *del {
+	if op == starter.Delete {
 		res, err := waitFor(ctx, c, uid, starter.Delete, c.starter.DeleteResult)
 		if err != nil {
 			return err
@@ -271,11 +264,20 @@ func parseWithUID(fs *flag.FlagSet, args []string, uid *string) error {
 	return nil
 }
 
-func opOf(deleteOp bool) starter.Op {
-	if deleteOp {
-		return starter.Delete
+// parseProxyOp parses the flags of a command about one workflow of a proxy: --uid, and
+// --delete for the delete rather than the create.
+func (c *cli) parseProxyOp(name string, args []string) (string, starter.Op, error) {
+	fs := c.flagSet(name)
+	var uid string
+	fs.StringVar(&uid, "uid", "", "")
+	del := fs.Bool("delete", false, "")
+	if err := parseWithUID(fs, args, &uid); err != nil {
+		return "", starter.Create, err
 	}
-	return starter.Create
+	if *del {
+		return uid, starter.Delete, nil
+	}
+	return uid, starter.Create, nil
 }
 
 // waitFor waits for the result of the workflow op of uid, showing its progress on stderr about
