@@ -22,6 +22,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -264,7 +265,8 @@ func New(opts Options) *Cluster {
 
 // Default is a ready cluster: nodes pve1 and pve2, each with its own "local" (dir: ISOs,
 // templates, backups) and "local-lvm" (lvmthin: disks), and the template 9000
-// "debian-13-template" on pve1, configured as the seed plan's recipe makes it.
+// "debian-13-template" on pve1, configured as the seed plan's recipe makes it: Template(9000,
+// "pve1", 2).
 func Default() Options {
 	const gib = 1 << 30
 	storages := []Storage{
@@ -272,29 +274,68 @@ func Default() Options {
 		{ID: "local-lvm", Type: "lvmthin", Content: "images,rootdir", Total: 1735 * gib, Used: 118 * gib},
 	}
 	return Options{
-		Nodes: []Node{{Name: "pve1", Storages: storages}, {Name: "pve2", Storages: storages}},
-		VMs: []VM{{Node: "pve1", VMID: 9000, Config: pve.VMConfig{
-			"name":     "debian-13-template",
-			"memory":   "2048",
-			"cores":    "2",
-			"ostype":   "l26",
-			"machine":  "q35",
-			"bios":     "ovmf",
-			"efidisk0": "local-lvm:base-9000-disk-0,efitype=4m,pre-enrolled-keys=0,size=4M",
-			"scsihw":   "virtio-scsi-pci",
-			"scsi0":    "local-lvm:base-9000-disk-1,size=3G",
-			"net0":     "virtio=BC:24:11:5E:7A:01,bridge=vmbr0",
-			"serial0":  "socket",
-			"vga":      "serial0",
-			"agent":    "1",
-			"boot":     "order=scsi0",
-			"meta":     "creation-qemu=10.1.2,ctime=1794578112",
-			"smbios1":  "uuid=0b6f3c57-2d1e-4f8a-9c34-7e5a1d2b9f60",
-			"vmgenid":  "c2d4e6f8-1a3b-4c5d-8e7f-9a0b1c2d3e4f",
-			"template": "1",
-		}}},
+		Nodes:          []Node{{Name: "pve1", Storages: storages}, {Name: "pve2", Storages: storages}},
+		VMs:            []VM{Template(defaultTemplateID, "pve1", 2)},
 		AgentBootDelay: 50 * time.Millisecond,
 	}
+}
+
+// defaultTemplateID is Default's template. It keeps the NIC MAC and UUIDs the fixtures in
+// testdata/pve recorded; other templates get their own, derived from their VMID.
+const defaultTemplateID = 9000
+
+// Template is a "debian-13-template" VM template on node with disks disks on its local-lvm,
+// the shape that decides how a clone's config grows (PVE clones disks one by one, in
+// drive-key order, and rewrites the config after each):
+//
+//   - 1: scsi0 (3 GiB) only, booting with SeaBIOS;
+//   - 2: efidisk0 (4 MiB) and scsi0, booting with OVMF, as Default's template;
+//   - more: efidisk0, scsi0 and data disks scsi1, scsi2, ... of 8 GiB each.
+//
+// Disks are base-<vmid>-disk-N, numbered in that order. It panics on fewer than 1 or more disks
+// than efidisk0 and scsi0 to scsi30 can hold: a mistake in a test's setup.
+func Template(vmid int, node string, disks int) VM {
+	if disks < 1 || disks > 32 {
+		panic(fmt.Sprintf("pvesim: a template has 1 to 32 disks, not %d", disks))
+	}
+	mac := "BC:24:11:5E:7A:01"
+	uuid := "0b6f3c57-2d1e-4f8a-9c34-7e5a1d2b9f60"
+	genid := "c2d4e6f8-1a3b-4c5d-8e7f-9a0b1c2d3e4f"
+	if vmid != defaultTemplateID {
+		mac, uuid, genid = macFor(vmid, "net0"), uuidFor(vmid, "smbios1"), uuidFor(vmid, "vmgenid")
+	}
+	cfg := pve.VMConfig{
+		"name":     "debian-13-template",
+		"memory":   "2048",
+		"cores":    "2",
+		"ostype":   "l26",
+		"machine":  "q35",
+		"scsihw":   "virtio-scsi-pci",
+		"net0":     "virtio=" + mac + ",bridge=vmbr0",
+		"serial0":  "socket",
+		"vga":      "serial0",
+		"agent":    "1",
+		"boot":     "order=scsi0",
+		"meta":     "creation-qemu=10.1.2,ctime=1794578112",
+		"smbios1":  "uuid=" + uuid,
+		"vmgenid":  genid,
+		"template": "1",
+	}
+	disk := 0
+	volume := func() string {
+		name := fmt.Sprintf("local-lvm:base-%d-disk-%d", vmid, disk)
+		disk++
+		return name
+	}
+	if disks > 1 {
+		cfg["bios"] = "ovmf"
+		cfg["efidisk0"] = volume() + ",efitype=4m,pre-enrolled-keys=0,size=4M"
+	}
+	cfg["scsi0"] = volume() + ",size=3G"
+	for i := 1; i < disks-1; i++ {
+		cfg["scsi"+strconv.Itoa(i)] = volume() + ",size=8G"
+	}
+	return VM{Node: node, VMID: vmid, Config: cfg}
 }
 
 // AddVM puts a VM into the cluster as it is, without validating its config: a foreign VM, a
