@@ -18,9 +18,14 @@ import (
 //   - the checks before the worker forks are synchronous errors, among them a NewID whose config
 //     file exists on this node;
 //   - a NewID used on another node fails the task: pmxcfs refuses the temporary config;
-//   - otherwise the new VM exists at once with a temporary config and "lock: clone", gets its
-//     full config halfway through the task, and is unlocked when the task ends (and moved to
-//     the target node, if one was given);
+//   - otherwise the new VM exists at once with a temporary config (no name, "lock: clone");
+//     the worker then clones the disks one by one in drive-key order, each taking a share of
+//     the task's duration in proportion to its size, and after each rewrites the config with
+//     everything so far (name, description, new MACs and the disks cloned, still locked);
+//     when the task ends the lock is removed (and the VM moved to the target node, if one was
+//     given). So with a single disk the name and description appear only as the task ends;
+//   - a stalled clone never gets past the temporary config; a crashed one ends with the full
+//     config and the lock left;
 //   - a clone that fails, for lack of space or by FailTask, removes the new VM when it ends.
 //
 // While the clone runs it holds the new VM's config flock and a shared flock on the source.
@@ -150,11 +155,7 @@ func (c *Cluster) runClone(now time.Time, src *vm, p pve.CloneParams, disks []cl
 			d.st.volumes[d.name] = &volume{size: d.size}
 		}
 		if !stalled {
-			c.at(now.Add(c.durations["qmclone"]/2), func() {
-				if c.vms[p.NewID] == g {
-					g.cfg = maps.Clone(full)
-				}
-			})
+			c.writeAfterEachDisk(t, g, full, disks)
 		}
 	}
 	c.onEnd(t, func() {
@@ -177,6 +178,37 @@ func (c *Cluster) runClone(now time.Time, src *vm, p pve.CloneParams, disks []cl
 		}
 	})
 	return t.upid
+}
+
+// minDiskWeight is the size a disk of unknown size counts as when a clone's duration is shared
+// among its disks: a small share, as an EFI vars disk takes.
+const minDiskWeight = 1 << 20
+
+// writeAfterEachDisk schedules the config writes of clone t into g, one after each disk in
+// disks' (drive-key) order: the full config without the disks still to come. Each disk takes a
+// share of the task's duration in proportion to its size; the last ends with the task.
+func (c *Cluster) writeAfterEachDisk(t *task, g *vm, full pve.VMConfig, disks []cloneDisk) {
+	cfg := maps.Clone(full)
+	var total, done float64
+	for _, d := range disks {
+		delete(cfg, d.key)
+		total += float64(max(d.size, minDiskWeight))
+	}
+	span := t.end.Sub(t.start)
+	for i, d := range disks {
+		done += float64(max(d.size, minDiskWeight))
+		at := t.end
+		if i < len(disks)-1 {
+			at = t.start.Add(min(time.Duration(float64(span)*done/total), span))
+		}
+		cfg[d.key] = d.drive
+		written := maps.Clone(cfg)
+		c.at(at, func() {
+			if c.vms[g.id] == g {
+				g.cfg = written
+			}
+		})
+	}
 }
 
 // planDisks decides where each of the source's disks goes: onto dest (or the disk's own

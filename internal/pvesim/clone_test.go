@@ -33,15 +33,94 @@ func TestClone_newVMLockedUntilTaskEnds(t *testing.T) {
 	assert.Equal(t, "proxy-3k7q2m9x4w8p1r5t", cfg["name"])
 }
 
-func TestClone_fullConfigWrittenHalfwayStillLocked(t *testing.T) {
-	c, clk := newCluster(t)
-	startClone(t, c, newID)
-	clk.Advance(defaultTaskDurations["qmclone"] / 2)
-
+// cloneConfigAt is the new VM's config when the clock has moved d since the clone started at t0.
+func cloneConfigAt(t *testing.T, c *Cluster, clk *ManualClock, d time.Duration) pve.VMConfig {
+	t.Helper()
+	clk.Advance(t0.Add(d).Sub(clk.Now()))
 	cfg, err := c.VMConfig(t.Context(), "pve1", newID)
 	require.NoError(t, err)
-	assert.Equal(t, "clone", cfg["lock"])
+	return cfg
+}
+
+func TestClone_markAppearsOnlyWhenSingleDiskCloneEnds(t *testing.T) {
+	c, clk := newCluster(t, func(o *Options) { o.VMs = []VM{Template(tmplID, "pve1", 1)} })
+	startClone(t, c, newID)
+	end := defaultTaskDurations["qmclone"]
+
+	before := cloneConfigAt(t, c, clk, end-time.Nanosecond)
+	assert.Equal(t, " qmclone temporary file\n", before["description"])
+	assert.NotContains(t, before, "name")
+	assert.Equal(t, "clone", before["lock"])
+
+	after := cloneConfigAt(t, c, clk, end)
+	assert.Equal(t, cloneParams(newID).Description+"\n", after["description"])
+	assert.Equal(t, "proxy-3k7q2m9x4w8p1r5t", after["name"])
+	assert.NotContains(t, after, "lock", "the mark and the unlock come at the same instant")
+}
+
+func TestClone_markAppearsWhenSmallFirstDiskIsDone(t *testing.T) {
+	c, clk := newCluster(t)
+	startClone(t, c, newID)
+	// efidisk0 (4 MiB) is cloned before scsi0 (3 GiB): its share of 60 ms is about 78 µs.
+	cfg := cloneConfigAt(t, c, clk, 100*time.Microsecond)
+
+	assert.Equal(t, cloneParams(newID).Description+"\n", cfg["description"])
 	assert.Equal(t, "proxy-3k7q2m9x4w8p1r5t", cfg["name"])
+	assert.Regexp(t, `^virtio=BC:24:11:`, cfg["net0"])
+	assert.Equal(t, "local-lvm:vm-123456-disk-0,efitype=4m,pre-enrolled-keys=0,size=4M", cfg["efidisk0"])
+	assert.NotContains(t, cfg, "scsi0", "scsi0 is still being cloned")
+	assert.Equal(t, "clone", cfg["lock"])
+}
+
+func TestClone_configRewrittenAfterEachDiskInDriveKeyOrder(t *testing.T) {
+	// Disks of 0 (unknown: a small share), 1 and 3 GiB share a 4 s clone: scsi0 ends just
+	// after 1 s, scsi1 with the task.
+	c, clk := newCluster(t, func(o *Options) {
+		o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second}
+		o.VMs = []VM{{Node: "pve1", VMID: tmplID, Config: pve.VMConfig{
+			"name":     "three-disks",
+			"template": "1",
+			"scsi1":    "local-lvm:base-9000-disk-2,size=3G",
+			"efidisk0": "local-lvm:base-9000-disk-0,efitype=4m",
+			"scsi0":    "local-lvm:base-9000-disk-1,size=1G",
+		}}}
+	})
+	startClone(t, c, newID)
+
+	tests := []struct {
+		at    time.Duration
+		disks []string
+		lock  string
+	}{
+		{0, nil, "clone"},
+		{10 * time.Millisecond, []string{"efidisk0"}, "clone"},
+		{990 * time.Millisecond, []string{"efidisk0"}, "clone"},
+		{1010 * time.Millisecond, []string{"efidisk0", "scsi0"}, "clone"},
+		{4*time.Second - time.Nanosecond, []string{"efidisk0", "scsi0"}, "clone"},
+		{4 * time.Second, []string{"efidisk0", "scsi0", "scsi1"}, ""},
+	}
+	for _, tt := range tests {
+		cfg := cloneConfigAt(t, c, clk, tt.at)
+		var disks []string
+		for _, key := range slices.Sorted(maps.Keys(cfg)) {
+			if isDiskKey(key) {
+				disks = append(disks, key)
+			}
+		}
+		assert.Equal(t, tt.disks, disks, tt.at)
+		assert.Equal(t, tt.lock, cfg["lock"], tt.at)
+		assert.Equal(t, tt.disks != nil, cfg["name"] != "", "the name comes with the first disk, at %v", tt.at)
+	}
+}
+
+func TestClone_stalledNeverWritesFullConfig(t *testing.T) {
+	c, clk := newCluster(t)
+	c.StallClone(newID)
+	startClone(t, c, newID)
+
+	cfg := cloneConfigAt(t, c, clk, 24*time.Hour)
+	delete(cfg, "digest")
+	assert.Equal(t, pve.VMConfig{"description": " qmclone temporary file\n", "lock": "clone"}, cfg)
 }
 
 func TestClone_configMatchesFixture(t *testing.T) {

@@ -460,7 +460,7 @@ func (c *Cluster) render(err error) error {
 	return &old
 }
 
-// event is an effect due at a time: a task's end, a clone writing its full config.
+// event is an effect due at a time: a task's end, a clone writing its config after a disk.
 type event struct {
 	at  time.Time
 	seq uint64
