@@ -138,11 +138,10 @@ func (c *Cluster) runClone(now time.Time, src *vm, p pve.CloneParams, disks []cl
 	}
 
 	g := &vm{
-		id:        p.NewID,
-		node:      src.node,
-		cfg:       pve.VMConfig{"description": description(" qmclone temporary file"), "lock": "clone"},
-		createdAt: now,
-		clone:     t,
+		id:    p.NewID,
+		node:  src.node,
+		cfg:   pve.VMConfig{"description": description(" qmclone temporary file"), "lock": "clone"},
+		clone: t,
 	}
 	c.vms[p.NewID] = g
 	src.cloneSources++

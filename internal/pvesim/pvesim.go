@@ -4,7 +4,7 @@
 // HTTP by package simserver, the backend of the demo and the benchmarks. It models what pveflow
 // depends on, with PVE's exact texts: VMs and their configs, locks (the config's lock property
 // and the config file's flock a clone holds), tasks with real UPIDs, the clone timeline, disk
-// and ISO volumes, the guest agent, and the lag of /cluster/resources.
+// and ISO volumes, the guest agent, and the status cache behind /cluster/resources.
 //
 // Time comes from a Clock and nothing happens in the background: a task's effects are applied
 // by the first call that observes the cluster after the task ended. With a ManualClock the
@@ -47,8 +47,11 @@ type Options struct {
 	TaskDurations map[string]time.Duration
 	// AgentBootDelay is how long a VM runs before its guest agent answers.
 	AgentBootDelay time.Duration
-	// ResourcesLag is how long /cluster/resources shows a new VM as "unknown" and without a
-	// name, as pvestatd's cache does for about 10 s on a real cluster.
+	// ResourcesLag is how often the status cache behind /cluster/resources is refreshed, as
+	// pvestatd does about every 10 s on a real cluster. The refreshes fall at multiples of it
+	// since the nodes booted. Between two, a VM's name, status, template flag, uptime and sizes
+	// are as the last refresh saw its VMID, and a VMID no refresh of the last 5 minutes has
+	// seen shows as "unknown" without a name. Zero shows every value live.
 	ResourcesLag time.Duration
 	// PVE82 makes errors look like PVE before 8.3: the text only in the reason phrase, no
 	// message in the body.
@@ -136,6 +139,10 @@ type Cluster struct {
 	pid    int
 	rng    *rand.Rand
 	faults faults
+	// cache is the status cache by VMID, and nextRefresh its next refresh; both unused when
+	// lag is zero.
+	cache       map[int]cachedStatus
+	nextRefresh time.Time
 }
 
 type node struct {
@@ -173,8 +180,6 @@ type vm struct {
 	running   bool
 	pid       int
 	startedAt time.Time
-	// createdAt is when the VM appeared, for the status cache's lag; zero for setup VMs.
-	createdAt time.Time
 	// clone is the running clone writing this VM: it holds the config file's flock.
 	clone *task
 	// cloneSources counts running clones reading this VM: each holds a shared flock.
@@ -210,6 +215,7 @@ func New(opts Options) *Cluster {
 		nodes:     make(map[string]*node),
 		vms:       make(map[int]*vm),
 		tasks:     make(map[pve.UPID]*task),
+		cache:     make(map[int]cachedStatus),
 		pid:       0x1000,
 		rng:       rand.New(rand.NewPCG(uint64(opts.Seed), 0x9e3779b97f4a7c15)),
 		faults:    newFaults(),
@@ -259,6 +265,12 @@ func New(opts Options) *Cluster {
 		if err := c.addVM(v, now); err != nil {
 			panic(err)
 		}
+	}
+	if c.lag > 0 {
+		// The VMs given were there when the cache was last refreshed.
+		tick := c.lastRefresh(now)
+		c.refresh(tick)
+		c.nextRefresh = tick.Add(c.lag)
 	}
 	return c
 }
@@ -340,13 +352,20 @@ func Template(vmid int, node string, disks int) VM {
 
 // AddVM puts a VM into the cluster as it is, without validating its config: a foreign VM, a
 // clone a crashed host left locked. Its disks ("<storage>:<volume>,size=...") are created on
-// the node's storages.
+// the node's storages. It is in the status cache at once, as a VM that was there at the last
+// refresh.
 func (c *Cluster) AddVM(v VM) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	c.advance(now)
-	return c.addVM(v, now)
+	if err := c.addVM(v, now); err != nil {
+		return err
+	}
+	if c.lag > 0 {
+		c.cache[v.VMID] = c.snapshot(c.vms[v.VMID], c.lastRefresh(now))
+	}
+	return nil
 }
 
 func (c *Cluster) addVM(v VM, now time.Time) error {
@@ -491,11 +510,16 @@ func (c *Cluster) at(t time.Time, fn func()) {
 	heap.Push(&c.events, &event{at: t, seq: c.seq, fn: fn})
 }
 
-// advance applies, in order, every effect due by now.
+// advance applies, in time order, every effect due by now and the status cache's refreshes
+// among them. An effect due at the instant of a refresh comes first: the refresh sees the
+// cluster as it is at its time.
 func (c *Cluster) advance(now time.Time) {
 	for c.events.Len() > 0 && !c.events[0].at.After(now) {
-		heap.Pop(&c.events).(*event).fn()
+		e := heap.Pop(&c.events).(*event)
+		c.refreshThrough(e.at.Add(-time.Nanosecond))
+		e.fn()
 	}
+	c.refreshThrough(now)
 }
 
 // nodeNamed is the node a call's path names.

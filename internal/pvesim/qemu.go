@@ -221,44 +221,6 @@ func displayName(g *vm) string {
 	return fmt.Sprintf("VM %d", g.id)
 }
 
-// ClusterResources lists every VM the token may audit. As on PVE, name, status, template and
-// the sizes come from a status cache that has not seen a VM younger than ResourcesLag (status
-// "unknown", no name); lock and tags are read live.
-func (c *Cluster) ClusterResources(ctx context.Context) ([]pve.VMResource, error) {
-	return call(c, ctx, Call{Method: "ClusterResources"}, func(now time.Time) ([]pve.VMResource, error) {
-		out := []pve.VMResource{}
-		if c.denied["VM.Audit"] {
-			return out, nil
-		}
-		for _, id := range slices.Sorted(maps.Keys(c.vms)) {
-			g := c.vms[id]
-			r := pve.VMResource{
-				ID:     fmt.Sprintf("qemu/%d", id),
-				VMID:   id,
-				Node:   g.node,
-				Type:   "qemu",
-				Status: "unknown",
-				Lock:   g.cfg["lock"],
-				Tags:   g.cfg["tags"],
-			}
-			if c.lag == 0 || g.createdAt.IsZero() || now.Sub(g.createdAt) >= c.lag {
-				r.Name = displayName(g)
-				r.Status = "stopped"
-				r.Template = g.cfg["template"] == "1"
-				r.MaxDisk = bootDiskSize(g.cfg)
-				r.MaxMem = memoryMiB(g.cfg) * mib
-				r.MaxCPU = cpus(g.cfg)
-				if g.running {
-					r.Status = "running"
-					r.Uptime = int64(now.Sub(g.startedAt).Seconds())
-				}
-			}
-			out = append(out, r)
-		}
-		return out, nil
-	})
-}
-
 // Start starts a VM. Its task fails on a VM that a clone holds, a template, a locked VM, a
 // running VM, or one whose CD-ROM ISO is gone.
 func (c *Cluster) Start(ctx context.Context, node string, vmid int) (pve.UPID, error) {

@@ -48,7 +48,7 @@ func run() error {
 	dir := flag.String("dir", ".run/pvesim", "`directory` for ca.pem and the token file")
 	tokenUser := flag.String("token-user", simserver.DefaultTokenUser, "API token `id` (user@realm!tokenid) the token file is for")
 	authDelay := flag.Duration("auth-delay", 3*time.Second, "how long a 401 is held back, as PVE does")
-	resourcesLag := flag.Duration("resources-lag", 10*time.Second, "how long /cluster/resources shows a new VM without name and status")
+	resourcesLag := flag.Duration("resources-lag", 10*time.Second, "how often the status cache behind /cluster/resources refreshes: names and statuses lag by up to this")
 	bootDelay := flag.Duration("agent-boot-delay", 5*time.Second, "how long a started VM runs before its guest agent answers")
 	taskScale := flag.Float64("task-scale", 1, "`factor` for task durations (1 is a small real host; 0.1 is a quick demo)")
 	stallClones := flag.Bool("stall-clones", false, "let every clone task run forever, as a clone stuck on its storage does")
