@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strconv"
 )
 
 // Classify says what a caller can do about err. It reads API errors (status, then Proxmox's
@@ -82,12 +83,24 @@ var textRules = []textRule{
 	{regexp.MustCompile(`qga command '[^']*' failed - got timeout`), AgentNotRunning},
 	{regexp.MustCompile(`No QEMU guest agent configured`), Permanent},
 	{regexp.MustCompile(`^VM \d+ is not running`), NotRunning},
+	{regexp.MustCompile(`^VM \d+ already running`), AlreadyRunning},
 	// Things retrying cannot fix. A missing Content-Length is a client bug: pveproxy refuses
 	// chunked uploads.
 	{regexp.MustCompile(`shrinking disks is not supported`), Permanent},
 	{regexp.MustCompile(`you can't start a vm if it's a template`), Permanent},
 	{regexp.MustCompile(`protection mode enabled`), Permanent},
 	{regexp.MustCompile(`upload without content length header not supported`), Permanent},
+}
+
+// configFlockRE is a VM's config flock not taken in time, naming the VM.
+var configFlockRE = regexp.MustCompile(`can't lock file '/var/lock/qemu-server/lock-(\d+)\.conf' - got timeout`)
+
+// ConfigFlockTimeout reports whether msg says that the config flock of VM vmid could not be
+// taken in time. A clone whose task fails so on its new VMID lost a race for that VMID to another
+// clone, which holds the flock while it copies; a lock on the template or a storage is not that.
+func ConfigFlockTimeout(msg string, vmid int) bool {
+	m := configFlockRE.FindStringSubmatch(msg)
+	return m != nil && m[1] == strconv.Itoa(vmid)
 }
 
 // classifyText is the class of the first rule msg matches, Transient when none does.

@@ -56,6 +56,7 @@ var classByFixture = map[string]pve.Class{
 	"task_status_no_space_zfs":               pve.QuotaExceeded,
 	"task_status_resize_shrink":              pve.Permanent,
 	"task_status_start_template":             pve.Permanent,
+	"task_status_start_already_running":      pve.AlreadyRunning,
 }
 
 func TestClassify_table(t *testing.T) {
@@ -125,4 +126,24 @@ func fixtureTexts(t *testing.T, name string) []string {
 		return []string{te.ExitStatus}
 	}
 	return nil
+}
+
+func TestConfigFlockTimeout_namesTheVM(t *testing.T) {
+	text := fixtureErr(t, "task_status_lock_timeout").Error()
+	tests := []struct {
+		name string
+		msg  string
+		vmid int
+		want bool
+	}{
+		{name: "this VM's config", msg: text, vmid: 123456, want: true},
+		{name: "another VM's config", msg: text, vmid: 12345},
+		{name: "a storage lock", msg: fixtureErr(t, "task_status_clone_storage_lock_timeout").Error(), vmid: 123456},
+		{name: "no lock at all", msg: "clone failed: boom", vmid: 123456},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, pve.ConfigFlockTimeout(tt.msg, tt.vmid))
+		})
+	}
 }

@@ -88,6 +88,8 @@ const (
 	AgentNotRunning Class = "AgentNotRunning"
 	// NotRunning means the VM is stopped, so a call that needs it running cannot answer.
 	NotRunning Class = "NotRunning"
+	// AlreadyRunning means a start found the VM running: what the start was for holds already.
+	AlreadyRunning Class = "AlreadyRunning"
 	// QuotaExceeded means a storage ran out of space.
 	QuotaExceeded Class = "QuotaExceeded"
 )
