@@ -26,6 +26,9 @@ const (
 	ErrAgentNotRunning = string(pve.AgentNotRunning)
 	// ErrNotRunning: the VM is stopped. Not retried: the workflow decides.
 	ErrNotRunning = string(pve.NotRunning)
+	// ErrAlreadyRunning: a start found the VM running. Not retried: the workflow counts it as
+	// started.
+	ErrAlreadyRunning = string(pve.AlreadyRunning)
 	// ErrQuotaExceeded: a storage is full. Not retried.
 	ErrQuotaExceeded = string(pve.QuotaExceeded)
 	// ErrTaskRunning: a Proxmox task is still running. Retried; this is how waits poll.

@@ -56,6 +56,20 @@ func ParseProviderID(id string) (vmid int, name string, err error) {
 	return vmid, parts[2], nil
 }
 
+// MaxProbes bounds how many VMIDs of its probe sequence a create tries. It is part of what a
+// proxy is: a create clones only onto VMIDFor(uid, r, k) for k below MaxProbes, so those VMIDs
+// are where a lookup by UID alone finds a proxy's VMs in every state, whatever name they show.
+const MaxProbes = 32
+
+// ProbeVMIDs is the set of VMIDs a create of uid may clone onto in r.
+func ProbeVMIDs(uid string, r config.VMIDRange) map[int]bool {
+	probes := make(map[int]bool, MaxProbes)
+	for k := range MaxProbes {
+		probes[VMIDFor(uid, r, k)] = true
+	}
+	return probes
+}
+
 // VMIDFor is the VMID to try for the proxy with this UID at the given attempt: FNV-1a 64 of the
 // UID mapped into r, plus attempt, wrapping around within r. Attempt 0 is the UID's home VMID;
 // when it is taken, attempt 1 tries the next one, and so on. r must be valid (min below max).

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/pveflow/pveflow/internal/pve"
 )
 
 // The keys of the mark, one "key=value" line each in the VM's description. The description is
@@ -64,4 +66,16 @@ func HasTag(tags string) bool {
 	return slices.ContainsFunc(strings.FieldsFunc(tags, isSeparator), func(t string) bool {
 		return strings.EqualFold(t, Tag)
 	})
+}
+
+// OwnerOf is the one rule for whose VM a config is: the UID in its mark. A VM without a mark
+// (made by hand, or by another tool) has owner "". known is false only while a clone copies its
+// disks under PVE's temporary config ("lock: clone" and no mark yet): the clone's caller wrote a
+// mark into the clone call, but PVE shows it only once the first disk is copied, for a
+// single-disk template only when the clone ends. Until then nobody can tell whose VM it is.
+func OwnerOf(cfg pve.VMConfig) (uid string, known bool) {
+	if mark, managed := ParseDescription(cfg["description"]); managed {
+		return mark.UID, true
+	}
+	return "", cfg["lock"] != "clone"
 }

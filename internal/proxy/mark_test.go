@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/pveflow/pveflow/internal/pve"
 )
 
 func TestFormatDescription_keys(t *testing.T) {
@@ -113,5 +115,28 @@ func TestHasTag_table(t *testing.T) {
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, HasTag(tt.tags), "tags %q", tt.tags)
+	}
+}
+
+func TestOwnerOf_table(t *testing.T) {
+	mark := FormatDescription(Mark{UID: "uid-a", CreatedAt: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)})
+	tests := map[string]struct {
+		cfg       pve.VMConfig
+		wantUID   string
+		wantKnown bool
+	}{
+		"marked":                      {cfg: pve.VMConfig{"description": mark}, wantUID: "uid-a", wantKnown: true},
+		"marked, clone still copying": {cfg: pve.VMConfig{"description": mark, "lock": "clone"}, wantUID: "uid-a", wantKnown: true},
+		"temporary clone config":      {cfg: pve.VMConfig{"description": " qmclone temporary file\n", "lock": "clone"}, wantKnown: false},
+		"unmarked":                    {cfg: pve.VMConfig{"description": "made by hand"}, wantKnown: true},
+		"unmarked, backup running":    {cfg: pve.VMConfig{"lock": "backup"}, wantKnown: true},
+		"managed=false":               {cfg: pve.VMConfig{"description": "proxy-operator-managed=false\nproxy-operator-uid=uid-a"}, wantKnown: true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			uid, known := OwnerOf(tt.cfg)
+			assert.Equal(t, tt.wantUID, uid)
+			assert.Equal(t, tt.wantKnown, known)
+		})
 	}
 }
