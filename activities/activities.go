@@ -81,11 +81,33 @@ func (a *Activities) ClusterResources(ctx context.Context) ([]pve.VMResource, er
 	return rs, nil
 }
 
-// VMConfig reads a VM's configuration.
-func (a *Activities) VMConfig(ctx context.Context, ref VMRef) (pve.VMConfig, error) {
-	c, err := a.API.VMConfig(ctx, ref.Node, ref.VMID)
+// VMConfigRequest is the input of VMConfig. Its JSON is a VMRef's when WaitFor is empty, as
+// histories recorded before it existed hold.
+type VMConfigRequest struct {
+	VMRef
+	// WaitFor is WaitNone, WaitUnlocked or WaitOwnerKnown.
+	WaitFor string `json:"waitFor,omitempty"`
+}
+
+// VMConfig reads a VM's configuration. With WaitFor set, it fails with a retryable NotReady
+// error until the config is in that state, so the activity's retry policy polls.
+func (a *Activities) VMConfig(ctx context.Context, req VMConfigRequest) (pve.VMConfig, error) {
+	c, err := a.API.VMConfig(ctx, req.Node, req.VMID)
 	if err != nil {
-		return nil, failure("read config of "+ref.String(), err)
+		return nil, failure("read config of "+req.VMRef.String(), err)
+	}
+	switch req.WaitFor {
+	case WaitNone:
+	case WaitUnlocked:
+		if c["lock"] != "" {
+			return c, notReady(ErrNotReady, "%s is locked (%s), waiting for the lock to clear", req.VMRef, c["lock"])
+		}
+	case WaitOwnerKnown:
+		if _, known := proxy.OwnerOf(c); !known {
+			return c, notReady(ErrNotReady, "%s is being cloned and shows no owner's mark yet, waiting for the clone to write it", req.VMRef)
+		}
+	default:
+		return c, failure("read config of "+req.VMRef.String(), pve.Classified(pve.Permanent, fmt.Errorf("unknown wait %q", req.WaitFor)))
 	}
 	return c, nil
 }
@@ -172,6 +194,9 @@ const (
 	WaitRunning = "running"
 	// WaitUnlocked waits until no lock (clone, backup, ...) is set on the VM.
 	WaitUnlocked = "unlocked"
+	// WaitOwnerKnown waits until a VM being cloned shows whose it is (proxy.OwnerOf): the
+	// clone has written the config with its mark, or has ended. Only VMConfig can wait for it.
+	WaitOwnerKnown = "owner-known"
 )
 
 // VMStatusRequest is the input of VMStatus.

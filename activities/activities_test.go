@@ -239,7 +239,7 @@ func TestVMConfig_readsClonedConfig(t *testing.T) {
 	f := newFixture(t)
 	ref := f.clone(t)
 	var cfg pve.VMConfig
-	require.NoError(t, f.run(t, f.acts.VMConfig, &cfg, ref))
+	require.NoError(t, f.run(t, f.acts.VMConfig, &cfg, activities.VMConfigRequest{VMRef: ref}))
 	assert.Equal(t, "proxy-test", cfg["name"])
 	assert.Contains(t, cfg["scsi0"], "vm-123456-disk")
 }
@@ -251,7 +251,7 @@ func TestSetVMConfig_writesKeys(t *testing.T) {
 		VMRef: ref, Params: pve.VMConfig{"cores": "4", "tags": "Proxy_Operator"},
 	}))
 	var cfg pve.VMConfig
-	require.NoError(t, f.run(t, f.acts.VMConfig, &cfg, ref))
+	require.NoError(t, f.run(t, f.acts.VMConfig, &cfg, activities.VMConfigRequest{VMRef: ref}))
 	assert.Equal(t, "4", cfg["cores"])
 	assert.Equal(t, "proxy_operator", cfg["tags"])
 }
@@ -264,7 +264,7 @@ func TestResize_growsDisk(t *testing.T) {
 	_, err := f.waitTask(t, upid)
 	require.NoError(t, err)
 	var cfg pve.VMConfig
-	require.NoError(t, f.run(t, f.acts.VMConfig, &cfg, ref))
+	require.NoError(t, f.run(t, f.acts.VMConfig, &cfg, activities.VMConfigRequest{VMRef: ref}))
 	assert.Contains(t, cfg["scsi0"], "size=20G")
 }
 
@@ -315,6 +315,42 @@ func TestVMStatus_waitUnlockedIsNotReadyWhileCloning(t *testing.T) {
 	require.NoError(t, f.run(t, f.acts.VMStatus, nil, activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitUnlocked}))
 }
 
+func TestVMConfig_waitOwnerKnownIsNotReadyUntilTheCloneShowsItsMark(t *testing.T) {
+	// A single-disk template: PVE writes the clone's config with its mark only when the disk is
+	// copied, at the clone's end.
+	f := newFixture(t, func(o *pvesim.Options) {
+		o.TaskDurations = map[string]time.Duration{"qmclone": time.Minute}
+		o.VMs = []pvesim.VM{pvesim.Template(template, "pve1", 1)}
+	})
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
+		Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{
+			NewID: newVMID, Name: "proxy-test", Full: true, Description: "proxy-operator-managed=true\nproxy-operator-uid=uid-a",
+		},
+	}))
+	req := activities.VMConfigRequest{VMRef: activities.VMRef{Node: "pve1", VMID: newVMID}, WaitFor: activities.WaitOwnerKnown}
+
+	err := f.run(t, f.acts.VMConfig, nil, req)
+	assert.True(t, isType(err, activities.ErrNotReady))
+	assert.Contains(t, appError(t, err).Message(), "VM 123456 on node pve1 is being cloned")
+
+	f.clock.Advance(time.Minute)
+	var cfg pve.VMConfig
+	require.NoError(t, f.run(t, f.acts.VMConfig, &cfg, req))
+	assert.Contains(t, cfg["description"], "proxy-operator-uid=uid-a")
+}
+
+func TestVMConfig_waitUnlockedIsNotReadyWhileLocked(t *testing.T) {
+	f := newFixture(t)
+	require.NoError(t, f.cluster.AddVM(pvesim.VM{Node: "pve1", VMID: newVMID, Config: pve.VMConfig{"lock": "backup"}}))
+	req := activities.VMConfigRequest{VMRef: activities.VMRef{Node: "pve1", VMID: newVMID}, WaitFor: activities.WaitUnlocked}
+
+	err := f.run(t, f.acts.VMConfig, nil, req)
+
+	assert.True(t, isType(err, activities.ErrNotReady))
+	assert.Contains(t, appError(t, err).Message(), "locked (backup)")
+}
+
 func TestDestroy_removesVM(t *testing.T) {
 	f := newFixture(t)
 	ref := f.clone(t)
@@ -322,7 +358,7 @@ func TestDestroy_removesVM(t *testing.T) {
 	require.NoError(t, f.run(t, f.acts.Destroy, &upid, ref))
 	_, err := f.waitTask(t, upid)
 	require.NoError(t, err)
-	err = f.run(t, f.acts.VMConfig, nil, ref)
+	err = f.run(t, f.acts.VMConfig, nil, activities.VMConfigRequest{VMRef: ref})
 	assert.True(t, isType(err, activities.ErrNotFound), "got %v", err)
 }
 

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,9 +20,11 @@ import (
 // and nowhere else (no log line, error message or result carries it).
 type UploadISORequest struct {
 	StorageRef
-	// Name is the VM's name: the ISO is stored as "<name>-seed.iso", and it is the guest's
-	// hostname.
+	// Name is the VM's name, and so the guest's hostname.
 	Name string `json:"name"`
+	// Seed names the ISO: it is stored as "<seed>-seed.iso". Empty means Name, as requests
+	// recorded before seed ISOs were named after the UID's default name have it.
+	Seed string `json:"seed,omitempty"`
 	// InstanceID is cloud-init's instance-id; pveflow uses the Proxy UID.
 	InstanceID string `json:"instanceID"`
 	UserData   string `json:"userData"`
@@ -36,10 +39,11 @@ type UploadISOResult struct {
 }
 
 // UploadISO builds the NoCloud seed ISO (user-data, meta-data, and vendor-data from the config)
-// in memory and uploads it as "<name>-seed.iso". It returns the upload task; the ISO's volume
+// in memory and uploads it as "<seed>-seed.iso". It returns the upload task; the ISO's volume
 // ID, size and SHA-256 say what was uploaded without repeating it.
 func (a *Activities) UploadISO(ctx context.Context, req UploadISORequest) (UploadISOResult, error) {
-	step := fmt.Sprintf("upload seed ISO for %s to storage %s on node %s", req.Name, req.Storage, req.Node)
+	seed := cmp.Or(req.Seed, req.Name)
+	step := fmt.Sprintf("upload seed ISO %s to storage %s on node %s", proxy.SeedISOName(seed), req.Storage, req.Node)
 	vendorData, err := nocloud.VendorData(a.Proxmox.VendorData, a.Proxmox.InstallGuestAgent)
 	if err != nil {
 		return UploadISOResult{}, failure(step, pve.Classified(pve.Permanent, fmt.Errorf("vendor-data: %w", err)))
@@ -56,13 +60,13 @@ func (a *Activities) UploadISO(ctx context.Context, req UploadISORequest) (Uploa
 	}
 	sum := sha256.Sum256(iso.Bytes())
 	body := &heartbeatReader{ctx: ctx, r: &iso}
-	upid, err := a.API.UploadISO(ctx, req.Node, req.Storage, proxy.SeedISOName(req.Name), body, size)
+	upid, err := a.API.UploadISO(ctx, req.Node, req.Storage, proxy.SeedISOName(seed), body, size)
 	if err != nil {
 		return UploadISOResult{}, failure(step, err)
 	}
 	return UploadISOResult{
 		UPID:   upid,
-		VolID:  proxy.SeedVolID(req.Storage, req.Name),
+		VolID:  proxy.SeedVolID(req.Storage, seed),
 		Size:   size,
 		SHA256: hex.EncodeToString(sum[:]),
 	}, nil
