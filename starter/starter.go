@@ -5,6 +5,11 @@
 // Everything is keyed by the Proxy UID: a proxy's create and delete are workflows with IDs of
 // their own (workflows.CreateWorkflowID, workflows.DeleteWorkflowID), and the calls here act on
 // the latest run of the one an Op names.
+//
+// A Proxy UID is 1 to 128 bytes of ASCII letters, digits, '-', '_' and '.', starting with a
+// letter or digit: Kubernetes UIDs (UUIDs), ULIDs and Kubernetes object names all fit. Every
+// method that takes a UID refuses any other with an error that wraps ErrInvalidUID, before it
+// calls Temporal.
 package starter
 
 import (
@@ -23,8 +28,32 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/workflows"
 )
+
+// ErrInvalidUID is what errors.Is finds in the error of a method given a UID that is not a Proxy
+// UID: empty, longer than 128 bytes, or with a character besides ASCII letters, digits, '-',
+// '_' and '.', or not starting with a letter or digit. It is bad input: the call never reached
+// Temporal, and no workflow was started or asked. The error's message says what is wrong with
+// the UID, quoting it.
+var ErrInvalidUID = errors.New("invalid proxy UID")
+
+// invalidUID is the error of a UID that proxy.ValidateUID refuses: its message is the
+// validation's, and it is ErrInvalidUID to errors.Is.
+type invalidUID struct{ err error }
+
+func (e invalidUID) Error() string        { return e.err.Error() }
+func (e invalidUID) Unwrap() error        { return e.err }
+func (e invalidUID) Is(target error) bool { return target == ErrInvalidUID }
+
+// checkUID returns an error wrapping ErrInvalidUID when uid is not a Proxy UID.
+func checkUID(uid string) error {
+	if err := proxy.ValidateUID(uid); err != nil {
+		return invalidUID{err}
+	}
+	return nil
+}
 
 // Op names one of the two workflows of a proxy.
 type Op string
@@ -35,7 +64,11 @@ const (
 	Delete Op = "delete"
 )
 
+// workflowID is the ID of the workflow op of uid, or an error wrapping ErrInvalidUID.
 func (op Op) workflowID(uid string) (string, error) {
+	if err := checkUID(uid); err != nil {
+		return "", err
+	}
 	switch op {
 	case Create:
 		return workflows.CreateWorkflowID(uid), nil
@@ -57,8 +90,12 @@ func New(c client.Client, taskQueue string) *Client {
 	return &Client{temporal: c, taskQueue: taskQueue}
 }
 
-// Create starts the CreateProxy of in.UID, or returns the one that runs already.
+// Create starts the CreateProxy of in.UID, or returns the one that runs already. An invalid
+// in.UID fails with ErrInvalidUID.
 func (c *Client) Create(ctx context.Context, in workflows.CreateProxyInput) (client.WorkflowRun, error) {
+	if err := checkUID(in.UID); err != nil {
+		return nil, err
+	}
 	run, err := c.temporal.ExecuteWorkflow(ctx, workflows.CreateOptions(in.UID, c.taskQueue), workflows.CreateProxyName, in)
 	if err != nil {
 		return nil, fmt.Errorf("start create of proxy %s: %w", in.UID, err)
@@ -67,8 +104,12 @@ func (c *Client) Create(ctx context.Context, in workflows.CreateProxyInput) (cli
 }
 
 // Delete starts the DeleteProxy of in.UID, or returns the one that runs already. A create of
-// the same UID that still runs is cancelled by the delete.
+// the same UID that still runs is cancelled by the delete. An invalid in.UID fails with
+// ErrInvalidUID.
 func (c *Client) Delete(ctx context.Context, in workflows.DeleteProxyInput) (client.WorkflowRun, error) {
+	if err := checkUID(in.UID); err != nil {
+		return nil, err
+	}
 	run, err := c.temporal.ExecuteWorkflow(ctx, workflows.DeleteOptions(in.UID, c.taskQueue), workflows.DeleteProxyName, in)
 	if err != nil {
 		return nil, fmt.Errorf("start delete of proxy %s: %w", in.UID, err)
@@ -77,14 +118,14 @@ func (c *Client) Delete(ctx context.Context, in workflows.DeleteProxyInput) (cli
 }
 
 // CreateResult waits for the latest CreateProxy of uid to close and returns its result. A
-// failure keeps its type: see FailureType.
+// failure keeps its type: see FailureType. An invalid uid fails with ErrInvalidUID.
 func (c *Client) CreateResult(ctx context.Context, uid string) (workflows.CreateProxyResult, error) {
 	var res workflows.CreateProxyResult
 	return res, c.result(ctx, uid, Create, &res)
 }
 
 // DeleteResult waits for the latest DeleteProxy of uid to close and returns its result. A
-// failure keeps its type: see FailureType.
+// failure keeps its type: see FailureType. An invalid uid fails with ErrInvalidUID.
 func (c *Client) DeleteResult(ctx context.Context, uid string) (workflows.DeleteProxyResult, error) {
 	var res workflows.DeleteProxyResult
 	return res, c.result(ctx, uid, Delete, &res)
@@ -103,7 +144,7 @@ func (c *Client) result(ctx context.Context, uid string, op Op, res any) error {
 }
 
 // Status asks the latest run of the workflow op of uid where it is. A closed run answers too,
-// as long as a worker runs to replay it.
+// as long as a worker runs to replay it. An invalid uid fails with ErrInvalidUID.
 func (c *Client) Status(ctx context.Context, uid string, op Op) (workflows.Status, error) {
 	id, err := op.workflowID(uid)
 	if err != nil {
@@ -144,7 +185,8 @@ type Progress struct {
 }
 
 // Progress returns the Status of the latest run of the workflow op of uid, with its run state
-// and its pending activity from DescribeWorkflowExecution.
+// and its pending activity from DescribeWorkflowExecution. An invalid uid fails with
+// ErrInvalidUID.
 func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, error) {
 	id, err := op.workflowID(uid)
 	if err != nil {
