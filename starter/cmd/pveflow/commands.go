@@ -14,6 +14,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -253,13 +254,17 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	return createErr
 }
 
-// parseWithUID parses a command's flags and requires --uid.
+// parseWithUID parses a command's flags and requires a valid --uid: an invalid one is a usage
+// error, found before pveflow connects to Temporal.
 func parseWithUID(fs *flag.FlagSet, args []string, uid *string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *uid == "" {
 		return usageError{fmt.Errorf("%s: --uid is required", fs.Name())}
+	}
+	if err := proxy.ValidateUID(*uid); err != nil {
+		return usageError{fmt.Errorf("%s: --uid: %w", fs.Name(), err)}
 	}
 	return nil
 }

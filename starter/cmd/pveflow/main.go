@@ -68,6 +68,9 @@ Commands:
                   create a proxy with a new UID, wait for it, then delete it
   help            this text
 
+A UID is 1 to 128 ASCII letters, digits, '-', '_' and '.', starting with a letter or digit:
+Kubernetes UIDs, ULIDs, UUIDs and object names fit. Any other --uid is a usage error.
+
 Global flags, before or after the command:
   --json          print results as JSON on stdout
   --task-queue Q  the workers' task queue (default $PVEFLOW_TASK_QUEUE, else "pveflow")
@@ -86,7 +89,7 @@ Environment:
 Exit codes:
   0  success
   1  any other error (the server cannot be reached, no such workflow, ...)
-  2  usage error
+  2  usage error, an invalid --uid among them
   3  the workflow failed Permanent: bad input or a state a person must resolve;
      starting it again fails again
   4  the workflow failed Transient: a budget ran out or Proxmox had trouble;
@@ -132,7 +135,7 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &usage):
+	case errors.As(err, &usage), errors.Is(err, starter.ErrInvalidUID):
 		return exitUsage
 	}
 	switch starter.FailureType(err) {

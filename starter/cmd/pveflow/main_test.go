@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -52,6 +53,44 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 	}
 }
 
+// unreachableTemporal is an environment whose Temporal address nothing listens on.
+func unreachableTemporal(t *testing.T) (env map[string]string, addr string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr = ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return map[string]string{"TEMPORAL_ADDRESS": addr}, addr
+}
+
+func TestRun_invalidUIDIsAUsageErrorBeforeConnecting(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		uid  string
+	}{
+		{"create", []string{"create", "--image", "debian13"}, "team/proxy"},
+		{"delete", []string{"delete", "--wait"}, "proxy a"},
+		{"status", []string{"status"}, "-proxy"},
+		{"status of the delete", []string{"status", "--delete"}, "próxy"},
+		{"result", []string{"result"}, "proxy=a"},
+		{"result of the delete", []string{"result", "--delete"}, strings.Repeat("a", proxy.MaxUIDLength+1)},
+		{"trailing line break", []string{"create"}, "5d2c8a41\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, _ := unreachableTemporal(t)
+
+			code, stdout, stderr := runCLI(env, append(tt.args, "--uid", tt.uid)...)
+
+			assert.Equal(t, exitUsage, code, "exit 1 would mean it tried to connect")
+			assert.Contains(t, stderr, "pveflow: "+tt.args[0]+": --uid: "+proxy.ValidateUID(tt.uid).Error()+"\n")
+			assert.Contains(t, stderr, "Run 'pveflow help' for usage.")
+			assert.Empty(t, stdout)
+		})
+	}
+}
+
 func TestRun_helpDocumentsCommandsAndExitCodes(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"create", "-h"}} {
 		code, stdout, _ := runCLI(nil, args...)
@@ -60,6 +99,8 @@ func TestRun_helpDocumentsCommandsAndExitCodes(t *testing.T) {
 		for _, want := range []string{
 			"create --uid UID", "delete --uid UID", "status --uid UID", "result --uid UID", "list [--phase P]", "demo",
 			"TEMPORAL_ADDRESS", "--json",
+			"1 to 128 ASCII letters, digits, '-', '_' and '.', starting with a letter or digit",
+			"Any other --uid is a usage error.",
 			"0  success", "2  usage error", "3  the workflow failed Permanent", "4  the workflow failed Transient",
 			"5  the workflow failed QuotaExceeded", "6  the workflow was cancelled",
 		} {
@@ -69,12 +110,9 @@ func TestRun_helpDocumentsCommandsAndExitCodes(t *testing.T) {
 }
 
 func TestRun_unreachableTemporalExits1(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	env, addr := unreachableTemporal(t)
 
-	code, _, stderr := runCLI(map[string]string{"TEMPORAL_ADDRESS": addr}, "status", "--uid", "x")
+	code, _, stderr := runCLI(env, "status", "--uid", "x")
 
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, stderr, "pveflow: cannot reach Temporal at "+addr+": ")
@@ -90,6 +128,8 @@ func TestRun_missingUserDataFileIsNamed(t *testing.T) {
 }
 
 func TestExitCode(t *testing.T) {
+	_, invalidUID := starter.New(nil, workflows.DefaultTaskQueue).Status(context.Background(), "a b", starter.Create)
+	require.ErrorIs(t, invalidUID, starter.ErrInvalidUID)
 	workflowErr := func(typ string) error {
 		return failed{op: starter.Create, uid: "u", err: temporal.NewNonRetryableApplicationError("boom", typ, nil)}
 	}
@@ -100,6 +140,7 @@ func TestExitCode(t *testing.T) {
 	}{
 		{"success", nil, exitOK},
 		{"usage", usageError{errors.New("no command given")}, exitUsage},
+		{"invalid UID from the starter", invalidUID, exitUsage},
 		{"permanent", workflowErr(workflows.FailPermanent), exitPermanent},
 		{"transient", workflowErr(workflows.FailTransient), exitTransient},
 		{"quota exceeded", workflowErr(workflows.FailQuotaExceeded), exitQuotaExceeded},
