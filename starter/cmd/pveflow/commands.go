@@ -53,6 +53,7 @@ func (c *cli) delete(ctx context.Context, args []string) error {
 	fs := c.flagSet("delete")
 	var in workflows.DeleteProxyInput
 	fs.StringVar(&in.UID, "uid", "", "")
+	fs.StringVar(&in.Name, "name", "", "")
 	fs.StringVar(&in.ProviderID, "provider-id", "", "")
 	wait := fs.Bool("wait", false, "")
 	if err := parseWithUID(fs, args, &in.UID); err != nil {

@@ -55,8 +55,11 @@ Commands:
          [--user-data-file F] [--wait]
                   start creating the proxy of UID (or join the create that runs);
                   --wait waits for its VM and prints it
-  delete --uid UID [--provider-id vms/<vmid>/<name>] [--wait]
-                  start deleting the proxy of UID; a create that still runs is cancelled
+  delete --uid UID [--name N] [--provider-id vms/<vmid>/<name>] [--wait]
+                  start deleting the proxy of UID; a create that still runs is cancelled.
+                  The UID alone finds the proxy's VM. --name (or the name in
+                  --provider-id) is needed only for the seed ISO of a proxy created with
+                  --name before pveflow found seed ISOs by UID
   status --uid UID [--delete]
                   where the create (or the delete) of UID is, and what it waits for
   result --uid UID [--delete]

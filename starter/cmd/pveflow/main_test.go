@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +71,7 @@ func TestRun_invalidUIDIsAUsageErrorBeforeConnecting(t *testing.T) {
 		uid  string
 	}{
 		{"create", []string{"create", "--image", "debian13"}, "team/proxy"},
-		{"delete", []string{"delete", "--wait"}, "proxy a"},
+		{"delete", []string{"delete", "--name", "egress-a"}, "proxy a"},
 		{"status", []string{"status"}, "-proxy"},
 		{"status of the delete", []string{"status", "--delete"}, "próxy"},
 		{"result", []string{"result"}, "proxy=a"},
@@ -91,16 +92,59 @@ func TestRun_invalidUIDIsAUsageErrorBeforeConnecting(t *testing.T) {
 	}
 }
 
+func TestRun_everyFlagTheHelpListsIsAccepted(t *testing.T) {
+	commands := helpSynopses(t)
+	require.Contains(t, commands, "delete")
+	for cmd, flags := range commands {
+		for _, flag := range flags {
+			t.Run(cmd+" --"+flag, func(t *testing.T) {
+				env, _ := unreachableTemporal(t)
+
+				code, _, stderr := runCLI(env, cmd, "--"+flag+"=true", "-h")
+
+				assert.Equal(t, exitOK, code, stderr)
+			})
+		}
+	}
+}
+
+// helpSynopses reads the flags of each command from the help text's Commands section: the
+// lines indented less than the descriptions.
+func helpSynopses(t *testing.T) map[string][]string {
+	t.Helper()
+	_, section, ok := strings.Cut(helpText, "\nCommands:\n")
+	require.True(t, ok)
+	section, _, _ = strings.Cut(section, "\n\n")
+	commandRE := regexp.MustCompile(`^  ([a-z]+)\b`)
+	flagRE := regexp.MustCompile(`--([a-z-]+)`)
+	commands := map[string][]string{}
+	var cmd string
+	for _, line := range strings.Split(section, "\n") {
+		if indent := len(line) - len(strings.TrimLeft(line, " ")); indent >= 18 {
+			continue // a description
+		}
+		if m := commandRE.FindStringSubmatch(line); m != nil {
+			cmd = m[1]
+			commands[cmd] = nil
+		}
+		for _, m := range flagRE.FindAllStringSubmatch(line, -1) {
+			commands[cmd] = append(commands[cmd], m[1])
+		}
+	}
+	return commands
+}
+
 func TestRun_helpDocumentsCommandsAndExitCodes(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"create", "-h"}} {
 		code, stdout, _ := runCLI(nil, args...)
 
 		assert.Equal(t, exitOK, code, args)
 		for _, want := range []string{
-			"create --uid UID", "delete --uid UID", "status --uid UID", "result --uid UID", "list [--phase P]", "demo",
+			"create --uid UID", "delete --uid UID [--name N]", "status --uid UID", "result --uid UID", "list [--phase P]", "demo",
 			"TEMPORAL_ADDRESS", "--json",
 			"1 to 128 ASCII letters, digits, '-', '_' and '.', starting with a letter or digit",
 			"Any other --uid is a usage error.",
+			"The UID alone finds the proxy's VM.",
 			"0  success", "2  usage error", "3  the workflow failed Permanent", "4  the workflow failed Transient",
 			"5  the workflow failed QuotaExceeded", "6  the workflow was cancelled",
 		} {

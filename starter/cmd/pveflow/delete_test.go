@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/server/temporaltest"
+
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// startedInput is the input the latest run of workflowID was started with.
+func startedInput[T any](t *testing.T, server *temporaltest.TestServer, workflowID string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	history := server.GetDefaultClient().GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	require.True(t, history.HasNext(), "workflow %s has a history", workflowID)
+	first, err := history.Next()
+	require.NoError(t, err)
+	started := first.GetWorkflowExecutionStartedEventAttributes()
+	require.NotNil(t, started, "the first event of %s is its start", workflowID)
+	var in T
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(started.GetInput(), &in))
+	return in
+}
+
+func TestRun_deleteStartsTheWorkflowWithItsFlags(t *testing.T) {
+	// No worker: the test reads what the CLI started the workflow with from its history.
+	server := temporaltest.NewServer(temporaltest.WithT(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := server.GetDefaultClient().OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace:        server.GetDefaultNamespace(),
+		SearchAttributes: map[string]enumspb.IndexedValueType{workflows.ProxyUIDKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD},
+	})
+	require.NoError(t, err)
+	env := map[string]string{"TEMPORAL_ADDRESS": server.GetFrontendHostPort(), "TEMPORAL_NAMESPACE": server.GetDefaultNamespace()}
+
+	tests := []struct {
+		name  string
+		flags []string
+		want  workflows.DeleteProxyInput
+	}{
+		{"the UID alone", nil, workflows.DeleteProxyInput{}},
+		{"a name", []string{"--name", "egress-a"}, workflows.DeleteProxyInput{Name: "egress-a"}},
+		{"a provider ID", []string{"--provider-id", "vms/124973/egress-a"}, workflows.DeleteProxyInput{ProviderID: "vms/124973/egress-a"}},
+		{"a name and a provider ID", []string{"--name", "egress-b", "--provider-id", "vms/124973/egress-a"},
+			workflows.DeleteProxyInput{Name: "egress-b", ProviderID: "vms/124973/egress-a"}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			uid := "proxy-" + strings.Repeat("x", i+1)
+			tt.want.UID = uid
+
+			code, stdout, stderr := runCLI(env, append([]string{"delete", "--uid", uid}, tt.flags...)...)
+
+			require.Equal(t, exitOK, code, stderr)
+			assert.Contains(t, stdout, "delete of proxy "+uid+" running: workflow "+workflows.DeleteWorkflowID(uid)+", run ")
+			assert.Equal(t, tt.want, startedInput[workflows.DeleteProxyInput](t, server, workflows.DeleteWorkflowID(uid)))
+		})
+	}
+}
