@@ -1,8 +1,9 @@
 package workflows
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -44,39 +45,53 @@ type CreateProxyResult struct {
 	IPv4 string `json:"ipv4"`
 }
 
-// maxProbes bounds how many VMIDs CreateProxy tries before giving up as Transient.
-const maxProbes = 32
-
 // CreateProxy creates the proxy VM of a Proxy UID: clone the template, upload the seed ISO,
 // configure, start, and wait for the guest's IPv4. Every step is idempotent: running it again
-// for the same UID, or resuming it after any partial step, returns the same VM.
+// for the same UID, or resuming it after any partial step, returns the same VM. It never acts
+// while a delete of the same proxy that started earlier runs, and a delete that starts later
+// stops it (see exclusion.go).
 func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (CreateProxyResult, error) {
-	// A DeleteProxy of the same UID asks this run to stop by a signal (a cancel request would
-	// be accepted even by a closed run, leaving the delete to wait for an answer in vain). The
-	// run stops its work and then tells the delete which VM it was working on.
+	if err := proxy.ValidateUID(in.UID); err != nil {
+		return CreateProxyResult{}, permanentf("create proxy: %v", err)
+	}
+	legacy := workflow.GetVersion(ctx, ownershipChange, workflow.DefaultVersion, ownershipVersion) == workflow.DefaultVersion
+	started := opStarted{StartedAt: workflow.GetInfo(ctx).WorkflowStartTime}
+	// A later DeleteProxy of the same UID asks this run to stop by a signal (a cancel request
+	// would be accepted even by a closed run, leaving the delete to wait for an answer in vain).
+	// The run stops its work and then tells the delete which VM it was working on.
 	ctx, stop := workflow.WithCancel(ctx)
 	deleteRequests := workflow.GetSignalChannel(ctx, deleteRequestedSignal)
+	stopsThis := func(req opStarted) bool { return legacy || req.stopsCreate(started.StartedAt) }
 	deleteRequested := false
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		deleteRequests.Receive(ctx, nil)
-		deleteRequested = true
+		for !deleteRequested {
+			var req opStarted
+			deleteRequests.Receive(ctx, &req)
+			deleteRequested = stopsThis(req)
+		}
 		stop()
 	})
+	// A request that arrived with the last step's result has not reached the goroutine yet.
+	drainRequests := func() {
+		var req opStarted
+		for deleteRequests.ReceiveAsync(&req) {
+			deleteRequested = deleteRequested || stopsThis(req)
+		}
+	}
 
-	c, err := newCreate(ctx, w.Config, in)
+	c, err := newCreate(ctx, w.Config, in, started, legacy)
 	if err != nil {
-		if deleteRequested || deleteRequests.ReceiveAsync(nil) {
-			notifyDelete(ctx, in.UID, createClosed{})
+		if drainRequests(); deleteRequested {
+			tellClosed(ctx, DeleteWorkflowID(in.UID), createClosedSignal, createClosed{})
 		}
 		return CreateProxyResult{}, err
 	}
 	res, err := c.run()
-	// A request that arrived with the last step's result has not reached the goroutine yet.
-	deleteRequested = deleteRequested || deleteRequests.ReceiveAsync(nil)
+	drainRequests()
 	switch {
 	case deleteRequested:
 		c.t.phase(PhaseCancelled, "stopped for a delete of the same proxy")
-		notifyDelete(ctx, in.UID, createClosed{Node: c.t.status.Node, VMID: c.t.status.VMID, UPID: c.t.status.UPID})
+		tellClosed(ctx, DeleteWorkflowID(in.UID), createClosedSignal, createClosed{Node: c.t.status.Node, VMID: c.t.status.VMID, UPID: c.t.status.UPID})
 		return CreateProxyResult{}, temporal.NewCanceledError("a DeleteProxy of the same proxy stopped this create")
 	case ctx.Err() != nil:
 		c.t.phase(PhaseCancelled, c.t.status.Step)
@@ -97,21 +112,19 @@ type resolved struct {
 }
 
 type create struct {
-	ctx workflow.Context
-	in  CreateProxyInput
-	s   settings
-	p   config.Placement
-	t   *tracker
+	proxyOps
+	in      CreateProxyInput
+	p       config.Placement
+	started opStarted
+	// legacy runs were recorded before ownershipVersion and replay on legacy.go's code.
+	legacy bool
 	// vm is the VM being created, once it is known.
 	vm vm
 	// createdAt is written into the mark of the VM this run clones.
 	createdAt time.Time
 }
 
-func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput) (*create, error) {
-	if in.UID == "" {
-		return nil, permanentf("create proxy: the proxy UID is empty")
-	}
+func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, started opStarted, legacy bool) (*create, error) {
 	if in.Name == "" {
 		in.Name = proxy.NameFromUID(in.UID)
 	}
@@ -132,7 +145,14 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput) (*c
 	if err != nil {
 		return nil, err
 	}
-	c := &create{ctx: ctx, in: in, s: r.Settings, p: r.Placement, t: t, createdAt: workflow.Now(ctx).UTC().Truncate(time.Second)}
+	c := &create{
+		proxyOps:  proxyOps{ctx: ctx, s: r.Settings, t: t, uid: in.UID, name: in.Name},
+		in:        in,
+		p:         r.Placement,
+		started:   started,
+		legacy:    legacy,
+		createdAt: workflow.Now(ctx).UTC().Truncate(time.Second),
+	}
 	if r.PlacementError != "" {
 		err := permanentf("create proxy %s: invalid placement: %s", in.Name, r.PlacementError)
 		t.failed(err)
@@ -142,12 +162,28 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput) (*c
 }
 
 func (c *create) run() (CreateProxyResult, error) {
-	c.t.phase(PhaseLookingUp, "look up existing VMs")
-	h, err := lookup(c.ctx, c.s, c.t, c.in.Name, c.in.UID, 0)
+	if c.legacy {
+		return c.runV0()
+	}
+	err := peer{
+		workflowID: DeleteWorkflowID(c.uid), announce: createStartedSignal, self: c.started, closed: deleteClosedSignal,
+		phase: PhaseAwaitingDelete, step: "wait for the delete of this proxy that started earlier to finish",
+	}.await(c.ctx, c.s, c.t)
 	if err != nil {
 		return CreateProxyResult{}, err
 	}
-	if err := c.refuseForeign(h); err != nil {
+	c.t.phase(PhaseLookingUp, "look up the proxy's VMs")
+	h, err := c.lookup()
+	if err != nil {
+		return CreateProxyResult{}, err
+	}
+	if err := c.refuseForeign(h.Foreign); err != nil {
+		return CreateProxyResult{}, err
+	}
+	if err := c.settle(&h); err != nil {
+		return CreateProxyResult{}, err
+	}
+	if err := c.refuseMany(h.Ours); err != nil {
 		return CreateProxyResult{}, err
 	}
 	if len(h.Ours) == 0 {
@@ -156,11 +192,14 @@ func (c *create) run() (CreateProxyResult, error) {
 		}
 	} else {
 		c.adopt(h.Ours[0])
-		if err := c.waitUnlocked(); err != nil {
-			return CreateProxyResult{}, err
-		}
 	}
-	if c.vm.Status != "running" {
+	// Whether the VM runs is read live: cluster resources lag, and a running VM they show as
+	// stopped would be provisioned again.
+	var st pve.VMStatus
+	if err := c.readOurVM(readStatus, activities.WaitUnlocked, c.s.Budgets.Unlock, &st); err != nil {
+		return CreateProxyResult{}, err
+	}
+	if st.Status != "running" {
 		if err := c.provision(); err != nil {
 			return CreateProxyResult{}, err
 		}
@@ -168,15 +207,20 @@ func (c *create) run() (CreateProxyResult, error) {
 	return c.waitReady()
 }
 
-// refuseForeign fails when the proxy's name is taken by VMs that are not this proxy's, or when
-// more than one VM carries its mark: a person has to resolve that.
-func (c *create) refuseForeign(h holdings) error {
-	if len(h.Foreign) > 0 {
-		return permanentf("create proxy %s: VM(s) %v already carry the name %s without this proxy's mark (uid %s)", c.in.Name, h.Foreign, c.in.Name, c.in.UID)
+// refuseForeign fails when the proxy's name is taken by VMs that are not this proxy's: a person
+// has to resolve that.
+func (c *create) refuseForeign(foreign []int) error {
+	if len(foreign) > 0 {
+		return permanentf("create proxy %s: VM(s) %v already carry the name %s without this proxy's mark (uid %s)", c.in.Name, foreign, c.in.Name, c.in.UID)
 	}
-	if len(h.Ours) > 1 {
-		ids := make([]int, len(h.Ours))
-		for i, v := range h.Ours {
+	return nil
+}
+
+// refuseMany fails when more than one VM carries the proxy's mark: a person has to choose.
+func (c *create) refuseMany(ours []vm) error {
+	if len(ours) > 1 {
+		ids := make([]int, len(ours))
+		for i, v := range ours {
 			ids[i] = v.VMID
 		}
 		return permanentf("create proxy %s: VMs %v all carry this proxy's mark; keep one and destroy the others", c.in.Name, ids)
@@ -189,100 +233,95 @@ func (c *create) adopt(v vm) {
 	c.t.vm(v.Node, v.VMID)
 }
 
-// clone clones the template onto the first free VMID of the proxy's probe sequence and waits
-// for the clone to finish. A VMID taken by another VM moves on to the next; one taken by this
-// proxy (an earlier attempt whose answer was lost) is adopted.
+// readOurVM reads the config or status of the proxy's VM, following it if it has moved. A VM
+// that is gone is Transient: it was there a moment ago, and a new create makes a new one.
+func (c *create) readOurVM(what, waitFor string, budget time.Duration, out any) error {
+	gone, err := c.readVM(&c.vm, what, waitFor, budget, out)
+	if gone {
+		return transientf("create proxy %s: VM %d disappeared while it was being created", c.in.Name, c.vm.VMID)
+	}
+	c.t.vm(c.vm.Node, c.vm.VMID)
+	return err
+}
+
+// clone clones the template onto the first VMID of the proxy's probe sequence that the lookup
+// did not find taken, and waits for the clone to finish. A VMID taken meanwhile (another clone
+// got there first) is looked at once its clone shows its mark: one of this proxy's (an earlier
+// attempt whose answer was lost) is adopted, anything else makes the create move on.
 func (c *create) clone(h holdings) error {
 	tmplNode, ok := h.template(c.p.TemplateVMID)
 	if !ok {
 		return permanentf("create proxy %s: template %d (image %q) not found in the cluster", c.in.Name, c.p.TemplateVMID, c.p.Image)
 	}
-	var a *activities.Activities
-	for attempt := 0; attempt < maxProbes; attempt++ {
+	for attempt := 0; attempt < proxy.MaxProbes; attempt++ {
 		vmid := proxy.VMIDFor(c.in.UID, c.s.VMIDRange, attempt)
-		c.t.status.Attempt = attempt + 1
-		c.t.phase(PhaseCloning, fmt.Sprintf("clone template %d to VM %d", c.p.TemplateVMID, vmid))
-		c.t.vm(c.p.Node, vmid)
-		req := activities.CloneRequest{Node: tmplNode, TemplateVMID: c.p.TemplateVMID, Params: pve.CloneParams{
-			NewID:       vmid,
-			Name:        c.in.Name,
-			Description: proxy.FormatDescription(proxy.Mark{UID: c.in.UID, CreatedAt: c.createdAt}),
-			Full:        true,
-			Storage:     c.s.Storage,
-		}}
-		if c.p.Node != tmplNode {
-			req.Params.Target = c.p.Node
-		}
-		summary := fmt.Sprintf("clone template %d on %s to VM %d on %s", c.p.TemplateVMID, tmplNode, vmid, c.p.Node)
-		var upid pve.UPID
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(summary)), a.Clone, req).Get(c.ctx, &upid)
-		if err == nil {
-			summary = fmt.Sprintf("wait for clone of %d to %d on %s", c.p.TemplateVMID, vmid, c.p.Node)
-			err = awaitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Clone, summary)
-			if err == nil {
-				c.vm = vm{Node: c.p.Node, VMID: vmid, Status: "stopped"}
-				return nil
-			}
-		}
-		switch {
-		case isType(err, activities.ErrAlreadyExists), isTaskFailedWith(err, activities.ErrAlreadyExists):
-			if adopted, err := c.adoptIfOurs(vmid); adopted || err != nil {
-				return err
-			}
+		if h.Taken[vmid] {
 			continue
-		default:
-			return fail(summary, err)
+		}
+		step, err := c.cloneOnto(tmplNode, vmid, attempt)
+		if err == nil {
+			c.vm = vm{Node: c.p.Node, VMID: vmid}
+			return nil
+		}
+		if !vmidTaken(err, vmid) {
+			return fail(step, err)
+		}
+		c.t.step(fmt.Sprintf("VM %d is taken: see whose it is", vmid))
+		theirs := vm{VMID: vmid}
+		node, found, err := c.locate(vmid)
+		if err != nil {
+			return err
+		}
+		if !found {
+			continue // a clone that failed and was removed: PVE frees the VMID
+		}
+		theirs.Node = node
+		gone, err := c.readVM(&theirs, readConfig, activities.WaitOwnerKnown, c.s.Budgets.Clone, &theirs.Config)
+		if err != nil {
+			return err
+		}
+		if owner, _ := proxy.OwnerOf(theirs.Config); !gone && owner == c.in.UID {
+			c.adopt(theirs)
+			return nil
 		}
 	}
-	return transientf("create proxy %s: no free VMID among %d tried in %d-%d", c.in.Name, maxProbes, c.s.VMIDRange.Min, c.s.VMIDRange.Max)
+	return transientf("create proxy %s: no free VMID among %d tried in %d-%d", c.in.Name, proxy.MaxProbes, c.s.VMIDRange.Min, c.s.VMIDRange.Max)
 }
 
-// adoptIfOurs looks at a VMID a clone found taken: it is adopted when it carries this proxy's
-// mark, so a clone whose answer was lost is not repeated elsewhere. A clone still copying its
-// disks has not written its mark yet; as the VMID is this proxy's own probe, the clone is
-// waited for and its mark checked then.
-func (c *create) adoptIfOurs(vmid int) (bool, error) {
-	h, err := lookup(c.ctx, c.s, c.t, c.in.Name, c.in.UID, vmid)
-	if err != nil {
-		return false, err
-	}
-	i := slices.IndexFunc(h.Ours, func(v vm) bool { return v.VMID == vmid })
-	if i < 0 {
-		return false, nil
-	}
-	c.adopt(h.Ours[i])
-	if err := c.waitUnlocked(); err != nil {
-		return false, err
-	}
-	if _, marked := proxy.ParseDescription(h.Ours[i].Config["description"]); marked {
-		return true, nil
-	}
-	if h, err = lookup(c.ctx, c.s, c.t, c.in.Name, c.in.UID, 0); err != nil {
-		return false, err
-	}
-	if slices.ContainsFunc(h.Ours, func(v vm) bool { return v.VMID == vmid }) {
-		return true, nil
-	}
-	c.vm = vm{}
-	return false, nil
-}
-
-// waitUnlocked waits while the VM is locked, for instance by a clone an earlier run started.
-func (c *create) waitUnlocked() error {
-	if c.vm.Lock == "" {
-		return nil
-	}
+// cloneOnto clones the template onto vmid and waits for the clone. It returns the activity's own
+// error, for a caller that acts on how the clone failed, and the step that failed.
+func (c *create) cloneOnto(tmplNode string, vmid, attempt int) (step string, err error) {
 	var a *activities.Activities
-	step := fmt.Sprintf("wait for lock %q on VM %d on %s to clear", c.vm.Lock, c.vm.VMID, c.vm.Node)
-	c.t.step(step)
-	var st pve.VMStatus
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.waitOptions(c.s.Budgets.Clone, step)),
-		a.VMStatus, activities.VMStatusRequest{VMRef: c.vm.ref(), WaitFor: activities.WaitUnlocked}).Get(c.ctx, &st)
-	if err != nil {
-		return fail(step, err)
+	c.t.status.Attempt = attempt + 1
+	c.t.phase(PhaseCloning, fmt.Sprintf("clone template %d to VM %d", c.p.TemplateVMID, vmid))
+	c.t.vm(c.p.Node, vmid)
+	req := activities.CloneRequest{Node: tmplNode, TemplateVMID: c.p.TemplateVMID, Params: pve.CloneParams{
+		NewID:       vmid,
+		Name:        c.in.Name,
+		Description: proxy.FormatDescription(proxy.Mark{UID: c.in.UID, CreatedAt: c.createdAt}),
+		Full:        true,
+		Storage:     c.s.Storage,
+	}}
+	if c.p.Node != tmplNode {
+		req.Params.Target = c.p.Node
 	}
-	c.vm.Lock, c.vm.Status = st.Lock, st.Status
-	return nil
+	step = fmt.Sprintf("clone template %d on %s to VM %d on %s", c.p.TemplateVMID, tmplNode, vmid, c.p.Node)
+	var upid pve.UPID
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(step)), a.Clone, req).Get(c.ctx, &upid); err != nil {
+		return step, err
+	}
+	step = fmt.Sprintf("wait for clone of %d to %d on %s", c.p.TemplateVMID, vmid, c.p.Node)
+	return step, awaitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Clone, step)
+}
+
+// vmidTaken reports whether a clone onto vmid failed because the VMID is taken: PVE found its
+// config on this node or pmxcfs found it on another, or a clone racing for it holds its flock.
+func vmidTaken(err error, vmid int) bool {
+	if isType(err, activities.ErrAlreadyExists) || isTaskFailedWith(err, activities.ErrAlreadyExists) {
+		return true
+	}
+	var appErr *temporal.ApplicationError
+	return isTaskFailedWith(err, activities.ErrLocked) && errors.As(err, &appErr) && pve.ConfigFlockTimeout(appErr.Message(), vmid)
 }
 
 // provision puts the seed ISO on the VM's node, configures the VM, grows its disk and starts it.
@@ -292,13 +331,18 @@ func (c *create) provision() error {
 
 	c.t.phase(PhaseSeeding, "upload seed ISO")
 	var seed activities.UploadISOResult
-	summary := fmt.Sprintf("upload seed ISO %s to %s on %s", proxy.SeedISOName(c.in.Name), c.s.ISOStorage, c.vm.Node)
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(summary)), a.UploadISO, activities.UploadISORequest{
+	req := activities.UploadISORequest{
 		StorageRef: activities.StorageRef{Node: c.vm.Node, Storage: c.s.ISOStorage},
 		Name:       c.in.Name,
 		InstanceID: c.in.UID,
 		UserData:   c.in.UserData,
-	}).Get(c.ctx, &seed)
+	}
+	if !c.legacy {
+		// Named after the UID, not the VM, so that a delete by UID alone finds it.
+		req.Seed = proxy.NameFromUID(c.in.UID)
+	}
+	summary := fmt.Sprintf("upload seed ISO %s to %s on %s", proxy.SeedISOName(cmp.Or(req.Seed, req.Name)), c.s.ISOStorage, c.vm.Node)
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(summary)), a.UploadISO, req).Get(c.ctx, &seed)
 	if err != nil {
 		return fail(summary, err)
 	}
@@ -308,7 +352,7 @@ func (c *create) provision() error {
 
 	c.t.phase(PhaseConfiguring, "read config")
 	var cfg pve.VMConfig
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions("read config of "+ref.String())), a.VMConfig, ref).Get(c.ctx, &cfg); err != nil {
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions("read config of "+ref.String())), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
 		return fail("read config of "+ref.String(), err)
 	}
 	params := pve.VMConfig{
@@ -339,7 +383,15 @@ func (c *create) provision() error {
 		return fail(summary, err)
 	}
 	c.t.task(upid)
-	return c.waitTask(upid, c.s.Budgets.Start, "wait for start of "+ref.String())
+	summary = "wait for start of " + ref.String()
+	err = awaitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Start, summary)
+	if !c.legacy && isTaskFailedWith(err, activities.ErrAlreadyRunning) {
+		return nil // a start whose first answer was lost, or a VM someone else started
+	}
+	if err != nil {
+		return fail(summary, err)
+	}
+	return nil
 }
 
 // resize grows the boot disk to the machine type's size; a disk already that large is left
@@ -385,7 +437,7 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 	}
 	if c.vm.Config == nil {
 		c.t.step("read config")
-		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions("read config of "+ref.String())), a.VMConfig, ref).Get(c.ctx, &c.vm.Config); err != nil {
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions("read config of "+ref.String())), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &c.vm.Config); err != nil {
 			return CreateProxyResult{}, fail("read config of "+ref.String(), err)
 		}
 	}
@@ -413,18 +465,6 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 // waitTask waits for a Proxmox task within budget.
 func (c *create) waitTask(upid pve.UPID, budget time.Duration, summary string) error {
 	return waitTask(c.ctx, c.s, c.t, upid, budget, summary)
-}
-
-// notifyDelete tells the DeleteProxy that stopped a create which VM the create was working on,
-// once none of its activities runs any more: the delete then knows about a clone whose mark is
-// not written yet.
-func notifyDelete(ctx workflow.Context, uid string, notice createClosed) {
-	ctx, cancel := workflow.NewDisconnectedContext(ctx)
-	defer cancel()
-	err := workflow.SignalExternalWorkflow(ctx, DeleteWorkflowID(uid), "", createClosedSignal, notice).Get(ctx, nil)
-	if err != nil {
-		workflow.GetLogger(ctx).Warn("The delete that stopped this create could not be told", "error", err)
-	}
 }
 
 // createClosed is the createClosedSignal's payload.

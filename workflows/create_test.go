@@ -198,7 +198,7 @@ func TestCreate_waitsForCloneLockOnRetry(t *testing.T) {
 
 	require.NoError(t, err)
 	assert.Equal(t, firstVMID(w), res.VMID)
-	assert.Equal(t, 1, w.cluster.CallCount("Clone")-1, "the retry tried one clone, which found the VMID taken")
+	assert.Equal(t, 1, w.cluster.CallCount("Clone"), "the earlier run's clone was waited for, not repeated")
 	assert.Len(t, w.vms(), 1)
 }
 
@@ -371,7 +371,7 @@ func TestCreate_statusQueryShowsWhereItWaits(t *testing.T) {
 
 func TestCreate_deleteRequestStopsItAndItTellsTheDeleteWhichVMItCloned(t *testing.T) {
 	w := newWorld(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 5 * time.Minute} })
-	env := w.env()
+	env := w.bareEnv()
 	var notice []byte
 	env.OnSignalExternalWorkflow(mock.Anything, workflows.DeleteWorkflowID(uid), "", "create-closed", mock.Anything).
 		Return(func(_, _, _, _ string, arg any) error {
@@ -379,7 +379,10 @@ func TestCreate_deleteRequestStopsItAndItTellsTheDeleteWhichVMItCloned(t *testin
 			notice, err = json.Marshal(arg)
 			return err
 		})
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow("delete-requested", nil) }, time.Minute)
+	w.peersDoNotRun(env)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow("delete-requested", map[string]any{"startedAt": env.Now()})
+	}, time.Minute)
 
 	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
 

@@ -15,6 +15,8 @@ import (
 type DeleteProxyInput struct {
 	UID string `json:"uid"`
 	// Name is the VM's name; empty means the name from ProviderID, else proxy.NameFromUID(UID).
+	// The UID alone finds the proxy's VM. The name finds the seed ISO of a proxy created with a
+	// name of its own before seed ISOs were named after the UID.
 	Name string `json:"name,omitempty"`
 	// ProviderID is "vms/<vmid>/<name>", when the operator knows it.
 	ProviderID string `json:"providerID,omitempty"`
@@ -28,13 +30,17 @@ type DeleteProxyResult struct {
 	Skipped []int `json:"skipped,omitempty"`
 }
 
-// DeleteProxy deletes the proxy VM of a Proxy UID and its seed ISO. A running CreateProxy of the
-// same UID is stopped first, and the delete waits until it has closed. A VM that is absent, or
-// that carries the proxy's name without its mark, is left alone. Deleting twice succeeds twice.
+// DeleteProxy deletes the proxy VM of a Proxy UID and its seed ISO. The UID alone finds them:
+// the VM by its mark on the proxy's probe VMIDs, whatever its name and state, the seed ISO by
+// the UID's default name. A CreateProxy of the same UID that started earlier is stopped first,
+// and the delete waits until it has closed; one that starts later waits for the delete (see
+// exclusion.go). A VM that is absent, or that does not carry the proxy's mark, is left alone.
+// Deleting twice succeeds twice.
 func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (DeleteProxyResult, error) {
-	if in.UID == "" {
-		return DeleteProxyResult{}, permanentf("delete proxy: the proxy UID is empty")
+	if err := proxy.ValidateUID(in.UID); err != nil {
+		return DeleteProxyResult{}, permanentf("delete proxy: %v", err)
 	}
+	legacy := workflow.GetVersion(ctx, ownershipChange, workflow.DefaultVersion, ownershipVersion) == workflow.DefaultVersion
 	if in.ProviderID != "" {
 		_, name, err := proxy.ParseProviderID(in.ProviderID)
 		if err != nil {
@@ -55,8 +61,16 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (Dele
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return settingsOf(w.Config) }).Get(&s); err != nil {
 		return DeleteProxyResult{}, err
 	}
-	d := &deletion{ctx: ctx, in: in, s: s, t: t}
+	d := &deletion{
+		proxyOps: proxyOps{ctx: ctx, s: s, t: t, uid: in.UID, name: in.Name},
+		in:       in,
+		started:  opStarted{StartedAt: workflow.GetInfo(ctx).WorkflowStartTime},
+		legacy:   legacy,
+	}
 	res, err := d.run()
+	if !legacy {
+		d.releaseLaterCreate()
+	}
 	if err != nil {
 		t.failed(err)
 		return DeleteProxyResult{}, err
@@ -66,17 +80,33 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (Dele
 }
 
 type deletion struct {
-	ctx workflow.Context
-	in  DeleteProxyInput
-	s   settings
-	t   *tracker
+	proxyOps
+	in      DeleteProxyInput
+	started opStarted
+	// legacy runs were recorded before ownershipVersion and replay on legacy.go's code.
+	legacy bool
+	// laterCreate is set when a create of the same proxy that started later waits for this run.
+	laterCreate bool
 }
 
 func (d *deletion) run() (DeleteProxyResult, error) {
-	closed := d.stopCreate()
-	d.t.phase(PhaseLookingUp, "look up the proxy's VMs")
-	h, err := lookup(d.ctx, d.s, d.t, d.in.Name, d.in.UID, closed.VMID)
+	if d.legacy {
+		return d.runV0()
+	}
+	err := peer{
+		workflowID: CreateWorkflowID(d.uid), announce: deleteRequestedSignal, self: d.started, closed: createClosedSignal,
+		theirs: createStartedSignal, onTheirs: d.noteCreate,
+		phase: PhaseStoppingCreate, step: "stop the create of this proxy that started earlier, and wait for it to close",
+	}.await(d.ctx, d.s, d.t)
 	if err != nil {
+		return DeleteProxyResult{}, err
+	}
+	d.t.phase(PhaseLookingUp, "look up the proxy's VMs")
+	h, err := d.lookup()
+	if err != nil {
+		return DeleteProxyResult{}, err
+	}
+	if err := d.settle(&h); err != nil {
 		return DeleteProxyResult{}, err
 	}
 	res := DeleteProxyResult{Destroyed: []activities.VMRef{}, Skipped: h.Foreign}
@@ -85,116 +115,138 @@ func (d *deletion) run() (DeleteProxyResult, error) {
 	}
 	nodes := slices.Clone(d.s.Nodes)
 	for _, v := range h.Ours {
-		if err := d.destroy(v); err != nil {
+		destroyed, err := d.destroy(&v)
+		if err != nil {
 			return DeleteProxyResult{}, err
+		}
+		if !destroyed {
+			res.Skipped = append(res.Skipped, v.VMID)
+			continue
 		}
 		res.Destroyed = append(res.Destroyed, v.ref())
 		nodes = append(nodes, v.Node)
 	}
-	if closed.Node != "" {
-		nodes = append(nodes, closed.Node)
-	}
 	slices.Sort(nodes)
-	return res, d.deleteSeed(slices.Compact(nodes))
+	volids := []string{proxy.SeedVolID(d.s.ISOStorage, proxy.NameFromUID(d.uid))}
+	if d.in.Name != proxy.NameFromUID(d.uid) {
+		// A proxy with a name of its own, created before seed ISOs were named after the UID.
+		volids = append(volids, proxy.SeedVolID(d.s.ISOStorage, d.in.Name))
+	}
+	return res, d.deleteSeed(slices.Compact(nodes), volids)
 }
 
-// stopCreate stops a running CreateProxy of the same UID and waits until it has closed, so that
-// no create step runs while the delete looks. The closed create says which VM it was working
-// on. A create that does not answer within the unlock budget is logged and the delete goes on.
-func (d *deletion) stopCreate() createClosed {
-	d.t.phase(PhaseStoppingCreate, "stop a running create")
-	var closed createClosed
-	err := workflow.SignalExternalWorkflow(d.ctx, CreateWorkflowID(d.in.UID), "", deleteRequestedSignal, nil).Get(d.ctx, nil)
-	if err != nil {
-		return closed // no create runs
-	}
-	d.t.step("wait for the create to stop")
-	timerCtx, stopTimer := workflow.WithCancel(d.ctx)
-	defer stopTimer()
-	timedOut := false
-	workflow.NewSelector(d.ctx).
-		AddReceive(workflow.GetSignalChannel(d.ctx, createClosedSignal), func(ch workflow.ReceiveChannel, _ bool) {
-			ch.Receive(d.ctx, &closed)
-		}).
-		AddFuture(workflow.NewTimer(timerCtx, d.s.Budgets.Unlock), func(workflow.Future) { timedOut = true }).
-		Select(d.ctx)
-	if timedOut {
-		workflow.GetLogger(d.ctx).Warn("The running create did not stop in time; deleting anyway", "workflowID", CreateWorkflowID(d.in.UID))
-	}
-	return closed
+// noteCreate takes a create's announcement: one that started later waits for this run, which
+// then stops waiting for it and tells it when it closes.
+func (d *deletion) noteCreate(create opStarted) (stopWaiting bool) {
+	later := !d.started.stopsCreate(create.StartedAt)
+	d.laterCreate = d.laterCreate || later
+	return later
 }
 
-// destroy stops and destroys one VM of the proxy, waiting out a lock first.
-func (d *deletion) destroy(v vm) error {
+// releaseLaterCreate tells a create of the same proxy that started later, and waits, that this
+// run has closed.
+func (d *deletion) releaseLaterCreate() {
+	announcements := workflow.GetSignalChannel(d.ctx, createStartedSignal)
+	var create opStarted
+	for announcements.ReceiveAsync(&create) {
+		d.noteCreate(create)
+	}
+	if d.laterCreate {
+		tellClosed(d.ctx, CreateWorkflowID(d.uid), deleteClosedSignal, nil)
+	}
+}
+
+// destroy stops and destroys a VM of the proxy: once no lock (a clone still copying, a backup)
+// holds it, and only if it still carries the proxy's mark then. It follows the VM to the node
+// it moves to, and reports it destroyed only when it exists no more.
+func (d *deletion) destroy(v *vm) (destroyed bool, err error) {
+	for range maxFollows {
+		d.t.vm(v.Node, v.VMID)
+		d.t.phase(PhaseStopping, fmt.Sprintf("wait for the lock on %s to clear", v.ref()))
+		var cfg pve.VMConfig
+		gone, err := d.readVM(v, readConfig, activities.WaitUnlocked, d.s.Budgets.Unlock, &cfg)
+		if err != nil || gone {
+			return gone, err
+		}
+		if owner, _ := proxy.OwnerOf(cfg); owner != d.uid {
+			workflow.GetLogger(d.ctx).Warn("Leaving a VM alone whose mark changed since it was looked up", "vmid", v.VMID, "node", v.Node)
+			return false, nil
+		}
+		var st pve.VMStatus
+		if gone, err = d.readVM(v, readStatus, activities.WaitNone, 0, &st); err != nil || gone {
+			return gone, err
+		}
+		vanished, err := d.stopAndDestroy(v.ref(), st.Status == "running")
+		if err != nil || !vanished {
+			return err == nil, err
+		}
+		// PVE did not find it where it was a moment ago: it moved, or is gone.
+		node, found, err := d.locate(v.VMID)
+		if err != nil || !found {
+			return err == nil, err
+		}
+		v.Node = node
+	}
+	return false, transientf("delete proxy %s: VM %d keeps moving while it is being destroyed", d.in.Name, v.VMID)
+}
+
+// stopAndDestroy stops a VM that runs and destroys it. vanished reports that PVE no longer found
+// the VM on the node ref names.
+func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished bool, err error) {
 	var a *activities.Activities
-	ref := v.ref()
-	d.t.vm(v.Node, v.VMID)
-	summary := "read status of " + ref.String()
-	opts := d.s.callOptions(summary)
-	req := activities.VMStatusRequest{VMRef: ref}
-	if v.Lock != "" {
-		summary = fmt.Sprintf("wait for lock %q on %s to clear", v.Lock, ref)
-		opts = d.s.waitOptions(d.s.Budgets.Unlock, summary)
-		req.WaitFor = activities.WaitUnlocked
-	}
-	d.t.phase(PhaseStopping, summary)
-	var st pve.VMStatus
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, opts), a.VMStatus, req).Get(d.ctx, &st)
-	if isType(err, activities.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fail(summary, err)
-	}
-	if st.Status == "running" {
-		summary = "stop " + ref.String()
+	if running {
+		summary := "stop " + ref.String()
 		var upid pve.UPID
 		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, d.s.callOptions(summary)), a.Stop, ref).Get(d.ctx, &upid); err != nil {
-			return fail(summary, err)
+			return false, fail(summary, err)
 		}
 		if err := waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Stop, "wait for stop of "+ref.String()); err != nil {
-			return err
+			return false, err
 		}
 	}
 	d.t.phase(PhaseDestroying, "destroy "+ref.String())
-	summary = "destroy " + ref.String()
+	summary := "destroy " + ref.String()
 	var upid pve.UPID
 	err = workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, d.s.callOptions(summary)), a.Destroy, ref).Get(d.ctx, &upid)
 	if isType(err, activities.ErrNotFound) {
-		return nil
+		return true, nil
 	}
 	if err != nil {
-		return fail(summary, err)
+		return false, fail(summary, err)
 	}
 	err = awaitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Destroy, "wait for destroy of "+ref.String())
-	if err != nil && !isTaskFailedWith(err, activities.ErrNotFound) {
-		return fail("wait for destroy of "+ref.String(), err)
+	if isTaskFailedWith(err, activities.ErrNotFound) {
+		return true, nil
 	}
-	return nil
+	if err != nil {
+		return false, fail("wait for destroy of "+ref.String(), err)
+	}
+	return false, nil
 }
 
-// deleteSeed deletes the proxy's seed ISO on every node that may hold it. PVE ends the deletion
-// of a missing ISO with task OK, so absence costs nothing.
-func (d *deletion) deleteSeed(nodes []string) error {
+// deleteSeed deletes the proxy's seed ISOs on every node that may hold them. PVE ends the
+// deletion of a missing ISO with task OK, so absence costs nothing.
+func (d *deletion) deleteSeed(nodes, volids []string) error {
 	var a *activities.Activities
 	d.t.phase(PhaseCleaning, "delete seed ISO")
-	volid := proxy.SeedVolID(d.s.ISOStorage, d.in.Name)
-	for _, node := range nodes {
-		summary := fmt.Sprintf("delete seed ISO %s on %s", volid, node)
-		var upid pve.UPID
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, d.s.callOptions(summary)), a.DeleteVolume,
-			activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: node, Storage: d.s.ISOStorage}, VolID: volid}).Get(d.ctx, &upid)
-		if isType(err, activities.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return fail(summary, err)
-		}
-		if upid == "" {
-			continue
-		}
-		if err := waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Request, "wait for "+summary); err != nil {
-			return err
+	for _, volid := range volids {
+		for _, node := range nodes {
+			summary := fmt.Sprintf("delete seed ISO %s on %s", volid, node)
+			var upid pve.UPID
+			err := workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, d.s.callOptions(summary)), a.DeleteVolume,
+				activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: node, Storage: d.s.ISOStorage}, VolID: volid}).Get(d.ctx, &upid)
+			if isType(err, activities.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return fail(summary, err)
+			}
+			if upid == "" {
+				continue
+			}
+			if err := waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Request, "wait for "+summary); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

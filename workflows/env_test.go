@@ -44,6 +44,16 @@ type world struct {
 	cluster *pvesim.Cluster
 	clock   *envClock
 	log     *bytes.Buffer
+	// wrap, when set, stands between the activities and the cluster, as a network would.
+	wrap func(pve.API) pve.API
+}
+
+// api is what the activities call.
+func (w *world) api() pve.API {
+	if w.wrap != nil {
+		return w.wrap(w.cluster)
+	}
+	return w.cluster
 }
 
 // envClock tells the simulator the test environment's time, which skips ahead over retry
@@ -75,18 +85,33 @@ func newWorld(t *testing.T, change ...func(*pvesim.Options)) *world {
 
 // env is a fresh workflow environment on the world's cluster, with real activities.
 func (w *world) env() *testsuite.TestWorkflowEnvironment {
+	env := w.bareEnv()
+	// No DeleteProxy runs beside these tests' CreateProxy, and no CreateProxy beside their
+	// DeleteProxy: an announcement to the other operation finds nothing.
+	w.peersDoNotRun(env)
+	return env
+}
+
+// bareEnv is env without the other operations' answers, for a test that gives its own.
+func (w *world) bareEnv() *testsuite.TestWorkflowEnvironment {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(w.log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	env := suite.NewTestWorkflowEnvironment()
 	// Time goes on from where the last environment left the cluster.
 	env.SetStartTime(w.clock.Now())
 	w.clock.env = env
-	env.RegisterActivity(&activities.Activities{API: w.cluster, Proxmox: w.cfg.Proxmox, Now: env.Now})
+	env.RegisterActivity(&activities.Activities{API: w.api(), Proxmox: w.cfg.Proxmox, Now: env.Now})
 	(&workflows.Workflows{Config: w.cfg}).Register(env)
-	// No CreateProxy runs beside these tests' DeleteProxy: asking it to stop finds nothing.
-	env.OnSignalExternalWorkflow(mock.Anything, workflows.CreateWorkflowID(uid), "", "delete-requested", mock.Anything).
-		Return(errors.New("workflow execution already completed")).Maybe()
 	return env
+}
+
+// peersDoNotRun answers every announcement to another workflow as Temporal does when that
+// workflow does not run.
+func (w *world) peersDoNotRun(env *testsuite.TestWorkflowEnvironment) {
+	for _, signal := range []string{"delete-requested", "create-started", "delete-closed", "create-closed"} {
+		env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", signal, mock.Anything).
+			Return(errors.New("workflow execution already completed")).Maybe()
+	}
 }
 
 // advance lets time pass on the cluster between two workflow runs.

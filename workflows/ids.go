@@ -26,12 +26,23 @@ const (
 // StatusQuery is the query both workflows answer with their Status.
 const StatusQuery = "status"
 
-// Signals between a DeleteProxy and a running CreateProxy of the same UID: the delete asks the
-// create to stop; the create, once none of its activities runs any more, answers with the VM it
-// was working on.
+// Signals between the CreateProxy and the DeleteProxy of one UID (see exclusion.go). Each
+// announces itself with its start time when it starts: a delete's announcement stops an earlier
+// create, which answers, once none of its activities runs any more, with the VM it was working
+// on; a create's announcement makes it wait for an earlier delete, which answers when it closes.
 const (
 	deleteRequestedSignal = "delete-requested"
 	createClosedSignal    = "create-closed"
+	createStartedSignal   = "create-started"
+	deleteClosedSignal    = "delete-closed"
+)
+
+// The change of both workflows that made a proxy's VMs found by UID on its probe VMIDs, owned
+// only by their mark, and its create and delete exclusive, recorded by workflow.GetVersion.
+// Runs recorded before it replay on the code in legacy.go.
+const (
+	ownershipChange  = "ownership"
+	ownershipVersion = 1
 )
 
 // CreateWorkflowID is the workflow ID of the CreateProxy of a Proxy UID.

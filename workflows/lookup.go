@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -13,8 +14,10 @@ import (
 
 // vm is a VM the cluster holds for a proxy.
 type vm struct {
-	Node   string
-	VMID   int
+	Node string
+	VMID int
+	// Status is the status cluster resources showed: a cache that lags. Only the runs recorded
+	// before ownershipVersion act on it.
 	Status string
 	Lock   string
 	Config pve.VMConfig
@@ -28,48 +31,14 @@ type holdings struct {
 	Resources []pve.VMResource
 	// Ours are the VMs carrying the proxy's mark.
 	Ours []vm
+	// Unsettled are VMs on the proxy's probe VMIDs that a clone is still copying under PVE's
+	// temporary config: whose they are shows only once the clone writes its mark.
+	Unsettled []vm
 	// Foreign are the VMIDs of VMs with the proxy's name that do not carry its mark.
 	Foreign []int
-}
-
-// lookup finds the VMs of a proxy: those named after it, and those whose name PVE does not show
-// yet (a fresh clone appears in cluster resources without a name for some seconds). A VM is ours
-// only if its description carries our mark with our UID; expectVMID names a VM known to be ours
-// even though a clone in progress has not written its mark yet.
-func lookup(ctx workflow.Context, s settings, t *tracker, name, uid string, expectVMID int) (holdings, error) {
-	var a *activities.Activities
-	t.step("list cluster resources")
-	var h holdings
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, s.callOptions("list cluster resources")),
-		a.ClusterResources).Get(ctx, &h.Resources)
-	if err != nil {
-		return h, fail("list cluster resources", err)
-	}
-	for _, r := range h.Resources {
-		if r.Type != "qemu" || r.Template || (r.Name != name && r.Name != "" && r.VMID != expectVMID) {
-			continue
-		}
-		ref := activities.VMRef{Node: r.Node, VMID: r.VMID}
-		t.step(fmt.Sprintf("read config of VM %d on node %s", r.VMID, r.Node))
-		var cfg pve.VMConfig
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, s.callOptions("read config of "+ref.String())),
-			a.VMConfig, ref).Get(ctx, &cfg)
-		if isType(err, activities.ErrNotFound) {
-			continue // destroyed since the list was read
-		}
-		if err != nil {
-			return h, fail("read config of "+ref.String(), err)
-		}
-		mark, managed := proxy.ParseDescription(cfg["description"])
-		switch {
-		case managed && mark.UID == uid, r.VMID == expectVMID && cfg["lock"] == "clone":
-			h.Ours = append(h.Ours, vm{Node: r.Node, VMID: r.VMID, Status: r.Status, Lock: cfg["lock"], Config: cfg})
-		case r.Name == name || cfg["name"] == name:
-			h.Foreign = append(h.Foreign, r.VMID)
-		}
-	}
-	slices.Sort(h.Foreign)
-	return h, nil
+	// Taken are the VMIDs the cluster uses for anything that is not the proxy's: a create does
+	// not try to clone onto them.
+	Taken map[int]bool
 }
 
 // template finds the node of a template in the resources list.
@@ -80,4 +49,154 @@ func (h holdings) template(vmid int) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// maxFollows bounds how often one call follows a VM that PVE no longer finds where it was seen.
+const maxFollows = 3
+
+// proxyOps are the Proxmox look-ups both workflows make for one proxy, and the one rule by
+// which they decide what is the proxy's: a VM is ours only when its mark carries our UID
+// (proxy.OwnerOf). Names and the status in cluster resources come from a cache that lags, so
+// they decide nothing.
+type proxyOps struct {
+	ctx  workflow.Context
+	s    settings
+	t    *tracker
+	uid  string
+	name string
+}
+
+// lookup finds what the cluster holds for the proxy: every VM on its probe VMIDs, where a create
+// clones and so where its VMs are found in every state (still copying, nameless in the cache,
+// named as the operator chose), and every VM carrying its name. It reads each one's config.
+func (o *proxyOps) lookup() (holdings, error) {
+	h := holdings{Taken: make(map[int]bool)}
+	if err := o.listResources(&h.Resources); err != nil {
+		return h, err
+	}
+	probes := proxy.ProbeVMIDs(o.uid, o.s.VMIDRange)
+	for _, r := range h.Resources {
+		h.Taken[r.VMID] = true
+		if r.Type != "qemu" || r.Template || (!probes[r.VMID] && r.Name != o.name) {
+			continue
+		}
+		v := vm{Node: r.Node, VMID: r.VMID}
+		gone, err := o.readVM(&v, readConfig, activities.WaitNone, 0, &v.Config)
+		if err != nil {
+			return h, err
+		}
+		if gone {
+			delete(h.Taken, r.VMID)
+			continue
+		}
+		v.Lock = v.Config["lock"]
+		switch owner, known := proxy.OwnerOf(v.Config); {
+		case !known:
+			h.Unsettled = append(h.Unsettled, v)
+		case owner == o.uid:
+			delete(h.Taken, r.VMID)
+			h.Ours = append(h.Ours, v)
+		case v.Config["name"] == o.name:
+			h.Foreign = append(h.Foreign, r.VMID)
+		}
+	}
+	slices.Sort(h.Foreign)
+	return h, nil
+}
+
+// settle waits, for each VM in h.Unsettled, until its clone shows whose VM it is. One of this
+// proxy's (an earlier run's clone whose answer was lost) joins h.Ours; another proxy's stays
+// in h.Taken, and one whose clone failed is gone.
+func (o *proxyOps) settle(h *holdings) error {
+	for _, v := range h.Unsettled {
+		gone, err := o.readVM(&v, readConfig, activities.WaitOwnerKnown, o.s.Budgets.Clone, &v.Config)
+		switch {
+		case err != nil:
+			return err
+		case gone:
+			delete(h.Taken, v.VMID)
+		default:
+			if owner, _ := proxy.OwnerOf(v.Config); owner == o.uid {
+				v.Lock = v.Config["lock"]
+				delete(h.Taken, v.VMID)
+				h.Ours = append(h.Ours, v)
+			}
+		}
+	}
+	h.Unsettled = nil
+	return nil
+}
+
+// What readVM reads.
+const (
+	readConfig = "config"
+	readStatus = "status"
+)
+
+// readVM reads VM v's config or status into out, waiting within budget until it is as waitFor
+// says. PVE finds a VM only on the node a call names, and VMs move: a clone to another node
+// moves its config there when it ends, and VMs migrate. So a VM PVE does not find is looked up
+// in the cluster and followed to its node (v.Node changes); gone reports one that exists nowhere.
+func (o *proxyOps) readVM(v *vm, what, waitFor string, budget time.Duration, out any) (gone bool, err error) {
+	var a *activities.Activities
+	for range maxFollows {
+		ref := v.ref()
+		step := fmt.Sprintf("read %s of %s", what, ref)
+		opts := o.s.callOptions(step)
+		switch waitFor {
+		case activities.WaitUnlocked:
+			step = fmt.Sprintf("wait for the lock on %s to clear", ref)
+		case activities.WaitOwnerKnown:
+			step = fmt.Sprintf("wait for the clone onto %s to show whose VM it is", ref)
+		}
+		if waitFor != activities.WaitNone {
+			opts = o.s.waitOptions(budget, step)
+		}
+		o.t.step(step)
+		ctx := workflow.WithActivityOptions(o.ctx, opts)
+		var f workflow.Future
+		if what == readStatus {
+			f = workflow.ExecuteActivity(ctx, a.VMStatus, activities.VMStatusRequest{VMRef: ref, WaitFor: waitFor})
+		} else {
+			f = workflow.ExecuteActivity(ctx, a.VMConfig, activities.VMConfigRequest{VMRef: ref, WaitFor: waitFor})
+		}
+		err := f.Get(o.ctx, out)
+		if !isType(err, activities.ErrNotFound) {
+			if err != nil {
+				return false, fail(step, err)
+			}
+			return false, nil
+		}
+		node, found, err := o.locate(v.VMID)
+		if err != nil || !found {
+			return err == nil, err
+		}
+		v.Node = node
+	}
+	return false, transientf("VM %d: Proxmox does not find it on node %s, where the cluster lists it", v.VMID, v.Node)
+}
+
+// locate finds the node VM vmid is on now; found is false when the cluster has no such VM.
+func (o *proxyOps) locate(vmid int) (node string, found bool, err error) {
+	var resources []pve.VMResource
+	if err := o.listResources(&resources); err != nil {
+		return "", false, err
+	}
+	for _, r := range resources {
+		if r.VMID == vmid {
+			return r.Node, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+func (o *proxyOps) listResources(out *[]pve.VMResource) error {
+	var a *activities.Activities
+	o.t.step("list cluster resources")
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(o.ctx, o.s.callOptions("list cluster resources")),
+		a.ClusterResources).Get(o.ctx, out)
+	if err != nil {
+		return fail("list cluster resources", err)
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 // Phases a proxy goes through; ProxyPhase carries the current one.
 const (
 	PhaseValidating     = "validating"
+	PhaseAwaitingDelete = "awaiting-delete"
 	PhaseLookingUp      = "looking-up"
 	PhaseCloning        = "cloning"
 	PhaseSeeding        = "seeding"

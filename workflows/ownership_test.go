@@ -1,0 +1,338 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// The tests of the ownership promise: a proxy's workflows act on that proxy's VM and nothing
+// else, find it in every state, and never run against each other. One test per case of the
+// issue that made the promise hold under interleavings.
+
+const otherUID = "7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f"
+
+// cloneInProgress starts a clone for the proxy uid onto vmid, as a create of that proxy would,
+// with its mark in the clone call; it goes on copying for the cluster's clone duration.
+func cloneInProgress(t *testing.T, w *world, uid string, vmid int, target string) {
+	t.Helper()
+	_, err := w.cluster.Clone(context.Background(), "pve1", 9000, pve.CloneParams{
+		NewID: vmid, Name: proxy.NameFromUID(uid), Full: true, Target: target, Storage: w.cfg.Proxmox.Storage,
+		Description: proxy.FormatDescription(proxy.Mark{UID: uid, CreatedAt: time.Now().UTC().Truncate(time.Second)}),
+	})
+	require.NoError(t, err)
+}
+
+// templateDisks makes the cluster's template one of n disks: PVE shows the clone's mark once
+// the first disk is copied, so with one disk only when the clone ends.
+func templateDisks(n int) func(*pvesim.Options) {
+	return func(o *pvesim.Options) {
+		o.VMs = []pvesim.VM{pvesim.Template(9000, "pve1", n)}
+		o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Minute, "qmstart": 3 * time.Second}
+	}
+}
+
+// shapes are the two shapes of a clone in progress.
+var shapes = map[string]int{"single-disk template": 1, "two-disk template": 2}
+
+// writesTo lists the calls that changed VM vmid: config writes, resizes, starts, stops and
+// destroys.
+func writesTo(w *world, vmid int) []string {
+	var out []string
+	for _, c := range w.cluster.Calls() {
+		switch c.Method {
+		case "SetVMConfig", "Resize", "Start", "Stop", "Destroy":
+			if c.VMID == vmid {
+				out = append(out, c.Method)
+			}
+		}
+	}
+	return out
+}
+
+func TestOwnership_probeCollisionWithAnotherProxysCloneMovesOn(t *testing.T) {
+	for shape, disks := range shapes {
+		t.Run(shape, func(t *testing.T) {
+			w := newWorld(t, templateDisks(disks))
+			home := firstVMID(w)
+			cloneInProgress(t, w, otherUID, home, "")
+
+			res, err := w.create(createInput())
+
+			require.NoError(t, err)
+			assert.NotEqual(t, home, res.VMID, "moved on from the other proxy's VMID")
+			assert.Empty(t, writesTo(w, home), "nothing written to the other proxy's VM")
+			theirs := vmConfig(t, w, home)
+			owner, _ := proxy.OwnerOf(theirs)
+			assert.Equal(t, otherUID, owner)
+			assert.NotContains(t, theirs["ide2"], "seed", "no seed ISO attached to the other proxy's VM")
+			mine, _ := proxy.OwnerOf(vmConfig(t, w, res.VMID))
+			assert.Equal(t, uid, mine)
+		})
+	}
+}
+
+func TestOwnership_deleteAfterACreateStoppedOnACollisionLeavesTheOtherProxysVM(t *testing.T) {
+	w := newWorld(t, templateDisks(1))
+	home := firstVMID(w)
+	cloneInProgress(t, w, otherUID, home, "")
+	env := w.bareEnv()
+	// The create of this proxy, stopped while it waited on the other proxy's clone, reports the
+	// VMID it was waiting on.
+	env.OnSignalExternalWorkflow(mock.Anything, workflows.CreateWorkflowID(uid), "", "delete-requested", mock.Anything).
+		Return(nil).Once()
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow("create-closed", map[string]any{"node": "pve1", "vmid": home})
+	}, time.Second)
+	w.peersDoNotRun(env)
+
+	env.ExecuteWorkflow(workflows.DeleteProxyName, workflows.DeleteProxyInput{UID: uid})
+
+	require.NoError(t, env.GetWorkflowError())
+	var res workflows.DeleteProxyResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	assert.Empty(t, res.Destroyed)
+	assert.Empty(t, writesTo(w, home))
+	owner, _ := proxy.OwnerOf(vmConfig(t, w, home))
+	assert.Equal(t, otherUID, owner, "the other proxy's VM is still there, finished")
+}
+
+func TestOwnership_deleteFindsACloneStillCopyingWithNoCreateRunning(t *testing.T) {
+	tests := map[string]time.Duration{
+		"cache shows VM <id>":    0,
+		"cache shows no name":    time.Hour,
+		"cache shows an old run": 30 * time.Second,
+	}
+	for name, lag := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, templateDisks(1), func(o *pvesim.Options) { o.ResourcesLag = lag })
+			w.advance(lag) // the cache has been refreshed at least once before the clone
+			cloneInProgress(t, w, uid, firstVMID(w), "")
+
+			res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+
+			require.NoError(t, err)
+			assert.Len(t, res.Destroyed, 1)
+			assert.Empty(t, w.vms(), "the orphan clone is destroyed once it has finished")
+		})
+	}
+}
+
+// sharedCluster has a storage shared by pve1 and pve2, so the template on pve1 can be cloned
+// to pve2; PVE does that on pve1 and moves the config to pve2 when the clone ends.
+func sharedCluster(o *pvesim.Options) {
+	const tib = 1 << 40
+	for i := range o.Nodes {
+		o.Nodes[i].Storages = append(o.Nodes[i].Storages, pvesim.Storage{ID: "shared", Type: "rbd", Content: "images,rootdir", Shared: true, Total: tib})
+	}
+	o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Minute, "qmstart": 3 * time.Second}
+}
+
+func TestOwnership_crossNodeCloneFollowedToItsTargetNode(t *testing.T) {
+	newSharedWorld := func(t *testing.T) *world {
+		w := newWorld(t, sharedCluster)
+		w.cfg.Proxmox.Nodes = []string{"pve1", "pve2"}
+		w.cfg.Proxmox.Storage = "shared"
+		cloneInProgress(t, w, uid, firstVMID(w), "pve2")
+		return w
+	}
+	t.Run("delete during the clone", func(t *testing.T) {
+		w := newSharedWorld(t)
+
+		res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+
+		require.NoError(t, err)
+		require.Len(t, res.Destroyed, 1)
+		assert.Equal(t, "pve2", res.Destroyed[0].Node)
+		assert.Empty(t, w.vms(), "destroyed where the clone moved it")
+	})
+	t.Run("create resuming after a lost clone answer", func(t *testing.T) {
+		w := newSharedWorld(t)
+		in := createInput()
+		in.Zone = "pve2"
+
+		res, err := w.create(in)
+
+		require.NoError(t, err)
+		assert.Equal(t, firstVMID(w), res.VMID)
+		assert.Equal(t, "pve2", res.Node)
+		assert.Equal(t, 1, w.cluster.CallCount("Clone"), "the clone in progress was adopted, not repeated")
+		require.Len(t, w.vms(), 1)
+		assert.Equal(t, "pve2", w.vms()[0].Node)
+	})
+}
+
+func TestOwnership_createWaitsForAnEarlierDeleteToClose(t *testing.T) {
+	w := newWorld(t)
+	env := w.bareEnv()
+	env.OnSignalExternalWorkflow(mock.Anything, workflows.DeleteWorkflowID(uid), "", "create-started", mock.Anything).Return(nil)
+	w.peersDoNotRun(env)
+	callsWhileDeleteRan := -1
+	env.RegisterDelayedCallback(func() {
+		callsWhileDeleteRan = len(w.cluster.Calls())
+		env.SignalWorkflow("delete-closed", nil)
+	}, 10*time.Minute)
+
+	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
+
+	require.NoError(t, env.GetWorkflowError())
+	assert.Zero(t, callsWhileDeleteRan, "no Proxmox call while the delete ran")
+	assert.Len(t, w.vms(), 1)
+}
+
+func TestOwnership_createGoesOnWhenTheEarlierDeleteClosedUnheard(t *testing.T) {
+	w := newWorld(t)
+	env := w.bareEnv()
+	// The delete runs when the create announces itself, and has closed when it does so again:
+	// its closing message crossed the create's start.
+	env.OnSignalExternalWorkflow(mock.Anything, workflows.DeleteWorkflowID(uid), "", "create-started", mock.Anything).Return(nil).Once()
+	w.peersDoNotRun(env)
+
+	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
+
+	require.NoError(t, env.GetWorkflowError())
+	assert.Len(t, w.vms(), 1)
+}
+
+func TestOwnership_createStoppedOnlyByALaterDelete(t *testing.T) {
+	tests := map[string]struct {
+		deleteStarted time.Duration // relative to the create's start
+		wantStopped   bool
+	}{
+		"a delete that started later": {deleteStarted: time.Minute, wantStopped: true},
+		"a delete that started at the same time": {deleteStarted: 0, wantStopped: true},
+		"a delete that started earlier":           {deleteStarted: -time.Minute, wantStopped: false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			env := w.env()
+			start := w.clock.Now()
+			env.RegisterDelayedCallback(func() {
+				env.SignalWorkflow("delete-requested", map[string]any{"startedAt": start.Add(tt.deleteStarted)})
+			}, 10*time.Second)
+
+			env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
+
+			if tt.wantStopped {
+				assert.True(t, temporal.IsCanceledError(env.GetWorkflowError()), "got %v", env.GetWorkflowError())
+			} else {
+				assert.NoError(t, env.GetWorkflowError())
+			}
+		})
+	}
+}
+
+func TestOwnership_deleteTellsALaterCreateWaitingForItThatItClosed(t *testing.T) {
+	w, _ := created(t)
+	env := w.bareEnv()
+	var told atomic.Bool
+	env.OnSignalExternalWorkflow(mock.Anything, workflows.CreateWorkflowID(uid), "", "delete-closed", mock.Anything).
+		Return(func(_, _, _, _ string, _ any) error { told.Store(true); return nil })
+	w.peersDoNotRun(env)
+	start := w.clock.Now()
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow("create-started", map[string]any{"startedAt": start.Add(time.Second)})
+	}, time.Second)
+
+	env.ExecuteWorkflow(workflows.DeleteProxyName, workflows.DeleteProxyInput{UID: uid})
+
+	require.NoError(t, env.GetWorkflowError())
+	assert.True(t, told.Load(), "the waiting create is told")
+	assert.Empty(t, w.vms())
+}
+
+func TestOwnership_deleteByUIDAloneRemovesAProxyWithItsOwnName(t *testing.T) {
+	w := newWorld(t)
+	in := createInput()
+	in.Name = "egress-eu-1"
+	res, err := w.create(in)
+	require.NoError(t, err)
+	require.Equal(t, "egress-eu-1", vmConfig(t, w, res.VMID)["name"])
+
+	del, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+
+	require.NoError(t, err)
+	assert.Len(t, del.Destroyed, 1)
+	assert.Empty(t, w.vms())
+	assert.Empty(t, w.isos())
+}
+
+func TestOwnership_rerunOfCompletedCreateDecidesFromTheLiveStatus(t *testing.T) {
+	// The cache has not seen the VM run: cluster resources show it "unknown", or "stopped".
+	w := newWorld(t, func(o *pvesim.Options) { o.ResourcesLag = time.Hour })
+	first, err := w.create(createInput())
+	require.NoError(t, err)
+	starts := w.cluster.CallCount("Start")
+
+	second, err := w.create(createInput())
+
+	require.NoError(t, err)
+	assert.Equal(t, first, second)
+	assert.Equal(t, starts, w.cluster.CallCount("Start"), "a running VM is not provisioned again")
+}
+
+// lostStartAnswer starts the VM but loses Proxmox's first answer, as a dropped connection does:
+// the activity's retry then starts a VM that runs already.
+type lostStartAnswer struct {
+	pve.API
+	lost atomic.Bool
+}
+
+func (l *lostStartAnswer) Start(ctx context.Context, node string, vmid int) (pve.UPID, error) {
+	upid, err := l.API.Start(ctx, node, vmid)
+	if err == nil && l.lost.CompareAndSwap(false, true) {
+		return "", errors.New("read tcp 127.0.0.1:41234->127.0.0.1:8006: connection reset by peer")
+	}
+	return upid, err
+}
+
+func TestOwnership_startWhoseAnswerWasLostCountsAsStarted(t *testing.T) {
+	// The start is done before the activity's retry comes.
+	w := newWorld(t, func(o *pvesim.Options) { o.TaskDurations["qmstart"] = 100 * time.Millisecond })
+	w.wrap = func(api pve.API) pve.API { return &lostStartAnswer{API: api} }
+
+	res, err := w.create(createInput())
+
+	require.NoError(t, err)
+	assert.NotEmpty(t, res.IPv4)
+	assert.Equal(t, 2, w.cluster.CallCount("Start"), "the retry's start found the VM running")
+}
+
+func TestOwnership_invalidUIDIsPermanentBeforeAnyCall(t *testing.T) {
+	uids := map[string]string{
+		"empty":          "",
+		"trailing space": uid + " ",
+		"line break":     "victim\nproxy-operator-uid=" + uid,
+		"slash":          "ns/" + uid,
+		"too long":       strings.Repeat("a", proxy.MaxUIDLength+1),
+	}
+	for name, bad := range uids {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			in := createInput()
+			in.UID = bad
+
+			_, createErr := w.create(in)
+			_, deleteErr := w.delete(workflows.DeleteProxyInput{UID: bad})
+
+			assert.Equal(t, workflows.FailPermanent, failureType(t, createErr))
+			assert.Equal(t, workflows.FailPermanent, failureType(t, deleteErr))
+			assert.Contains(t, createErr.Error(), "proxy UID")
+			assert.Empty(t, w.cluster.Calls())
+		})
+	}
+}
