@@ -17,6 +17,13 @@ import (
 //
 //   - the checks before the worker forks are synchronous errors, among them a NewID whose config
 //     file exists on this node;
+//   - except when that config is a clone's that started less than 1 s ago: both requests passed
+//     the check before the first worker wrote its temporary config. The second worker waits
+//     for the new config's flock with PVE's 1 s timeout and fails with "can't lock file
+//     '/var/lock/qemu-server/lock-<newid>.conf' - got timeout"; if the first clone ends within
+//     that second, the second worker takes the flock, checks again and fails with "unable to
+//     create VM <newid>: config file already exists" (or, if the first failed and removed its
+//     VM, clones). A worker that fails this way creates and removes nothing;
 //   - a NewID used on another node fails the task: pmxcfs refuses the temporary config;
 //   - otherwise the new VM exists at once with a temporary config (no name, "lock: clone");
 //     the worker then clones the disks one by one in drive-key order, each taking a share of
@@ -44,21 +51,82 @@ type cloneDisk struct {
 	drive string
 }
 
+// cloneFlockTimeout is how long a clone waits for the flock of its new VM's config.
+const cloneFlockTimeout = time.Second
+
 func (c *Cluster) clone(now time.Time, node string, vmid int, p pve.CloneParams) (pve.UPID, error) {
 	src, disks, err := c.checkClone(node, vmid, p)
 	if err != nil {
 		return "", err
 	}
-	if other := c.vms[p.NewID]; other != nil {
+	other := c.vms[p.NewID]
+	switch {
+	case other == nil:
+		t := c.startTask(now, node, "qmclone", strconv.Itoa(vmid), spaceExit(disks, p.Full))
+		c.runClone(t, now, src, p, disks)
+		return t.upid, nil
+	case other.node != node:
 		// The early check sees only this node's config files; pmxcfs refuses the temporary
 		// config of a VMID another node has.
-		if other.node == node {
-			return "", serverErr(fmt.Sprintf("unable to create VM %d: config file already exists", p.NewID))
-		}
-		exit := fmt.Sprintf("close (rename) atomic file '/etc/pve/nodes/%s/qemu-server/%d.conf' failed: File exists", node, p.NewID)
-		return c.startTask(now, node, "qmclone", strconv.Itoa(vmid), exit).upid, nil
+		return c.startTask(now, node, "qmclone", strconv.Itoa(vmid), fileExistsText(node, p.NewID)).upid, nil
+	case other.clone != nil && now.Sub(other.cloneStart) < cloneFlockTimeout:
+		return c.waitForFlock(now, src, p, other.clone), nil
 	}
-	return c.runClone(now, src, p, disks), nil
+	return "", serverErr(configExistsText(p.NewID))
+}
+
+func configExistsText(newid int) string {
+	return fmt.Sprintf("unable to create VM %d: config file already exists", newid)
+}
+
+func fileExistsText(node string, newid int) string {
+	return fmt.Sprintf("close (rename) atomic file '/etc/pve/nodes/%s/qemu-server/%d.conf' failed: File exists", node, newid)
+}
+
+// waitForFlock starts the worker of a clone that lost the race for its new VMID to clone
+// winner, which holds the new config's flock until it ends. The worker holds the source's
+// shared flock while it waits, up to cloneFlockTimeout.
+func (c *Cluster) waitForFlock(now time.Time, src *vm, p pve.CloneParams, winner *task) pve.UPID {
+	t := c.startTask(now, src.node, "qmclone", strconv.Itoa(src.id), flockText(p.NewID))
+	t.end = now.Add(cloneFlockTimeout)
+	src.cloneSources++
+	if winner.end.IsZero() || !winner.end.Before(t.end) {
+		c.onEnd(t, func() { src.cloneSources-- })
+		return t.upid
+	}
+	c.at(winner.end, func() {
+		src.cloneSources--
+		c.afterFlock(t, winner.end, src.node, src.id, p)
+	})
+	return t.upid
+}
+
+// afterFlock is the worker of clone t taking the new config's flock at now, after the clone
+// that held it ended: it runs the checks again, and clones if they pass.
+func (c *Cluster) afterFlock(t *task, now time.Time, node string, vmid int, p pve.CloneParams) {
+	t.end = now
+	src, disks, err := c.checkClone(node, vmid, p)
+	other := c.vms[p.NewID]
+	switch {
+	case err != nil:
+		t.exit = errText(err)
+	case other != nil && other.node == node:
+		t.exit = configExistsText(p.NewID)
+	case other != nil:
+		t.exit = fileExistsText(node, p.NewID)
+	default:
+		t.exit = c.taskExit("qmclone", spaceExit(disks, p.Full))
+		t.end = now.Add(c.durations["qmclone"])
+		c.runClone(t, now, src, p, disks)
+	}
+}
+
+// errText is the text a worker's task ends with when it dies of err.
+func errText(err error) string {
+	if ae, ok := err.(*pve.APIError); ok && ae.Message != "" {
+		return ae.Message
+	}
+	return err.Error()
 }
 
 // checkClone is the clone's synchronous checks, in PVE's order. It returns the source and the
@@ -123,9 +191,10 @@ func (c *Cluster) checkClone(node string, vmid int, p pve.CloneParams) (*vm, []c
 	return src, disks, nil
 }
 
-// runClone starts the clone's worker and schedules its effects.
-func (c *Cluster) runClone(now time.Time, src *vm, p pve.CloneParams, disks []cloneDisk) pve.UPID {
-	t := c.startTask(now, src.node, "qmclone", strconv.Itoa(src.id), spaceExit(disks, p.Full))
+// runClone is clone task t's worker from the moment it holds the new config's flock, from, to
+// its end: it writes the temporary config and schedules the clone's effects. t's exit and end
+// are the clone's outcome without the faults for its new VMID, which it applies.
+func (c *Cluster) runClone(t *task, from time.Time, src *vm, p pve.CloneParams, disks []cloneDisk) {
 	crashed := c.faults.crashClone[p.NewID] && succeeded(t.exit)
 	stalled := (c.stall || c.faults.stallClone[p.NewID]) && succeeded(t.exit)
 	delete(c.faults.crashClone, p.NewID)
@@ -138,10 +207,11 @@ func (c *Cluster) runClone(now time.Time, src *vm, p pve.CloneParams, disks []cl
 	}
 
 	g := &vm{
-		id:    p.NewID,
-		node:  src.node,
-		cfg:   pve.VMConfig{"description": description(" qmclone temporary file"), "lock": "clone"},
-		clone: t,
+		id:         p.NewID,
+		node:       src.node,
+		cfg:        pve.VMConfig{"description": description(" qmclone temporary file"), "lock": "clone"},
+		clone:      t,
+		cloneStart: from,
 	}
 	c.vms[p.NewID] = g
 	src.cloneSources++
@@ -154,7 +224,7 @@ func (c *Cluster) runClone(now time.Time, src *vm, p pve.CloneParams, disks []cl
 			d.st.volumes[d.name] = &volume{size: d.size}
 		}
 		if !stalled {
-			c.writeAfterEachDisk(t, g, full, disks)
+			c.writeAfterEachDisk(from, t.end, g, full, disks)
 		}
 	}
 	c.onEnd(t, func() {
@@ -176,29 +246,29 @@ func (c *Cluster) runClone(now time.Time, src *vm, p pve.CloneParams, disks []cl
 			delete(c.vms, p.NewID)
 		}
 	})
-	return t.upid
 }
 
 // minDiskWeight is the size a disk of unknown size counts as when a clone's duration is shared
 // among its disks: a small share, as an EFI vars disk takes.
 const minDiskWeight = 1 << 20
 
-// writeAfterEachDisk schedules the config writes of clone t into g, one after each disk in
-// disks' (drive-key) order: the full config without the disks still to come. Each disk takes a
-// share of the task's duration in proportion to its size; the last ends with the task.
-func (c *Cluster) writeAfterEachDisk(t *task, g *vm, full pve.VMConfig, disks []cloneDisk) {
+// writeAfterEachDisk schedules the config writes of a clone into g that runs from from to end,
+// one after each disk in disks' (drive-key) order: the full config without the disks still to
+// come. Each disk takes a share of the time in proportion to its size; the last ends with the
+// clone.
+func (c *Cluster) writeAfterEachDisk(from, end time.Time, g *vm, full pve.VMConfig, disks []cloneDisk) {
 	cfg := maps.Clone(full)
 	var total, done float64
 	for _, d := range disks {
 		delete(cfg, d.key)
 		total += float64(max(d.size, minDiskWeight))
 	}
-	span := t.end.Sub(t.start)
+	span := end.Sub(from)
 	for i, d := range disks {
 		done += float64(max(d.size, minDiskWeight))
-		at := t.end
+		at := end
 		if i < len(disks)-1 {
-			at = t.start.Add(min(time.Duration(float64(span)*done/total), span))
+			at = from.Add(min(time.Duration(float64(span)*done/total), span))
 		}
 		cfg[d.key] = d.drive
 		written := maps.Clone(cfg)

@@ -181,6 +181,122 @@ func TestClone_usedVMIDOtherNodeIsTaskFileExists(t *testing.T) {
 	assert.Equal(t, VM{Node: "pve2", VMID: newID, Config: pve.VMConfig{"name": "foreign"}}, foreign)
 }
 
+// loserParams is a second clone racing pveflow's clone for the same VMID.
+func loserParams(newid int) pve.CloneParams {
+	return pve.CloneParams{NewID: newid, Name: "proxy-loser", Description: "loser", Full: true}
+}
+
+// requireTaskEnds requires upid to run until the clock is at t0+end and to be stopped then, and
+// returns its exit status.
+func requireTaskEnds(t *testing.T, c *Cluster, clk *ManualClock, upid pve.UPID, end time.Duration) string {
+	t.Helper()
+	clk.Advance(t0.Add(end - time.Nanosecond).Sub(clk.Now()))
+	st, err := c.TaskStatus(t.Context(), upid.Node(), upid)
+	require.NoError(t, err)
+	require.Equal(t, pve.TaskRunning, st.Status, "before %v", end)
+	clk.Advance(time.Nanosecond)
+	st, err = c.TaskStatus(t.Context(), upid.Node(), upid)
+	require.NoError(t, err)
+	require.Equal(t, pve.TaskStopped, st.Status, "at %v", end)
+	return st.ExitStatus
+}
+
+func TestClone_raceLoserFailsAndLeavesWinnerIntact(t *testing.T) {
+	tests := []struct {
+		name      string
+		cloneTime time.Duration // the winner's
+		after     time.Duration // when the loser asks
+		node      string        // the loser's
+		template  int
+		ends      time.Duration // when the loser's task ends
+		exit      func(*testing.T) string
+	}{
+		{
+			name: "winner still cloning when the flock wait times out", cloneTime: 45 * time.Second,
+			after: 500 * time.Millisecond, node: "pve1", template: tmplID, ends: 1500 * time.Millisecond,
+			exit: func(t *testing.T) string { return fixtureExit(t, "task_status_lock_timeout") },
+		},
+		{
+			name: "winner done within the flock wait", cloneTime: 60 * time.Millisecond,
+			after: 10 * time.Millisecond, node: "pve1", template: tmplID, ends: 60 * time.Millisecond,
+			exit: func(t *testing.T) string { return fixtureExit(t, "task_status_clone_config_exists") },
+		},
+		{
+			name: "loser on another node", cloneTime: 45 * time.Second,
+			after: 500 * time.Millisecond, node: "pve2", template: 9001, ends: 45500 * time.Millisecond,
+			exit: func(*testing.T) string {
+				return "close (rename) atomic file '/etc/pve/nodes/pve2/qemu-server/123456.conf' failed: File exists"
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, clk := newCluster(t, func(o *Options) {
+				o.TaskDurations = map[string]time.Duration{"qmclone": tt.cloneTime}
+				o.VMs = append(o.VMs, Template(9001, "pve2", 2))
+			})
+			winner := startClone(t, c, newID)
+			clk.Advance(tt.after)
+			loser, err := c.Clone(t.Context(), tt.node, tt.template, loserParams(newID))
+			require.NoError(t, err, "both requests pass the early check")
+
+			assert.Equal(t, tt.exit(t), requireTaskEnds(t, c, clk, loser, tt.ends))
+			clk.Advance(max(t0.Add(tt.cloneTime).Sub(clk.Now()), 0))
+			st, err := c.TaskStatus(t.Context(), "pve1", winner)
+			require.NoError(t, err)
+			assert.Equal(t, "OK", st.ExitStatus)
+			vm, _ := vmByID(c, newID)
+			assert.Equal(t, "pve1", vm.Node)
+			assert.Equal(t, "proxy-3k7q2m9x4w8p1r5t", vm.Config["name"])
+			assert.Equal(t, cloneParams(newID).Description+"\n", vm.Config["description"])
+			assert.Equal(t, []string{"local-lvm:vm-123456-disk-0", "local-lvm:vm-123456-disk-1"}, volumesOf(c, newID))
+		})
+	}
+}
+
+func TestClone_cloneOntoCloningVMIDAfterOneSecondIsSyncAlreadyExists(t *testing.T) {
+	c, clk := newCluster(t, func(o *Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 45 * time.Second} })
+	startClone(t, c, newID)
+	clk.Advance(cloneFlockTimeout)
+
+	_, err := c.Clone(t.Context(), "pve1", tmplID, loserParams(newID))
+	requireFixtureError(t, "err_newid_in_use", err)
+}
+
+func TestClone_raceLoserClonesWhenWinnerFailedFirst(t *testing.T) {
+	c, clk := newCluster(t)
+	c.FailTask("qmclone", fixtureExit(t, "task_status_stopped_error"))
+	winner := startClone(t, c, newID)
+	clk.Advance(10 * time.Millisecond)
+	loser, err := c.Clone(t.Context(), "pve1", tmplID, loserParams(newID))
+	require.NoError(t, err)
+
+	assert.NotEqual(t, "OK", requireTaskEnds(t, c, clk, winner, 60*time.Millisecond))
+	vm, exists := vmByID(c, newID)
+	require.True(t, exists, "the loser took the flock and wrote its temporary config")
+	assert.Equal(t, "clone", vm.Config["lock"])
+	assert.Equal(t, "OK", requireTaskEnds(t, c, clk, loser, 120*time.Millisecond))
+	vm, _ = vmByID(c, newID)
+	assert.Equal(t, "proxy-loser", vm.Config["name"])
+}
+
+func TestClone_raceLoserHoldsSourceFlockWhileWaiting(t *testing.T) {
+	c, clk := newCluster(t, func(o *Options) {
+		o.TaskDurations = map[string]time.Duration{"qmclone": 45 * time.Second}
+		o.VMs = append(o.VMs, Template(9001, "pve1", 2))
+	})
+	_, err := c.Clone(t.Context(), "pve1", 9001, cloneParams(newID))
+	require.NoError(t, err)
+	clk.Advance(100 * time.Millisecond)
+	_, err = c.Clone(t.Context(), "pve1", tmplID, loserParams(newID))
+	require.NoError(t, err)
+
+	err = c.SetVMConfig(t.Context(), "pve1", tmplID, pve.VMConfig{"cores": "4"})
+	assert.Equal(t, serverErr(flockText(tmplID)), err)
+	clk.Advance(cloneFlockTimeout)
+	assert.NoError(t, c.SetVMConfig(t.Context(), "pve1", tmplID, pve.VMConfig{"cores": "4"}))
+}
+
 func TestClone_failedCloneRemovesVM(t *testing.T) {
 	c, clk := newCluster(t)
 	exit := fixtureExit(t, "task_status_stopped_error")
@@ -375,37 +491,56 @@ func TestClone_concurrentClonesIntoOneRangeNeverShareVMID(t *testing.T) {
 		lo     = 200000
 		size   = 250
 	)
-	c, _ := newCluster(t)
+	c, clk := newCluster(t)
 	require.NoError(t, c.AddVM(VM{Node: "pve1", VMID: lo + 3, Config: pve.VMConfig{"name": "foreign"}}))
+	params := func(i, id int) pve.CloneParams {
+		p := cloneParams(id)
+		p.Description = fmt.Sprintf("clone %d", i)
+		return p
+	}
 
-	got := make([]int, clones)
+	upids, ids := make([]pve.UPID, clones), make([]int, clones)
 	var wg sync.WaitGroup
 	for i := range clones {
 		wg.Go(func() {
 			for probe := range size {
 				id := lo + (i*7+probe)%size
-				_, err := c.Clone(t.Context(), "pve1", tmplID, cloneParams(id))
+				upid, err := c.Clone(t.Context(), "pve1", tmplID, params(i, id))
 				if pve.IsClass(err, pve.AlreadyExists) {
 					continue
 				}
 				if !assert.NoError(t, err) {
 					return
 				}
-				got[i] = id
+				upids[i], ids[i] = upid, id
 				return
 			}
 		})
 	}
 	wg.Wait()
+	clk.Advance(cloneFlockTimeout)
 
-	seen := make(map[int]bool)
-	for i, id := range got {
-		require.NotZero(t, id, "clone %d found no VMID", i)
-		require.False(t, seen[id], "VMID %d handed out twice", id)
-		require.NotEqual(t, lo+3, id, "the foreign VM's VMID was taken")
-		seen[id] = true
+	// Clones that raced for a VMID within a second all got a UPID; only one of them may own it.
+	owner := make(map[int]int)
+	for i, upid := range upids {
+		require.NotEmpty(t, upid, "clone %d found no VMID", i)
+		require.NotEqual(t, lo+3, ids[i], "the foreign VM's VMID was taken")
+		st, err := c.TaskStatus(t.Context(), "pve1", upid)
+		require.NoError(t, err)
+		require.Equal(t, pve.TaskStopped, st.Status)
+		if st.ExitStatus != "OK" {
+			assert.Equal(t, configExistsText(ids[i]), st.ExitStatus, "clone %d lost the race for %d", i, ids[i])
+			continue
+		}
+		prev, taken := owner[ids[i]]
+		require.False(t, taken, "VMID %d handed out to clones %d and %d", ids[i], prev, i)
+		owner[ids[i]] = i
 	}
-	assert.Len(t, c.VMs(), clones+2)
+	assert.Len(t, c.VMs(), len(owner)+2)
+	for id, i := range owner {
+		vm, _ := vmByID(c, id)
+		assert.Equal(t, params(i, id).Description+"\n", vm.Config["description"], "VM %d is its winner's", id)
+	}
 }
 
 func TestClone_disksNamedAfterNewVMID(t *testing.T) {

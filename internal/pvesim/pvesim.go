@@ -180,8 +180,10 @@ type vm struct {
 	running   bool
 	pid       int
 	startedAt time.Time
-	// clone is the running clone writing this VM: it holds the config file's flock.
-	clone *task
+	// clone is the running clone writing this VM: it holds the config file's flock since
+	// cloneStart.
+	clone      *task
+	cloneStart time.Time
 	// cloneSources counts running clones reading this VM: each holds a shared flock.
 	cloneSources int
 }

@@ -13,8 +13,6 @@ import (
 type task struct {
 	upid pve.UPID
 	info pve.UPIDInfo
-	// start is when the task started.
-	start time.Time
 	// end is when the task stops; zero for a task that runs forever.
 	end  time.Time
 	exit string
@@ -42,7 +40,7 @@ func (c *Cluster) startTask(now time.Time, node, typ, id, exit string) *task {
 		ID:        id,
 		User:      c.user,
 	}
-	t := &task{upid: pve.UPID(info.String()), info: info, start: now, end: now.Add(c.durations[typ]), exit: exit}
+	t := &task{upid: pve.UPID(info.String()), info: info, end: now.Add(c.durations[typ]), exit: exit}
 	c.tasks[t.upid] = t
 	return t
 }
