@@ -212,9 +212,9 @@ func TestOwnership_createStoppedOnlyByALaterDelete(t *testing.T) {
 		deleteStarted time.Duration // relative to the create's start
 		wantStopped   bool
 	}{
-		"a delete that started later": {deleteStarted: time.Minute, wantStopped: true},
+		"a delete that started later":            {deleteStarted: time.Minute, wantStopped: true},
 		"a delete that started at the same time": {deleteStarted: 0, wantStopped: true},
-		"a delete that started earlier":           {deleteStarted: -time.Minute, wantStopped: false},
+		"a delete that started earlier":          {deleteStarted: -time.Minute, wantStopped: false},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
