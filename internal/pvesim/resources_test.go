@@ -2,6 +2,7 @@ package pvesim
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,4 +201,41 @@ func TestAddVM_inStatusCacheAtOnce(t *testing.T) {
 	r := resourceOf(t, c, clk, newID, 3*time.Second)
 	assert.Equal(t, "foreign", r.Name)
 	assert.Equal(t, "stopped", r.Status)
+}
+
+func TestClusterResources_consistentUnderConcurrentClonesOnRealClock(t *testing.T) {
+	opts := Default()
+	opts.ResourcesLag = time.Millisecond
+	opts.TaskDurations = map[string]time.Duration{"qmclone": 3 * time.Millisecond, "qmdestroy": time.Millisecond}
+	c := New(opts)
+
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			upid, err := c.Clone(t.Context(), "pve1", tmplID, cloneParams(newID+i))
+			if !assert.NoError(t, err) {
+				return
+			}
+			for {
+				rs, err := c.ClusterResources(t.Context())
+				if !assert.NoError(t, err) {
+					return
+				}
+				for _, r := range rs {
+					assert.Equal(t, r.Status == "unknown", r.Name == "", "%+v", r)
+				}
+				st, err := c.TaskStatus(t.Context(), "pve1", upid)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if st.Status == pve.TaskStopped {
+					assert.Equal(t, "OK", st.ExitStatus)
+					break
+				}
+			}
+			_, err = c.Destroy(t.Context(), "pve1", newID+i)
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
 }
