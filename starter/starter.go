@@ -7,9 +7,9 @@
 // the latest run of the one an Op names.
 //
 // A Proxy UID is 1 to 128 bytes of ASCII letters, digits, '-', '_' and '.', starting with a
-// letter or digit: Kubernetes UIDs (UUIDs), ULIDs and Kubernetes object names all fit. Every
-// method that takes a UID refuses any other with an error that wraps ErrInvalidUID, before it
-// calls Temporal.
+// letter or digit: Kubernetes UIDs (UUIDs), ULIDs and Kubernetes object names up to 128
+// characters fit. Every method that takes a UID refuses any other with an error that wraps
+// ErrInvalidUID, before it calls Temporal.
 package starter
 
 import (

@@ -72,7 +72,8 @@ Commands:
   help            this text
 
 A UID is 1 to 128 ASCII letters, digits, '-', '_' and '.', starting with a letter or digit:
-Kubernetes UIDs, ULIDs, UUIDs and object names fit. Any other --uid is a usage error.
+Kubernetes UIDs, ULIDs, UUIDs and object names up to 128 characters fit. Any other --uid is a
+usage error.
 
 Global flags, before or after the command:
   --json          print results as JSON on stdout

@@ -143,7 +143,7 @@ func TestRun_helpDocumentsCommandsAndExitCodes(t *testing.T) {
 			"create --uid UID", "delete --uid UID [--name N]", "status --uid UID", "result --uid UID", "list [--phase P]", "demo",
 			"TEMPORAL_ADDRESS", "--json",
 			"1 to 128 ASCII letters, digits, '-', '_' and '.', starting with a letter or digit",
-			"Any other --uid is a usage error.",
+			"Any other --uid is a\nusage error.",
 			"The UID alone finds the proxy's VM.",
 			"0  success", "2  usage error", "3  the workflow failed Permanent", "4  the workflow failed Transient",
 			"5  the workflow failed QuotaExceeded", "6  the workflow was cancelled",
