@@ -1,8 +1,9 @@
 //go:build record
 
 // Recording the histories that TestReplay_recordedHistories replays: `make histories`.
-// Record new files beside the old ones when a workflow changes; never re-record a history in the
-// change that alters the workflow, or the replay test cannot catch that change.
+// Record new files beside the old ones when a workflow changes. A history is never recorded
+// again: a scenario whose file exists is skipped, since a re-recorded history replays the code
+// that recorded it and so cannot catch a change that breaks the runs already out there.
 
 package e2e_test
 
@@ -25,6 +26,9 @@ import (
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/workflows"
 )
+
+// otherUID is another proxy's, whose clone this proxy's create meets.
+const otherUID = "7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f"
 
 func TestRecordHistories(t *testing.T) {
 	scenarios := []struct {
@@ -64,6 +68,42 @@ func TestRecordHistories(t *testing.T) {
 		{name: "delete-absent-vm", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			return mustSucceed[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
 		}},
+		{name: "create-moves-on-from-foreign-clone", cluster: func(o *pvesim.Options) {
+			o.VMs = []pvesim.VM{pvesim.Template(9000, "pve1", 1)}
+			o.TaskDurations = map[string]time.Duration{"qmclone": 3 * time.Second}
+		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+			// Another proxy's clone is still copying onto this proxy's home VMID, and shows
+			// its mark only when it ends.
+			_, err := c.Clone(context.Background(), "pve1", 9000, pve.CloneParams{
+				NewID: proxy.VMIDFor(uid, s.cfg.Proxmox.VMIDRange, 0), Name: proxy.NameFromUID(otherUID), Full: true,
+				Description: proxy.FormatDescription(proxy.Mark{UID: otherUID, CreatedAt: time.Now().UTC().Truncate(time.Second)}),
+			})
+			require.NoError(t, err)
+			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+		}},
+		{name: "delete-orphan-clone", cluster: func(o *pvesim.Options) {
+			o.VMs = []pvesim.VM{pvesim.Template(9000, "pve1", 1)}
+			o.TaskDurations = map[string]time.Duration{"qmclone": 3 * time.Second}
+		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+			// A clone of this proxy still copies, under PVE's temporary config, and no create runs.
+			_, err := c.Clone(context.Background(), "pve1", 9000, pve.CloneParams{
+				NewID: proxy.VMIDFor(uid, s.cfg.Proxmox.VMIDRange, 0), Name: proxy.NameFromUID(uid), Full: true,
+				Description: proxy.FormatDescription(proxy.Mark{UID: uid, CreatedAt: time.Now().UTC().Truncate(time.Second)}),
+			})
+			require.NoError(t, err)
+			return mustSucceed[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+		}},
+		{name: "create-waits-for-delete", cluster: func(o *pvesim.Options) {
+			o.TaskDurations = map[string]time.Duration{"qmclone": 2 * time.Second, "qmdestroy": 3 * time.Second}
+		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+			mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			del := s.startDelete(workflows.DeleteProxyInput{UID: uid})
+			eventually(t, "the delete destroys the VM", func() bool { return c.CallCount("Destroy") > 0 })
+			create := mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			mustSucceed[workflows.DeleteProxyResult](t, del)
+			writeHistory(t, s, "create-waits-for-delete.delete", del)
+			return create
+		}},
 		{name: "delete-stops-running-create", cluster: func(o *pvesim.Options) {
 			o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second}
 		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
@@ -78,6 +118,10 @@ func TestRecordHistories(t *testing.T) {
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
+			if _, err := os.Stat(historyFile(sc.name)); err == nil {
+				t.Logf("kept %s: a recorded history is never recorded again", historyFile(sc.name))
+				return
+			}
 			opts := pvesim.Default()
 			opts.TaskDurations = map[string]time.Duration{"qmclone": 2 * time.Second}
 			opts.AgentBootDelay = time.Second
@@ -118,5 +162,7 @@ func writeHistory(t *testing.T, s *stack, name string, run client.WorkflowRun) {
 	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(&h)
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(historiesDir, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(historiesDir, name+".json"), append(data, '\n'), 0o644))
+	require.NoError(t, os.WriteFile(historyFile(name), append(data, '\n'), 0o644))
 }
+
+func historyFile(name string) string { return filepath.Join(historiesDir, name+".json") }
