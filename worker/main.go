@@ -154,8 +154,8 @@ func checkReadable(path string) error {
 	return f.Close()
 }
 
-// simResourcesLag is how long the simulator's cluster resources show a new VM without its name,
-// as pvestatd's cache does on a real cluster.
+// simResourcesLag is how often the simulator refreshes the status cache behind cluster
+// resources, as pvestatd does on a real cluster: names and statuses lag by up to this much.
 const simResourcesLag = 10 * time.Second
 
 // startSimulator serves the simulator's default cluster on a free loopback port, in real time,

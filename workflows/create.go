@@ -167,7 +167,7 @@ func (c *create) run() (CreateProxyResult, error) {
 	}
 	err := peer{
 		workflowID: DeleteWorkflowID(c.uid), announce: createStartedSignal, self: c.started, closed: deleteClosedSignal,
-		phase: PhaseAwaitingDelete, step: "wait for the delete of this proxy that started earlier to finish",
+		phase: PhaseAwaitingDelete, step: "wait for " + DeleteWorkflowID(c.uid) + ", which started earlier, to finish",
 	}.await(c.ctx, c.s, c.t)
 	if err != nil {
 		return CreateProxyResult{}, err

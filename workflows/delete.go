@@ -96,7 +96,7 @@ func (d *deletion) run() (DeleteProxyResult, error) {
 	err := peer{
 		workflowID: CreateWorkflowID(d.uid), announce: deleteRequestedSignal, self: d.started, closed: createClosedSignal,
 		theirs: createStartedSignal, onTheirs: d.noteCreate,
-		phase: PhaseStoppingCreate, step: "stop the create of this proxy that started earlier, and wait for it to close",
+		phase: PhaseStoppingCreate, step: "stop " + CreateWorkflowID(d.uid) + ", which started earlier, and wait for it to close",
 	}.await(d.ctx, d.s, d.t)
 	if err != nil {
 		return DeleteProxyResult{}, err

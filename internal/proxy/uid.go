@@ -9,7 +9,7 @@ import (
 const MaxUIDLength = 128
 
 // uidRE is the alphabet of a Proxy UID: ASCII letters and digits, then also '-', '_' and '.'.
-// Kubernetes UIDs (UUIDs), ULIDs, nanoids and object names all fit. Nothing else may: the UID
+// Kubernetes UIDs (UUIDs), ULIDs, nanoids and object names up to MaxUIDLength fit. Nothing else may: the UID
 // is written into the VM's mark as "key=value" lines, where white space is trimmed on reading
 // and a line break would start a forged line, and into workflow IDs, where a '/' would blur
 // "proxy/<uid>/create".
