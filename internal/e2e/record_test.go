@@ -45,11 +45,7 @@ func TestRecordHistories(t *testing.T) {
 			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
 		}},
 		{name: "create-resumed-over-locked-clone", run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
-			_, err := c.Clone(context.Background(), "pve1", 9000, pve.CloneParams{
-				NewID: proxy.VMIDFor(uid, s.cfg.Proxmox.VMIDRange, 0), Name: proxy.NameFromUID(uid), Full: true,
-				Description: proxy.FormatDescription(proxy.Mark{UID: uid, CreatedAt: time.Now().UTC().Truncate(time.Second)}),
-			})
-			require.NoError(t, err)
+			cloneOntoHome(t, s, c, uid)
 			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
 		}},
 		{name: "create-clone-budget-exhausted",
@@ -74,11 +70,7 @@ func TestRecordHistories(t *testing.T) {
 		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			// Another proxy's clone is still copying onto this proxy's home VMID, and shows
 			// its mark only when it ends.
-			_, err := c.Clone(context.Background(), "pve1", 9000, pve.CloneParams{
-				NewID: proxy.VMIDFor(uid, s.cfg.Proxmox.VMIDRange, 0), Name: proxy.NameFromUID(otherUID), Full: true,
-				Description: proxy.FormatDescription(proxy.Mark{UID: otherUID, CreatedAt: time.Now().UTC().Truncate(time.Second)}),
-			})
-			require.NoError(t, err)
+			cloneOntoHome(t, s, c, otherUID)
 			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
 		}},
 		{name: "delete-orphan-clone", cluster: func(o *pvesim.Options) {
@@ -86,11 +78,7 @@ func TestRecordHistories(t *testing.T) {
 			o.TaskDurations = map[string]time.Duration{"qmclone": 3 * time.Second}
 		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			// A clone of this proxy still copies, under PVE's temporary config, and no create runs.
-			_, err := c.Clone(context.Background(), "pve1", 9000, pve.CloneParams{
-				NewID: proxy.VMIDFor(uid, s.cfg.Proxmox.VMIDRange, 0), Name: proxy.NameFromUID(uid), Full: true,
-				Description: proxy.FormatDescription(proxy.Mark{UID: uid, CreatedAt: time.Now().UTC().Truncate(time.Second)}),
-			})
-			require.NoError(t, err)
+			cloneOntoHome(t, s, c, uid)
 			return mustSucceed[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
 		}},
 		{name: "create-waits-for-delete", cluster: func(o *pvesim.Options) {
@@ -141,6 +129,17 @@ func TestRecordHistories(t *testing.T) {
 
 // historiesDir is where the replay test in package workflows finds the histories.
 var historiesDir = filepath.Join("..", "..", "testdata", "histories")
+
+// cloneOntoHome starts a clone onto the home VMID of uid, as a create of owner would make it:
+// with owner's name and mark. It goes on copying for the cluster's clone duration.
+func cloneOntoHome(t *testing.T, s *stack, c *pvesim.Cluster, owner string) {
+	t.Helper()
+	_, err := c.Clone(context.Background(), "pve1", 9000, pve.CloneParams{
+		NewID: proxy.VMIDFor(uid, s.cfg.Proxmox.VMIDRange, 0), Name: proxy.NameFromUID(owner), Full: true,
+		Description: proxy.FormatDescription(proxy.Mark{UID: owner, CreatedAt: time.Now().UTC().Truncate(time.Second)}),
+	})
+	require.NoError(t, err)
+}
 
 func mustSucceed[T any](t *testing.T, run client.WorkflowRun) client.WorkflowRun {
 	t.Helper()
