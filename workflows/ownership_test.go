@@ -285,25 +285,78 @@ func TestOwnership_rerunOfCompletedCreateDecidesFromTheLiveStatus(t *testing.T) 
 	assert.Equal(t, starts, w.cluster.CallCount("Start"), "a running VM is not provisioned again")
 }
 
-// lostStartAnswer starts the VM but loses Proxmox's first answer, as a dropped connection does:
-// the activity's retry then starts a VM that runs already.
-type lostStartAnswer struct {
+// losesFirstAnswer lets Proxmox carry out the first call of method but loses its answer, as a
+// dropped connection does: the activity's retry then meets what that call did.
+type losesFirstAnswer struct {
 	pve.API
-	lost atomic.Bool
+	method string
+	lost   atomic.Bool
 }
 
-func (l *lostStartAnswer) Start(ctx context.Context, node string, vmid int) (pve.UPID, error) {
-	upid, err := l.API.Start(ctx, node, vmid)
-	if err == nil && l.lost.CompareAndSwap(false, true) {
-		return "", errors.New("read tcp 127.0.0.1:41234->127.0.0.1:8006: connection reset by peer")
+func (l *losesFirstAnswer) lose(method string, err error) error {
+	if err == nil && method == l.method && l.lost.CompareAndSwap(false, true) {
+		return errors.New("read tcp 127.0.0.1:41234->127.0.0.1:8006: connection reset by peer")
 	}
-	return upid, err
+	return err
+}
+
+func (l *losesFirstAnswer) Start(ctx context.Context, node string, vmid int) (pve.UPID, error) {
+	upid, err := l.API.Start(ctx, node, vmid)
+	if err := l.lose("Start", err); err != nil {
+		return "", err
+	}
+	return upid, nil
+}
+
+func (l *losesFirstAnswer) Clone(ctx context.Context, node string, vmid int, params pve.CloneParams) (pve.UPID, error) {
+	upid, err := l.API.Clone(ctx, node, vmid, params)
+	if err := l.lose("Clone", err); err != nil {
+		return "", err
+	}
+	return upid, nil
+}
+
+func losingFirstAnswerOf(method string) func(pve.API) pve.API {
+	return func(api pve.API) pve.API { return &losesFirstAnswer{API: api, method: method} }
+}
+
+func TestOwnership_cloneWhoseAnswerWasLostIsAdoptedNotRepeated(t *testing.T) {
+	tests := map[string]struct {
+		shared   bool
+		zone     string
+		wantNode string
+	}{
+		"on the template's node": {wantNode: "pve1"},
+		"to another node":        {shared: true, zone: "pve2", wantNode: "pve2"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			if tt.shared {
+				w = newWorld(t, sharedCluster)
+				w.cfg.Proxmox.Nodes = []string{"pve1", "pve2"}
+				w.cfg.Proxmox.Storage = "shared"
+			}
+			w.wrap = losingFirstAnswerOf("Clone")
+			in := createInput()
+			in.Zone = tt.zone
+
+			res, err := w.create(in)
+
+			require.NoError(t, err)
+			assert.Equal(t, firstVMID(w), res.VMID)
+			assert.Equal(t, tt.wantNode, res.Node)
+			assert.Equal(t, 2, w.cluster.CallCount("Clone"), "the retry found the first clone copying")
+			require.Len(t, w.vms(), 1, "one VM")
+			assert.Equal(t, tt.wantNode, w.vms()[0].Node)
+		})
+	}
 }
 
 func TestOwnership_startWhoseAnswerWasLostCountsAsStarted(t *testing.T) {
 	// The start is done before the activity's retry comes.
 	w := newWorld(t, func(o *pvesim.Options) { o.TaskDurations["qmstart"] = 100 * time.Millisecond })
-	w.wrap = func(api pve.API) pve.API { return &lostStartAnswer{API: api} }
+	w.wrap = losingFirstAnswerOf("Start")
 
 	res, err := w.create(createInput())
 
