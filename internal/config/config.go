@@ -61,9 +61,15 @@ type VMIDRange struct {
 	Max int `yaml:"max" json:"max"`
 }
 
-// Template is a prepared VM template that proxies are cloned from.
+// Template is a prepared VM template that proxies are cloned from: either one template for the
+// whole cluster (VMID) or one per node (Nodes), never both. On says which a node clones from.
 type Template struct {
-	VMID int `yaml:"vmid" json:"vmid"`
+	// VMID is the one template of the cluster. A proxy on another node than the template's is
+	// cloned across nodes, which PVE allows only from shared storage.
+	VMID int `yaml:"vmid,omitempty" json:"vmid"`
+	// Nodes maps a node to its own template, for clusters whose storage is local to each node.
+	// Only these nodes can take a proxy of this image.
+	Nodes map[string]int `yaml:"nodes,omitempty" json:"nodes,omitempty"`
 }
 
 // MachineType is the size of a proxy VM.

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ func full() Config {
 			Storage:               "local-lvm",
 			Bridge:                "vmbr1",
 			VMIDRange:             VMIDRange{Min: 200000, Max: 299999},
-			Templates:             map[string]Template{"debian13": {VMID: 9000}},
+			Templates:             map[string]Template{"debian13": {VMID: 9000}, "alpine": {Nodes: map[string]int{"pve1": 9001, "pve-2": 9002}}},
 			MachineTypes:          map[string]MachineType{"small": {Cores: 2, MemoryMiB: 2048, DiskGiB: 20}},
 			RequestTimeoutSeconds: 45,
 			VendorData:            "#cloud-config\ntimezone: Etc/UTC\n",
@@ -179,6 +180,40 @@ func TestParse_table(t *testing.T) {
 			wantErr: "proxmox.templates: a template has an empty name",
 		},
 		{
+			name: "template with both vmid and nodes",
+			yaml: fullWith(t, func(c *Config) {
+				c.Proxmox.Templates["old"] = Template{VMID: 9010, Nodes: map[string]int{"pve1": 9011}}
+			}),
+			wantErr: "proxmox.templates.old: sets both vmid and nodes; choose one",
+		},
+		{
+			name:    "template with neither vmid nor nodes",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Templates["old"] = Template{} }),
+			wantErr: "proxmox.templates.old: sets neither vmid (one template for the cluster) nor nodes (one per node)",
+		},
+		{
+			name:    "template nodes empty",
+			yaml:    strings.Replace(minimalYAML, "{vmid: 9000}", "{nodes: {}}", 1),
+			wantErr: "proxmox.templates.debian13.nodes: is empty; name at least one node's template",
+		},
+		{
+			name:    "template on a node that is not configured",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Templates["old"] = Template{Nodes: map[string]int{"pve9": 9010}} }),
+			wantErr: `proxmox.templates.old.nodes.pve9: "pve9" is not a node of proxmox.nodes (choices: pve-2, pve1)`,
+		},
+		{
+			name:    "template per node with vmid below 100",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Templates["old"] = Template{Nodes: map[string]int{"pve1": 99}} }),
+			wantErr: "proxmox.templates.old.nodes.pve1: 99 is outside 100..999999999",
+		},
+		{
+			name: "template per node with one vmid on two nodes",
+			yaml: fullWith(t, func(c *Config) {
+				c.Proxmox.Templates["old"] = Template{Nodes: map[string]int{"pve1": 9010, "pve-2": 9010}}
+			}),
+			wantErr: "proxmox.templates.old.nodes.pve1: 9010 is pve-2's template too, but a VMID names one VM in the cluster",
+		},
+		{
 			name:    "no machine types",
 			yaml:    fullWith(t, func(c *Config) { c.Proxmox.MachineTypes = nil }),
 			wantErr: "proxmox.machineTypes: at least one machine type is needed",
@@ -266,6 +301,37 @@ func TestParse_table(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 		})
 	}
+}
+
+func TestValidate_acceptsPVEValues(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Config)
+	}{
+		{name: "template on a subset of the nodes", change: func(c *Config) {
+			c.Proxmox.Templates["alpine"] = Template{Nodes: map[string]int{"pve-2": 9002}}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := full()
+			tt.change(&c)
+			assert.NoError(t, c.Validate())
+		})
+	}
+}
+
+func TestParse_templatePerNode(t *testing.T) {
+	c, err := Parse([]byte(`
+proxmox:
+  url: https://pve.example.com:8006
+  tokenFile: /etc/pveflow/pve-token
+  nodes: [pve1, pve2]
+  templates: {debian13: {nodes: {pve1: 9000, pve2: 9001}}}
+  machineTypes: {small: {cores: 2, memoryMiB: 2048}}
+`))
+	require.NoError(t, err)
+	assert.Equal(t, Template{Nodes: map[string]int{"pve1": 9000, "pve2": 9001}}, c.Proxmox.Templates["debian13"])
 }
 
 func TestParse_unknownKeyIsError(t *testing.T) {

@@ -62,7 +62,7 @@ func (c Proxmox) validate(p *problems) {
 		p.add("proxmox.bridge", "%q is not a valid bridge name", c.Bridge)
 	}
 	c.VMIDRange.validate(p)
-	validateTemplates(p, c.Templates)
+	validateTemplates(p, c.Templates, c.Nodes)
 	validateMachineTypes(p, c.MachineTypes)
 	if c.RequestTimeoutSeconds < 0 {
 		p.add("proxmox.requestTimeoutSeconds", "%d is negative", c.RequestTimeoutSeconds)
@@ -120,7 +120,7 @@ func (r VMIDRange) validate(p *problems) {
 	}
 }
 
-func validateTemplates(p *problems, templates map[string]Template) {
+func validateTemplates(p *problems, templates map[string]Template, nodes []string) {
 	if len(templates) == 0 {
 		p.add("proxmox.templates", "at least one template is needed")
 	}
@@ -129,9 +129,43 @@ func validateTemplates(p *problems, templates map[string]Template) {
 			p.add("proxmox.templates", "a template has an empty name")
 			continue
 		}
-		if vmid := templates[name].VMID; vmid < minVMID || vmid > maxVMID {
-			p.add("proxmox.templates."+name+".vmid", "%d is outside %d..%d", vmid, minVMID, maxVMID)
+		path, t := "proxmox.templates."+name, templates[name]
+		switch {
+		case t.VMID != 0 && t.Nodes != nil:
+			p.add(path, "sets both vmid and nodes; choose one")
+		case t.Nodes != nil:
+			validateTemplateNodes(p, path+".nodes", t.Nodes, nodes)
+		case t.VMID == 0:
+			p.add(path, "sets neither vmid (one template for the cluster) nor nodes (one per node)")
+		default:
+			validateVMID(p, path+".vmid", t.VMID)
 		}
+	}
+}
+
+// validateTemplateNodes checks a template per node: each on a configured node, and no VMID
+// twice, as a VMID names one VM in the whole cluster.
+func validateTemplateNodes(p *problems, path string, perNode map[string]int, nodes []string) {
+	if len(perNode) == 0 {
+		p.add(path, "is empty; name at least one node's template")
+	}
+	nodeOf := make(map[int]string, len(perNode))
+	for _, node := range slices.Sorted(maps.Keys(perNode)) {
+		vmid := perNode[node]
+		if !slices.Contains(nodes, node) {
+			p.add(path+"."+node, "%q is not a node of proxmox.nodes (choices: %s)", node, choices(nodes))
+		}
+		validateVMID(p, path+"."+node, vmid)
+		if other, ok := nodeOf[vmid]; ok {
+			p.add(path+"."+node, "%d is %s's template too, but a VMID names one VM in the cluster", vmid, other)
+		}
+		nodeOf[vmid] = node
+	}
+}
+
+func validateVMID(p *problems, path string, vmid int) {
+	if vmid < minVMID || vmid > maxVMID {
+		p.add(path, "%d is outside %d..%d", vmid, minVMID, maxVMID)
 	}
 }
 
