@@ -38,7 +38,12 @@ type Proxmox struct {
 	// Storage is the target of the full clone; empty keeps the template's storage.
 	Storage string `yaml:"storage" json:"storage,omitempty"`
 	// Bridge replaces the bridge of the clone's net0; empty keeps the template's.
-	Bridge    string    `yaml:"bridge" json:"bridge,omitempty"`
+	Bridge string `yaml:"bridge" json:"bridge,omitempty"`
+	// Pool is the resource pool the clone joins (the clone call's pool); empty joins none.
+	Pool string `yaml:"pool" json:"pool,omitempty"`
+	// Tags are extra tags for a proxy's VM, written together with the template's tags and
+	// pveflow's own.
+	Tags      []string  `yaml:"tags" json:"tags,omitempty"`
 	VMIDRange VMIDRange `yaml:"vmidRange" json:"vmidRange"`
 	// Templates maps an image name (a placement's image) to the template it is cloned from.
 	Templates map[string]Template `yaml:"templates" json:"templates"`

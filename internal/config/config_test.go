@@ -23,6 +23,8 @@ func full() Config {
 			ISOStorage:            "iso-store",
 			Storage:               "local-lvm",
 			Bridge:                "vmbr1",
+			Pool:                  "proxies/pveflow",
+			Tags:                  []string{"proxy", "team-a"},
 			VMIDRange:             VMIDRange{Min: 200000, Max: 299999},
 			Templates:             map[string]Template{"debian13": {VMID: 9000}, "alpine": {Nodes: map[string]int{"pve1": 9001, "pve-2": 9002}}},
 			MachineTypes:          map[string]MachineType{"small": {Cores: 2, MemoryMiB: 2048, DiskGiB: 20}},
@@ -214,6 +216,41 @@ func TestParse_table(t *testing.T) {
 			wantErr: "proxmox.templates.old.nodes.pve1: 9010 is pve-2's template too, but a VMID names one VM in the cluster",
 		},
 		{
+			name:    "pool with a space",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Pool = "my proxies" }),
+			wantErr: `proxmox.pool: "my proxies" is not a valid pool id`,
+		},
+		{
+			name:    "pool with an empty level",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Pool = "proxies//a" }),
+			wantErr: `proxmox.pool: "proxies//a" is not a valid pool id`,
+		},
+		{
+			name:    "pool nested four levels",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Pool = "a/b/c/d" }),
+			wantErr: `proxmox.pool: "a/b/c/d" is nested 4 levels deep, and PVE allows 3`,
+		},
+		{
+			name:    "empty tag",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Tags = []string{"proxy", ""} }),
+			wantErr: `proxmox.tags[1]: "" is not a valid tag`,
+		},
+		{
+			name:    "tag starting with a hyphen",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Tags = []string{"-proxy"} }),
+			wantErr: `proxmox.tags[0]: "-proxy" is not a valid tag`,
+		},
+		{
+			name:    "tag holding a list separator",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Tags = []string{"a;b"} }),
+			wantErr: `proxmox.tags[0]: "a;b" is not a valid tag`,
+		},
+		{
+			name:    "tag listed twice",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Tags = []string{"proxy", "proxy"} }),
+			wantErr: `proxmox.tags[1]: "proxy" is listed twice`,
+		},
+		{
 			name:    "no machine types",
 			yaml:    fullWith(t, func(c *Config) { c.Proxmox.MachineTypes = nil }),
 			wantErr: "proxmox.machineTypes: at least one machine type is needed",
@@ -308,6 +345,13 @@ func TestValidate_acceptsPVEValues(t *testing.T) {
 		name   string
 		change func(*Config)
 	}{
+		{name: "pool of one level", change: func(c *Config) { c.Proxmox.Pool = "Proxies_1.a-b" }},
+		{name: "pool nested three levels", change: func(c *Config) { c.Proxmox.Pool = "a/b/c" }},
+		{name: "no pool", change: func(c *Config) { c.Proxmox.Pool = "" }},
+		{name: "tag with every allowed character", change: func(c *Config) { c.Proxmox.Tags = []string{"_Team+a.b-c9"} }},
+		{name: "tag of a digit", change: func(c *Config) { c.Proxmox.Tags = []string{"1"} }},
+		{name: "pveflow's own tag", change: func(c *Config) { c.Proxmox.Tags = []string{"proxy_operator"} }},
+		{name: "no tags", change: func(c *Config) { c.Proxmox.Tags = nil }},
 		{name: "template on a subset of the nodes", change: func(c *Config) {
 			c.Proxmox.Templates["alpine"] = Template{Nodes: map[string]int{"pve-2": 9002}}
 		}},

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -19,6 +20,11 @@ var (
 	storageIDRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]*[a-zA-Z0-9]$`)
 	// bridgeRE is a Linux interface name (at most 15 bytes) as PVE's bridges and SDN vnets use.
 	bridgeRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]{0,14}$`)
+	// poolIDRE is pve-poolid (pve-access-control AccessControl.pm verify_poolname): a name, or
+	// up to three of them joined by "/" for a nested pool.
+	poolIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+){0,2}$`)
+	// tagRE is pve-tag (pve-common JSONSchema.pm $PVE_TAG_RE, matched case-insensitively).
+	tagRE = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9_+.-]*$`)
 )
 
 // The VMIDs PVE accepts.
@@ -61,6 +67,10 @@ func (c Proxmox) validate(p *problems) {
 	if c.Bridge != "" && !bridgeRE.MatchString(c.Bridge) {
 		p.add("proxmox.bridge", "%q is not a valid bridge name", c.Bridge)
 	}
+	if c.Pool != "" {
+		validatePool(p, c.Pool)
+	}
+	validateTags(p, c.Tags)
 	c.VMIDRange.validate(p)
 	validateTemplates(p, c.Templates, c.Nodes)
 	validateMachineTypes(p, c.MachineTypes)
@@ -105,6 +115,32 @@ func validateNodes(p *problems, nodes []string) {
 			p.add(path, "%q is listed twice", n)
 		}
 		seen[n] = true
+	}
+}
+
+func validatePool(p *problems, pool string) {
+	if poolIDRE.MatchString(pool) {
+		return
+	}
+	levels := strings.Split(pool, "/")
+	if len(levels) > 3 && !slices.ContainsFunc(levels, func(l string) bool { return !poolIDRE.MatchString(l) }) {
+		p.add("proxmox.pool", "%q is nested %d levels deep, and PVE allows 3", pool, len(levels))
+		return
+	}
+	p.add("proxmox.pool", "%q is not a valid pool id", pool)
+}
+
+func validateTags(p *problems, tags []string) {
+	seen := make(map[string]bool, len(tags))
+	for i, tag := range tags {
+		path := fmt.Sprintf("proxmox.tags[%d]", i)
+		switch {
+		case !tagRE.MatchString(tag):
+			p.add(path, "%q is not a valid tag", tag)
+		case seen[tag]:
+			p.add(path, "%q is listed twice", tag)
+		}
+		seen[tag] = true
 	}
 }
 
