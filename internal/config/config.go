@@ -1,6 +1,7 @@
 // Package config is pveflow's configuration file: where the Proxmox cluster is and how to reach
-// it, the catalogue of templates and machine types a proxy is placed with, and how long each wait
-// of a workflow may take. docs/config.md is the reference for every field.
+// it, the catalogue of templates and machine types a proxy is placed with, how many clones may
+// run at once, and how long each wait of a workflow may take. docs/config.md is the reference for
+// every field.
 package config
 
 import (
@@ -17,6 +18,7 @@ import (
 // Config is the whole configuration file.
 type Config struct {
 	Proxmox Proxmox `yaml:"proxmox" json:"proxmox"`
+	Clones  Clones  `yaml:"clones" json:"clones"`
 	Budgets Budgets `yaml:"budgets" json:"budgets"`
 	Poll    Poll    `yaml:"poll" json:"poll"`
 }
@@ -85,6 +87,13 @@ type MachineType struct {
 	DiskGiB int64 `yaml:"diskGiB" json:"diskGiB,omitempty"`
 }
 
+// Clones is how clones are admitted to Proxmox.
+type Clones struct {
+	// PerStorage is how many clones may run at once onto one target storage, across all
+	// workers; 0 admits every clone at once.
+	PerStorage int `yaml:"perStorage" json:"perStorage"`
+}
+
 // Budgets are how long each wait may take in all, retries included (an activity's
 // ScheduleToClose), and how long one attempt of one call may take (StartToClose).
 type Budgets struct {
@@ -122,6 +131,7 @@ func Default() Config {
 			RequestTimeoutSeconds: 30,
 			InstallGuestAgent:     true,
 		},
+		Clones: Clones{PerStorage: 4},
 		Budgets: Budgets{
 			Clone:   10 * time.Minute,
 			Upload:  2 * time.Minute,

@@ -32,6 +32,7 @@ func full() Config {
 			VendorData:            "#cloud-config\ntimezone: Etc/UTC\n",
 			InstallGuestAgent:     false,
 		},
+		Clones: Clones{PerStorage: 2},
 		Budgets: Budgets{
 			Clone: 11 * time.Minute, Upload: 3 * time.Minute, Resize: 3 * time.Minute, Start: 4 * time.Minute,
 			Stop: 5 * time.Minute, Destroy: 6 * time.Minute, Running: 70 * time.Second,
@@ -251,6 +252,11 @@ func TestParse_table(t *testing.T) {
 			wantErr: `proxmox.tags[1]: "proxy" is listed twice`,
 		},
 		{
+			name:    "negative clones perStorage",
+			yaml:    fullWith(t, func(c *Config) { c.Clones.PerStorage = -1 }),
+			wantErr: "clones.perStorage: -1 is negative",
+		},
+		{
 			name:    "no machine types",
 			yaml:    fullWith(t, func(c *Config) { c.Proxmox.MachineTypes = nil }),
 			wantErr: "proxmox.machineTypes: at least one machine type is needed",
@@ -352,6 +358,7 @@ func TestValidate_acceptsPVEValues(t *testing.T) {
 		{name: "tag of a digit", change: func(c *Config) { c.Proxmox.Tags = []string{"1"} }},
 		{name: "pveflow's own tag", change: func(c *Config) { c.Proxmox.Tags = []string{"proxy_operator"} }},
 		{name: "no tags", change: func(c *Config) { c.Proxmox.Tags = nil }},
+		{name: "clones perStorage zero turns admission off", change: func(c *Config) { c.Clones.PerStorage = 0 }},
 		{name: "template on a subset of the nodes", change: func(c *Config) {
 			c.Proxmox.Templates["alpine"] = Template{Nodes: map[string]int{"pve-2": 9002}}
 		}},
@@ -376,6 +383,18 @@ proxmox:
 `))
 	require.NoError(t, err)
 	assert.Equal(t, Template{Nodes: map[string]int{"pve1": 9000, "pve2": 9001}}, c.Proxmox.Templates["debian13"])
+}
+
+func TestParse_clonesPerStorageDefaultsToFour(t *testing.T) {
+	c, err := Parse([]byte(minimalYAML))
+	require.NoError(t, err)
+	assert.Equal(t, 4, c.Clones.PerStorage)
+}
+
+func TestParse_clonesPerStorageZeroIsKept(t *testing.T) {
+	c, err := Parse([]byte(minimalYAML + "clones: {perStorage: 0}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 0, c.Clones.PerStorage)
 }
 
 func TestParse_unknownKeyIsError(t *testing.T) {

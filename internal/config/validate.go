@@ -44,6 +44,7 @@ func (p *problems) add(path, format string, args ...any) {
 func (c Config) Validate() error {
 	var p problems
 	c.Proxmox.validate(&p)
+	c.Clones.validate(&p)
 	c.Budgets.validate(&p)
 	c.Poll.validate(&p)
 	return errors.Join(p...)
@@ -249,6 +250,12 @@ func validateVendorData(s string) error {
 		return fmt.Errorf("is not valid YAML: %w", err)
 	}
 	return nil
+}
+
+func (c Clones) validate(p *problems) {
+	if c.PerStorage < 0 {
+		p.add("clones.perStorage", "%d is negative", c.PerStorage)
+	}
 }
 
 func (b Budgets) validate(p *problems) {
