@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -55,6 +56,7 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (Crea
 		return CreateProxyResult{}, permanentf("create proxy: %v", err)
 	}
 	legacy := workflow.GetVersion(ctx, ownershipChange, workflow.DefaultVersion, ownershipVersion) == workflow.DefaultVersion
+	fleet := workflow.GetVersion(ctx, fleetChange, workflow.DefaultVersion, fleetVersion) >= fleetVersion
 	started := opStarted{StartedAt: workflow.GetInfo(ctx).WorkflowStartTime}
 	// A later DeleteProxy of the same UID asks this run to stop by a signal (a cancel request
 	// would be accepted even by a closed run, leaving the delete to wait for an answer in vain).
@@ -80,6 +82,9 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (Crea
 	}
 
 	c, err := newCreate(ctx, w.Config, in, started, legacy)
+	if c != nil {
+		c.fleet = fleet
+	}
 	if err != nil {
 		if drainRequests(); deleteRequested {
 			tellClosed(ctx, DeleteWorkflowID(in.UID), createClosedSignal, createClosed{})
@@ -118,6 +123,8 @@ type create struct {
 	started opStarted
 	// legacy runs were recorded before ownershipVersion and replay on legacy.go's code.
 	legacy bool
+	// fleet runs (fleetVersion) wait out locks and take a clone lease.
+	fleet bool
 	// vm is the VM being created, once it is known.
 	vm vm
 	// createdAt is written into the mark of the VM this run clones.
@@ -253,12 +260,34 @@ func (c *create) clone(h holdings) error {
 	if !ok {
 		return permanentf("create proxy %s: template %d (image %q) not found in the cluster", c.in.Name, c.p.TemplateVMID, c.p.Image)
 	}
+	if c.fleet && c.s.Clones.PerStorage > 0 {
+		storage, err := c.cloneStorage(tmplNode)
+		if err != nil {
+			return err
+		}
+		l, err := c.admitClone(storage)
+		if err != nil {
+			return err
+		}
+		defer l.release(c.ctx)
+	}
+	begun := workflow.Now(c.ctx)
 	for attempt := 0; attempt < proxy.MaxProbes; attempt++ {
 		vmid := proxy.VMIDFor(c.in.UID, c.s.VMIDRange, attempt)
 		if h.Taken[vmid] {
 			continue
 		}
 		step, err := c.cloneOnto(tmplNode, vmid, attempt)
+		for c.fleet && isTaskFailedWith(err, activities.ErrLocked) && !vmidTaken(err, vmid) {
+			again, backOffErr := c.backOffFromLock(vmid, begun)
+			if backOffErr != nil {
+				step, err = "clone again onto VM "+fmt.Sprint(vmid), backOffErr
+			}
+			if !again {
+				break
+			}
+			step, err = c.cloneOnto(tmplNode, vmid, attempt)
+		}
 		if err == nil {
 			c.vm = vm{Node: c.p.Node, VMID: vmid}
 			return nil
@@ -286,6 +315,67 @@ func (c *create) clone(h holdings) error {
 		}
 	}
 	return transientf("create proxy %s: no free VMID among %d tried in %d-%d", c.in.Name, proxy.MaxProbes, c.s.VMIDRange.Min, c.s.VMIDRange.Max)
+}
+
+// backOffFromLock waits, after a clone onto vmid failed on a lock (its storage's allocation
+// lock, the template's), before the clone is made again on the same VMID: PVE removed the failed
+// clone. again is false when the clone budget, counted from begun, has no room for another try.
+// Something holding the VMID again is an AlreadyExists error, as a clone finding it would meet:
+// a clone never goes onto a VMID that holds something.
+func (c *create) backOffFromLock(vmid int, begun time.Time) (again bool, err error) {
+	wait := c.s.Poll.InitialInterval
+	for range c.t.status.LockRetries {
+		wait = min(time.Duration(float64(wait)*c.s.Poll.BackoffCoefficient), c.s.Poll.MaximumInterval)
+	}
+	if workflow.Now(c.ctx).Add(wait).Sub(begun) >= c.s.Budgets.Clone {
+		return false, nil
+	}
+	c.t.status.LockRetries++
+	c.t.step(fmt.Sprintf("the clone onto VM %d failed on a lock; cloning again in %s (retry %d)", vmid, wait, c.t.status.LockRetries))
+	if err := workflow.Sleep(c.ctx, wait); err != nil {
+		return false, err
+	}
+	_, found, err := c.locate(vmid)
+	switch {
+	case err != nil:
+		return false, err
+	case found:
+		return false, temporal.NewNonRetryableApplicationError(fmt.Sprintf("VM %d holds something again", vmid), activities.ErrAlreadyExists, nil)
+	}
+	return true, nil
+}
+
+// cloneStorage is what the clone admission keys a clone by: the storage its volumes are
+// allocated on (the configured target, else the template's boot disk's), with the node the
+// clone runs on in front unless the storage is shared, since a node's own storage is another
+// storage than another node's of the same name.
+func (c *create) cloneStorage(tmplNode string) (string, error) {
+	var a *activities.Activities
+	storage := c.s.Storage
+	if storage == "" {
+		ref := activities.VMRef{Node: tmplNode, VMID: c.p.TemplateVMID}
+		var cfg pve.VMConfig
+		step := "read config of template " + ref.String()
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(step)), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
+			return "", fail(step, err)
+		}
+		disk, err := proxy.BootDisk(cfg)
+		if err != nil {
+			return "", permanentf("create proxy %s: template %d: %v", c.in.Name, c.p.TemplateVMID, err)
+		}
+		storage, _, _ = strings.Cut(cfg[disk], ":")
+	}
+	step := fmt.Sprintf("read status of storage %s on node %s", storage, tmplNode)
+	var st pve.StorageStatus
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(step)), a.StorageStatus,
+		activities.StorageRef{Node: tmplNode, Storage: storage}).Get(c.ctx, &st)
+	if err != nil {
+		return "", fail(step, err)
+	}
+	if st.Shared {
+		return storage, nil
+	}
+	return tmplNode + "/" + storage, nil
 }
 
 // cloneOnto clones the template onto vmid and waits for the clone. It returns the activity's own

@@ -29,6 +29,10 @@ func testConfig(t *testing.T) config.Config {
 	t.Helper()
 	cfg, err := config.Load(filepath.Join("..", "testdata", "config", "simulator.yaml"))
 	require.NoError(t, err)
+	// One workflow runs per test environment: a create's clone lease comes from the
+	// CloneAdmission workflow, which admission_test.go tests on its own and the end-to-end
+	// tests together with creates.
+	cfg.Clones.PerStorage = 0
 	return cfg
 }
 

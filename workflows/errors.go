@@ -53,7 +53,9 @@ func fail(step string, err error) error {
 		case activities.ErrQuotaExceeded:
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %s", step, appErr.Message()), FailQuotaExceeded, nil)
 		}
-	case activities.ErrTaskRunning, activities.ErrNotReady, activities.ErrAgentNotRunning, activities.ErrLocked:
+	case activities.ErrLocked:
+		return transientf("%s: still locked when its budget ran out: %s", step, appErr.Message())
+	case activities.ErrTaskRunning, activities.ErrNotReady, activities.ErrAgentNotRunning:
 		// A wait that reaches workflow code has used up its budget.
 		return transientf("%s did not finish within its budget: %s", step, appErr.Message())
 	}

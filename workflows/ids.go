@@ -19,8 +19,9 @@ const DefaultTaskQueue = "pveflow"
 
 // Workflow type names. They are recorded in histories: renaming one breaks replay.
 const (
-	CreateProxyName = "CreateProxy"
-	DeleteProxyName = "DeleteProxy"
+	CreateProxyName    = "CreateProxy"
+	DeleteProxyName    = "DeleteProxy"
+	CloneAdmissionName = "CloneAdmission"
 )
 
 // StatusQuery is the query both workflows answer with their Status.
@@ -43,6 +44,13 @@ const (
 const (
 	ownershipChange  = "ownership"
 	ownershipVersion = 1
+)
+
+// The change of CreateProxy that made it wait out locks on the storage and the template, clone
+// again after a clone failed on one, and take a lease from the storage's CloneAdmission.
+const (
+	fleetChange  = "fleet"
+	fleetVersion = 1
 )
 
 // CreateWorkflowID is the workflow ID of the CreateProxy of a Proxy UID.

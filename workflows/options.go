@@ -15,10 +15,11 @@ type Workflows struct {
 	Config config.Config
 }
 
-// Register registers CreateProxy and DeleteProxy under their recorded names.
+// Register registers CreateProxy, DeleteProxy and CloneAdmission under their recorded names.
 func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(w.CreateProxy, workflow.RegisterOptions{Name: CreateProxyName})
 	r.RegisterWorkflowWithOptions(w.DeleteProxy, workflow.RegisterOptions{Name: DeleteProxyName})
+	r.RegisterWorkflowWithOptions(w.CloneAdmission, workflow.RegisterOptions{Name: CloneAdmissionName})
 }
 
 // settings is what a run takes from the worker's configuration. It is read once, in a side
@@ -31,6 +32,7 @@ type settings struct {
 	VMIDRange  config.VMIDRange `json:"vmidRange"`
 	Budgets    config.Budgets   `json:"budgets"`
 	Poll       config.Poll      `json:"poll"`
+	Clones     config.Clones    `json:"clones"`
 }
 
 func settingsOf(c config.Config) settings {
@@ -42,30 +44,20 @@ func settingsOf(c config.Config) settings {
 		VMIDRange:  c.Proxmox.VMIDRange,
 		Budgets:    c.Budgets,
 		Poll:       c.Poll,
+		Clones:     c.Clones,
 	}
 }
 
-// callAttempts bounds the retries of a single Proxmox call: a locked VM or a passing backend
-// error is retried a few times, a longer outage fails the step as Transient.
-const callAttempts = 5
-
-// callOptions are the options of an activity that makes one Proxmox call.
+// callOptions are the options of an activity that makes one Proxmox call. A call that PVE
+// refuses because the VM or its template is locked (a backup holds the template for minutes),
+// or that meets backend trouble, is made again, spaced by the poll policy, within the unlock
+// budget; the UI shows the pending call with what it meets as its last failure.
 func (s settings) callOptions(summary string) workflow.ActivityOptions {
-	return workflow.ActivityOptions{
-		StartToCloseTimeout: s.Budgets.Request,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    s.Poll.InitialInterval,
-			BackoffCoefficient: 2,
-			MaximumInterval:    s.Poll.MaximumInterval,
-			MaximumAttempts:    callAttempts,
-		},
-		WaitForCancellation: true,
-		Summary:             summary,
-	}
+	return s.waitOptions(s.Budgets.Unlock, summary)
 }
 
 // waitOptions are the options of an activity that waits by failing until what it waits for has
-// happened: the budget bounds the whole wait (ScheduleToClose), the poll policy spaces the
+// happened, or by retrying a call PVE refuses for now: the budget bounds the whole wait (ScheduleToClose), the poll policy spaces the
 // attempts, brisk while the wait is young and backing off to a cap for long ones.
 //
 // MaximumAttempts is set explicitly: the test environment otherwise stops after 10 attempts

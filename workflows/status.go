@@ -14,6 +14,7 @@ const (
 	PhaseValidating     = "validating"
 	PhaseAwaitingDelete = "awaiting-delete"
 	PhaseLookingUp      = "looking-up"
+	PhaseQueued         = "queued"
 	PhaseCloning        = "cloning"
 	PhaseSeeding        = "seeding"
 	PhaseConfiguring    = "configuring"
@@ -40,9 +41,14 @@ type Status struct {
 	VMID int      `json:"vmid,omitempty"`
 	UPID pve.UPID `json:"upid,omitempty"`
 	// Attempt counts the VMIDs CreateProxy has tried, starting at 1.
-	Attempt   int       `json:"attempt,omitempty"`
-	LastError string    `json:"lastError,omitempty"`
-	StartedAt time.Time `json:"startedAt"`
+	Attempt int `json:"attempt,omitempty"`
+	// QueuedBehind is how many clones onto the same storage are before this create's while it
+	// waits for a clone lease.
+	QueuedBehind int `json:"queuedBehind,omitempty"`
+	// LockRetries counts the clones made again after one failed on a lock.
+	LockRetries int       `json:"lockRetries,omitempty"`
+	LastError   string    `json:"lastError,omitempty"`
+	StartedAt   time.Time `json:"startedAt"`
 }
 
 // tracker keeps a workflow's Status current: in the status query, in the search attributes and

@@ -1,0 +1,284 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Clone admission. PVE allocates a clone's volumes on a storage under one lock per storage, taken
+// with a 10 s timeout: dozens of clones at once onto one storage fail with "can't lock file
+// '/var/lock/pve-manager/pve-storage-<id>' - got timeout". So at most clones.perStorage clones run
+// at once onto one storage, first come first served, across every worker and workflow.
+//
+// One CloneAdmission workflow per storage grants the leases: an entity workflow is the one place
+// that sees every request in order, survives any worker, and shows its queue in the UI, where
+// a lock in a worker's memory would see one worker only and a task queue's rate limit bounds
+// rates, not how many run at once. A create asks by signal (acquire), waits for the grant, and
+// gives the lease back (release) when its clone task has ended, and when it fails or is
+// cancelled. A holder that can give nothing back, because it was terminated, is found out: the
+// admission checks its holders from time to time by a signal to their run, which fails for a
+// closed run. A worker that dies loses nothing: the run goes on elsewhere, holding its lease.
+
+// Signals of the clone admission protocol.
+const (
+	cloneAcquireSignal  = "clone-acquire"
+	cloneReleaseSignal  = "clone-release"
+	cloneAdmittedSignal = "clone-admitted"
+	cloneQueuedSignal   = "clone-queued"
+	cloneLeaseCheck     = "clone-lease-check"
+)
+
+// AdmissionQuery answers the admission's state: who holds a lease, who waits.
+const AdmissionQuery = "admission"
+
+// CloneAdmissionWorkflowID is the ID of the admission workflow of one storage key.
+func CloneAdmissionWorkflowID(storage string) string { return "clone-admission/" + storage }
+
+// Holder is a workflow run that asks for a clone lease, or holds one.
+type Holder struct {
+	WorkflowID string `json:"workflowID"`
+	RunID      string `json:"runID"`
+}
+
+// admissionRequest is what an acquire signal carries.
+type admissionRequest struct {
+	Holder
+	// Limit is clones.perStorage as the requesting run has it; the admission takes the latest.
+	Limit int `json:"limit"`
+	// CheckEvery spaces the admission's checks that its holders still run.
+	CheckEvery time.Duration `json:"checkEvery"`
+}
+
+// queued is what a clone-queued signal carries: how many requests are before this one.
+type queued struct {
+	Ahead int `json:"ahead"`
+}
+
+// AdmissionState is the admission's state, carried across continue-as-new, and what
+// AdmissionQuery answers.
+type AdmissionState struct {
+	Storage    string        `json:"storage"`
+	Limit      int           `json:"limit"`
+	CheckEvery time.Duration `json:"checkEvery"`
+	Holders    []Holder      `json:"holders"`
+	Waiting    []Holder      `json:"waiting"`
+}
+
+// admissionHistoryLimit is the history length past which an idle admission continues as new.
+const admissionHistoryLimit = 2000
+
+// CloneAdmission grants the clone leases of one storage. It runs as long as clones are made
+// onto that storage, continuing as new when its history grows long while nobody holds or waits.
+func (w *Workflows) CloneAdmission(ctx workflow.Context, st AdmissionState) error {
+	a := &admission{ctx: ctx, st: st}
+	if err := workflow.SetQueryHandler(ctx, AdmissionQuery, func() (AdmissionState, error) { return a.st, nil }); err != nil {
+		return err
+	}
+	acquires := workflow.GetSignalChannel(ctx, cloneAcquireSignal)
+	releases := workflow.GetSignalChannel(ctx, cloneReleaseSignal)
+	for ctx.Err() == nil {
+		timerCtx, cancelTimer := workflow.WithCancel(ctx)
+		sel := workflow.NewSelector(ctx).
+			AddReceive(acquires, func(ch workflow.ReceiveChannel, _ bool) {
+				var req admissionRequest
+				ch.Receive(ctx, &req)
+				a.acquire(req)
+			}).
+			AddReceive(releases, func(ch workflow.ReceiveChannel, _ bool) {
+				var h Holder
+				ch.Receive(ctx, &h)
+				a.release(h)
+			})
+		if len(a.st.Holders) > 0 && a.st.CheckEvery > 0 {
+			sel.AddFuture(workflow.NewTimer(timerCtx, a.st.CheckEvery), func(workflow.Future) { a.checkHolders() })
+		}
+		sel.Select(ctx)
+		cancelTimer()
+		a.grant()
+		idle := len(a.st.Holders) == 0 && len(a.st.Waiting) == 0
+		if idle && workflow.GetInfo(ctx).GetCurrentHistoryLength() > admissionHistoryLimit && acquires.Len() == 0 && releases.Len() == 0 {
+			return workflow.NewContinueAsNewError(ctx, CloneAdmissionName, a.st)
+		}
+	}
+	// Cancelled by a person: the creates that wait or hold a lease start a new one when they
+	// ask again.
+	return temporal.NewCanceledError()
+}
+
+type admission struct {
+	ctx workflow.Context
+	st  AdmissionState
+}
+
+func (a *admission) acquire(req admissionRequest) {
+	if req.Limit > 0 {
+		a.st.Limit = req.Limit
+	}
+	if req.CheckEvery > 0 {
+		a.st.CheckEvery = req.CheckEvery
+	}
+	if slices.Contains(a.st.Holders, req.Holder) {
+		a.tell(req.Holder, cloneAdmittedSignal, nil) // its grant crossed its repeated request
+		return
+	}
+	if i := slices.Index(a.st.Waiting, req.Holder); i >= 0 {
+		a.tell(req.Holder, cloneQueuedSignal, queued{Ahead: i})
+		return
+	}
+	a.st.Waiting = append(a.st.Waiting, req.Holder)
+	if len(a.st.Holders) >= a.st.Limit {
+		a.tell(req.Holder, cloneQueuedSignal, queued{Ahead: len(a.st.Waiting) - 1})
+	}
+}
+
+func (a *admission) release(h Holder) {
+	a.st.Holders = slices.DeleteFunc(a.st.Holders, func(x Holder) bool { return x == h })
+	a.st.Waiting = slices.DeleteFunc(a.st.Waiting, func(x Holder) bool { return x == h })
+}
+
+// grant admits waiting runs, first come first served, while leases are free. A run that does
+// not take the grant (it has closed) is dropped. The runs still waiting learn how many are
+// before them now.
+func (a *admission) grant() {
+	moved := false
+	for len(a.st.Holders) < a.st.Limit && len(a.st.Waiting) > 0 {
+		next := a.st.Waiting[0]
+		a.st.Waiting = a.st.Waiting[1:]
+		moved = true
+		if a.tell(next, cloneAdmittedSignal, nil) {
+			a.st.Holders = append(a.st.Holders, next)
+		}
+	}
+	if moved {
+		for i, h := range a.st.Waiting {
+			a.tell(h, cloneQueuedSignal, queued{Ahead: i})
+		}
+	}
+}
+
+// checkHolders releases the leases of runs that have closed without giving them back: a
+// terminated run runs no code, so it cannot.
+func (a *admission) checkHolders() {
+	for _, h := range slices.Clone(a.st.Holders) {
+		if !a.tell(h, cloneLeaseCheck, nil) {
+			workflow.GetLogger(a.ctx).Warn("Releasing the clone lease of a run that closed without giving it back", "workflowID", h.WorkflowID, "runID", h.RunID)
+			a.release(h)
+		}
+	}
+}
+
+// tell signals a run; it fails when the run has closed.
+func (a *admission) tell(h Holder, signal string, payload any) bool {
+	return workflow.SignalExternalWorkflow(a.ctx, h.WorkflowID, h.RunID, signal, payload).Get(a.ctx, nil) == nil
+}
+
+// lease is a create's side of the admission: its request, and what it holds.
+type lease struct {
+	storage string
+	req     admissionRequest
+	held    bool
+}
+
+// admitClone waits for a lease to clone onto storage, showing in the status and the UI how many
+// requests are before it. The admission workflow is started when none runs. A request whose
+// grant got lost (the admission continued as new just then) is repeated from time to time.
+func (c *create) admitClone(storage string) (*lease, error) {
+	info := workflow.GetInfo(c.ctx)
+	l := &lease{storage: storage, req: admissionRequest{
+		Holder:     Holder{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID},
+		Limit:      c.s.Clones.PerStorage,
+		CheckEvery: max(c.s.Poll.MaximumInterval, time.Second) * 3,
+	}}
+	c.t.phase(PhaseQueued, fmt.Sprintf("ask %s for a clone lease", CloneAdmissionWorkflowID(storage)))
+	if err := c.askForLease(l); err != nil {
+		return nil, err
+	}
+	admitted := workflow.GetSignalChannel(c.ctx, cloneAdmittedSignal)
+	queue := workflow.GetSignalChannel(c.ctx, cloneQueuedSignal)
+	every := c.s.Poll.MaximumInterval
+	var askErr error
+	for !l.held && c.ctx.Err() == nil {
+		timerCtx, cancelTimer := workflow.WithCancel(c.ctx)
+		workflow.NewSelector(c.ctx).
+			AddReceive(admitted, func(ch workflow.ReceiveChannel, _ bool) {
+				ch.Receive(c.ctx, nil)
+				l.held = true
+			}).
+			AddReceive(queue, func(ch workflow.ReceiveChannel, _ bool) {
+				var q queued
+				ch.Receive(c.ctx, &q)
+				c.t.status.QueuedBehind = q.Ahead
+				c.t.step(fmt.Sprintf("queued for a clone onto storage %s: %d ahead, %d cloning (clones.perStorage)", storage, q.Ahead, l.req.Limit))
+			}).
+			AddFuture(workflow.NewTimer(timerCtx, every), func(workflow.Future) {
+				if c.ctx.Err() == nil {
+					askErr = c.askForLease(l)
+				}
+			}).
+			Select(c.ctx)
+		cancelTimer()
+		if askErr != nil {
+			return nil, askErr
+		}
+		every = min(2*every, maxAnnounceInterval)
+	}
+	c.t.status.QueuedBehind = 0
+	if !l.held {
+		l.release(c.ctx)
+		return nil, temporal.NewCanceledError("stopped while queued for a clone lease")
+	}
+	return l, nil
+}
+
+// askForLease sends the lease request to the storage's admission, starting the admission
+// when none runs.
+func (c *create) askForLease(l *lease) error {
+	id := CloneAdmissionWorkflowID(l.storage)
+	if workflow.SignalExternalWorkflow(c.ctx, id, "", cloneAcquireSignal, l.req).Get(c.ctx, nil) == nil {
+		return nil
+	}
+	if err := c.startAdmission(l.storage); err != nil {
+		return err
+	}
+	if err := workflow.SignalExternalWorkflow(c.ctx, id, "", cloneAcquireSignal, l.req).Get(c.ctx, nil); err != nil {
+		return transientf("create proxy %s: ask %s for a clone lease: %v", c.in.Name, id, err)
+	}
+	return nil
+}
+
+// startAdmission starts the admission workflow of storage, unless another create just did. It
+// is a child only in name: it is abandoned, so it outlives this run.
+func (c *create) startAdmission(storage string) error {
+	ctx := workflow.WithChildOptions(c.ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            CloneAdmissionWorkflowID(storage),
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	})
+	child := workflow.ExecuteChildWorkflow(ctx, CloneAdmissionName, AdmissionState{Storage: storage})
+	var started workflow.Execution
+	err := child.GetChildWorkflowExecution().Get(ctx, &started)
+	if err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return transientf("create proxy %s: start %s: %v", c.in.Name, CloneAdmissionWorkflowID(storage), err)
+	}
+	return nil
+}
+
+// release gives the lease back, or withdraws the request. It runs on a disconnected context, so
+// a failed or cancelled run still does it.
+func (l *lease) release(ctx workflow.Context) {
+	if l == nil {
+		return
+	}
+	ctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	err := workflow.SignalExternalWorkflow(ctx, CloneAdmissionWorkflowID(l.storage), "", cloneReleaseSignal, l.req.Holder).Get(ctx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("The clone lease could not be given back; the admission finds it out", "storage", l.storage, "error", err)
+	}
+	l.held = false
+}
