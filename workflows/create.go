@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -194,6 +195,9 @@ func (c *create) run() (CreateProxyResult, error) {
 		return CreateProxyResult{}, err
 	}
 	if len(h.Ours) == 0 {
+		if err := c.place(h); err != nil {
+			return CreateProxyResult{}, err
+		}
 		if err := c.clone(h); err != nil {
 			return CreateProxyResult{}, err
 		}
@@ -260,16 +264,27 @@ func (c *create) clone(h holdings) error {
 	if !ok {
 		return permanentf("create proxy %s: template %d (image %q) not found in the cluster", c.in.Name, c.p.TemplateVMID, c.p.Image)
 	}
-	if c.fleet && c.s.Clones.PerStorage > 0 {
-		storage, err := c.cloneStorage(tmplNode)
+	if c.fleet {
+		storage, shared, err := c.cloneTarget(tmplNode)
 		if err != nil {
 			return err
 		}
-		l, err := c.admitClone(storage)
-		if err != nil {
-			return err
+		if tmplNode != c.p.Node && !shared {
+			return permanentf("create proxy %s: template %d is on node %s, the proxy goes on node %s, and storage %s is local to %s: "+
+				"PVE refuses such a clone (can't clone VM to node '%s' (VM uses local storage)); give image %q a template on %s (templates.%s.nodes) or clone onto shared storage",
+				c.in.Name, c.p.TemplateVMID, tmplNode, c.p.Node, storage, tmplNode, c.p.Node, c.p.Image, c.p.Node, c.p.Image)
 		}
-		defer l.release(c.ctx)
+		if c.s.Clones.PerStorage > 0 {
+			key := storage
+			if !shared {
+				key = tmplNode + "/" + storage // another node's storage of that name is another storage
+			}
+			l, err := c.admitClone(key)
+			if err != nil {
+				return err
+			}
+			defer l.release(c.ctx)
+		}
 	}
 	begun := workflow.Now(c.ctx)
 	for attempt := 0; attempt < proxy.MaxProbes; attempt++ {
@@ -345,37 +360,95 @@ func (c *create) backOffFromLock(vmid int, begun time.Time) (again bool, err err
 	return true, nil
 }
 
-// cloneStorage is what the clone admission keys a clone by: the storage its volumes are
-// allocated on (the configured target, else the template's boot disk's), with the node the
-// clone runs on in front unless the storage is shared, since a node's own storage is another
-// storage than another node's of the same name.
-func (c *create) cloneStorage(tmplNode string) (string, error) {
+// cloneTarget is the storage a clone allocates its volumes on, the configured target or else
+// the template's boot disk's, and whether it is shared among the nodes.
+func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, err error) {
 	var a *activities.Activities
-	storage := c.s.Storage
+	storage = c.s.Storage
 	if storage == "" {
 		ref := activities.VMRef{Node: tmplNode, VMID: c.p.TemplateVMID}
 		var cfg pve.VMConfig
 		step := "read config of template " + ref.String()
 		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(step)), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
-			return "", fail(step, err)
+			return "", false, fail(step, err)
 		}
 		disk, err := proxy.BootDisk(cfg)
 		if err != nil {
-			return "", permanentf("create proxy %s: template %d: %v", c.in.Name, c.p.TemplateVMID, err)
+			return "", false, permanentf("create proxy %s: template %d: %v", c.in.Name, c.p.TemplateVMID, err)
 		}
 		storage, _, _ = strings.Cut(cfg[disk], ":")
 	}
 	step := fmt.Sprintf("read status of storage %s on node %s", storage, tmplNode)
 	var st pve.StorageStatus
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(step)), a.StorageStatus,
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(step)), a.StorageStatus,
 		activities.StorageRef{Node: tmplNode, Storage: storage}).Get(c.ctx, &st)
 	if err != nil {
-		return "", fail(step, err)
+		return "", false, fail(step, err)
 	}
-	if st.Shared {
-		return storage, nil
+	return storage, st.Shared, nil
+}
+
+// place chooses the node of a proxy whose create names no zone, among the configured nodes with
+// a template of its image: one that is online and has the ISO storage, that has its template or
+// can be cloned to (the clone's storage is shared), with the most memory free after this proxy.
+// The facts it reads are in the history, the choice and why in the status.
+func (c *create) place(h holdings) error {
+	if c.p.Node != "" || !c.fleet {
+		return nil
 	}
-	return tmplNode + "/" + storage, nil
+	var a *activities.Activities
+	c.t.phase(PhasePlacing, fmt.Sprintf("choose a node among %v", c.p.Candidates))
+	probe := func(step string, activity any, arg any, out any) error {
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.probeOptions(step)), activity, arg).Get(c.ctx, out)
+		if isType(err, activities.ErrPermanent) {
+			return fail(step, err) // a privilege missing: every node would say so
+		}
+		return err
+	}
+	facts := make([]config.NodeFacts, 0, len(c.p.Candidates))
+	anyDown := false
+	for _, node := range c.p.Candidates {
+		f := config.NodeFacts{Node: node}
+		var ns pve.NodeStatus
+		err := probe("read status of node "+node, a.NodeStatus, node, &ns)
+		if isType(err, FailPermanent) {
+			return err
+		}
+		f.Online, f.MemTotal, f.MemUsed = err == nil, ns.Memory.Total, ns.Memory.Used
+		anyDown = anyDown || !f.Online
+		if f.Online {
+			var iso pve.StorageStatus
+			err := probe(fmt.Sprintf("read status of storage %s on node %s", c.s.ISOStorage, node), a.StorageStatus, activities.StorageRef{Node: node, Storage: c.s.ISOStorage}, &iso)
+			if isType(err, FailPermanent) {
+				return err
+			}
+			f.ISOStorage = err == nil && iso.Active
+			tmplNode, ok := h.template(c.p.TemplateOn[node])
+			f.TemplateHere = ok && tmplNode == node
+			if ok && !f.TemplateHere && c.s.Storage != "" {
+				var target pve.StorageStatus
+				err := probe(fmt.Sprintf("read status of storage %s on node %s", c.s.Storage, node), a.StorageStatus, activities.StorageRef{Node: node, Storage: c.s.Storage}, &target)
+				if isType(err, FailPermanent) {
+					return err
+				}
+				f.CloneableTo = err == nil && target.Shared && target.Active
+			}
+		}
+		facts = append(facts, f)
+	}
+	choice, err := config.ChooseNode(facts, c.p.MemoryMiB)
+	if err != nil {
+		if anyDown {
+			return transientf("create proxy %s: %v", c.in.Name, err)
+		}
+		return permanentf("create proxy %s: %v", c.in.Name, err)
+	}
+	if c.p, err = c.p.WithNode(choice.Node); err != nil {
+		return permanentf("create proxy %s: %v", c.in.Name, err)
+	}
+	c.t.status.Placement = choice.Reason
+	c.t.step("placed on " + choice.Reason)
+	return nil
 }
 
 // cloneOnto clones the template onto vmid and waits for the clone. It returns the activity's own
@@ -392,6 +465,9 @@ func (c *create) cloneOnto(tmplNode string, vmid, attempt int) (step string, err
 		Full:        true,
 		Storage:     c.s.Storage,
 	}}
+	if c.fleet {
+		req.Params.Pool = c.s.Pool
+	}
 	if c.p.Node != tmplNode {
 		req.Params.Target = c.p.Node
 	}
@@ -451,6 +527,10 @@ func (c *create) provision() error {
 		"agent":  "1",
 		"tags":   proxy.Tag,
 		"ide2":   seed.VolID + ",media=cdrom",
+	}
+	if c.fleet {
+		// The template's tags stay, beside the configured ones and pveflow's own.
+		params["tags"] = proxy.MergeTags(cfg["tags"], append(slices.Clone(c.s.Tags), proxy.Tag)...)
 	}
 	if net0 := proxy.RewriteNet0(cfg["net0"], c.s.Bridge); net0 != cfg["net0"] {
 		params["net0"] = net0

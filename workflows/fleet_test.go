@@ -1,12 +1,16 @@
 package workflows_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -61,4 +65,98 @@ func TestFleet_cloneFailingOnTheStorageLockForTheWholeBudgetIsTransient(t *testi
 	assert.Equal(t, workflows.FailTransient, failureType(t, err))
 	assert.Contains(t, err.Error(), "pve-storage-local-lvm")
 	assert.Empty(t, w.vms())
+}
+
+// busy makes node run VMs of memMiB in all, so that it has less memory free than the others.
+func busy(t *testing.T, w *world, node string, memMiB int) {
+	t.Helper()
+	require.NoError(t, w.cluster.AddVM(pvesim.VM{Node: node, VMID: 4000, Running: true, Config: pve.VMConfig{
+		"name": "someone-elses-database", "memory": fmt.Sprint(memMiB),
+	}}))
+}
+
+// perNodeTemplates gives the cluster template 9001 on pve2 beside 9000 on pve1, and the config
+// a template of debian13 on each node.
+func perNodeTemplates(t *testing.T, w *world) {
+	t.Helper()
+	require.NoError(t, w.cluster.AddVM(pvesim.Template(9001, "pve2", 2)))
+	w.cfg.Proxmox.Nodes = []string{"pve1", "pve2"}
+	w.cfg.Proxmox.Templates["debian13"] = config.Template{Nodes: map[string]int{"pve1": 9000, "pve2": 9001}}
+}
+
+// clonedFrom is the node and template of the create's clone calls.
+func clonedFrom(w *world) []string {
+	var out []string
+	for _, c := range w.cluster.Calls() {
+		if c.Method == "Clone" {
+			out = append(out, fmt.Sprintf("%d on %s", c.VMID, c.Node))
+		}
+	}
+	return out
+}
+
+func TestFleet_placementPicksTheEmptiestEligibleNode(t *testing.T) {
+	w := newWorld(t)
+	perNodeTemplates(t, w)
+	busy(t, w, "pve1", 32768)
+
+	res, err := w.create(createInput())
+
+	require.NoError(t, err)
+	assert.Equal(t, "pve2", res.Node)
+	assert.Equal(t, []string{"9001 on pve2"}, clonedFrom(w), "the node's own template")
+}
+
+func TestFleet_placementSkipsANodeWithoutTheTemplate(t *testing.T) {
+	// One template, on pve1's local storage: pve2, though emptier, cannot be cloned to.
+	w := newWorld(t)
+	w.cfg.Proxmox.Nodes = []string{"pve1", "pve2"}
+	busy(t, w, "pve1", 32768)
+	env := w.env()
+	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
+	require.NoError(t, env.GetWorkflowError())
+	v, err := env.QueryWorkflow(workflows.StatusQuery)
+	require.NoError(t, err)
+	var st workflows.Status
+	require.NoError(t, v.Get(&st))
+
+	assert.Equal(t, "pve1", st.Node)
+	assert.Contains(t, st.Placement, "pve2 no template it can be cloned from")
+}
+
+func TestFleet_perNodeTemplateIsUsedForTheZone(t *testing.T) {
+	w := newWorld(t)
+	perNodeTemplates(t, w)
+	in := createInput()
+	in.Zone = "pve2"
+
+	res, err := w.create(in)
+
+	require.NoError(t, err)
+	assert.Equal(t, "pve2", res.Node)
+	assert.Equal(t, []string{"9001 on pve2"}, clonedFrom(w))
+}
+
+func TestFleet_localStorageCrossNodeCloneIsRefusedBeforeAnyClone(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Proxmox.Nodes = []string{"pve1", "pve2"}
+	in := createInput()
+	in.Zone = "pve2"
+
+	_, err := w.create(in)
+
+	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Contains(t, err.Error(), "can't clone VM to node 'pve2' (VM uses local storage)")
+	assert.Contains(t, err.Error(), "templates.debian13.nodes")
+	assert.Zero(t, w.cluster.CallCount("Clone"))
+}
+
+func TestFleet_tagsAreMergedWithTheTemplates(t *testing.T) {
+	w := newWorld(t, func(o *pvesim.Options) { o.VMs[0].Config["tags"] = "debian;golden" })
+	w.cfg.Proxmox.Tags = []string{"team-egress"}
+
+	res, err := w.create(createInput())
+
+	require.NoError(t, err)
+	assert.Equal(t, "debian;golden;proxy_operator;team-egress", vmConfig(t, w, res.VMID)["tags"])
 }

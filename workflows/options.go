@@ -29,6 +29,8 @@ type settings struct {
 	ISOStorage string           `json:"isoStorage"`
 	Storage    string           `json:"storage,omitempty"`
 	Bridge     string           `json:"bridge,omitempty"`
+	Pool       string           `json:"pool,omitempty"`
+	Tags       []string         `json:"tags,omitempty"`
 	VMIDRange  config.VMIDRange `json:"vmidRange"`
 	Budgets    config.Budgets   `json:"budgets"`
 	Poll       config.Poll      `json:"poll"`
@@ -41,6 +43,8 @@ func settingsOf(c config.Config) settings {
 		ISOStorage: c.Proxmox.ISOStorage,
 		Storage:    c.Proxmox.Storage,
 		Bridge:     c.Proxmox.Bridge,
+		Pool:       c.Proxmox.Pool,
+		Tags:       c.Proxmox.Tags,
 		VMIDRange:  c.Proxmox.VMIDRange,
 		Budgets:    c.Budgets,
 		Poll:       c.Poll,
@@ -54,6 +58,22 @@ func settingsOf(c config.Config) settings {
 // budget; the UI shows the pending call with what it meets as its last failure.
 func (s settings) callOptions(summary string) workflow.ActivityOptions {
 	return s.waitOptions(s.Budgets.Unlock, summary)
+}
+
+// probeOptions are the options of a call that reads what a choice is made from, such as a
+// node's status: a node that does not answer at once counts as down, rather than holding the
+// create up for the unlock budget.
+func (s settings) probeOptions(summary string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: s.Budgets.Request,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    s.Poll.InitialInterval,
+			BackoffCoefficient: 1,
+			MaximumAttempts:    2,
+		},
+		WaitForCancellation: true,
+		Summary:             summary,
+	}
 }
 
 // waitOptions are the options of an activity that waits by failing until what it waits for has

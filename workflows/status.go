@@ -14,6 +14,7 @@ const (
 	PhaseValidating     = "validating"
 	PhaseAwaitingDelete = "awaiting-delete"
 	PhaseLookingUp      = "looking-up"
+	PhasePlacing        = "placing"
 	PhaseQueued         = "queued"
 	PhaseCloning        = "cloning"
 	PhaseSeeding        = "seeding"
@@ -45,6 +46,8 @@ type Status struct {
 	// QueuedBehind is how many clones onto the same storage are before this create's while it
 	// waits for a clone lease.
 	QueuedBehind int `json:"queuedBehind,omitempty"`
+	// Placement says why the create chose its node when no zone named one.
+	Placement string `json:"placement,omitempty"`
 	// LockRetries counts the clones made again after one failed on a lock.
 	LockRetries int       `json:"lockRetries,omitempty"`
 	LastError   string    `json:"lastError,omitempty"`

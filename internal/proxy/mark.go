@@ -59,11 +59,27 @@ func ParseDescription(s string) (m Mark, managed bool) {
 // PVE accepts an underscore in a tag under every tag style, a hyphen not under all.
 const Tag = "proxy_operator"
 
+// splitTags splits a tag list as PVE does: at ';', ',', NULs and white space.
+func splitTags(tags string) []string {
+	return strings.FieldsFunc(tags, func(r rune) bool { return r == ';' || r == ',' || r == 0 || unicode.IsSpace(r) })
+}
+
+// MergeTags is PVE's tag list for a VM that keeps its tags (as PVE lists them: separated by
+// ';', ',' or spaces) and gains extra ones: lower case, sorted, each once, joined with ';', as
+// PVE stores them. A proxy's VM so keeps the template's tags beside pveflow's own.
+func MergeTags(existing string, extra ...string) string {
+	var tags []string
+	for _, t := range append(splitTags(existing), extra...) {
+		tags = append(tags, strings.ToLower(t))
+	}
+	slices.Sort(tags)
+	return strings.Join(slices.Compact(tags), ";")
+}
+
 // HasTag reports whether a VM's tags, as PVE lists them, include Tag. PVE separates tags with
 // ';' (and accepts ',' and spaces) and may fold their case.
 func HasTag(tags string) bool {
-	isSeparator := func(r rune) bool { return r == ';' || r == ',' || r == 0 || unicode.IsSpace(r) }
-	return slices.ContainsFunc(strings.FieldsFunc(tags, isSeparator), func(t string) bool {
+	return slices.ContainsFunc(splitTags(tags), func(t string) bool {
 		return strings.EqualFold(t, Tag)
 	})
 }

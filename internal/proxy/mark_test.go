@@ -140,3 +140,21 @@ func TestOwnerOf_table(t *testing.T) {
 		})
 	}
 }
+
+func TestMergeTags_table(t *testing.T) {
+	tests := []struct {
+		existing string
+		extra    []string
+		want     string
+	}{
+		{existing: "", extra: []string{Tag}, want: "proxy_operator"},
+		{existing: "debian;template", extra: []string{Tag}, want: "debian;proxy_operator;template"},
+		{existing: "Debian, egress", extra: []string{"team-a", Tag}, want: "debian;egress;proxy_operator;team-a"},
+		{existing: "proxy_operator;x", extra: []string{Tag}, want: "proxy_operator;x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.existing, func(t *testing.T) {
+			assert.Equal(t, tt.want, MergeTags(tt.existing, tt.extra...))
+		})
+	}
+}
