@@ -453,13 +453,35 @@ func TestLoad_exampleFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "https://pve.example.com:8006", c.Proxmox.URL)
 	assert.Equal(t, []string{"pve1", "pve2"}, c.Proxmox.Nodes)
-	assert.Equal(t, Template{VMID: 9000}, c.Proxmox.Templates["debian13"])
+	assert.Equal(t, Template{Nodes: map[string]int{"pve1": 9000, "pve2": 9001}}, c.Proxmox.Templates["debian13"])
 	assert.Equal(t, MachineType{Cores: 2, MemoryMiB: 2048, DiskGiB: 20}, c.Proxmox.MachineTypes["small"])
 	assert.True(t, c.Proxmox.InstallGuestAgent)
 	// The example writes out every default, so it must agree with Default.
+	assert.Equal(t, Default().Clones, c.Clones)
 	assert.Equal(t, Default().Budgets, c.Budgets)
 	assert.Equal(t, Default().Poll, c.Poll)
 	assert.Equal(t, Default().Proxmox.VMIDRange, c.Proxmox.VMIDRange)
+}
+
+// The example comments out its optional fields; uncommented, they must be valid too.
+func TestLoad_exampleFileCommentedFieldsAreValid(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "config", "example.yaml"))
+	require.NoError(t, err)
+	text := string(data)
+	for old, new := range map[string]string{
+		"  # pool: ": "  pool: ",
+		"  # tags: ": "  tags: ",
+		"    debian13: {nodes: {pve1: 9000, pve2: 9001}}": "",
+		"    # debian13: {vmid: 9000}":                    "    debian13: {vmid: 9000}",
+	} {
+		require.Contains(t, text, old)
+		text = strings.Replace(text, old, new, 1)
+	}
+	c, err := Parse([]byte(text))
+	require.NoError(t, err)
+	assert.Equal(t, "proxies", c.Proxmox.Pool)
+	assert.Equal(t, []string{"proxy", "team-a"}, c.Proxmox.Tags)
+	assert.Equal(t, Template{VMID: 9000}, c.Proxmox.Templates["debian13"])
 }
 
 func TestLoad_missingFileNamesPath(t *testing.T) {
