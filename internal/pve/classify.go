@@ -9,9 +9,25 @@ import (
 )
 
 // Classify says what a caller can do about err. It reads API errors (status, then Proxmox's
-// message), task errors (the exit status) and errors that already carry a class; anything it
-// does not recognise, a transport error included, is Transient, because a retry is the safe
-// default for an unknown failure.
+// message), task errors (the exit status) and errors that already carry a class.
+//
+// What is not recognised is Transient: a transport error, a 5xx from a proxy in front of PVE,
+// and a 500 or task error whose text no rule knows. That default is deliberate. PVE's daemons
+// die with many texts for passing trouble (a busy pvedaemon, a pmxcfs hiccup, a worker that
+// could not start), so for backend trouble a retry is the safe answer. It must not swallow bad
+// input, which no retry fixes, so input errors are decided before the default is reached:
+//
+//   - by status, whatever the text: 400 (parameter verification), the other 4xx, and the HTTP
+//     layer's 501 (unknown path or method, a body over 512 KiB) and 506 (a Content-Type it does
+//     not take, a request it cannot parse) are Permanent;
+//   - by text: each 500 or task error PVE raises for a request that cannot succeed as asked (a
+//     missing or unsuitable storage, an unsupported image format, a malformed volume ID, ...)
+//     has a rule below naming its class.
+//
+// AnyEvent::HTTP's own statuses 595-599, which pveproxy relays when it cannot reach pvedaemon or
+// the node it forwards to, are Transient by status: the request may not have arrived, or may
+// have run without its answer arriving, so a caller that retries a non-idempotent call must look
+// before it repeats it.
 //
 // The texts it matches are PVE 9.x's, and each one is pinned by a fixture in testdata/pve.
 func Classify(err error) Class {
@@ -44,13 +60,28 @@ func classifyAPIError(e *APIError) Class {
 			}
 		}
 		return Permanent
-	case e.Status >= 400 && e.Status < 500, e.Status == http.StatusNotImplemented:
+	case e.Status >= 400 && e.Status < 500, e.Status == http.StatusNotImplemented, e.Status == statusHTTPLayerRefused:
 		// 401 and 403 are the token and its privileges; 404 means the path never exists on
-		// PVE (a missing VM is a 500); 501 is an unknown method or path. Retrying fixes none.
+		// PVE (a missing VM is a 500); 501 and 506 are pveproxy refusing the request itself (an
+		// unknown method or path, a body too large, a Content-Type it does not take). PVE never
+		// sends 413: an oversized body is its 501. Retrying fixes none of them.
 		return Permanent
+	case e.Status >= statusRelayFirst && e.Status <= statusRelayLast:
+		// pveproxy relaying AnyEvent::HTTP's failure to reach pvedaemon or another node:
+		// refused, timed out, a broken pipe, a garbled or vanished answer.
+		return Transient
 	}
 	return classifyText(e.Text())
 }
+
+// Statuses of pveproxy's own making: 506 for requests its HTTP layer cannot take
+// (pve-http-server AnyEvent.pm), and AnyEvent::HTTP's 595-599 for a forwarded request that
+// failed, which pveproxy passes on with their reason (AnyEvent.pm proxy_request).
+const (
+	statusHTTPLayerRefused = 506
+	statusRelayFirst       = 595
+	statusRelayLast        = 599
+)
 
 // A textRule maps a PVE message to a class. Rules are tried in order; the first match wins.
 type textRule struct {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"regexp"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -44,6 +45,11 @@ var classByFixture = map[string]pve.Class{
 	"err_destroy_protected":                  pve.Permanent,
 	"err_destroy_running":                    pve.Transient,
 	"err_proxy_timeout":                      pve.Transient,
+	"err_proxy_refused":                      pve.Transient,
+	"err_proxy_broken_pipe":                  pve.Transient,
+	"err_proxy_redirections":                 pve.Transient,
+	"err_post_too_large":                     pve.Permanent,
+	"err_multipart_not_upload":               pve.Permanent,
 	"err_internal_generic":                   pve.Transient,
 	"task_status_stopped_error":              pve.Transient,
 	"task_status_clone_file_exists":          pve.AlreadyExists,
@@ -88,6 +94,42 @@ func TestClassify_table(t *testing.T) {
 			assert.Equal(t, tt.want, pve.Classify(tt.err), "%v", tt.err)
 		})
 	}
+}
+
+// A status that says the request itself was refused decides the class whatever the text, so bad
+// input never falls through to the Transient default for texts no rule knows; a status that says
+// pveproxy could not relay the request decides it too.
+func TestClassify_statusDecidesWhateverTheText(t *testing.T) {
+	tests := []struct {
+		status int
+		want   pve.Class
+	}{
+		{400, pve.Permanent},
+		{401, pve.Permanent},
+		{403, pve.Permanent},
+		{404, pve.Permanent},
+		{413, pve.Permanent},
+		{501, pve.Permanent},
+		{506, pve.Permanent},
+		{595, pve.Transient},
+		{596, pve.Transient},
+		{597, pve.Transient},
+		{598, pve.Transient},
+		{599, pve.Transient},
+	}
+	for _, tt := range tests {
+		t.Run(strconv.Itoa(tt.status), func(t *testing.T) {
+			for _, text := range []string{"no rule knows this text", "VM is locked (backup)", "QEMU guest agent is not running"} {
+				err := &pve.APIError{Status: tt.status, Reason: text, Message: text}
+				assert.Equal(t, tt.want, pve.Classify(err), text)
+			}
+		})
+	}
+}
+
+func TestClassify_unknownTextOfA500IsTransient(t *testing.T) {
+	err := &pve.APIError{Status: 500, Reason: "no rule knows this text", Message: "no rule knows this text"}
+	assert.Equal(t, pve.Transient, pve.Classify(err))
 }
 
 func TestClassify_everyErrorFixtureHasAClass(t *testing.T) {
