@@ -99,9 +99,10 @@ var textRules = []textRule{
 	{regexp.MustCompile(`does not support '[^']*' content`), Permanent},
 	// Space: LVM says so itself; ZFS's words come through as "zfs error: ...".
 	{regexp.MustCompile(`not enough free space|out of space`), QuotaExceeded},
-	// Locks: the config's lock property, or a flock (a VM's config, a local storage) or a
-	// cluster lock (a shared storage) not taken in time.
-	{regexp.MustCompile(`VM is locked \(`), Locked},
+	// Locks: the config's lock property (check_lock names the guest type: VM for qemu, CT for
+	// lxc), or a flock (a VM's config, a local storage) or a cluster lock (a shared storage) not
+	// taken in time.
+	{regexp.MustCompile(`(?:VM|CT) is locked \(`), Locked},
 	{regexp.MustCompile(`can't lock file '[^']*' - got timeout`), Locked},
 	{regexp.MustCompile(`got lock request timeout`), Locked},
 	// VMID collisions: on the same node, on another node (pmxcfs refuses the rename), or

@@ -23,6 +23,7 @@ var classByFixture = map[string]pve.Class{
 	"err_vm_missing":                         pve.NotFound,
 	"err_vm_missing_pve82":                   pve.NotFound,
 	"err_locked":                             pve.Locked,
+	"err_ct_locked":                          pve.Locked,
 	"err_lock_timeout":                       pve.Locked,
 	"err_newid_in_use":                       pve.AlreadyExists,
 	"err_nextid_exists":                      pve.AlreadyExists,
