@@ -110,6 +110,12 @@ var textRules = []textRule{
 	{regexp.MustCompile(`config file already exists`), AlreadyExists},
 	{regexp.MustCompile(`failed: File exists`), AlreadyExists},
 	{regexp.MustCompile(`^VM \d+ already exists`), AlreadyExists},
+	// A volume of the new VMID already on the storage: the disks a clone names itself (the
+	// cloud-init disk is always vm-<newid>-cloudinit) collide with a leftover one, which blocks
+	// that VMID until someone removes it. A file-based storage says so itself; LVM's lvcreate
+	// says it through PVE's "lvcreate '<vg>/<name>' error: ".
+	{regexp.MustCompile(`disk image '[^']*' already exists`), AlreadyExists},
+	{regexp.MustCompile(`Logical Volume "[^"]*" already exists in volume group`), AlreadyExists},
 	// Guest agent: not answering yet, versus not configured (a template bug) or a stopped VM.
 	{regexp.MustCompile(`QEMU guest agent is not running`), AgentNotRunning},
 	{regexp.MustCompile(`qga command '[^']*' failed - got timeout`), AgentNotRunning},

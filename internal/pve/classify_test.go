@@ -55,6 +55,8 @@ var classByFixture = map[string]pve.Class{
 	"task_status_stopped_error":              pve.Transient,
 	"task_status_clone_file_exists":          pve.AlreadyExists,
 	"task_status_clone_config_exists":        pve.AlreadyExists,
+	"task_status_clone_disk_exists_lvm":      pve.AlreadyExists,
+	"task_status_clone_disk_exists_dir":      pve.AlreadyExists,
 	"task_status_lock_timeout":               pve.Locked,
 	"task_status_clone_storage_lock_timeout": pve.Locked,
 	"task_status_clone_cfs_lock_timeout":     pve.Locked,
