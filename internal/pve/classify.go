@@ -97,6 +97,12 @@ var textRules = []textRule{
 	{regexp.MustCompile(`storage '[^']*' does not exist`), Permanent},
 	{regexp.MustCompile(`storage '[^']*' is (disabled|not available on node)`), Permanent},
 	{regexp.MustCompile(`does not support '[^']*' content`), Permanent},
+	// A storage that cannot hold a VM's disks at all, as opposed to a full one: one without
+	// the images content, an iSCSI LUN or a PBS datastore, or an image format it has no use
+	// for (LVM takes raw only). Retrying the same call fails the same way.
+	{regexp.MustCompile(`storage '[^']*' does not support vm images`), Permanent},
+	{regexp.MustCompile(`can't allocate space in \w+ storage`), Permanent},
+	{regexp.MustCompile(`unsupported format '[^']*'`), Permanent},
 	// Space: LVM says so itself; ZFS's words come through as "zfs error: ...".
 	{regexp.MustCompile(`not enough free space|out of space`), QuotaExceeded},
 	// Locks: the config's lock property (check_lock names the guest type: VM for qemu, CT for
