@@ -103,6 +103,9 @@ var textRules = []textRule{
 	{regexp.MustCompile(`storage '[^']*' does not support vm images`), Permanent},
 	{regexp.MustCompile(`can't allocate space in \w+ storage`), Permanent},
 	{regexp.MustCompile(`unsupported format '[^']*'`), Permanent},
+	// A volume ID or volume name PVE cannot take apart: "unable to parse volume ID '...'", or
+	// the storage plugin's "unable to parse <directory|lvm|zfs|rbd|...> volume name '...'".
+	{regexp.MustCompile(`unable to parse (?:\w+ )?volume (?:ID|name) '`), Permanent},
 	// Space: LVM says so itself; ZFS's words come through as "zfs error: ...".
 	{regexp.MustCompile(`not enough free space|out of space`), QuotaExceeded},
 	// Locks: the config's lock property (check_lock names the guest type: VM for qemu, CT for

@@ -43,6 +43,8 @@ var classByFixture = map[string]pve.Class{
 	"err_upload_no_iso_content":              pve.Permanent,
 	"err_migrate_storage_no_images":          pve.Permanent,
 	"err_alloc_unsupported_format":           pve.Permanent,
+	"err_volume_name_unparsable":             pve.Permanent,
+	"err_volume_id_unparsable":               pve.Permanent,
 	"task_status_clone_no_alloc_iscsi":       pve.Permanent,
 	"err_upload_no_content_length":           pve.Permanent,
 	"err_not_implemented":                    pve.Permanent,
