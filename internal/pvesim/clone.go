@@ -26,16 +26,21 @@ import (
 //     VM, clones). A worker that fails this way creates and removes nothing;
 //   - a NewID used on another node fails the task: pmxcfs refuses the temporary config;
 //   - otherwise the new VM exists at once with a temporary config (no name, "lock: clone");
-//     the worker then clones the disks one by one in drive-key order, each taking a share of
-//     the task's duration in proportion to its size, and after each rewrites the config with
+//     the worker then clones the disks one by one in drive-key order. Each disk is allocated
+//     under its storage's lock (see Options.StorageLockHold; a worker that waits more than 10 s
+//     for it fails the clone with PVE's lock timeout), then copied, taking a share of the task's
+//     duration in proportion to its size, and after each the worker rewrites the config with
 //     everything so far (name, description, new MACs and the disks cloned, still locked);
-//     when the task ends the lock is removed (and the VM moved to the target node, if one was
-//     given). So with a single disk the name and description appear only as the task ends;
+//     when the last is done the lock is removed (and the VM moved to the target node, if one
+//     was given). So with a single disk the name and description appear only as the task ends;
 //   - a stalled clone never gets past the temporary config; a crashed one ends with the full
 //     config and the lock left;
-//   - a clone that fails, for lack of space or by FailTask, removes the new VM when it ends.
+//   - a clone that fails removes the new VM and the disks it allocated when it ends. One that
+//     fails for lack of space or by FailTask knows it from the start: it allocates nothing and
+//     takes no storage lock, and ends after its duration.
 //
-// While the clone runs it holds the new VM's config flock and a shared flock on the source.
+// While the clone runs it holds the new VM's config flock and a shared flock on the source, so
+// any number of clones of one template run at once.
 func (c *Cluster) Clone(ctx context.Context, node string, vmid int, params pve.CloneParams) (pve.UPID, error) {
 	return call(c, ctx, Call{Method: "Clone", Node: node, VMID: vmid}, func(now time.Time) (pve.UPID, error) {
 		return c.clone(now, node, vmid, params)
@@ -63,14 +68,17 @@ func (c *Cluster) clone(now time.Time, node string, vmid int, p pve.CloneParams)
 	switch {
 	case other == nil:
 		t := c.startTask(now, node, "qmclone", strconv.Itoa(vmid), spaceExit(disks, p.Full))
+		c.logClone(t, now, src, p, disks)
 		c.runClone(t, now, src, p, disks)
 		return t.upid, nil
 	case other.node != node:
 		// The early check sees only this node's config files; pmxcfs refuses the temporary
 		// config of a VMID another node has.
-		return c.startTask(now, node, "qmclone", strconv.Itoa(vmid), fileExistsText(node, p.NewID)).upid, nil
+		t := c.startTask(now, node, "qmclone", strconv.Itoa(vmid), fileExistsText(node, p.NewID))
+		c.logClone(t, now, src, p, disks)
+		return t.upid, nil
 	case other.clone != nil && now.Sub(other.cloneStart) < cloneFlockTimeout:
-		return c.waitForFlock(now, src, p, other.clone), nil
+		return c.waitForFlock(now, src, p, disks, other.clone), nil
 	}
 	return "", serverErr(configExistsText(p.NewID))
 }
@@ -86,17 +94,28 @@ func fileExistsText(node string, newid int) string {
 // waitForFlock starts the worker of a clone that lost the race for its new VMID to clone
 // winner, which holds the new config's flock until it ends. The worker holds the source's
 // shared flock while it waits, up to cloneFlockTimeout.
-func (c *Cluster) waitForFlock(now time.Time, src *vm, p pve.CloneParams, winner *task) pve.UPID {
+func (c *Cluster) waitForFlock(now time.Time, src *vm, p pve.CloneParams, disks []cloneDisk, winner *task) pve.UPID {
 	t := c.startTask(now, src.node, "qmclone", strconv.Itoa(src.id), flockText(p.NewID))
-	t.end = now.Add(cloneFlockTimeout)
+	t.end = time.Time{}
+	c.logClone(t, now, src, p, disks)
+	deadline := now.Add(cloneFlockTimeout)
 	src.cloneSources++
-	if winner.end.IsZero() || !winner.end.Before(t.end) {
-		c.onEnd(t, func() { src.cloneSources-- })
-		return t.upid
-	}
-	c.at(winner.end, func() {
+	waiting := true
+	c.onEnd(winner, func() {
+		if !waiting || !winner.end.Before(deadline) {
+			return
+		}
+		waiting = false
 		src.cloneSources--
 		c.afterFlock(t, winner.end, src.node, src.id, p)
+	})
+	c.at(deadline, func() {
+		if !waiting {
+			return
+		}
+		waiting = false
+		src.cloneSources--
+		c.setEnd(t, deadline)
 	})
 	return t.upid
 }
@@ -104,7 +123,6 @@ func (c *Cluster) waitForFlock(now time.Time, src *vm, p pve.CloneParams, winner
 // afterFlock is the worker of clone t taking the new config's flock at now, after the clone
 // that held it ended: it runs the checks again, and clones if they pass.
 func (c *Cluster) afterFlock(t *task, now time.Time, node string, vmid int, p pve.CloneParams) {
-	t.end = now
 	src, disks, err := c.checkClone(node, vmid, p)
 	other := c.vms[p.NewID]
 	switch {
@@ -118,7 +136,9 @@ func (c *Cluster) afterFlock(t *task, now time.Time, node string, vmid int, p pv
 		t.exit = c.taskExit("qmclone", spaceExit(disks, p.Full))
 		t.end = now.Add(c.durations["qmclone"])
 		c.runClone(t, now, src, p, disks)
+		return
 	}
+	c.setEnd(t, now)
 }
 
 // errText is the text a worker's task ends with when it dies of err.
@@ -192,18 +212,15 @@ func (c *Cluster) checkClone(node string, vmid int, p pve.CloneParams) (*vm, []c
 }
 
 // runClone is clone task t's worker from the moment it holds the new config's flock, from, to
-// its end: it writes the temporary config and schedules the clone's effects. t's exit and end
-// are the clone's outcome without the faults for its new VMID, which it applies.
+// its end: it writes the temporary config and starts on the disks. t's exit and end are the
+// clone's outcome as known at from, without the faults for its new VMID, which it applies.
 func (c *Cluster) runClone(t *task, from time.Time, src *vm, p pve.CloneParams, disks []cloneDisk) {
 	crashed := c.faults.crashClone[p.NewID] && succeeded(t.exit)
 	stalled := (c.stall || c.faults.stallClone[p.NewID]) && succeeded(t.exit)
 	delete(c.faults.crashClone, p.NewID)
 	delete(c.faults.stallClone, p.NewID)
-	switch {
-	case crashed:
+	if crashed {
 		t.exit = "unexpected status"
-	case stalled:
-		t.end = time.Time{}
 	}
 
 	g := &vm{
@@ -217,66 +234,56 @@ func (c *Cluster) runClone(t *task, from time.Time, src *vm, p pve.CloneParams, 
 	src.cloneSources++
 	full := cloneConfig(src, p, disks)
 	full["lock"] = "clone"
-	// A crashed clone got as far as writing the full config; a failed one is cleaned up.
-	works := succeeded(t.exit) || crashed
-	if works {
+	r := &cloneRun{t: t, src: src, g: g, p: p, disks: disks, from: from, crashed: crashed}
+	switch {
+	case stalled:
+		// Stuck on its storage after allocating: the task never ends.
+		t.end = time.Time{}
 		for _, d := range disks {
 			d.st.volumes[d.name] = &volume{size: d.size}
 		}
-		if !stalled {
-			c.writeAfterEachDisk(from, t.end, g, full, disks)
-		}
+	case (succeeded(t.exit) || crashed) && len(disks) > 0:
+		// The disks decide when it ends, and whether it fails on a storage's lock.
+		t.end = time.Time{}
+		r.plan(full, c.durations["qmclone"])
 	}
-	c.onEnd(t, func() {
-		src.cloneSources--
-		g.clone = nil
-		if c.vms[p.NewID] != g {
-			return
-		}
-		switch {
-		case crashed:
-			g.cfg = full
-		case works:
-			delete(full, "lock")
-			g.cfg = full
-			if p.Target != "" {
-				g.node = p.Target
-			}
-		default:
-			delete(c.vms, p.NewID)
-		}
-	})
+	c.onEnd(t, func() { c.endClone(r, full) })
+	if r.copied != nil {
+		c.nextDisk(r, 0, from)
+	}
 }
 
-// minDiskWeight is the size a disk of unknown size counts as when a clone's duration is shared
-// among its disks: a small share, as an EFI vars disk takes.
-const minDiskWeight = 1 << 20
-
-// writeAfterEachDisk schedules the config writes of a clone into g that runs from from to end,
-// one after each disk in disks' (drive-key) order: the full config without the disks still to
-// come. Each disk takes a share of the time in proportion to its size; the last ends with the
-// clone.
-func (c *Cluster) writeAfterEachDisk(from, end time.Time, g *vm, full pve.VMConfig, disks []cloneDisk) {
-	cfg := maps.Clone(full)
-	var total, done float64
-	for _, d := range disks {
-		delete(cfg, d.key)
-		total += float64(max(d.size, minDiskWeight))
-	}
-	span := end.Sub(from)
-	for i, d := range disks {
-		done += float64(max(d.size, minDiskWeight))
-		at := end
-		if i < len(disks)-1 {
-			at = from.Add(min(time.Duration(float64(span)*done/total), span))
+// endClone is clone r's end: it gives back the flocks and the space it reserved, and keeps or
+// removes the new VM and its disks as the clone's exit says.
+func (c *Cluster) endClone(r *cloneRun, full pve.VMConfig) {
+	r.src.cloneSources--
+	r.g.clone = nil
+	if r.copied != nil {
+		for _, d := range r.disks[r.allocated:] {
+			d.st.reserved -= d.size
 		}
-		cfg[d.key] = d.drive
-		written := maps.Clone(cfg)
-		c.at(at, func() {
-			if c.vms[g.id] == g {
-				g.cfg = written
-			}
-		})
+	}
+	failed := !succeeded(r.t.exit) && !r.crashed
+	if failed {
+		for _, d := range r.disks[:r.allocated] {
+			delete(d.st.volumes, d.name)
+		}
+	}
+	if c.vms[r.p.NewID] != r.g {
+		return
+	}
+	switch {
+	case r.crashed:
+		// It got as far as writing the full config.
+		r.g.cfg = full
+	case failed:
+		delete(c.vms, r.p.NewID)
+	default:
+		delete(full, "lock")
+		r.g.cfg = full
+		if r.p.Target != "" {
+			r.g.node = r.p.Target
+		}
 	}
 }
 

@@ -222,6 +222,13 @@ func TestClone_raceLoserFailsAndLeavesWinnerIntact(t *testing.T) {
 			exit: func(t *testing.T) string { return fixtureExit(t, "task_status_clone_config_exists") },
 		},
 		{
+			// The winner knows its end only once it has its last disk's storage lock, about
+			// 78 µs in: the loser waits for an end not known yet.
+			name: "loser asks before the winner's end is known", cloneTime: 60 * time.Millisecond,
+			after: 10 * time.Microsecond, node: "pve1", template: tmplID, ends: 60 * time.Millisecond,
+			exit: func(t *testing.T) string { return fixtureExit(t, "task_status_clone_config_exists") },
+		},
+		{
 			name: "loser on another node", cloneTime: 45 * time.Second,
 			after: 500 * time.Millisecond, node: "pve2", template: 9001, ends: 45500 * time.Millisecond,
 			exit: func(*testing.T) string {

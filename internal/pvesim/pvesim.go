@@ -2,9 +2,10 @@
 //
 // It is the fake behind the activity and workflow tests and the replay tests, and, served over
 // HTTP by package simserver, the backend of the demo and the benchmarks. It models what pveflow
-// depends on, with PVE's exact texts: VMs and their configs, locks (the config's lock property
-// and the config file's flock a clone holds), tasks with real UPIDs, the clone timeline, disk
-// and ISO volumes, the guest agent, and the status cache behind /cluster/resources.
+// depends on, with PVE's exact texts: VMs and their configs, locks (the config's lock property,
+// the config file's flock a clone holds, and the storage lock a clone queues for to allocate a
+// disk), tasks with real UPIDs, the clone timeline, disk and ISO volumes, the guest agent, and
+// the status cache behind /cluster/resources.
 //
 // Time comes from a Clock and nothing happens in the background: a task's effects are applied
 // by the first call that observes the cluster after the task ended. With a ManualClock the
@@ -67,6 +68,15 @@ type Options struct {
 	DropConnectionRate float64
 	// StallClones makes every clone task run forever, as a clone stuck on its storage does.
 	StallClones bool
+	// StorageLockHold is how long allocating one disk holds its storage's lock, as lvcreate or
+	// qemu-img create does on PVE. A clone's worker allocates its disks one by one (a linked
+	// clone's too), each under the lock of the storage it goes to: a node's flock
+	// /var/lock/pve-manager/pve-storage-<id> for a local storage, pmxcfs's cluster lock
+	// storage-<id> for a shared one, which all nodes queue for. Workers get a lock in the order
+	// they ask for it; one that would wait more than 10 s (PVE's lock timeout) fails its clone
+	// at the 10 s mark with PVE's text. What a clone waits for and holds locks comes on top of
+	// its qmclone duration. Zero holds a lock for no time: clones never wait.
+	StorageLockHold time.Duration
 	// DenyPrivileges are privileges the token lacks everywhere, such as "VM.Clone": calls that
 	// need one fail with 403, and /cluster/resources hides VMs without VM.Audit.
 	DenyPrivileges []string
@@ -125,6 +135,7 @@ type Cluster struct {
 	lag       time.Duration
 	pve82     bool
 	stall     bool
+	lockHold  time.Duration
 	denied    map[string]bool
 	transient float64
 	drop      float64
@@ -139,6 +150,8 @@ type Cluster struct {
 	pid    int
 	rng    *rand.Rand
 	faults faults
+	// clones is the clone log, in start order.
+	clones []*cloneRecord
 	// cache is the status cache by VMID, and nextRefresh its next refresh; both unused when
 	// lag is zero.
 	cache       map[int]cachedStatus
@@ -155,6 +168,12 @@ type storage struct {
 	node    string // "" when shared
 	content map[string]bool
 	volumes map[string]*volume // by volume name: "iso/seed.iso", "vm-101-disk-0"
+	// reserved is the space of disks that running clones have planned here and not allocated
+	// yet: taken, for the clones that come after.
+	reserved int64
+	// lockFree is when the storage's lock is free again: the end of the last allocation that
+	// was granted it.
+	lockFree time.Time
 }
 
 type volume struct {
@@ -163,7 +182,7 @@ type volume struct {
 }
 
 func (s *storage) avail() int64 {
-	free := s.Total - s.Used
+	free := s.Total - s.Used - s.reserved
 	for _, v := range s.volumes {
 		free -= v.size
 	}
@@ -211,6 +230,7 @@ func New(opts Options) *Cluster {
 		lag:       opts.ResourcesLag,
 		pve82:     opts.PVE82,
 		stall:     opts.StallClones,
+		lockHold:  opts.StorageLockHold,
 		denied:    make(map[string]bool),
 		transient: opts.TransientErrorRate,
 		drop:      opts.DropConnectionRate,

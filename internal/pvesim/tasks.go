@@ -8,14 +8,18 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
-// task is a PVE worker. Its outcome is decided when it starts; its effects are events
-// scheduled for its end.
+// task is a PVE worker. Its effects are events scheduled for its end. Most tasks know their
+// outcome and end when they start; a clone learns them as it goes, when it waits for a flock or
+// a storage's lock, and its end is zero until then.
 type task struct {
 	upid pve.UPID
 	info pve.UPIDInfo
-	// end is when the task stops; zero for a task that runs forever.
+	// end is when the task stops; zero for a task that runs forever or whose end is not known
+	// yet. It is known by the time it comes: the event that decides it is never later.
 	end  time.Time
 	exit string
+	// ended are the effects waiting for an end that is not known yet.
+	ended []func()
 }
 
 func (t *task) done(now time.Time) bool { return !t.end.IsZero() && !now.Before(t.end) }
@@ -45,11 +49,23 @@ func (c *Cluster) startTask(now time.Time, node, typ, id, exit string) *task {
 	return t
 }
 
-// onEnd schedules fn for the end of t, if t ends.
+// onEnd schedules fn for the end of t, if t ends: at once if its end is known, else when
+// setEnd makes it known.
 func (c *Cluster) onEnd(t *task, fn func()) {
-	if !t.end.IsZero() {
-		c.at(t.end, fn)
+	if t.end.IsZero() {
+		t.ended = append(t.ended, fn)
+		return
 	}
+	c.at(t.end, fn)
+}
+
+// setEnd decides that t stops at end and schedules what waited for it, in the order it waited.
+func (c *Cluster) setEnd(t *task, end time.Time) {
+	t.end = end
+	for _, fn := range t.ended {
+		c.at(end, fn)
+	}
+	t.ended = nil
 }
 
 // TaskStatus reads a task's status on the node that runs it. A task exists only on its own

@@ -52,6 +52,7 @@ func run() error {
 	bootDelay := flag.Duration("agent-boot-delay", 5*time.Second, "how long a started VM runs before its guest agent answers")
 	taskScale := flag.Float64("task-scale", 1, "`factor` for task durations (1 is a small real host; 0.1 is a quick demo)")
 	stallClones := flag.Bool("stall-clones", false, "let every clone task run forever, as a clone stuck on its storage does")
+	storageLockHold := flag.Duration("storage-lock-hold", 0, "how long allocating a clone's disk holds its storage's lock; a clone that waits over 10 s for it fails as on PVE (0: no contention)")
 	pve82 := flag.Bool("pve82", false, "answer errors like PVE before 8.3: the message only in the reason phrase")
 	debug := flag.Bool("debug", false, "log every request")
 	flag.Parse()
@@ -78,6 +79,7 @@ func run() error {
 	opts.ResourcesLag = *resourcesLag
 	opts.AgentBootDelay = *bootDelay
 	opts.StallClones = *stallClones
+	opts.StorageLockHold = *storageLockHold
 	opts.PVE82 = *pve82
 	opts.TaskDurations = make(map[string]time.Duration, len(hostTaskDurations))
 	for typ, d := range hostTaskDurations {
