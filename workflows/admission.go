@@ -142,21 +142,25 @@ func (a *admission) release(h Holder) {
 }
 
 // grant admits waiting runs, first come first served, while leases are free. A run that does
-// not take the grant (it has closed) is dropped. The runs still waiting learn how many are
-// before them now.
+// not take the grant (it has closed) is dropped. The grants go out together, and the runs still
+// waiting learn how many are before them now, without the admission waiting for that news to
+// arrive: with dozens waiting, one signal after the other would make the queue crawl.
 func (a *admission) grant() {
 	moved := false
 	for len(a.st.Holders) < a.st.Limit && len(a.st.Waiting) > 0 {
-		next := a.st.Waiting[0]
-		a.st.Waiting = a.st.Waiting[1:]
+		n := min(a.st.Limit-len(a.st.Holders), len(a.st.Waiting))
+		next := slices.Clone(a.st.Waiting[:n])
+		a.st.Waiting = a.st.Waiting[n:]
 		moved = true
-		if a.tell(next, cloneAdmittedSignal, nil) {
-			a.st.Holders = append(a.st.Holders, next)
+		for i, ok := range a.tellAll(next, cloneAdmittedSignal, nil) {
+			if ok {
+				a.st.Holders = append(a.st.Holders, next[i])
+			}
 		}
 	}
 	if moved {
 		for i, h := range a.st.Waiting {
-			a.tell(h, cloneQueuedSignal, queued{Ahead: i})
+			workflow.SignalExternalWorkflow(a.ctx, h.WorkflowID, h.RunID, cloneQueuedSignal, queued{Ahead: i})
 		}
 	}
 }
@@ -164,8 +168,10 @@ func (a *admission) grant() {
 // checkHolders releases the leases of runs that have closed without giving them back: a
 // terminated run runs no code, so it cannot.
 func (a *admission) checkHolders() {
-	for _, h := range slices.Clone(a.st.Holders) {
-		if !a.tell(h, cloneLeaseCheck, nil) {
+	holders := slices.Clone(a.st.Holders)
+	for i, alive := range a.tellAll(holders, cloneLeaseCheck, nil) {
+		if !alive {
+			h := holders[i]
 			workflow.GetLogger(a.ctx).Warn("Releasing the clone lease of a run that closed without giving it back", "workflowID", h.WorkflowID, "runID", h.RunID)
 			a.release(h)
 		}
@@ -174,7 +180,20 @@ func (a *admission) checkHolders() {
 
 // tell signals a run; it fails when the run has closed.
 func (a *admission) tell(h Holder, signal string, payload any) bool {
-	return workflow.SignalExternalWorkflow(a.ctx, h.WorkflowID, h.RunID, signal, payload).Get(a.ctx, nil) == nil
+	return a.tellAll([]Holder{h}, signal, payload)[0]
+}
+
+// tellAll signals runs at once and reports which took the signal; a closed run does not.
+func (a *admission) tellAll(hs []Holder, signal string, payload any) []bool {
+	futures := make([]workflow.Future, len(hs))
+	for i, h := range hs {
+		futures[i] = workflow.SignalExternalWorkflow(a.ctx, h.WorkflowID, h.RunID, signal, payload)
+	}
+	ok := make([]bool, len(hs))
+	for i, f := range futures {
+		ok[i] = f.Get(a.ctx, nil) == nil
+	}
+	return ok
 }
 
 // lease is a create's side of the admission: its request, and what it holds.
@@ -201,9 +220,11 @@ func (c *create) admitClone(storage string) (*lease, error) {
 	admitted := workflow.GetSignalChannel(c.ctx, cloneAdmittedSignal)
 	queue := workflow.GetSignalChannel(c.ctx, cloneQueuedSignal)
 	every := c.s.Poll.MaximumInterval
+	timerCtx, cancelTimer := workflow.WithCancel(c.ctx)
+	defer func() { cancelTimer() }()
+	timer := workflow.NewTimer(timerCtx, every)
 	var askErr error
-	for !l.held && c.ctx.Err() == nil {
-		timerCtx, cancelTimer := workflow.WithCancel(c.ctx)
+	for !l.held && c.ctx.Err() == nil && askErr == nil {
 		workflow.NewSelector(c.ctx).
 			AddReceive(admitted, func(ch workflow.ReceiveChannel, _ bool) {
 				ch.Receive(c.ctx, nil)
@@ -215,17 +236,18 @@ func (c *create) admitClone(storage string) (*lease, error) {
 				c.t.status.QueuedBehind = q.Ahead
 				c.t.step(fmt.Sprintf("queued for a clone onto storage %s: %d ahead, %d cloning (clones.perStorage)", storage, q.Ahead, l.req.Limit))
 			}).
-			AddFuture(workflow.NewTimer(timerCtx, every), func(workflow.Future) {
-				if c.ctx.Err() == nil {
-					askErr = c.askForLease(l)
+			AddFuture(timer, func(workflow.Future) {
+				if c.ctx.Err() != nil {
+					return
 				}
+				askErr = c.askForLease(l)
+				every = min(2*every, maxAnnounceInterval)
+				timer = workflow.NewTimer(timerCtx, every)
 			}).
 			Select(c.ctx)
-		cancelTimer()
-		if askErr != nil {
-			return nil, askErr
-		}
-		every = min(2*every, maxAnnounceInterval)
+	}
+	if askErr != nil {
+		return nil, askErr
 	}
 	c.t.status.QueuedBehind = 0
 	if !l.held {
