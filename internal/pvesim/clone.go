@@ -33,6 +33,9 @@ import (
 //     everything so far (name, description, new MACs and the disks cloned, still locked);
 //     when the last is done the lock is removed (and the VM moved to the target node, if one
 //     was given). So with a single disk the name and description appear only as the task ends;
+//   - a cloud-init disk is allocated anew, linked clone or not, under the fixed name
+//     vm-<newid>-cloudinit, so a leftover one on an LVM storage fails the clone with lvcreate's
+//     "already exists"; an iSCSI storage allocates nothing and fails it at its first disk;
 //   - a stalled clone never gets past the temporary config; a crashed one ends with the full
 //     config and the lock left;
 //   - a clone that fails removes the new VM and the disks it allocated when it ends. One that
@@ -54,6 +57,8 @@ type cloneDisk struct {
 	name  string
 	size  int64
 	drive string
+	// cloudinit is a cloud-init disk: a new volume under a fixed name, even in a linked clone.
+	cloudinit bool
 }
 
 // cloneFlockTimeout is how long a clone waits for the flock of its new VM's config.
@@ -295,7 +300,8 @@ func (c *Cluster) planDisks(nd *node, src *vm, newid int, dest *storage, full bo
 	taken := make(map[*storage]map[string]bool)
 	for _, key := range slices.Sorted(maps.Keys(src.cfg)) {
 		value := src.cfg[key]
-		if !isDiskKey(key) || isCDROM(value) {
+		cloudinit := isCloudInit(value)
+		if !isDiskKey(key) || isCDROM(value) && !cloudinit {
 			continue
 		}
 		volid := driveVolID(value)
@@ -303,6 +309,16 @@ func (c *Cluster) planDisks(nd *node, src *vm, newid int, dest *storage, full bo
 		st := nd.storages[sid]
 		if !ok || st == nil {
 			return nil, serverErr(noStorageText(sid))
+		}
+		if cloudinit {
+			// clone_disk allocates it anew under a fixed name, with no data to copy.
+			if full && dest != nil {
+				st = dest
+			}
+			name := fmt.Sprintf("vm-%d-cloudinit", newid)
+			disks = append(disks, cloneDisk{key: key, st: st, name: name, size: cloudInitSize,
+				drive: withDrive(value, st.volid(name), cloudInitSize), cloudinit: true})
+			continue
 		}
 		size := driveSize(value)
 		if v := st.volumes[srcName]; size == 0 && v != nil {
@@ -355,7 +371,7 @@ func (c *Cluster) sharedClone(nd *node, src *vm, disks []cloneDisk) bool {
 		}
 	}
 	for key, value := range src.cfg {
-		if !isDiskKey(key) || !isCDROM(value) {
+		if !isDiskKey(key) || !isCDROM(value) || isCloudInit(value) {
 			continue
 		}
 		volid := driveVolID(value)

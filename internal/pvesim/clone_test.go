@@ -561,3 +561,73 @@ func TestClone_disksNamedAfterNewVMID(t *testing.T) {
 		}
 	}
 }
+
+// withCloudInit gives Default's template a cloud-init drive on local-lvm.
+func withCloudInit(o *Options) {
+	o.VMs[0].Config["ide2"] = "local-lvm:vm-9000-cloudinit,media=cdrom"
+}
+
+func TestClone_cloudInitDiskTakesItsFixedName(t *testing.T) {
+	tests := []struct {
+		name string
+		full bool
+	}{
+		{"full clone", true},
+		{"linked clone", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, clk := newCluster(t, withCloudInit)
+			p := cloneParams(newID)
+			if !tt.full {
+				p.Full, p.Storage = false, ""
+			}
+			upid, err := c.Clone(t.Context(), "pve1", tmplID, p)
+			require.NoError(t, err)
+			require.Equal(t, "OK", finish(t, c, clk, upid).ExitStatus)
+
+			vm, _ := vmByID(c, newID)
+			assert.Equal(t, "local-lvm:vm-123456-cloudinit,media=cdrom,size=4M", vm.Config["ide2"])
+			assert.Contains(t, volumesOf(c, newID), "local-lvm:vm-123456-cloudinit")
+		})
+	}
+}
+
+func TestClone_leftoverCloudInitDiskBlocksTheVMID(t *testing.T) {
+	c, clk := newCluster(t, withCloudInit)
+	createVM(t, c, clk, newID)
+	c.FailTask("qmdestroy", "WARNINGS: 3")
+	upid, err := c.Destroy(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	finish(t, c, clk, upid)
+	leftovers := volumesOf(c, newID)
+	require.Contains(t, leftovers, "local-lvm:vm-123456-cloudinit")
+
+	st := finish(t, c, clk, startClone(t, c, newID))
+
+	assert.Equal(t, fixtureExit(t, "task_status_clone_disk_exists_lvm"), st.ExitStatus)
+	_, err = st.Result()
+	assert.Equal(t, pve.AlreadyExists, pve.Classify(err))
+	_, exists := vmByID(c, newID)
+	assert.False(t, exists)
+	assert.Equal(t, leftovers, volumesOf(c, newID), "the EFI disk it allocated first is freed again")
+}
+
+func TestClone_ontoISCSIStorageAllocatesNothing(t *testing.T) {
+	c, clk := newCluster(t, func(o *Options) {
+		o.Nodes[0].Storages = append(slices.Clone(o.Nodes[0].Storages),
+			Storage{ID: "san", Type: "iscsi", Content: "images", Total: 1 << 40})
+	})
+	p := cloneParams(newID)
+	p.Storage = "san"
+	upid, err := c.Clone(t.Context(), "pve1", tmplID, p)
+	require.NoError(t, err)
+
+	st := finish(t, c, clk, upid)
+	assert.Equal(t, fixtureExit(t, "task_status_clone_no_alloc_iscsi"), st.ExitStatus)
+	_, err = st.Result()
+	assert.Equal(t, pve.Permanent, pve.Classify(err))
+	_, exists := vmByID(c, newID)
+	assert.False(t, exists)
+	assert.Empty(t, volumesOf(c, newID))
+}

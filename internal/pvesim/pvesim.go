@@ -373,9 +373,9 @@ func Template(vmid int, node string, disks int) VM {
 }
 
 // AddVM puts a VM into the cluster as it is, without validating its config: a foreign VM, a
-// clone a crashed host left locked. Its disks ("<storage>:<volume>,size=...") are created on
-// the node's storages. It is in the status cache at once, as a VM that was there at the last
-// refresh.
+// clone a crashed host left locked. Its disks ("<storage>:<volume>,size=...") and cloud-init
+// disk are created on the node's storages. It is in the status cache at once, as a VM that was
+// there at the last refresh.
 func (c *Cluster) AddVM(v VM) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -405,7 +405,7 @@ func (c *Cluster) addVM(v VM, now time.Time) error {
 		g.cfg = pve.VMConfig{}
 	}
 	for key, value := range g.cfg {
-		if !isDiskKey(key) || isCDROM(value) {
+		if !isDiskKey(key) || isCDROM(value) && !isCloudInit(value) {
 			continue
 		}
 		sid, name, ok := strings.Cut(driveVolID(value), ":")

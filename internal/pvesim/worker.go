@@ -3,6 +3,7 @@ package pvesim
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"time"
 
 	"github.com/pveflow/pveflow/internal/pve"
@@ -16,6 +17,16 @@ const storageLockTimeout = 10 * time.Second
 // minDiskWeight is the size a disk of unknown size counts as when a clone's duration is shared
 // among its disks: a small share, as an EFI vars disk takes.
 const minDiskWeight = 1 << 20
+
+// cloudInitSize is the size of a cloud-init disk, which qemu-server allocates at a fixed 4 MiB.
+const cloudInitSize = 4 * mib
+
+// cloudInitRE is qemu-server's drive_is_cloudinit on a drive's volume ID.
+var cloudInitRE = regexp.MustCompile(`[:/](?:vm-\d+-)?cloudinit(?:\.(?:raw|qcow|qcow2|qed|vmdk|cloop))?$`)
+
+// isCloudInit reports whether a drive is a cloud-init disk. It is a CD-ROM to the guest, but a
+// clone allocates it like a disk.
+func isCloudInit(value string) bool { return cloudInitRE.MatchString(driveVolID(value)) }
 
 // cloneRun is a clone's worker from the moment it holds the new config's flock until it ends.
 // It takes the disks one by one: it asks for the lock of the disk's storage, allocates the disk
@@ -89,6 +100,10 @@ func (c *Cluster) allocate(r *cloneRun, i int, asked, grant time.Time) {
 	d := r.disks[i]
 	released := grant.Add(c.lockHold)
 	r.waited += released.Sub(asked)
+	if text := allocProblem(d); text != "" {
+		c.failClone(r, released, text)
+		return
+	}
 	d.st.reserved -= d.size
 	d.st.volumes[d.name] = &volume{size: d.size}
 	r.allocated++
@@ -112,6 +127,20 @@ func (c *Cluster) failClone(r *cloneRun, end time.Time, text string) {
 	r.t.exit = "clone failed: " + text
 	r.crashed = false
 	c.setEnd(r.t, end)
+}
+
+// allocProblem is why a storage plugin refuses to allocate disk d, empty when it does not. An
+// iSCSI storage allocates nothing. A cloud-init disk has a fixed name, so a leftover one is in
+// its way: LVM's lvcreate says so (the model calls every LVM volume group "pve", as PVE's
+// installer does); other storage types are not modelled here and allocate it anew.
+func allocProblem(d cloneDisk) string {
+	switch {
+	case d.st.Type == "iscsi" || d.st.Type == "iscsidirect":
+		return "can't allocate space in iscsi storage"
+	case d.cloudinit && d.st.volumes[d.name] != nil && (d.st.Type == "lvm" || d.st.Type == "lvmthin"):
+		return fmt.Sprintf(`lvcreate 'pve/%s' error:   Logical Volume "%s" already exists in volume group "pve"`, d.name, d.name)
+	}
+	return ""
 }
 
 // storageLockText is what a worker dies with that waited storageLockTimeout for st's lock: a
