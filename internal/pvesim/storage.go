@@ -99,6 +99,12 @@ var uploadTypes = map[string]bool{"dir": true, "nfs": true, "cifs": true, "cephf
 var (
 	isoNameRE    = regexp.MustCompile(`(?i)^[^/]+\.(?:iso|img)$`)
 	unsafeNameRE = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
+	// volumeIDRE is PVE's parse_volume_id: a storage ID, a colon, a name.
+	volumeIDRE = regexp.MustCompile(`(?i)^[a-z][a-z0-9\-_.]*[a-z0-9]:.+$`)
+	// dirVolumeNameRE is what the parse_volname of a directory-based storage takes: images
+	// under a VMID's directory, ISOs with their extension, and the other content types' own
+	// directories, whose names the model does not check further.
+	dirVolumeNameRE = regexp.MustCompile(`^(?:\d+/\S+|iso/[^/]+\.(?i:iso|img)|(?:vztmpl|backup|snippets|import)/.+)$`)
 )
 
 // maxNameLength is the upload's filename limit in PVE's schema.
@@ -183,7 +189,9 @@ func readBody(r io.Reader, size int64) ([]byte, error) {
 
 // DeleteVolume deletes a volume with an imgdel task. volid is a full volume ID
 // ("local:iso/seed.iso") or one relative to storage ("iso/seed.iso"). A volume that does not
-// exist is no error: the task ends OK.
+// exist is no error: the task ends OK. A volume ID PVE cannot parse is a 400, and on a
+// directory-based storage a name its plugin cannot parse (an ISO without its extension) is a
+// 500, before the task; the model names disks on any storage as on LVM, so names it holds pass.
 func (c *Cluster) DeleteVolume(ctx context.Context, node, storage, volid string) (pve.UPID, error) {
 	return call(c, ctx, Call{Method: "DeleteVolume", Node: node}, func(now time.Time) (pve.UPID, error) {
 		if _, err := c.nodeNamed(node); err != nil {
@@ -191,6 +199,8 @@ func (c *Cluster) DeleteVolume(ctx context.Context, node, storage, volid string)
 		}
 		sid, name, full := strings.Cut(volid, ":")
 		switch {
+		case full && !volumeIDRE.MatchString(volid):
+			return "", paramErr(map[string]string{"volume": fmt.Sprintf("unable to parse volume ID '%s'\n", volid)})
 		case full && storage != "" && sid != storage:
 			return "", paramErr(map[string]string{"volume": fmt.Sprintf("storage ID mismatch (%s != %s)\n", sid, storage)})
 		case !full && storage == "":
@@ -201,6 +211,9 @@ func (c *Cluster) DeleteVolume(ctx context.Context, node, storage, volid string)
 		st, err := c.storageOn(node, sid)
 		if err != nil {
 			return "", err
+		}
+		if uploadTypes[st.Type] && st.volumes[name] == nil && !dirVolumeNameRE.MatchString(name) {
+			return "", serverErr(fmt.Sprintf("unable to parse directory volume name '%s'", name))
 		}
 		if err := c.allow("/storage/"+sid, "Datastore.Allocate"); err != nil {
 			return "", err

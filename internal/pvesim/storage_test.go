@@ -202,6 +202,24 @@ func TestDeleteVolume_badVolumeIDsAre400(t *testing.T) {
 	}
 }
 
+func TestDeleteVolume_unparsableVolumeRefusedBeforeTheTask(t *testing.T) {
+	tests := []struct {
+		name, storage, volid, fixture string
+	}{
+		{"volume ID without a name", "local", "local:", "err_volume_id_unparsable"},
+		{"ISO without its extension", "local", "local:iso/seed.txt", "err_volume_name_unparsable"},
+		{"relative ISO without its extension", "local", "iso/seed.txt", "err_volume_name_unparsable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _ := newCluster(t)
+			_, err := c.DeleteVolume(t.Context(), "pve1", tt.storage, tt.volid)
+			requireFixtureError(t, tt.fixture, err)
+			assert.Equal(t, pve.Permanent, pve.Classify(err))
+		})
+	}
+}
+
 func TestStorageStatus_unknownStorageIs400(t *testing.T) {
 	c, _ := newCluster(t)
 	_, err := c.StorageStatus(t.Context(), "pve1", "nope")
