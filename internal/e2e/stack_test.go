@@ -23,7 +23,7 @@ import (
 // stack is an in-process Temporal server with pveflow's search attributes, and a worker that runs
 // the workflows and activities against a Proxmox API, all in real time.
 type stack struct {
-	t      *testing.T
+	t      testing.TB
 	server *temporaltest.TestServer
 	client client.Client
 	cfg    config.Config
@@ -33,7 +33,7 @@ type stack struct {
 
 // fastConfig is the simulator's configuration with budgets and polls for real-time runs
 // against a simulator whose tasks take a second or two.
-func fastConfig(t *testing.T) config.Config {
+func fastConfig(t testing.TB) config.Config {
 	t.Helper()
 	cfg, err := config.Load(filepath.Join("..", "..", "testdata", "config", "simulator.yaml"))
 	require.NoError(t, err)
@@ -53,9 +53,15 @@ func createInput(uid string) workflows.CreateProxyInput {
 	return workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
 }
 
-func startStack(t *testing.T, api pve.API, cfg config.Config) *stack {
+// startStack starts the stack for a test, which stops it when it ends. A benchmark stops it
+// itself, with stop, as each of its iterations starts one.
+func startStack(t testing.TB, api pve.API, cfg config.Config) *stack {
 	t.Helper()
-	server := temporaltest.NewServer(temporaltest.WithT(t))
+	var opts []temporaltest.TestServerOption
+	if tt, ok := t.(*testing.T); ok {
+		opts = append(opts, temporaltest.WithT(tt))
+	}
+	server := temporaltest.NewServer(opts...)
 	c := server.GetDefaultClient()
 	attrs := make(map[string]enumspb.IndexedValueType, len(workflows.SearchAttributes))
 	for name, typ := range workflows.SearchAttributes {
@@ -70,6 +76,9 @@ func startStack(t *testing.T, api pve.API, cfg config.Config) *stack {
 	s.startWorker()
 	return s
 }
+
+// stop stops the server and its workers.
+func (s *stack) stop() { s.server.Stop() }
 
 // startWorker starts a worker, as a restarted worker process would.
 func (s *stack) startWorker() {
@@ -94,7 +103,7 @@ func (s *stack) startDelete(in workflows.DeleteProxyInput) client.WorkflowRun {
 }
 
 // result waits for a run to close, within a minute.
-func result[T any](t *testing.T, run client.WorkflowRun) (T, error) {
+func result[T any](t testing.TB, run client.WorkflowRun) (T, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

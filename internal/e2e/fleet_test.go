@@ -1,0 +1,129 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// contendedCluster is the simulator's default cluster where clones queue for their storage's
+// allocation lock as on PVE: each of the template's two disks holds local-lvm's lock for hold.
+func contendedCluster(hold, clone time.Duration) *pvesim.Cluster {
+	return newCluster(func(o *pvesim.Options) {
+		o.StorageLockHold = hold
+		o.TaskDurations = map[string]time.Duration{"qmclone": clone}
+	})
+}
+
+// lockTimeouts counts the clone tasks that failed on a storage's lock.
+func lockTimeouts(c *pvesim.Cluster) int {
+	n := 0
+	for _, run := range c.CloneRuns() {
+		if strings.Contains(run.ExitStatus, "can't lock file '/var/lock/pve-manager/pve-storage-") {
+			n++
+		}
+	}
+	return n
+}
+
+// createAll starts the creates of n proxies at once and waits for all of them.
+func createAll(t testing.TB, s *stack, n int, timeout time.Duration) (runs []client.WorkflowRun, errs []error) {
+	runs = make([]client.WorkflowRun, n)
+	for i := range n {
+		in := createInput(fmt.Sprintf("fleet-%02d", i))
+		run, err := s.client.ExecuteWorkflow(context.Background(), workflows.CreateOptions(in.UID, workflows.DefaultTaskQueue), workflows.CreateProxyName, in)
+		require.NoError(t, err)
+		runs[i] = run
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	errs = make([]error, n)
+	var wg sync.WaitGroup
+	for i, run := range runs {
+		wg.Go(func() { errs[i] = run.Get(ctx, nil) })
+	}
+	wg.Wait()
+	return runs, errs
+}
+
+func TestE2E_clonesAdmittedPerStorageNeverExceedTheLimitAndAllSucceed(t *testing.T) {
+	const n, limit = 8, 2
+	cluster := contendedCluster(time.Second, time.Second)
+	cfg := fastConfig(t)
+	cfg.Clones.PerStorage = limit
+	s := startStack(t, cluster, cfg)
+	var queued workflows.Status
+	seen := make(chan struct{})
+	go func() {
+		defer close(seen)
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			val, err := s.client.QueryWorkflow(context.Background(), workflows.CreateWorkflowID(fmt.Sprintf("fleet-%02d", n-1)), "", workflows.StatusQuery)
+			if err == nil && val.Get(&queued) == nil && queued.Phase == workflows.PhaseQueued && queued.QueuedBehind > 0 {
+				return
+			}
+		}
+	}()
+
+	_, errs := createAll(t, s, n, 2*time.Minute)
+
+	for i, err := range errs {
+		assert.NoError(t, err, "fleet-%02d", i)
+	}
+	assert.LessOrEqual(t, cluster.MaxConcurrentClones("pve1", "local-lvm"), limit)
+	assert.Zero(t, lockTimeouts(cluster))
+	<-seen
+	assert.Equal(t, workflows.PhaseQueued, queued.Phase, "the last create was seen queued")
+	assert.Contains(t, queued.Step, "ahead")
+}
+
+// BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage starts fifty creates at once against a
+// cluster whose local-lvm serialises disk allocation as PVE's lock does, with admission
+// (clones.perStorage 4) and without. docs/performance.md records the figures.
+func BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage(b *testing.B) {
+	for _, perStorage := range []int{4, 0} {
+		name := fmt.Sprintf("perStorage=%d", perStorage)
+		if perStorage == 0 {
+			name = "admission=off"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				cluster := contendedCluster(time.Second, 2*time.Second)
+				cfg := benchConfig(b)
+				cfg.Clones.PerStorage = perStorage
+				s := startStack(b, cluster, cfg)
+				start := time.Now()
+				_, errs := createAll(b, s, 50, 10*time.Minute)
+				failed := 0
+				for _, err := range errs {
+					if err != nil {
+						failed++
+					}
+				}
+				b.ReportMetric(time.Since(start).Seconds(), "s/50creates")
+				b.ReportMetric(float64(50-failed), "succeeded")
+				b.ReportMetric(float64(failed), "failed")
+				b.ReportMetric(float64(lockTimeouts(cluster)), "lock-timeouts")
+				b.ReportMetric(float64(cluster.MaxConcurrentClones("pve1", "local-lvm")), "max-concurrent-clones")
+				s.stop()
+			}
+		})
+	}
+}
+
+// benchConfig is fastConfig with a clone budget that lets fifty queued clones finish.
+func benchConfig(tb testing.TB) config.Config {
+	cfg := fastConfig(tb)
+	cfg.Budgets.Clone = 5 * time.Minute
+	return cfg
+}
