@@ -160,3 +160,14 @@ func TestFleet_tagsAreMergedWithTheTemplates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "debian;golden;proxy_operator;team-egress", vmConfig(t, w, res.VMID)["tags"])
 }
+
+func TestFleet_cloneJoinsTheConfiguredPool(t *testing.T) {
+	w := newWorld(t, func(o *pvesim.Options) { o.Pools = []string{"proxies"} })
+	w.cfg.Proxmox.Pool = "proxies"
+
+	_, err := w.create(createInput())
+
+	require.NoError(t, err)
+	require.Len(t, w.vms(), 1)
+	assert.Equal(t, "proxies", w.vms()[0].Pool)
+}

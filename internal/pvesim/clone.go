@@ -188,8 +188,8 @@ func (c *Cluster) checkClone(node string, vmid int, p pve.CloneParams) (*vm, []c
 			return nil, nil, paramErr(map[string]string{"storage": fmt.Sprintf("storage '%s' does not support vm images", p.Storage)})
 		}
 	}
-	if p.Pool != "" {
-		return nil, nil, serverErr(fmt.Sprintf("pool '%s' does not exist", p.Pool)) // the model has no pools
+	if p.Pool != "" && !c.pools[p.Pool] {
+		return nil, nil, serverErr(fmt.Sprintf("pool '%s' does not exist", p.Pool))
 	}
 	src, err := c.vmOn(node, vmid)
 	if err != nil {
@@ -286,6 +286,7 @@ func (c *Cluster) endClone(r *cloneRun, full pve.VMConfig) {
 	default:
 		delete(full, "lock")
 		r.g.cfg = full
+		r.g.pool = r.p.Pool // PVE adds the clone to its pool when it has finished
 		if r.p.Target != "" {
 			r.g.node = r.p.Target
 		}

@@ -433,7 +433,7 @@ func TestClone_syncRefusals(t *testing.T) {
 		{"unknown target", func(p *pve.CloneParams) { p.Target = "pve9" }, serverErr("no such cluster node 'pve9'")},
 		{"storage on a linked clone", func(p *pve.CloneParams) { p.Full = false },
 			serverErr("parameter 'storage' not allowed for linked clones")},
-		{"pool", func(p *pve.CloneParams) { p.Pool = "proxies" }, serverErr("pool 'proxies' does not exist")},
+		{"unknown pool", func(p *pve.CloneParams) { p.Pool = "proxies" }, serverErr("pool 'proxies' does not exist")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -630,4 +630,19 @@ func TestClone_ontoISCSIStorageAllocatesNothing(t *testing.T) {
 	_, exists := vmByID(c, newID)
 	assert.False(t, exists)
 	assert.Empty(t, volumesOf(c, newID))
+}
+
+func TestClone_joinsItsPoolWhenItEnds(t *testing.T) {
+	c, clk := newCluster(t, func(o *Options) { o.Pools = []string{"proxies"} })
+	p := cloneParams(newID)
+	p.Pool = "proxies"
+
+	_, err := c.Clone(t.Context(), "pve1", tmplID, p)
+	require.NoError(t, err)
+	copying, _ := vmByID(c, newID)
+	clk.Advance(time.Minute)
+	done, _ := vmByID(c, newID)
+
+	assert.Empty(t, copying.Pool, "PVE adds the clone to its pool once it has finished")
+	assert.Equal(t, "proxies", done.Pool)
 }

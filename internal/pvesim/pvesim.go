@@ -77,6 +77,8 @@ type Options struct {
 	// at the 10 s mark with PVE's text. What a clone waits for and holds locks comes on top of
 	// its qmclone duration. Zero holds a lock for no time: clones never wait.
 	StorageLockHold time.Duration
+	// Pools are the cluster's resource pools; a clone may join one of them.
+	Pools []string
 	// DenyPrivileges are privileges the token lacks everywhere, such as "VM.Clone": calls that
 	// need one fail with 403, and /cluster/resources hides VMs without VM.Audit.
 	DenyPrivileges []string
@@ -112,6 +114,8 @@ type VM struct {
 	Config pve.VMConfig
 	// Running VMs given at setup have been up for AgentBootDelay: their agent answers.
 	Running bool
+	// Pool is the resource pool the VM is in; empty for none.
+	Pool string
 }
 
 // Volume is a disk image or ISO on a storage, as Volumes reports it.
@@ -137,6 +141,7 @@ type Cluster struct {
 	stall     bool
 	lockHold  time.Duration
 	denied    map[string]bool
+	pools     map[string]bool
 	transient float64
 	drop      float64
 	epoch     time.Time // the nodes' boot time, for uptimes and pstart
@@ -205,6 +210,8 @@ type vm struct {
 	cloneStart time.Time
 	// cloneSources counts running clones reading this VM: each holds a shared flock.
 	cloneSources int
+	// pool is the resource pool the VM is in.
+	pool string
 }
 
 // defaultTaskDurations keep a test suite fast while still letting a poll see a task running.
@@ -232,6 +239,7 @@ func New(opts Options) *Cluster {
 		stall:     opts.StallClones,
 		lockHold:  opts.StorageLockHold,
 		denied:    make(map[string]bool),
+		pools:     make(map[string]bool),
 		transient: opts.TransientErrorRate,
 		drop:      opts.DropConnectionRate,
 		nodes:     make(map[string]*node),
@@ -254,6 +262,9 @@ func New(opts Options) *Cluster {
 	}
 	for _, p := range opts.DenyPrivileges {
 		c.denied[p] = true
+	}
+	for _, p := range opts.Pools {
+		c.pools[p] = true
 	}
 	now := c.clock.Now()
 	c.epoch = now.Add(-20 * 24 * time.Hour)
@@ -400,7 +411,7 @@ func (c *Cluster) addVM(v VM, now time.Time) error {
 	case c.vms[v.VMID] != nil:
 		return fmt.Errorf("pvesim: add VM %d: VMID in use on node %s", v.VMID, c.vms[v.VMID].node)
 	}
-	g := &vm{id: v.VMID, node: v.Node, cfg: maps.Clone(v.Config)}
+	g := &vm{id: v.VMID, node: v.Node, cfg: maps.Clone(v.Config), pool: v.Pool}
 	if g.cfg == nil {
 		g.cfg = pve.VMConfig{}
 	}
@@ -433,7 +444,7 @@ func (c *Cluster) VMs() []VM {
 	out := make([]VM, 0, len(c.vms))
 	for _, id := range slices.Sorted(maps.Keys(c.vms)) {
 		g := c.vms[id]
-		out = append(out, VM{Node: g.node, VMID: g.id, Config: maps.Clone(g.cfg), Running: g.running})
+		out = append(out, VM{Node: g.node, VMID: g.id, Config: maps.Clone(g.cfg), Running: g.running, Pool: g.pool})
 	}
 	return out
 }
