@@ -92,6 +92,36 @@ func TestRecordHistories(t *testing.T) {
 			writeHistory(t, s, "create-waits-for-delete.delete", del)
 			return create
 		}},
+		{name: "create-waits-out-template-backup", run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+			require.NoError(t, c.HoldLock(9000, "backup", 3*time.Second))
+			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+		}},
+		{name: "create-clones-again-after-storage-lock", run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+			c.FailTask("qmclone", "clone failed: can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout")
+			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+		}},
+		{name: "create-placed-by-capacity",
+			cluster: func(o *pvesim.Options) {
+				o.VMs = append(o.VMs, pvesim.Template(9001, "pve2", 2), pvesim.VM{Node: "pve1", VMID: 4000, Running: true,
+					Config: pve.VMConfig{"name": "someone-elses-database", "memory": "32768"}})
+			},
+			config: func(c *config.Config) {
+				c.Proxmox.Nodes = []string{"pve1", "pve2"}
+				c.Proxmox.Templates["debian13"] = config.Template{Nodes: map[string]int{"pve1": 9000, "pve2": 9001}}
+			},
+			run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+				return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			}},
+		{name: "create-queued-for-clone-lease",
+			cluster: func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 3 * time.Second} },
+			config:  func(c *config.Config) { c.Clones.PerStorage = 1 },
+			run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+				first := s.startCreate(createInput(otherUID))
+				eventually(t, "the first create clones", func() bool { return c.CallCount("Clone") > 0 })
+				queued := mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+				mustSucceed[workflows.CreateProxyResult](t, first)
+				return queued
+			}},
 		{name: "delete-stops-running-create", cluster: func(o *pvesim.Options) {
 			o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second}
 		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
