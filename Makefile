@@ -53,11 +53,13 @@ staticcheck: $(TOOLS)/staticcheck
 workflowcheck: $(TOOLS)/workflowcheck
 	$(TOOLS)/workflowcheck -show-pos ./workflows/...
 
+# The fleet benchmark runs whole stacks for minutes, so one iteration is all the benchmark
+# time it gets; the timeout leaves room for both of its runs.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 
-# Records testdata/histories again from real runs on temporaltest. Record new histories beside
-# the old ones when a workflow changes; old ones must keep replaying.
+# Records, from real runs on temporaltest, the scenarios that have no history in
+# testdata/histories yet. An existing history is never recorded again: old ones must replay.
 histories:
 	$(GO) test -tags record -count=1 -run TestRecordHistories ./internal/e2e/
 

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -63,14 +64,17 @@ func TestE2E_clonesAdmittedPerStorageNeverExceedTheLimitAndAllSucceed(t *testing
 	cfg := fastConfig(t)
 	cfg.Clones.PerStorage = limit
 	s := startStack(t, cluster, cfg)
+	// Six of the eight wait: one of them is seen queued behind another.
 	var queued workflows.Status
 	seen := make(chan struct{})
 	go func() {
 		defer close(seen)
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			val, err := s.client.QueryWorkflow(context.Background(), workflows.CreateWorkflowID(fmt.Sprintf("fleet-%02d", n-1)), "", workflows.StatusQuery)
-			if err == nil && val.Get(&queued) == nil && queued.Phase == workflows.PhaseQueued && queued.QueuedBehind > 0 {
-				return
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			for i := range n {
+				val, err := s.client.QueryWorkflow(context.Background(), workflows.CreateWorkflowID(fmt.Sprintf("fleet-%02d", i)), "", workflows.StatusQuery)
+				if err == nil && val.Get(&queued) == nil && queued.Phase == workflows.PhaseQueued && queued.QueuedBehind > 0 {
+					return
+				}
 			}
 		}
 	}()
@@ -83,8 +87,8 @@ func TestE2E_clonesAdmittedPerStorageNeverExceedTheLimitAndAllSucceed(t *testing
 	assert.LessOrEqual(t, cluster.MaxConcurrentClones("pve1", "local-lvm"), limit)
 	assert.Zero(t, lockTimeouts(cluster))
 	<-seen
-	assert.Equal(t, workflows.PhaseQueued, queued.Phase, "the last create was seen queued")
-	assert.Contains(t, queued.Step, "ahead")
+	assert.Equal(t, workflows.PhaseQueued, queued.Phase, "a create was seen queued")
+	assert.Contains(t, queued.Step, fmt.Sprintf("%d ahead", queued.QueuedBehind))
 }
 
 // BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage starts fifty creates at once against a
@@ -126,4 +130,26 @@ func benchConfig(tb testing.TB) config.Config {
 	cfg := fastConfig(tb)
 	cfg.Budgets.Clone = 5 * time.Minute
 	return cfg
+}
+
+func TestE2E_leaseOfATerminatedCreateIsReleased(t *testing.T) {
+	cluster := newCluster()
+	cfg := fastConfig(t)
+	cfg.Clones.PerStorage = 1
+	s := startStack(t, cluster, cfg)
+	const holder, waiter = "lease-holder", "lease-waiter"
+	// The holder's clone never ends, so it keeps its lease until it is terminated.
+	cluster.StallClone(proxy.VMIDFor(holder, cfg.Proxmox.VMIDRange, 0))
+	s.startCreate(createInput(holder))
+	eventually(t, "the holder clones", func() bool { return cluster.CallCount("Clone") > 0 })
+	run := s.startCreate(createInput(waiter))
+	eventually(t, "the waiter is queued", func() bool {
+		return query(t, s.client, workflows.CreateWorkflowID(waiter)).Phase == workflows.PhaseQueued
+	})
+
+	require.NoError(t, s.client.TerminateWorkflow(context.Background(), workflows.CreateWorkflowID(holder), "", "a person gave up on it"))
+
+	res, err := result[workflows.CreateProxyResult](t, run)
+	require.NoError(t, err, "the waiter got the lease the terminated holder could not give back")
+	assert.Equal(t, proxy.VMIDFor(waiter, cfg.Proxmox.VMIDRange, 0), res.VMID)
 }
