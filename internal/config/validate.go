@@ -106,12 +106,17 @@ func validateNodes(p *problems, nodes []string) {
 	if len(nodes) == 0 {
 		p.add("proxmox.nodes", "at least one node is needed")
 	}
-	seen := make(map[string]bool, len(nodes))
-	for i, n := range nodes {
-		path := fmt.Sprintf("proxmox.nodes[%d]", i)
+	validateNames(p, "proxmox.nodes", nodes, nodeNameRE, "node name")
+}
+
+// validateNames checks a list of names: each of the form re matches, none listed twice.
+func validateNames(p *problems, field string, names []string, re *regexp.Regexp, what string) {
+	seen := make(map[string]bool, len(names))
+	for i, n := range names {
+		path := fmt.Sprintf("%s[%d]", field, i)
 		switch {
-		case !nodeNameRE.MatchString(n):
-			p.add(path, "%q is not a valid node name", n)
+		case !re.MatchString(n):
+			p.add(path, "%q is not a valid %s", n, what)
 		case seen[n]:
 			p.add(path, "%q is listed twice", n)
 		}
@@ -132,17 +137,7 @@ func validatePool(p *problems, pool string) {
 }
 
 func validateTags(p *problems, tags []string) {
-	seen := make(map[string]bool, len(tags))
-	for i, tag := range tags {
-		path := fmt.Sprintf("proxmox.tags[%d]", i)
-		switch {
-		case !tagRE.MatchString(tag):
-			p.add(path, "%q is not a valid tag", tag)
-		case seen[tag]:
-			p.add(path, "%q is listed twice", tag)
-		}
-		seen[tag] = true
-	}
+	validateNames(p, "proxmox.tags", tags, tagRE, "tag")
 }
 
 func (r VMIDRange) validate(p *problems) {
