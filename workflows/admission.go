@@ -36,8 +36,12 @@ const (
 // AdmissionQuery answers the admission's state: who holds a lease, who waits.
 const AdmissionQuery = "admission"
 
-// CloneAdmissionWorkflowID is the ID of the admission workflow of one storage key.
-func CloneAdmissionWorkflowID(storage string) string { return "clone-admission/" + storage }
+// CloneAdmissionWorkflowID is the ID of the admission workflow of one storage key, for the
+// workers of one task queue: another installation on the same Temporal namespace, with a task
+// queue of its own, has admissions of its own, which its own workers run.
+func CloneAdmissionWorkflowID(taskQueue, storage string) string {
+	return "clone-admission/" + taskQueue + "/" + storage
+}
 
 // Holder is a workflow run that asks for a clone lease, or holds one.
 type Holder struct {
@@ -198,9 +202,10 @@ func (a *admission) tellAll(hs []Holder, signal string, payload any) []bool {
 
 // lease is a create's side of the admission: its request, and what it holds.
 type lease struct {
-	storage string
-	req     admissionRequest
-	held    bool
+	// admission is the admission workflow's ID, storage the storage key it admits clones onto.
+	admission, storage string
+	req                admissionRequest
+	held               bool
 }
 
 // admitClone waits for a lease to clone onto storage, showing in the status and the UI how many
@@ -208,12 +213,12 @@ type lease struct {
 // grant got lost (the admission continued as new just then) is repeated from time to time.
 func (c *create) admitClone(storage string) (*lease, error) {
 	info := workflow.GetInfo(c.ctx)
-	l := &lease{storage: storage, req: admissionRequest{
+	l := &lease{admission: CloneAdmissionWorkflowID(info.TaskQueueName, storage), storage: storage, req: admissionRequest{
 		Holder:     Holder{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID},
 		Limit:      c.s.Clones.PerStorage,
 		CheckEvery: max(c.s.Poll.MaximumInterval, time.Second) * 3,
 	}}
-	c.t.phase(PhaseQueued, fmt.Sprintf("ask %s for a clone lease", CloneAdmissionWorkflowID(storage)))
+	c.t.phase(PhaseQueued, fmt.Sprintf("ask %s for a clone lease", l.admission))
 	if err := c.askForLease(l); err != nil {
 		return nil, err
 	}
@@ -260,32 +265,32 @@ func (c *create) admitClone(storage string) (*lease, error) {
 // askForLease sends the lease request to the storage's admission, starting the admission
 // when none runs.
 func (c *create) askForLease(l *lease) error {
-	id := CloneAdmissionWorkflowID(l.storage)
-	if workflow.SignalExternalWorkflow(c.ctx, id, "", cloneAcquireSignal, l.req).Get(c.ctx, nil) == nil {
+	if workflow.SignalExternalWorkflow(c.ctx, l.admission, "", cloneAcquireSignal, l.req).Get(c.ctx, nil) == nil {
 		return nil
 	}
-	if err := c.startAdmission(l.storage); err != nil {
+	if err := c.startAdmission(l); err != nil {
 		return err
 	}
-	if err := workflow.SignalExternalWorkflow(c.ctx, id, "", cloneAcquireSignal, l.req).Get(c.ctx, nil); err != nil {
-		return transientf("create proxy %s: ask %s for a clone lease: %v", c.in.Name, id, err)
+	if err := workflow.SignalExternalWorkflow(c.ctx, l.admission, "", cloneAcquireSignal, l.req).Get(c.ctx, nil); err != nil {
+		return transientf("create proxy %s: ask %s for a clone lease: %v", c.in.Name, l.admission, err)
 	}
 	return nil
 }
 
-// startAdmission starts the admission workflow of storage, unless another create just did. It
-// is a child only in name: it is abandoned, so it outlives this run.
-func (c *create) startAdmission(storage string) error {
+// startAdmission starts the admission workflow of the lease's storage, on this run's task
+// queue, unless another create just did. It is a child only in name: it is abandoned, so it
+// outlives this run.
+func (c *create) startAdmission(l *lease) error {
 	ctx := workflow.WithChildOptions(c.ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            CloneAdmissionWorkflowID(storage),
+		WorkflowID:            l.admission,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	})
-	child := workflow.ExecuteChildWorkflow(ctx, CloneAdmissionName, AdmissionState{Storage: storage})
+	child := workflow.ExecuteChildWorkflow(ctx, CloneAdmissionName, AdmissionState{Storage: l.storage})
 	var started workflow.Execution
 	err := child.GetChildWorkflowExecution().Get(ctx, &started)
 	if err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		return transientf("create proxy %s: start %s: %v", c.in.Name, CloneAdmissionWorkflowID(storage), err)
+		return transientf("create proxy %s: start %s: %v", c.in.Name, l.admission, err)
 	}
 	return nil
 }
@@ -298,7 +303,7 @@ func (l *lease) release(ctx workflow.Context) {
 	}
 	ctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
-	err := workflow.SignalExternalWorkflow(ctx, CloneAdmissionWorkflowID(l.storage), "", cloneReleaseSignal, l.req.Holder).Get(ctx, nil)
+	err := workflow.SignalExternalWorkflow(ctx, l.admission, "", cloneReleaseSignal, l.req.Holder).Get(ctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("The clone lease could not be given back; the admission finds it out", "storage", l.storage, "error", err)
 	}
