@@ -327,7 +327,7 @@ func (c *Client) do(op string, req *http.Request, out any) error {
 
 	resp, err := c.http.Do(req.WithContext(ctx))
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, c.transportError(req.Context(), err))
+		return fmt.Errorf("%s: %w", op, c.transportError(req.Context(), ctx, err))
 	}
 	defer resp.Body.Close()
 
@@ -343,7 +343,7 @@ func (c *Client) do(op string, req *http.Request, out any) error {
 		Data json.RawMessage `json:"data"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&answer); err != nil {
-		return fmt.Errorf("%s: read answer: %w", op, c.transportError(req.Context(), err))
+		return fmt.Errorf("%s: read answer: %w", op, c.transportError(req.Context(), ctx, err))
 	}
 	if out == nil || len(answer.Data) == 0 {
 		return nil
@@ -372,15 +372,19 @@ func (c *Client) token() (header, secret string, err error) {
 }
 
 // transportError drops the *url.Error around err, whose text repeats the URL and its query,
-// and says so when the client's own timeout rather than the caller's context ended the request.
-func (c *Client) transportError(callerCtx context.Context, err error) error {
+// and says so when the client's own timeout (requestCtx) rather than the caller's context ended
+// the request.
+func (c *Client) transportError(callerCtx, requestCtx context.Context, err error) error {
 	if ue, ok := errorsAs[*url.Error](err); ok {
 		err = ue.Err
 	}
-	if ctxErr := callerCtx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-		// The caller gave up while the answer was on its way (the server may even have
-		// answered with an empty body as the connection went): the caller's end is what failed.
-		return fmt.Errorf("%w (%v)", ctxErr, err)
+	for _, ctx := range []context.Context{callerCtx, requestCtx} {
+		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+			// The request ended while the answer was on its way (the server may even have
+			// answered with an empty body as the connection went): its end is what failed.
+			err = fmt.Errorf("%w (%v)", ctxErr, err)
+			break
+		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) && callerCtx.Err() == nil {
 		return fmt.Errorf("no answer within %s: %w", c.timeout, err)

@@ -332,7 +332,9 @@ func TestClient_requestTimeoutIsTransient(t *testing.T) {
 
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, pve.Transient, pve.Classify(err))
-	assert.Equal(t, "status of VM 123456 on node pve1: no answer within 100ms: context deadline exceeded", err.Error())
+	// Where the deadline meets the request (waiting for the answer, or reading a body the
+	// server cut short as the connection went) decides the middle of the text, not its sense.
+	assert.Regexp(t, `^status of VM 123456 on node pve1: (read answer: )?no answer within 100ms: context deadline exceeded`, err.Error())
 }
 
 func TestClient_cancelledContextReturnsPromptly(t *testing.T) {
