@@ -1,6 +1,7 @@
 package starter_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -8,6 +9,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -17,19 +20,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/server/temporaltest"
 
 	"github.com/pveflow/pveflow/starter"
 )
 
-// writeCert writes a self-signed certificate and its key as PEM files into dir.
-func writeCert(t *testing.T, dir string) (certFile, keyFile string) {
+// writeCert writes a self-signed certificate for name and its key as PEM files into dir.
+func writeCert(t *testing.T, dir, name string) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "pveflow test"},
+		Subject:               pkix.Name{CommonName: name},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(time.Hour),
 		IsCA:                  true,
@@ -39,10 +44,70 @@ func writeCert(t *testing.T, dir string) (certFile, keyFile string) {
 	require.NoError(t, err)
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	require.NoError(t, err)
-	certFile, keyFile = filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
 	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
 	return certFile, keyFile
+}
+
+// writeFile writes content to a file named name in a new directory and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
+// profiles is a file of profiles as the temporal CLI writes them.
+const profiles = `
+[profile.default]
+address = "temporal.example.com:7233"
+namespace = "proxies"
+
+[profile.staging]
+address = "staging.example.com:7233"
+namespace = "proxies-staging"
+`
+
+// clientOptions is starter.ClientOptionsWithLogger on env, with what it logged.
+func clientOptions(env map[string]string) (client.Options, string, error) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	opts, err := starter.ClientOptionsWithLogger(func(k string) string { return env[k] }, logger)
+	return opts, logs.String(), err
+}
+
+// subject is the common name of the client certificate of opts.
+func subject(t *testing.T, opts client.Options) string {
+	t.Helper()
+	require.NotNil(t, opts.ConnectionOptions.TLS)
+	require.Len(t, opts.ConnectionOptions.TLS.Certificates, 1)
+	return opts.ConnectionOptions.TLS.Certificates[0].Leaf.Subject.CommonName
+}
+
+// isolate keeps the tests that read the process environment from the Temporal settings of
+// whoever runs them: no TEMPORAL_* variable, and a configuration directory of their own.
+func isolate(t *testing.T) {
+	t.Helper()
+	for _, name := range []string{
+		"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_TLS",
+		"TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
+		"TEMPORAL_TLS_SERVER_NAME", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE",
+		"TEMPORAL_TLS_CERT", "TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CA",
+	} {
+		t.Setenv(name, "")
+	}
+	home := t.TempDir()
+	for _, name := range []string{"HOME", "XDG_CONFIG_HOME", "AppData"} {
+		t.Setenv(name, home)
+	}
 }
 
 func TestClientOptions_defaultsToTheLocalDevServer(t *testing.T) {
@@ -55,54 +120,211 @@ func TestClientOptions_defaultsToTheLocalDevServer(t *testing.T) {
 	assert.Nil(t, opts.Credentials)
 }
 
-func TestClientOptions_readsTheEnvironment(t *testing.T) {
+func TestClientOptions_readsTheVariablesOfTheTemporalCLI(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := writeCert(t, dir)
-	env := map[string]string{
-		"TEMPORAL_ADDRESS":   "temporal.example.com:7233",
-		"TEMPORAL_NAMESPACE": "proxies",
-		"TEMPORAL_TLS_CERT":  cert,
-		"TEMPORAL_TLS_KEY":   key,
-		"TEMPORAL_TLS_CA":    cert,
-		"TEMPORAL_API_KEY":   "secret-key",
-	}
+	cert, key := writeCert(t, dir, "client")
+	ca, _ := writeCert(t, dir, "ca")
 
-	opts, err := starter.ClientOptions(func(k string) string { return env[k] })
+	opts, logs, err := clientOptions(map[string]string{
+		"TEMPORAL_ADDRESS":                 "temporal.example.com:7233",
+		"TEMPORAL_NAMESPACE":               "proxies",
+		"TEMPORAL_TLS_CLIENT_CERT_PATH":    cert,
+		"TEMPORAL_TLS_CLIENT_KEY_PATH":     key,
+		"TEMPORAL_TLS_SERVER_CA_CERT_PATH": ca,
+		"TEMPORAL_TLS_SERVER_NAME":         "frontend.temporal.internal",
+		"TEMPORAL_API_KEY":                 "secret-key",
+	})
 
 	require.NoError(t, err)
 	assert.Equal(t, "temporal.example.com:7233", opts.HostPort)
 	assert.Equal(t, "proxies", opts.Namespace)
-	require.NotNil(t, opts.ConnectionOptions.TLS)
-	assert.Len(t, opts.ConnectionOptions.TLS.Certificates, 1)
+	assert.Equal(t, "client", subject(t, opts))
 	assert.NotNil(t, opts.ConnectionOptions.TLS.RootCAs)
+	assert.Equal(t, "frontend.temporal.internal", opts.ConnectionOptions.TLS.ServerName)
 	assert.NotNil(t, opts.Credentials)
+	assert.Empty(t, logs)
 }
 
-func TestClientOptions_badTLSSettingsNameTheVariable(t *testing.T) {
+func TestClientOptions_TEMPORAL_TLSTurnsTLSOnOrOff(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantTLS bool
+	}{
+		{"true", map[string]string{"TEMPORAL_TLS": "true"}, true},
+		{"1", map[string]string{"TEMPORAL_TLS": "1"}, true},
+		{"an API key alone", map[string]string{"TEMPORAL_API_KEY": "secret-key"}, true},
+		{"false despite an API key", map[string]string{"TEMPORAL_API_KEY": "secret-key", "TEMPORAL_TLS": "false"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts, _, err := clientOptions(tt.env)
+
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantTLS, opts.ConnectionOptions.TLS != nil, "TLS")
+			assert.Equal(t, !tt.wantTLS, opts.ConnectionOptions.TLSDisabled, "TLSDisabled")
+		})
+	}
+}
+
+func TestClientOptions_TEMPORAL_PROFILEChoosesAProfileOfTEMPORAL_CONFIG_FILE(t *testing.T) {
+	opts, _, err := clientOptions(map[string]string{
+		"TEMPORAL_CONFIG_FILE": writeFile(t, "temporal.toml", profiles),
+		"TEMPORAL_PROFILE":     "staging",
+	})
+
+	require.NoError(t, err)
+	assert.Equal(t, "staging.example.com:7233", opts.HostPort)
+	assert.Equal(t, "proxies-staging", opts.Namespace)
+}
+
+func TestClientOptions_variablesWinOverTheProfile(t *testing.T) {
+	opts, _, err := clientOptions(map[string]string{
+		"TEMPORAL_CONFIG_FILE": writeFile(t, "temporal.toml", profiles),
+		"TEMPORAL_ADDRESS":     "127.0.0.1:7233",
+	})
+
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:7233", opts.HostPort)
+	assert.Equal(t, "proxies", opts.Namespace, "from the default profile")
+}
+
+func TestClientOptions_readsTheProfilesFileOfTheTemporalCLIByDefault(t *testing.T) {
+	isolate(t)
+	file := envconfig.DefaultConfigFilePath() // where `temporal config set` writes
+	require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o700))
+	require.NoError(t, os.WriteFile(file, []byte(profiles), 0o600))
+	t.Setenv("TEMPORAL_PROFILE", "staging")
+
+	opts, err := starter.ClientOptions(os.Getenv)
+
+	require.NoError(t, err)
+	assert.Equal(t, "staging.example.com:7233", opts.HostPort)
+}
+
+func TestClientOptions_deprecatedNamesStillWorkAndWarn(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := writeCert(t, dir)
-	notPEM := filepath.Join(dir, "not.pem")
-	require.NoError(t, os.WriteFile(notPEM, []byte("hello"), 0o600))
+	cert, key := writeCert(t, dir, "client")
+	tests := []struct {
+		name      string
+		env       map[string]string
+		check     func(t *testing.T, opts client.Options)
+		wantWarns []string
+	}{
+		{
+			name: "client certificate and key",
+			env:  map[string]string{"TEMPORAL_TLS_CERT": cert, "TEMPORAL_TLS_KEY": key},
+			check: func(t *testing.T, opts client.Options) {
+				assert.Equal(t, "client", subject(t, opts))
+			},
+			wantWarns: []string{
+				"TEMPORAL_TLS_CERT is deprecated: set TEMPORAL_TLS_CLIENT_CERT_PATH instead",
+				"TEMPORAL_TLS_KEY is deprecated: set TEMPORAL_TLS_CLIENT_KEY_PATH instead",
+			},
+		},
+		{
+			name: "server CA",
+			env:  map[string]string{"TEMPORAL_TLS_CA": cert},
+			check: func(t *testing.T, opts client.Options) {
+				require.NotNil(t, opts.ConnectionOptions.TLS)
+				assert.NotNil(t, opts.ConnectionOptions.TLS.RootCAs)
+			},
+			wantWarns: []string{"TEMPORAL_TLS_CA is deprecated: set TEMPORAL_TLS_SERVER_CA_CERT_PATH instead"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts, logs, err := clientOptions(tt.env)
+
+			require.NoError(t, err)
+			tt.check(t, opts)
+			for _, want := range tt.wantWarns {
+				assert.Contains(t, logs, fmt.Sprintf("level=WARN msg=%q", want))
+			}
+		})
+	}
+}
+
+func TestClientOptions_newNamesWinOverDeprecatedOnes(t *testing.T) {
+	dir := t.TempDir()
+	newCert, newKey := writeCert(t, dir, "new")
+	oldCert, oldKey := writeCert(t, dir, "old")
+	ca, _ := writeCert(t, dir, "ca")
+
+	opts, logs, err := clientOptions(map[string]string{
+		"TEMPORAL_TLS_CLIENT_CERT_PATH":    newCert,
+		"TEMPORAL_TLS_CLIENT_KEY_PATH":     newKey,
+		"TEMPORAL_TLS_SERVER_CA_CERT_PATH": ca,
+		"TEMPORAL_TLS_CERT":                oldCert,
+		"TEMPORAL_TLS_KEY":                 oldKey,
+		"TEMPORAL_TLS_CA":                  filepath.Join(dir, "missing.pem"),
+	})
+
+	require.NoError(t, err)
+	assert.Equal(t, "new", subject(t, opts))
+	assert.Contains(t, logs, "TEMPORAL_TLS_CERT is deprecated and ignored: TEMPORAL_TLS_CLIENT_CERT_PATH is set")
+	assert.Contains(t, logs, "TEMPORAL_TLS_CA is deprecated and ignored: TEMPORAL_TLS_SERVER_CA_CERT_PATH is set")
+}
+
+func TestClientOptions_badSettingsAreOneLineNamingTheSetting(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := writeCert(t, dir, "client")
+	notPEM := writeFile(t, "not.pem", "hello")
 	missing := filepath.Join(dir, "missing.pem")
+	file := writeFile(t, "temporal.toml", profiles)
+	halfPair := writeFile(t, "half.toml", "[profile.default.tls]\nclient_cert_path = \""+cert+"\"\n")
 	tests := []struct {
 		name string
 		env  map[string]string
 		want string
 	}{
-		{"cert without key", map[string]string{"TEMPORAL_TLS_CERT": cert}, "TEMPORAL_TLS_KEY is not"},
-		{"key without cert", map[string]string{"TEMPORAL_TLS_KEY": key}, "TEMPORAL_TLS_CERT is not"},
-		{"key that is not the cert's", map[string]string{"TEMPORAL_TLS_CERT": cert, "TEMPORAL_TLS_KEY": notPEM}, "TEMPORAL_TLS_KEY " + notPEM},
-		{"missing CA file", map[string]string{"TEMPORAL_TLS_CA": missing}, "TEMPORAL_TLS_CA: open " + missing},
-		{"CA file without certificate", map[string]string{"TEMPORAL_TLS_CA": notPEM}, "TEMPORAL_TLS_CA " + notPEM + ": no PEM certificate"},
+		{"cert without key", map[string]string{"TEMPORAL_TLS_CLIENT_CERT_PATH": cert},
+			"TEMPORAL_TLS_CLIENT_CERT_PATH is set but TEMPORAL_TLS_CLIENT_KEY_PATH is not: mTLS needs both"},
+		{"key without cert", map[string]string{"TEMPORAL_TLS_CLIENT_KEY_PATH": key},
+			"TEMPORAL_TLS_CLIENT_KEY_PATH is set but TEMPORAL_TLS_CLIENT_CERT_PATH is not"},
+		{"missing cert file", map[string]string{"TEMPORAL_TLS_CLIENT_CERT_PATH": missing, "TEMPORAL_TLS_CLIENT_KEY_PATH": key},
+			"TEMPORAL_TLS_CLIENT_CERT_PATH " + missing + " and TEMPORAL_TLS_CLIENT_KEY_PATH " + key + ": open " + missing + ": no such file"},
+		{"key that is not the cert's", map[string]string{"TEMPORAL_TLS_CLIENT_CERT_PATH": cert, "TEMPORAL_TLS_CLIENT_KEY_PATH": notPEM},
+			"TEMPORAL_TLS_CLIENT_KEY_PATH " + notPEM},
+		{"missing CA file", map[string]string{"TEMPORAL_TLS_SERVER_CA_CERT_PATH": missing},
+			"TEMPORAL_TLS_SERVER_CA_CERT_PATH: open " + missing},
+		{"CA file without certificate", map[string]string{"TEMPORAL_TLS_SERVER_CA_CERT_PATH": notPEM},
+			"TEMPORAL_TLS_SERVER_CA_CERT_PATH " + notPEM + ": no PEM certificate"},
+		{"deprecated cert without key", map[string]string{"TEMPORAL_TLS_CERT": cert},
+			"TEMPORAL_TLS_CERT is set but TEMPORAL_TLS_KEY is not: mTLS needs both"},
+		{"deprecated missing CA file", map[string]string{"TEMPORAL_TLS_CA": missing},
+			"TEMPORAL_TLS_CA: open " + missing},
+		{"profile cert without key", map[string]string{"TEMPORAL_CONFIG_FILE": halfPair},
+			`tls.client_cert_path of profile "default" in ` + halfPair + " is set but tls.client_key_path is not"},
+		{"missing config file", map[string]string{"TEMPORAL_CONFIG_FILE": missing},
+			"TEMPORAL_CONFIG_FILE: stat " + missing + ": no such file"},
+		{"config file that is not TOML", map[string]string{"TEMPORAL_CONFIG_FILE": notPEM},
+			"config file " + notPEM + ": "},
+		{"no such profile", map[string]string{"TEMPORAL_CONFIG_FILE": file, "TEMPORAL_PROFILE": "prod"},
+			"TEMPORAL_PROFILE prod: no such profile in " + file},
+		{"profile without a file", map[string]string{"TEMPORAL_PROFILE": "prod"},
+			"TEMPORAL_PROFILE prod: no profiles file: set TEMPORAL_CONFIG_FILE"},
+		{"TEMPORAL_TLS neither true nor false", map[string]string{"TEMPORAL_TLS": "yes"},
+			`TEMPORAL_TLS "yes": want true or false`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := starter.ClientOptions(func(k string) string { return tt.env[k] })
+			_, _, err := clientOptions(tt.env)
 
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
+			assert.NotContains(t, err.Error(), "\n")
 		})
 	}
+}
+
+func TestIdentity_namesTheProgramTheHostAndTheProcess(t *testing.T) {
+	host, err := os.Hostname()
+	require.NoError(t, err)
+
+	id := starter.Identity("pveflow-worker")
+
+	assert.Equal(t, fmt.Sprintf("pveflow-worker@%s:%d", host, os.Getpid()), id)
 }
 
 func TestDial_unreachableServerNamesTheAddress(t *testing.T) {
@@ -121,7 +343,40 @@ func TestDial_unreachableServerNamesTheAddress(t *testing.T) {
 	assert.Contains(t, err.Error(), "cannot reach Temporal at "+addr+": ")
 }
 
+func TestDialFromEnv_missingClientCertificateFailsBeforeConnecting(t *testing.T) {
+	isolate(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	connected := make(chan bool, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err == nil {
+			conn.Close()
+		}
+		connected <- err == nil
+	}()
+	_, key := writeCert(t, t.TempDir(), "client")
+	missing := filepath.Join(t.TempDir(), "client.pem")
+	t.Setenv("TEMPORAL_ADDRESS", ln.Addr().String())
+	t.Setenv("TEMPORAL_TLS_CLIENT_CERT_PATH", missing)
+	t.Setenv("TEMPORAL_TLS_CLIENT_KEY_PATH", key)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+
+	c, err := starter.DialFromEnv(ctx)
+	require.NoError(t, ln.Close())
+
+	if c != nil {
+		c.Close()
+	}
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "TEMPORAL_TLS_CLIENT_CERT_PATH "+missing)
+	assert.Contains(t, err.Error(), "no such file or directory")
+	assert.False(t, <-connected, "dialled the server without the client certificate")
+}
+
 func TestDialFromEnv_connectsToTheNamedServer(t *testing.T) {
+	isolate(t)
 	server := temporaltest.NewServer(temporaltest.WithT(t))
 	t.Setenv("TEMPORAL_ADDRESS", server.GetFrontendHostPort())
 	t.Setenv("TEMPORAL_NAMESPACE", server.GetDefaultNamespace())
