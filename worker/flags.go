@@ -36,9 +36,12 @@ type simOptions struct {
 
 const usageText = `Usage: worker [flags]
 
-Runs pveflow's Temporal worker. The Temporal server is named by TEMPORAL_ADDRESS (default
-127.0.0.1:7233), TEMPORAL_NAMESPACE (default "default"), TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY
-(mTLS), TEMPORAL_TLS_CA and TEMPORAL_API_KEY.
+Runs pveflow's Temporal worker. The Temporal server is named as for the temporal CLI: by
+TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default "default"),
+TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH
+(mTLS), TEMPORAL_TLS_SERVER_CA_CERT_PATH and TEMPORAL_TLS_SERVER_NAME, over the profile
+TEMPORAL_PROFILE chooses in TEMPORAL_CONFIG_FILE (default the temporal CLI's). TEMPORAL_TLS_CERT,
+TEMPORAL_TLS_KEY and TEMPORAL_TLS_CA are deprecated names of the TLS files.
 
 Flags:
 `

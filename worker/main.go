@@ -6,7 +6,8 @@
 //
 // With -simulator it serves the Proxmox simulator on loopback in the same process and points
 // the real client at it, so the whole path runs without a cluster. The Temporal server is named
-// by the TEMPORAL_* environment (see starter.ClientOptions). SIGINT or SIGTERM stops the worker
+// by the TEMPORAL_* environment and the temporal CLI's profiles, as for the temporal CLI (see
+// starter.ClientOptions). SIGINT or SIGTERM stops the worker
 // once the activities in flight have finished; a second one ends it at once.
 package main
 
@@ -23,7 +24,6 @@ import (
 	"syscall"
 	"time"
 
-	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/pveflow/pveflow/activities"
@@ -43,6 +43,10 @@ func main() {
 	}()
 	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr))
 }
+
+// workerProgram names the worker in its client identity, workerProgram@host:pid, which the
+// Temporal UI shows beside every task the worker took.
+const workerProgram = "pveflow-worker"
 
 // Exit codes.
 const (
@@ -102,11 +106,11 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		return err
 	}
 
-	clientOpts, err := starter.ClientOptions(getenv)
+	clientOpts, err := starter.ClientOptionsWithLogger(getenv, logger)
 	if err != nil {
 		return err
 	}
-	clientOpts.Logger = tlog.NewStructuredLogger(logger)
+	clientOpts.Identity = starter.Identity(workerProgram)
 	c, err := starter.Dial(ctx, clientOpts)
 	if err != nil {
 		return err
@@ -124,6 +128,7 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		slog.String("temporal", clientOpts.HostPort),
 		slog.String("namespace", clientOpts.Namespace),
 		slog.String("taskQueue", opts.taskQueue),
+		slog.String("identity", clientOpts.Identity),
 		slog.String("proxmox", cfg.Proxmox.URL))
 	if err := w.Run(doneChan(ctx)); err != nil {
 		return fmt.Errorf("worker on task queue %s: %w", opts.taskQueue, err)

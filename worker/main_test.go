@@ -83,8 +83,8 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 		{
 			name: "half an mTLS pair",
 			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
-			env:  map[string]string{"TEMPORAL_TLS_CERT": token},
-			want: "worker: TEMPORAL_TLS_CERT is set but TEMPORAL_TLS_KEY is not",
+			env:  map[string]string{"TEMPORAL_TLS_CLIENT_CERT_PATH": token},
+			want: "worker: TEMPORAL_TLS_CLIENT_CERT_PATH is set but TEMPORAL_TLS_CLIENT_KEY_PATH is not",
 		},
 		{
 			name: "unreachable Temporal",
@@ -169,9 +169,13 @@ func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
 	defer cancel()
 	res, err := s.CreateResult(waitCtx, uid)
 	require.NoError(t, err, stderr.String())
+	tq, err := server.GetDefaultClient().DescribeTaskQueue(waitCtx, "worker-test", enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	require.NoError(t, err)
 	stop()
 
 	assert.NotEmpty(t, res.IPv4)
+	require.NotEmpty(t, tq.GetPollers())
+	assert.Equal(t, starter.Identity("pveflow-worker"), tq.GetPollers()[0].GetIdentity())
 	select {
 	case code := <-exit:
 		assert.Equal(t, exitOK, code, stderr.String())
