@@ -19,7 +19,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
@@ -82,13 +81,23 @@ Global flags, before or after the command:
 While it waits, pveflow shows the workflow's phase, step, elapsed time and the attempt of the
 current wait on stderr. The user-data file is sent to the workflow and never printed.
 
-Environment:
+Environment, as for the temporal CLI:
   TEMPORAL_ADDRESS    Temporal frontend host:port (default 127.0.0.1:7233)
   TEMPORAL_NAMESPACE  namespace (default "default")
-  TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY
-                      client certificate and key files for mTLS
-  TEMPORAL_TLS_CA     CA file that verifies the server
   TEMPORAL_API_KEY    API key (turns TLS on)
+  TEMPORAL_TLS        true or false: TLS on or off
+  TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH
+                      client certificate and key files for mTLS
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH
+                      CA file that verifies the server
+  TEMPORAL_TLS_SERVER_NAME
+                      server name the certificate must have, if not the address's
+  TEMPORAL_CONFIG_FILE
+                      TOML file of profiles (default the temporal CLI's)
+  TEMPORAL_PROFILE    its profile to use (default "default"); the variables above
+                      win over the profile's settings
+  TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY, TEMPORAL_TLS_CA
+                      deprecated names of the TLS files: they warn
 
 Exit codes:
   0  success
@@ -215,12 +224,13 @@ func flagError(fs *flag.FlagSet, err error) error {
 // connect dials Temporal from the environment and makes the starter; the returned func closes
 // the connection.
 func (c *cli) connect(ctx context.Context) (func(), error) {
-	opts, err := starter.ClientOptions(c.getenv)
+	// The SDK's own logs, and the starter's, are for warnings here: stdout carries results.
+	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts, err := starter.ClientOptionsWithLogger(c.getenv, logger)
 	if err != nil {
 		return nil, err
 	}
-	// The SDK's own logs are for warnings here: stdout carries results.
-	opts.Logger = tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	opts.Identity = starter.Identity("pveflow-cli") // beside each workflow it started, in the UI
 	tc, err := starter.Dial(ctx, opts)
 	if err != nil {
 		return nil, err
