@@ -16,6 +16,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	tlog "go.temporal.io/sdk/log"
+
+	"github.com/pveflow/pveflow/internal/codec"
 )
 
 // DefaultAddress is the Temporal frontend used when neither TEMPORAL_ADDRESS nor a profile sets
@@ -24,6 +26,10 @@ const DefaultAddress = "127.0.0.1:7233"
 
 // DialTimeout bounds how long Dial waits for the server to answer.
 const DialTimeout = 10 * time.Second
+
+// CodecKeyFileEnv names the variable that turns payload encryption on: the path of a key file
+// (the format is in docs/operations.md, "Secrets in history").
+const CodecKeyFileEnv = "PVEFLOW_CODEC_KEY_FILE"
 
 // ClientOptions reads the connection to Temporal from the environment as the temporal CLI does
 // (with go.temporal.io/sdk/contrib/envconfig); getenv is os.Getenv outside tests, and a variable
@@ -49,6 +55,14 @@ const DialTimeout = 10 * time.Second
 // Each of the last three turns TLS on, and each variable wins over the profile's setting.
 // envconfig's other variables (TEMPORAL_TLS_*_DATA, TEMPORAL_TLS_DISABLE_HOST_VERIFICATION,
 // TEMPORAL_CLIENT_AUTHORITY) are honoured too; TEMPORAL_GRPC_META_* and TEMPORAL_CODEC_* are not.
+//
+// PVEFLOW_CODEC_KEY_FILE (CodecKeyFileEnv), when set, names a key file of AES-256 keys: it is
+// read once, here, and the options get the data converter and the failure converter that
+// encrypt every payload (workflow and activity inputs and results, among them cloud-init
+// user-data) and every failure message and stack trace the client writes, and decrypt what it
+// reads. The worker and every client of pveflow's workflows must then share the file. A file
+// that cannot be read, has a bad line or a mode looser than 0640 is an error naming the variable
+// and the file, never a key. Unset, the options have the SDK's default converters.
 //
 // The names the starter read before, TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY and TEMPORAL_TLS_CA,
 // are deprecated: each still stands in for the variable that replaces it when that one is
@@ -198,6 +212,14 @@ func clientOptions(getenv func(string) string, logger *slog.Logger) (client.Opti
 	}
 	opts.HostPort = cmp.Or(opts.HostPort, DefaultAddress)
 	opts.Namespace = cmp.Or(opts.Namespace, "default")
+	if path := getenv(CodecKeyFileEnv); path != "" {
+		c, err := codec.LoadKeyFile(path)
+		if err != nil {
+			// The codec's errors name the file and a line or key ID, never a key.
+			return client.Options{}, fmt.Errorf("%s: %w", CodecKeyFileEnv, err)
+		}
+		opts.DataConverter, opts.FailureConverter = codec.Converters(c)
+	}
 	return opts, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,8 +24,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/server/temporaltest"
 
+	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/starter"
 )
 
@@ -100,7 +104,7 @@ func isolate(t *testing.T) {
 		"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_TLS",
 		"TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
 		"TEMPORAL_TLS_SERVER_NAME", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE",
-		"TEMPORAL_TLS_CERT", "TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CA",
+		"TEMPORAL_TLS_CERT", "TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CA", "PVEFLOW_CODEC_KEY_FILE",
 	} {
 		t.Setenv(name, "")
 	}
@@ -387,4 +391,85 @@ func TestDialFromEnv_connectsToTheNamedServer(t *testing.T) {
 	defer c.Close()
 	_, err = c.CheckHealth(ctx(t), nil)
 	assert.NoError(t, err)
+}
+
+// writeKeyFile writes a key file of one random key, as `pveflow codec-keygen` does, and returns
+// its path and the base64 key.
+func writeKeyFile(t *testing.T) (path, key string) {
+	t.Helper()
+	b := make([]byte, codec.KeySize)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	key = base64.StdEncoding.EncodeToString(b)
+	return writeFile(t, "codec.key", "# pveflow payload keys\nk1 "+key+"\n"), key
+}
+
+// sentinel stands for a secret in cloud-init user-data.
+const sentinel = "hunter2-sentinel-7f3a9c"
+
+func TestClientOptions_codecKeyFileGivesConvertersThatEncrypt(t *testing.T) {
+	path, _ := writeKeyFile(t)
+
+	opts, _, err := clientOptions(map[string]string{"PVEFLOW_CODEC_KEY_FILE": path})
+
+	require.NoError(t, err)
+	require.NotNil(t, opts.DataConverter)
+	require.NotNil(t, opts.FailureConverter)
+	p, err := opts.DataConverter.ToPayload("password: " + sentinel)
+	require.NoError(t, err)
+	assert.Equal(t, "binary/encrypted", string(p.GetMetadata()["encoding"]))
+	assert.Equal(t, "k1", string(p.GetMetadata()["encryption-key-id"]))
+	assert.NotContains(t, string(p.GetData()), sentinel)
+	var back string
+	require.NoError(t, opts.DataConverter.FromPayload(p, &back))
+	assert.Equal(t, "password: "+sentinel, back)
+}
+
+func TestClientOptions_codecKeyFileEncryptsFailureMessages(t *testing.T) {
+	path, _ := writeKeyFile(t)
+	opts, _, err := clientOptions(map[string]string{"PVEFLOW_CODEC_KEY_FILE": path})
+	require.NoError(t, err)
+
+	f := opts.FailureConverter.ErrorToFailure(temporal.NewApplicationError("cloud-init rejected: "+sentinel, "Permanent"))
+
+	assert.Equal(t, "Encoded failure", f.GetMessage())
+	assert.Equal(t, "binary/encrypted", string(f.GetEncodedAttributes().GetMetadata()["encoding"]))
+}
+
+func TestClientOptions_withoutCodecKeyFileTheConvertersAreTheSDKs(t *testing.T) {
+	opts, _, err := clientOptions(map[string]string{"PVEFLOW_CODEC_KEY_FILE": ""})
+
+	require.NoError(t, err)
+	assert.Nil(t, opts.DataConverter)
+	assert.Nil(t, opts.FailureConverter)
+}
+
+func TestClientOptions_badCodecKeyFileIsOneLineNamingTheVariableAndFile(t *testing.T) {
+	dir := t.TempDir()
+	readable, key := writeKeyFile(t)
+	require.NoError(t, os.Chmod(readable, 0o644))
+	short := writeFile(t, "short.key", "k1 "+key[:len(key)-4]+"\n")
+	swapped := writeFile(t, "swapped.key", key+" k1\n")
+	missing := filepath.Join(dir, "missing.key")
+	tests := []struct {
+		name, path, want string
+	}{
+		{"missing", missing, "open " + missing + ": no such file or directory"},
+		{"others may read it", readable, "mode 0644"},
+		{"short key", short, `line 1: key "k1" is 30 bytes, want 32`},
+		{"key and ID swapped", swapped, "line 1: the key ID is not"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := clientOptions(map[string]string{"PVEFLOW_CODEC_KEY_FILE": tt.path})
+
+			require.Error(t, err)
+			assert.True(t, strings.HasPrefix(err.Error(), "PVEFLOW_CODEC_KEY_FILE: "), err.Error())
+			assert.Contains(t, err.Error(), tt.path)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.NotContains(t, err.Error(), "\n")
+			assert.NotContains(t, err.Error(), key)
+			assert.NotContains(t, err.Error(), key[:len(key)-4])
+		})
+	}
 }
