@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/server/temporaltest"
 
@@ -38,6 +39,14 @@ type stack struct {
 // milliseconds.
 func startStack(t *testing.T, cloneTime time.Duration) *stack {
 	t.Helper()
+	return startStackWith(t, cloneTime, client.Options{})
+}
+
+// startStackWith is startStack with the server's clients, the worker's and the starter's, made
+// with base (its DataConverter and FailureConverter, say), and the starter told base's
+// DataConverter.
+func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options) *stack {
+	t.Helper()
 	opts := pvesim.Default()
 	opts.TaskDurations = map[string]time.Duration{"qmclone": cloneTime}
 	opts.AgentBootDelay = 300 * time.Millisecond
@@ -53,7 +62,7 @@ func startStack(t *testing.T, cloneTime time.Duration) *stack {
 	}
 	cfg.Poll = config.Poll{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.2, MaximumInterval: time.Second}
 
-	server := temporaltest.NewServer(temporaltest.WithT(t))
+	server := temporaltest.NewServer(temporaltest.WithT(t), temporaltest.WithBaseClientOptions(base))
 	c := server.GetDefaultClient()
 	attrs := make(map[string]enumspb.IndexedValueType, len(workflows.SearchAttributes))
 	for name, typ := range workflows.SearchAttributes {
@@ -68,7 +77,7 @@ func startStack(t *testing.T, cloneTime time.Duration) *stack {
 		(&workflows.Workflows{Config: cfg}).Register(r)
 		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox})
 	})
-	return &stack{server: server, cluster: cluster, starter: starter.New(c, workflows.DefaultTaskQueue)}
+	return &stack{server: server, cluster: cluster, starter: starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter))}
 }
 
 // ctx bounds a call that waits for a workflow.

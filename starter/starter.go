@@ -22,6 +22,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -82,12 +83,35 @@ func (op Op) workflowID(uid string) (string, error) {
 type Client struct {
 	temporal  client.Client
 	taskQueue string
+	// dc is the data converter of temporal's client.Options, for what the SDK leaves encoded:
+	// the last failure of a pending activity.
+	dc converter.DataConverter
+}
+
+// An Option changes a Client New makes.
+type Option func(*Client)
+
+// WithDataConverter tells the Client the data converter its Temporal client was made with (the
+// DataConverter of the options ClientOptions returns), so that Progress can decrypt the last
+// failure of a pending activity when PVEFLOW_CODEC_KEY_FILE encrypts failure messages: the SDK
+// decodes workflow results and errors itself, but not what DescribeWorkflowExecution returns. A
+// nil dc is the SDK's default.
+func WithDataConverter(dc converter.DataConverter) Option {
+	return func(c *Client) {
+		if dc != nil {
+			c.dc = dc
+		}
+	}
 }
 
 // New returns a Client that starts workflows on taskQueue through c. Closing c is the
 // caller's business.
-func New(c client.Client, taskQueue string) *Client {
-	return &Client{temporal: c, taskQueue: taskQueue}
+func New(c client.Client, taskQueue string, opts ...Option) *Client {
+	s := &Client{temporal: c, taskQueue: taskQueue, dc: converter.GetDefaultDataConverter()}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Create starts the CreateProxy of in.UID, or returns the one that runs already. An invalid
@@ -177,7 +201,8 @@ type Progress struct {
 	// ActivityAttempt is the attempt of the pending activity, 0 when none is pending.
 	ActivityAttempt int32 `json:"activityAttempt,omitempty"`
 	// LastFailure is the message of the pending activity's last failed attempt, such as
-	// "clone task UPID:... still running on node pve1 (for 12s)".
+	// "clone task UPID:... still running on node pve1 (for 12s)". With payload encryption on,
+	// the Client needs WithDataConverter to decrypt it; without, it reads "Encoded failure".
 	LastFailure string `json:"lastFailure,omitempty"`
 	// NextAttempt is when the pending activity is tried again, zero when it is not waiting
 	// for a retry.
@@ -205,12 +230,24 @@ func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, err
 	if pending := desc.GetPendingActivities(); len(pending) > 0 {
 		a := pending[0]
 		p.ActivityAttempt = a.GetAttempt()
-		p.LastFailure = a.GetLastFailure().GetMessage()
+		p.LastFailure = c.failureMessage(a.GetLastFailure())
 		if next := a.GetNextAttemptScheduleTime(); next != nil {
 			p.NextAttempt = next.AsTime()
 		}
 	}
 	return p, nil
+}
+
+// failureMessage is f's message, decrypted when a failure converter with EncodeCommonAttributes
+// (PVEFLOW_CODEC_KEY_FILE's) left "Encoded failure" in its place. A message c's data converter
+// cannot decode stays as the history has it.
+func (c *Client) failureMessage(f *failurepb.Failure) string {
+	if f.GetEncodedAttributes() == nil {
+		return f.GetMessage()
+	}
+	decoded := &failurepb.Failure{Message: f.GetMessage(), EncodedAttributes: f.GetEncodedAttributes()}
+	converter.DecodeCommonFailureAttributes(c.dc, decoded)
+	return decoded.GetMessage()
 }
 
 var runStates = map[enumspb.WorkflowExecutionStatus]string{

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/internal/proxy"
@@ -58,6 +59,27 @@ func TestClient_progressWhileTheCloneWaitsShowsTheAttemptAndLastFailure(t *testi
 	assert.Equal(t, "running", p.State)
 	assert.GreaterOrEqual(t, p.ActivityAttempt, int32(1))
 	assert.Contains(t, p.LastFailure, "still running")
+}
+
+func TestClient_progressDecryptsTheLastFailureWithTheCodecsDataConverter(t *testing.T) {
+	path, _ := writeKeyFile(t)
+	opts, err := starter.ClientOptions(func(k string) string { return map[string]string{"PVEFLOW_CODEC_KEY_FILE": path}[k] })
+	require.NoError(t, err)
+	s := startStackWith(t, time.Minute, client.Options{DataConverter: opts.DataConverter, FailureConverter: opts.FailureConverter})
+	_, err = s.starter.Create(ctx(t), createInput(uid))
+	require.NoError(t, err)
+
+	var p starter.Progress
+	eventually(t, "the progress shows a clone poll that failed", func() bool {
+		p, err = s.starter.Progress(ctx(t), uid, starter.Create)
+		return err == nil && p.LastFailure != ""
+	})
+
+	assert.Contains(t, p.LastFailure, "still running")
+	desc, err := s.server.GetDefaultClient().DescribeWorkflowExecution(ctx(t), workflows.CreateWorkflowID(uid), "")
+	require.NoError(t, err)
+	require.NotEmpty(t, desc.GetPendingActivities())
+	assert.Equal(t, "Encoded failure", desc.GetPendingActivities()[0].GetLastFailure().GetMessage(), "what the server holds")
 }
 
 func TestClient_statusOfAProxyWithoutWorkflowNamesIt(t *testing.T) {
