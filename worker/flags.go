@@ -43,6 +43,10 @@ TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_C
 TEMPORAL_PROFILE chooses in TEMPORAL_CONFIG_FILE (default the temporal CLI's). TEMPORAL_TLS_CERT,
 TEMPORAL_TLS_KEY and TEMPORAL_TLS_CA are deprecated names of the TLS files.
 
+PVEFLOW_CODEC_KEY_FILE names the key file of the payload codec: when set, workflow and activity
+inputs and results (cloud-init user-data among them) and failure messages are encrypted in
+Temporal's history. The starters and the codec server must use the same file.
+
 Flags:
 `
 

@@ -6,9 +6,10 @@
 //
 // With -simulator it serves the Proxmox simulator on loopback in the same process and points
 // the real client at it, so the whole path runs without a cluster. The Temporal server is named
-// by the TEMPORAL_* environment and the temporal CLI's profiles, as for the temporal CLI (see
-// starter.ClientOptions). SIGINT or SIGTERM stops the worker
-// once the activities in flight have finished; a second one ends it at once.
+// by the TEMPORAL_* environment and the temporal CLI's profiles, as for the temporal CLI, and
+// PVEFLOW_CODEC_KEY_FILE turns payload encryption on (see starter.ClientOptions). SIGINT or
+// SIGTERM stops the worker once the activities in flight have finished; a second one ends it at
+// once.
 package main
 
 import (
@@ -129,12 +130,22 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		slog.String("namespace", clientOpts.Namespace),
 		slog.String("taskQueue", opts.taskQueue),
 		slog.String("identity", clientOpts.Identity),
-		slog.String("proxmox", cfg.Proxmox.URL))
+		slog.String("proxmox", cfg.Proxmox.URL),
+		slog.String("payloads", payloadEncryption(getenv)))
 	if err := w.Run(doneChan(ctx)); err != nil {
 		return fmt.Errorf("worker on task queue %s: %w", opts.taskQueue, err)
 	}
 	logger.Info("pveflow worker stopped")
 	return nil
+}
+
+// payloadEncryption says, for the start-up log, whether the worker encrypts payloads and with
+// which key file.
+func payloadEncryption(getenv func(string) string) string {
+	if path := getenv(starter.CodecKeyFileEnv); path != "" {
+		return "encrypted with the keys of " + path
+	}
+	return "plain (" + starter.CodecKeyFileEnv + " unset)"
 }
 
 // doneChan is ctx.Done as the channel type worker.Run takes.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"net"
 	"os"
 	"path/filepath"
@@ -58,6 +59,9 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 	require.NoError(t, os.WriteFile(token, []byte("pveflow@pve!test=secret\n"), 0o600))
 	missingToken := filepath.Join(dir, "no-token")
 	missingConfig := filepath.Join(dir, "no-config.yaml")
+	readableKeyFile := filepath.Join(dir, "codec.key")
+	require.NoError(t, os.WriteFile(readableKeyFile, []byte("k1 "+base64.StdEncoding.EncodeToString(make([]byte, 32))+"\n"), 0o600))
+	require.NoError(t, os.Chmod(readableKeyFile, 0o644))
 	temporal := closedAddr(t)
 	tests := []struct {
 		name string
@@ -91,6 +95,12 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
 			env:  map[string]string{"TEMPORAL_ADDRESS": temporal},
 			want: "worker: cannot reach Temporal at " + temporal + ": ",
+		},
+		{
+			name: "codec key file others may read",
+			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
+			env:  map[string]string{"PVEFLOW_CODEC_KEY_FILE": readableKeyFile},
+			want: "worker: PVEFLOW_CODEC_KEY_FILE: codec: bad key file " + readableKeyFile + ": mode 0644",
 		},
 		{
 			name: "config from the environment",
