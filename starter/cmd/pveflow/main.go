@@ -68,6 +68,15 @@ Commands:
                   (cloning, seeding, booting, created, failed, deleted, ...)
   demo [--image I] [--machine-type M] [--zone Z]
                   create a proxy with a new UID, wait for it, then delete it
+  codec-server [--listen ADDR] [--ui-origin URL]...
+                  serve /encode and /decode with the keys of $PVEFLOW_CODEC_KEY_FILE
+                  (required), so the Temporal Web UI (and temporal workflow show
+                  --codec-endpoint) shows payloads decrypted. --listen defaults to
+                  127.0.0.1:8081; --ui-origin, repeatable, is the origin the UI is
+                  served from (default http://127.0.0.1:8233). Runs until interrupted
+  codec-keygen --out FILE [--id ID]
+                  write a new key file with one random key, mode 0600; an existing
+                  FILE is never replaced
   help            this text
 
 A UID is 1 to 128 ASCII letters, digits, '-', '_' and '.', starting with a letter or digit:
@@ -98,6 +107,12 @@ Environment, as for the temporal CLI:
                       win over the profile's settings
   TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY, TEMPORAL_TLS_CA
                       deprecated names of the TLS files: they warn
+and pveflow's own:
+  PVEFLOW_CODEC_KEY_FILE
+                      key file of the payload codec (make one with codec-keygen):
+                      when set, workflow inputs (user-data among them), results and
+                      failure messages are encrypted in Temporal's history. The
+                      worker needs the same file
 
 Exit codes:
   0  success
@@ -186,6 +201,10 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.list(ctx, args)
 	case "demo":
 		return c.demo(ctx, args)
+	case "codec-server":
+		return c.codecServer(ctx, args)
+	case "codec-keygen":
+		return c.codecKeygen(ctx, args)
 	case "help":
 		return flag.ErrHelp
 	}
@@ -235,7 +254,7 @@ func (c *cli) connect(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	c.starter = starter.New(tc, c.taskQueue)
+	c.starter = starter.New(tc, c.taskQueue, starter.WithDataConverter(opts.DataConverter))
 	return tc.Close, nil
 }
 

@@ -115,7 +115,7 @@ func helpSynopses(t *testing.T) map[string][]string {
 	_, section, ok := strings.Cut(helpText, "\nCommands:\n")
 	require.True(t, ok)
 	section, _, _ = strings.Cut(section, "\n\n")
-	commandRE := regexp.MustCompile(`^  ([a-z]+)\b`)
+	commandRE := regexp.MustCompile(`^  ([a-z][a-z-]*)\b`)
 	flagRE := regexp.MustCompile(`--([a-z-]+)`)
 	commands := map[string][]string{}
 	var cmd string
@@ -141,7 +141,8 @@ func TestRun_helpDocumentsCommandsAndExitCodes(t *testing.T) {
 		assert.Equal(t, exitOK, code, args)
 		for _, want := range []string{
 			"create --uid UID", "delete --uid UID [--name N]", "status --uid UID", "result --uid UID", "list [--phase P]", "demo",
-			"TEMPORAL_ADDRESS", "--json",
+			"codec-server [--listen ADDR] [--ui-origin URL]...", "codec-keygen --out FILE",
+			"TEMPORAL_ADDRESS", "PVEFLOW_CODEC_KEY_FILE", "--json",
 			"1 to 128 ASCII letters, digits, '-', '_' and '.', starting with a letter or digit",
 			"Any other --uid is a\nusage error.",
 			"The UID alone finds the proxy's VM.",

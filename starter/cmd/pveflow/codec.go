@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/pveflow/pveflow/internal/codec"
+	"github.com/pveflow/pveflow/starter"
+)
+
+// Defaults of codec-server: the codec server's port in Temporal's samples, on loopback, for the
+// Web UI of `make run`.
+const (
+	defaultCodecListen = "127.0.0.1:8081"
+	defaultUIOrigin    = "http://127.0.0.1:8233"
+)
+
+// codecShutdownTimeout bounds how long codec-server waits for the requests in flight when it is
+// told to stop.
+const codecShutdownTimeout = 5 * time.Second
+
+// origins is a repeatable flag. Its values are checked by codec.NewHTTPHandler, after parsing.
+type origins []string
+
+func (o *origins) String() string     { return strings.Join(*o, ",") }
+func (o *origins) Set(v string) error { *o = append(*o, v); return nil }
+
+// codecServer serves the codec's /encode and /decode, with the Web UI's CORS, until ctx is done.
+func (c *cli) codecServer(ctx context.Context, args []string) error {
+	fs := c.flagSet("codec-server")
+	listen := fs.String("listen", defaultCodecListen, "")
+	var uiOrigins origins
+	fs.Var(&uiOrigins, "ui-origin", "")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	path := c.getenv(starter.CodecKeyFileEnv)
+	if path == "" {
+		return usageError{fmt.Errorf("codec-server: %s is not set: it names the key file to decode with", starter.CodecKeyFileEnv)}
+	}
+	if len(uiOrigins) == 0 {
+		uiOrigins = origins{defaultUIOrigin}
+	}
+	keys, err := codec.LoadKeyFile(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", starter.CodecKeyFileEnv, err)
+	}
+	handler, err := codec.NewHTTPHandler(keys, uiOrigins...)
+	if err != nil {
+		return usageError{fmt.Errorf("codec-server: --ui-origin: %w", err)}
+	}
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("codec server: %w", err)
+	}
+	addr := ln.Addr().(*net.TCPAddr)
+	if !addr.IP.IsLoopback() {
+		c.say("codec server: warning: %s is not a loopback address, and the codec server decrypts for anyone who reaches it", addr)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	c.say("codec server listening on http://%s (keys %s, encrypting with %s; Web UI origins %s)",
+		addr, strings.Join(keys.KeyIDs(), ","), keys.EncryptKeyID(), strings.Join(uiOrigins, " "))
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("codec server: %w", err)
+	case <-ctx.Done():
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), codecShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(stopCtx); err != nil {
+		return fmt.Errorf("codec server: stopping: %w", err)
+	}
+	c.say("codec server stopped")
+	return nil
+}
+
+// codecKeygen writes a new key file of one random key, refusing to replace a file.
+func (c *cli) codecKeygen(_ context.Context, args []string) error {
+	fs := c.flagSet("codec-keygen")
+	out := fs.String("out", "", "")
+	id := fs.String("id", "", "")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return usageError{errors.New("codec-keygen: --out is required")}
+	}
+	if *id == "" {
+		*id = newKeyID(time.Now())
+	} else if !keyIDPattern.MatchString(*id) {
+		return usageError{fmt.Errorf("codec-keygen: --id %q: want 1 to 64 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", *id)}
+	}
+	if err := writeKeyFile(*out, *id); err != nil {
+		return err
+	}
+	c.say("wrote key %s to %s (mode 0600)", *id, *out)
+	return nil
+}
+
+// keyIDPattern is the form of a key ID codec.LoadKeyFile accepts.
+var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// newKeyID is a key ID that says when the key was made and differs from another made the same
+// day: "pveflow-20260501-3fa2".
+func newKeyID(now time.Time) string {
+	var b [2]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("pveflow-%s-%x", now.UTC().Format("20060102"), b)
+}
+
+// writeKeyFile creates path, mode 0600, with one key of crypto/rand's named id, and checks that
+// codec.LoadKeyFile reads it back. An existing path is an error and left as it is; a file that
+// could not be written whole is removed.
+func writeKeyFile(path, id string) (err error) {
+	key := make([]byte, codec.KeySize)
+	rand.Read(key) // never fails (crypto/rand)
+	content := fmt.Sprintf("# pveflow payload keys (PVEFLOW_CODEC_KEY_FILE): the first encrypts, all decrypt.\n"+
+		"# Made by pveflow codec-keygen on %s. Keep every key as long as histories sealed with it are kept.\n"+
+		"%s %s\n", time.Now().UTC().Format(time.DateOnly), id, base64.StdEncoding.EncodeToString(key))
+
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("codec-keygen: %s exists: it may hold the keys of recorded histories, so it is not replaced", path)
+	}
+	if err != nil {
+		return fmt.Errorf("codec-keygen: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(path)
+		}
+	}()
+	if _, err := f.WriteString(content); err != nil {
+		f.Close()
+		return fmt.Errorf("codec-keygen: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("codec-keygen: %w", err)
+	}
+	if _, err := codec.LoadKeyFile(path); err != nil {
+		return fmt.Errorf("codec-keygen: %w", err)
+	}
+	return nil
+}
