@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
@@ -148,4 +151,34 @@ func TestE2E_workerKilledMidCloneResumesWithoutASecondClone(t *testing.T) {
 	list := decode[[]starter.Proxy](t, s.pveflow("list", "--json"))
 	runs := slices.DeleteFunc(list, func(p starter.Proxy) bool { return p.UID != uid })
 	assert.Len(t, runs, 1, "the same run went on")
+}
+
+func TestE2E_withACodecKeyFileTheWorkerAndTheCLIReadEachOthersPayloads(t *testing.T) {
+	s := newE2E(t, "e2e-codec")
+	s.extraEnv = []string{"PVEFLOW_CODEC_KEY_FILE=" + newKeyFile(t)}
+	// Clones long enough to look at the clone wait twice.
+	s.startWorker("-simulator", "-simulator-dir", t.TempDir(), "-config", s.simulatorConfig(),
+		"-simulator-clone-time", "8s", "-simulator-agent-delay", "500ms")
+	plain, err := client.Dial(client.Options{HostPort: shared.temporal, Namespace: "default", Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	require.NoError(t, err)
+	defer plain.Close()
+	const uid = "6b5a4c3d-2e1f-4a0b-9c8d-7e6f5a4b3c2d"
+	started := s.pveflow("create", "--uid", uid, "--image", "debian13", "--machine-type", "small")
+	require.Equal(t, exitOK, started.code, started.stderr)
+
+	var stored string // the last failure as the server holds it
+	require.Eventually(t, func() bool {
+		desc, err := plain.DescribeWorkflowExecution(t.Context(), workflows.CreateWorkflowID(uid), "")
+		if err != nil || len(desc.GetPendingActivities()) == 0 || desc.GetPendingActivities()[0].GetLastFailure() == nil {
+			return false
+		}
+		stored = desc.GetPendingActivities()[0].GetLastFailure().GetMessage()
+		p := decode[starter.Progress](t, s.pveflow("status", "--uid", uid, "--json"))
+		return p.Phase == workflows.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
+	}, time.Minute, 200*time.Millisecond, "the status shows the clone wait's last failure decrypted")
+	assert.Equal(t, "Encoded failure", stored, "the worker encrypts failure messages")
+	res := s.pveflow("result", "--uid", uid)
+
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Regexp(t, createdRE, res.stdout)
 }

@@ -52,6 +52,7 @@ func TestMain(m *testing.M) {
 type e2e struct {
 	t         *testing.T
 	taskQueue string
+	extraEnv  []string // NAME=value for every process, besides the server's
 }
 
 // newE2E builds the binaries and starts the Temporal server on first use.
@@ -86,10 +87,10 @@ func newE2E(t *testing.T, taskQueue string) *e2e {
 	return &e2e{t: t, taskQueue: taskQueue}
 }
 
-// env is the whole environment of the processes: the Temporal server and nothing from the
-// environment the tests run in.
+// env is the whole environment of the processes: the Temporal server, the test's extraEnv, and
+// nothing from the environment the tests run in.
 func (s *e2e) env() []string {
-	return []string{"TEMPORAL_ADDRESS=" + shared.temporal, "TEMPORAL_NAMESPACE=default"}
+	return append([]string{"TEMPORAL_ADDRESS=" + shared.temporal, "TEMPORAL_NAMESPACE=default"}, s.extraEnv...)
 }
 
 // writeConfig writes a worker configuration for the simulator's default cluster. Its url,
