@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,6 +52,10 @@ type Options struct {
 	Namespace        string            // default "default"; registered if missing (retention 72h)
 	SearchAttributes map[string]string // name -> type ("Keyword", "Int", ...), registered if missing
 	Logger           *slog.Logger      // server logs go here at warn+ (the server is chatty); nil discards
+	// UICodecEndpoint is the URL of a codec server the Web UI's pages (the browser, not the
+	// UI's server) post payloads to for decoding, such as http://127.0.0.1:8081; "" for none.
+	// The codec server must allow the UI's origin, UIURL.
+	UICodecEndpoint string
 }
 
 // A Server is a running Temporal server, and its Web UI unless disabled.
@@ -174,6 +179,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		CORS:                uiconfig.CORS{CookieInsecure: true}, // plain HTTP on loopback
 		HideLogs:            true,
 		DisableNewsFetch:    true, // the browser would fetch it from temporal.io
+		Codec:               uiconfig.Codec{Endpoint: opts.UICodecEndpoint},
 	}))
 	// Start returns when Stop closes the UI: it exits the process itself on any other error.
 	go s.ui.Start()
@@ -226,6 +232,11 @@ func (o Options) validate() (map[string]enumspb.IndexedValueType, error) {
 	}
 	if o.UIPort < -1 || o.UIPort > 65535 {
 		return nil, fmt.Errorf("UI port %d is out of range", o.UIPort)
+	}
+	if o.UICodecEndpoint != "" {
+		if u, err := url.Parse(o.UICodecEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("UI codec endpoint %q is not an http or https URL", o.UICodecEndpoint)
+		}
 	}
 	types := make(map[string]enumspb.IndexedValueType, len(o.SearchAttributes))
 	for name, typ := range o.SearchAttributes {

@@ -2,6 +2,7 @@ package devserver_test
 
 import (
 	"database/sql"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -43,6 +44,29 @@ func TestStart_uiAnswersAndNamespaceExists(t *testing.T) {
 		&workflowservice.DescribeNamespaceRequest{Namespace: "default"})
 	require.NoError(t, err)
 	assert.Equal(t, 72*time.Hour, ns.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration())
+}
+
+func TestStart_uiTellsTheBrowserItsCodecEndpoint(t *testing.T) {
+	s := start(t, devserver.Options{DBFile: dbFile(t), UICodecEndpoint: "http://127.0.0.1:8081"})
+
+	resp, err := http.Get(s.UIURL() + "/api/v1/settings")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var settings struct{ Codec struct{ Endpoint string } }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&settings))
+	assert.Equal(t, "http://127.0.0.1:8081", settings.Codec.Endpoint)
+}
+
+func TestStart_refusesACodecEndpointThatIsNoURL(t *testing.T) {
+	for _, endpoint := range []string{"127.0.0.1:8081", "ftp://127.0.0.1:8081", "http://"} {
+		t.Run(endpoint, func(t *testing.T) {
+			_, err := devserver.Start(t.Context(), devserver.Options{DBFile: dbFile(t), UICodecEndpoint: endpoint})
+
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "is not an http or https URL")
+		})
+	}
 }
 
 func TestStart_registersSearchAttributes(t *testing.T) {

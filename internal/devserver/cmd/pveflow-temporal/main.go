@@ -4,7 +4,8 @@
 //	go run ./internal/devserver/cmd/pveflow-temporal -db .run/temporal.db -port 7233 -ui-port 8233
 //
 // It registers pveflow's search attributes, and any given with -search-attribute, and runs
-// until interrupted.
+// until interrupted. With -ui-codec-endpoint the Web UI decodes payloads through that codec
+// server (pveflow codec-server).
 package main
 
 import (
@@ -39,6 +40,7 @@ func run() error {
 	port := flag.Int("port", 7233, "frontend gRPC `port` (0 picks a free one)")
 	uiPort := flag.Int("ui-port", 8233, "Web UI `port` (0 picks a free one, -1 disables the UI)")
 	namespace := flag.String("namespace", "default", "`namespace` to register")
+	codecEndpoint := flag.String("ui-codec-endpoint", "", "`URL` of a codec server (pveflow codec-server) the Web UI decodes payloads with, such as http://127.0.0.1:8081")
 	flag.Var(searchAttrs, "search-attribute", "search attribute `NAME=TYPE` to register besides pveflow's (repeatable)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -55,6 +57,7 @@ func run() error {
 		Namespace:        *namespace,
 		SearchAttributes: searchAttrs,
 		Logger:           slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		UICodecEndpoint:  *codecEndpoint,
 	})
 	if err != nil {
 		return err
@@ -62,6 +65,9 @@ func run() error {
 	fmt.Println("Temporal server:", srv.FrontendAddress())
 	if url := srv.UIURL(); url != "" {
 		fmt.Println("Temporal UI:", url)
+		if *codecEndpoint != "" {
+			fmt.Println("Temporal UI codec endpoint:", *codecEndpoint)
+		}
 	}
 	fmt.Println("namespace:", srv.Namespace())
 
