@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
 # The whole pveflow stack on this machine, for `make run` and `make run-stalled`:
-#   1. the embedded Temporal server with its Web UI (state in .run/temporal.db),
-#   2. the Proxmox simulator's REST API on 127.0.0.1:8006,
-#   3. the worker, talking to the simulator through the same HTTP client a real cluster gets,
-#   4. `demo`: a proxy created and deleted with live progress; `stalled`: a create whose clone
+#   1. the codec server on 127.0.0.1:8081, decrypting payloads for the Web UI with the key file
+#      .run/codec.key (made on first run),
+#   2. the embedded Temporal server with its Web UI (state in .run/temporal.db), pointed at
+#      the codec server,
+#   3. the Proxmox simulator's REST API on 127.0.0.1:8006,
+#   4. the worker, talking to the simulator through the same HTTP client a real cluster gets,
+#   5. `demo`: a proxy created and deleted with live progress; `stalled`: a create whose clone
 #      never finishes, to look at in the UI (docs/operations.md).
+# The worker and the CLI encrypt payloads with .run/codec.key (PVEFLOW_CODEC_KEY_FILE): the
+# history holds ciphertext, and the UI shows it decrypted through the codec server.
 # Each runs as its own process, so the worker can be killed and started again mid-clone
-# (bin/worker -config .run/config.yaml) and the workflow goes on. It stays up until Ctrl-C.
-# Logs are in .run/.
+# (PVEFLOW_CODEC_KEY_FILE=.run/codec.key bin/worker -config .run/config.yaml) and the workflow
+# goes on. It stays up until Ctrl-C. Logs are in .run/.
 set -euo pipefail
 mode=${1:-demo}
 cd "$(dirname "$0")/../.."
 bin=bin
 run=.run
 ui=http://127.0.0.1:8233
+codec=http://127.0.0.1:8081
 mkdir -p "$run"
 
 pids=()
 stop() {
   trap - EXIT
   if [ ${#pids[@]} -gt 0 ]; then
-    echo "Stopping the worker and the Temporal server..."
+    echo "Stopping the worker, the Temporal server and the codec server..."
     kill "${pids[@]}" 2>/dev/null || true
     wait "${pids[@]}" 2>/dev/null || true
   fi
@@ -43,10 +49,20 @@ waitfor() {
   exit 1
 }
 
-"$bin/pveflow-temporal" -db "$run/temporal.db" -port 7233 -ui-port 8233 >"$run/temporal.log" 2>&1 &
+# One key encrypts the payloads of every run: the histories in .run/temporal.db need it.
+if [ ! -e "$run/codec.key" ]; then
+  "$bin/pveflow" codec-keygen -out "$run/codec.key"
+fi
+export PVEFLOW_CODEC_KEY_FILE=$PWD/$run/codec.key
+"$bin/pveflow" codec-server -listen "${codec#http://}" -ui-origin "$ui" >"$run/codec-server.log" 2>&1 &
+pids+=($!)
+waitfor "$run/codec-server.log" "codec server listening" "${pids[-1]}"
+echo "Codec server: $codec, key file $run/codec.key (log $run/codec-server.log)"
+
+"$bin/pveflow-temporal" -db "$run/temporal.db" -port 7233 -ui-port 8233 -ui-codec-endpoint "$codec" >"$run/temporal.log" 2>&1 &
 pids+=($!)
 waitfor "$run/temporal.log" "Temporal UI" "${pids[-1]}"
-echo "Temporal server: 127.0.0.1:7233, Web UI: $ui"
+echo "Temporal server: 127.0.0.1:7233, Web UI: $ui (payloads decrypted through $codec)"
 
 sim_flags=(-listen 127.0.0.1:8006 -dir "$run/pvesim" -task-scale 1.5)
 if [ "$mode" = stalled ]; then
@@ -63,7 +79,7 @@ echo "Proxmox simulator: https://127.0.0.1:8006 (CA $run/pvesim/ca.pem, token $r
 
 TEMPORAL_ADDRESS=127.0.0.1:7233 "$bin/worker" -config "$run/config.yaml" >"$run/worker.log" 2>&1 &
 pids+=($!)
-echo "Worker: bin/worker -config $run/config.yaml, log $run/worker.log"
+echo "Worker: bin/worker -config $run/config.yaml, log $run/worker.log, payloads encrypted with $run/codec.key"
 
 export TEMPORAL_ADDRESS=127.0.0.1:7233
 case $mode in
