@@ -57,7 +57,14 @@ func createInput(uid string) workflows.CreateProxyInput {
 // itself, with stop, as each of its iterations starts one.
 func startStack(t testing.TB, api pve.API, cfg config.Config) *stack {
 	t.Helper()
-	var opts []temporaltest.TestServerOption
+	return startStackWith(t, api, cfg, client.Options{})
+}
+
+// startStackWith is startStack with the server's default client, and so the stack's client and
+// its worker, made with base: with a codec's DataConverter and FailureConverter, say.
+func startStackWith(t testing.TB, api pve.API, cfg config.Config, base client.Options) *stack {
+	t.Helper()
+	opts := []temporaltest.TestServerOption{temporaltest.WithBaseClientOptions(base)}
 	if tt, ok := t.(*testing.T); ok {
 		opts = append(opts, temporaltest.WithT(tt))
 	}

@@ -1,0 +1,105 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pveflow/pveflow/internal/codec"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// secret stands for a password in cloud-init user-data. It has no character JSON escapes, so it
+// reads the same in a payload's JSON as in the user-data.
+const secret = "hunter2-sentinel-7f3a9c"
+
+// codecOptions are client options with the converters of a codec over a new key file, as
+// PVEFLOW_CODEC_KEY_FILE gives them.
+func codecOptions(t *testing.T) client.Options {
+	t.Helper()
+	key := make([]byte, codec.KeySize)
+	_, err := rand.Read(key)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "codec.key")
+	require.NoError(t, os.WriteFile(path, []byte("e2e "+base64.StdEncoding.EncodeToString(key)+"\n"), 0o600))
+	c, err := codec.LoadKeyFile(path)
+	require.NoError(t, err)
+	dc, fc := codec.Converters(c)
+	return client.Options{DataConverter: dc, FailureConverter: fc}
+}
+
+// createWithSecret runs a CreateProxy whose user-data holds secret to its end and returns its
+// history as a client without a codec reads it: as the server stores it.
+func createWithSecret(t *testing.T, base client.Options) []*historypb.HistoryEvent {
+	t.Helper()
+	s := startStackWith(t, newCluster(), fastConfig(t), base)
+	in := createInput(uid)
+	in.UserData = "#cloud-config\npassword: " + secret + "\n"
+	run := s.startCreate(in)
+	_, err := result[workflows.CreateProxyResult](t, run)
+	require.NoError(t, err)
+
+	plain := s.server.NewClientWithOptions(client.Options{})
+	iter := plain.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var events []*historypb.HistoryEvent
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		events = append(events, ev)
+	}
+	require.NotEmpty(t, events)
+	return events
+}
+
+// eventsHolding names the events of history in which s can be read, as "WorkflowExecutionStarted"
+// or, for an activity's, "ActivityTaskScheduled UploadISO": in the event's JSON, with plain JSON
+// payloads shown as their values (as `temporal workflow show --output json` shows them), or in
+// its protobuf encoding, where every payload's bytes are as stored.
+func eventsHolding(t *testing.T, history []*historypb.HistoryEvent, s string) []string {
+	t.Helper()
+	var found []string
+	for _, ev := range history {
+		js, err := temporalproto.CustomJSONMarshalOptions{
+			Metadata: map[string]any{commonpb.EnablePayloadShorthandMetadataKey: true},
+		}.Marshal(ev)
+		require.NoError(t, err)
+		wire, err := proto.Marshal(ev)
+		require.NoError(t, err)
+		if strings.Contains(string(js), s) || strings.Contains(string(wire), s) {
+			name := ev.GetEventType().String()
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+				name += " " + a.GetActivityType().GetName()
+			}
+			found = append(found, name)
+		}
+	}
+	return found
+}
+
+func TestE2E_withTheCodecNoEventOfTheHistoryHoldsTheUserData(t *testing.T) {
+	history := createWithSecret(t, codecOptions(t))
+
+	assert.Empty(t, eventsHolding(t, history, secret))
+	assert.Empty(t, eventsHolding(t, history, "cloud-config"))
+}
+
+func TestE2E_withoutTheCodecTheUserDataIsInTheInputsOnly(t *testing.T) {
+	history := createWithSecret(t, client.Options{})
+
+	// The workflow's input, and the input of the one activity that writes the seed ISO: no
+	// result, failure, marker, memo or search attribute.
+	assert.Equal(t, []string{"WorkflowExecutionStarted", "ActivityTaskScheduled UploadISO"}, eventsHolding(t, history, secret))
+}
