@@ -1,15 +1,24 @@
 package workflows_test
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/proxy"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -35,6 +44,83 @@ func TestReplay_recordedHistories(t *testing.T) {
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, file))
 		})
 	}
+}
+
+// newCodec is a codec over a new key file, as PVEFLOW_CODEC_KEY_FILE gives the worker.
+func newCodec(t *testing.T) *codec.Codec {
+	t.Helper()
+	key := make([]byte, codec.KeySize)
+	_, err := rand.Read(key)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "codec.key")
+	require.NoError(t, os.WriteFile(path, []byte("replay "+base64.StdEncoding.EncodeToString(key)+"\n"), 0o600))
+	c, err := codec.LoadKeyFile(path)
+	require.NoError(t, err)
+	return c
+}
+
+// codecReplayer is a replayer of the workflows on the data and failure converters of c, as a
+// worker with PVEFLOW_CODEC_KEY_FILE has them.
+func codecReplayer(t *testing.T, c *codec.Codec) worker.WorkflowReplayer {
+	t.Helper()
+	dc, fc := codec.Converters(c)
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: dc, FailureConverter: fc})
+	require.NoError(t, err)
+	(&workflows.Workflows{Config: testConfig(t)}).Register(r)
+	return r
+}
+
+// TestReplay_recordedHistoriesWithTheCodec replays the histories recorded before payloads were
+// encrypted on a worker that encrypts them: its codec passes plain payloads through, so turning
+// encryption on does not break the workflows that run.
+func TestReplay_recordedHistoriesWithTheCodec(t *testing.T) {
+	c := newCodec(t)
+	for _, file := range recordedHistories(t) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			require.NoError(t, codecReplayer(t, c).ReplayWorkflowHistoryFromJSONFile(nil, file))
+		})
+	}
+}
+
+// encrypted is the recorded history of file with every payload encrypted by c, as a worker and
+// a starter with the codec write it: search attributes stay plain, as the server needs them.
+func encrypted(t *testing.T, file string, c *codec.Codec) *historypb.History {
+	t.Helper()
+	f, err := os.Open(file)
+	require.NoError(t, err)
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	sealed := 0
+	require.NoError(t, proxy.VisitPayloads(context.Background(), h, proxy.VisitPayloadsOptions{
+		SkipSearchAttributes: true,
+		Visitor: func(_ *proxy.VisitPayloadsContext, p []*commonpb.Payload) ([]*commonpb.Payload, error) {
+			sealed += len(p)
+			return c.Encode(p)
+		},
+	}))
+	require.NotZero(t, sealed, "no payload in %s", file)
+	return h
+}
+
+func TestReplay_encryptedHistoriesWithTheSameKeys(t *testing.T) {
+	c := newCodec(t)
+	for _, file := range recordedHistories(t) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			require.NoError(t, codecReplayer(t, c).ReplayWorkflowHistory(nil, encrypted(t, file, c)))
+		})
+	}
+}
+
+// TestReplay_encryptedHistoryDoesNotReplayWithOtherKeys shows that the encrypted replays above
+// decrypt: with keys that are not the history's, the workflow cannot read its input, and the
+// replay fails.
+func TestReplay_encryptedHistoryDoesNotReplayWithOtherKeys(t *testing.T) {
+	h := encrypted(t, filepath.Join(historiesDir, "create-clean.json"), newCodec(t))
+
+	err := codecReplayer(t, newCodec(t)).ReplayWorkflowHistory(nil, h)
+
+	require.Error(t, err)
 }
 
 func TestReplay_catchesAnInsertedStep(t *testing.T) {
