@@ -2,8 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"os"
 	"path/filepath"
 	"testing"
@@ -49,11 +47,8 @@ func TestReplay_recordedHistories(t *testing.T) {
 // newCodec is a codec over a new key file, as PVEFLOW_CODEC_KEY_FILE gives the worker.
 func newCodec(t *testing.T) *codec.Codec {
 	t.Helper()
-	key := make([]byte, codec.KeySize)
-	_, err := rand.Read(key)
-	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "codec.key")
-	require.NoError(t, os.WriteFile(path, []byte("replay "+base64.StdEncoding.EncodeToString(key)+"\n"), 0o600))
+	require.NoError(t, codec.WriteNewKeyFile(path, "replay"))
 	c, err := codec.LoadKeyFile(path)
 	require.NoError(t, err)
 	return c

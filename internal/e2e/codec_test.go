@@ -2,9 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,11 +27,8 @@ const secret = "hunter2-sentinel-7f3a9c"
 // PVEFLOW_CODEC_KEY_FILE gives them.
 func codecOptions(t *testing.T) client.Options {
 	t.Helper()
-	key := make([]byte, codec.KeySize)
-	_, err := rand.Read(key)
-	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "codec.key")
-	require.NoError(t, os.WriteFile(path, []byte("e2e "+base64.StdEncoding.EncodeToString(key)+"\n"), 0o600))
+	require.NoError(t, codec.WriteNewKeyFile(path, "e2e"))
 	c, err := codec.LoadKeyFile(path)
 	require.NoError(t, err)
 	dc, fc := codec.Converters(c)

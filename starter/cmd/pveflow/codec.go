@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"regexp"
 	"strings"
 	"time"
 
@@ -100,18 +97,15 @@ func (c *cli) codecKeygen(_ context.Context, args []string) error {
 	}
 	if *id == "" {
 		*id = newKeyID(time.Now())
-	} else if !keyIDPattern.MatchString(*id) {
+	} else if !codec.ValidKeyID(*id) {
 		return usageError{fmt.Errorf("codec-keygen: --id %q: want 1 to 64 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", *id)}
 	}
-	if err := writeKeyFile(*out, *id); err != nil {
-		return err
+	if err := codec.WriteNewKeyFile(*out, *id); err != nil {
+		return fmt.Errorf("codec-keygen: %w", err)
 	}
 	c.say("wrote key %s to %s (mode 0600)", *id, *out)
 	return nil
 }
-
-// keyIDPattern is the form of a key ID codec.LoadKeyFile accepts.
-var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // newKeyID is a key ID that says when the key was made and differs from another made the same
 // day: "pveflow-20260501-3fa2".
@@ -119,39 +113,4 @@ func newKeyID(now time.Time) string {
 	var b [2]byte
 	rand.Read(b[:])
 	return fmt.Sprintf("pveflow-%s-%x", now.UTC().Format("20060102"), b)
-}
-
-// writeKeyFile creates path, mode 0600, with one key of crypto/rand's named id, and checks that
-// codec.LoadKeyFile reads it back. An existing path is an error and left as it is; a file that
-// could not be written whole is removed.
-func writeKeyFile(path, id string) (err error) {
-	key := make([]byte, codec.KeySize)
-	rand.Read(key) // never fails (crypto/rand)
-	content := fmt.Sprintf("# pveflow payload keys (PVEFLOW_CODEC_KEY_FILE): the first encrypts, all decrypt.\n"+
-		"# Made by pveflow codec-keygen on %s. Keep every key as long as histories sealed with it are kept.\n"+
-		"%s %s\n", time.Now().UTC().Format(time.DateOnly), id, base64.StdEncoding.EncodeToString(key))
-
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("codec-keygen: %s exists: it may hold the keys of recorded histories, so it is not replaced", path)
-	}
-	if err != nil {
-		return fmt.Errorf("codec-keygen: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(path)
-		}
-	}()
-	if _, err := f.WriteString(content); err != nil {
-		f.Close()
-		return fmt.Errorf("codec-keygen: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("codec-keygen: %w", err)
-	}
-	if _, err := codec.LoadKeyFile(path); err != nil {
-		return fmt.Errorf("codec-keygen: %w", err)
-	}
-	return nil
 }
