@@ -25,9 +25,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/server/temporaltest"
 
 	"github.com/pveflow/pveflow/internal/codec"
+	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
 )
 
@@ -381,9 +381,9 @@ func TestDialFromEnv_missingClientCertificateFailsBeforeConnecting(t *testing.T)
 
 func TestDialFromEnv_connectsToTheNamedServer(t *testing.T) {
 	isolate(t)
-	server := temporaltest.NewServer(temporaltest.WithT(t))
-	t.Setenv("TEMPORAL_ADDRESS", server.GetFrontendHostPort())
-	t.Setenv("TEMPORAL_NAMESPACE", server.GetDefaultNamespace())
+	server := testserver.New(t)
+	t.Setenv("TEMPORAL_ADDRESS", server.Address())
+	t.Setenv("TEMPORAL_NAMESPACE", server.Namespace())
 
 	c, err := starter.DialFromEnv(ctx(t))
 

@@ -3,20 +3,17 @@ package starter_test
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/server/temporaltest"
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -27,10 +24,10 @@ func createInput(uid string) workflows.CreateProxyInput {
 	return workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
 }
 
-// stack is an in-process Temporal server with pveflow's search attributes and a worker running
+// stack is a Temporal server with pveflow's search attributes and a worker running
 // the workflows against the simulator's model, in real time, and a starter on its task queue.
 type stack struct {
-	server  *temporaltest.TestServer
+	server  *testserver.Server
 	cluster *pvesim.Cluster
 	starter *starter.Client
 }
@@ -62,17 +59,8 @@ func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options) 
 	}
 	cfg.Poll = config.Poll{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.2, MaximumInterval: time.Second}
 
-	server := temporaltest.NewServer(temporaltest.WithT(t), temporaltest.WithBaseClientOptions(base))
-	c := server.GetDefaultClient()
-	attrs := make(map[string]enumspb.IndexedValueType, len(workflows.SearchAttributes))
-	for name, typ := range workflows.SearchAttributes {
-		attrs[name] = enumspb.IndexedValueType(enumspb.IndexedValueType_value["INDEXED_VALUE_TYPE_"+strings.ToUpper(typ)])
-	}
-	_, err = c.OperatorService().AddSearchAttributes(context.Background(), &operatorservice.AddSearchAttributesRequest{
-		Namespace:        server.GetDefaultNamespace(),
-		SearchAttributes: attrs,
-	})
-	require.NoError(t, err)
+	server := testserver.New(t, testserver.WithBaseClientOptions(base))
+	c := server.Client()
 	server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
 		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox})

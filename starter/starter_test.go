@@ -76,7 +76,7 @@ func TestClient_progressDecryptsTheLastFailureWithTheCodecsDataConverter(t *test
 	})
 
 	assert.Contains(t, p.LastFailure, "still running")
-	desc, err := s.server.GetDefaultClient().DescribeWorkflowExecution(ctx(t), workflows.CreateWorkflowID(uid), "")
+	desc, err := s.server.Client().DescribeWorkflowExecution(ctx(t), workflows.CreateWorkflowID(uid), "")
 	require.NoError(t, err)
 	require.NotEmpty(t, desc.GetPendingActivities())
 	assert.Equal(t, "Encoded failure", desc.GetPendingActivities()[0].GetLastFailure().GetMessage(), "what the server holds")

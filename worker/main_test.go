@@ -14,10 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/server/temporaltest"
 
 	"github.com/pveflow/pveflow/internal/syncbuf"
+	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -147,15 +146,7 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 }
 
 func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
-	server := temporaltest.NewServer(temporaltest.WithT(t))
-	attrs := map[string]enumspb.IndexedValueType{}
-	for name, typ := range workflows.SearchAttributes {
-		attrs[name] = enumspb.IndexedValueType(enumspb.IndexedValueType_value["INDEXED_VALUE_TYPE_"+strings.ToUpper(typ)])
-	}
-	_, err := server.GetDefaultClient().OperatorService().AddSearchAttributes(context.Background(), &operatorservice.AddSearchAttributesRequest{
-		Namespace: server.GetDefaultNamespace(), SearchAttributes: attrs,
-	})
-	require.NoError(t, err)
+	server := testserver.New(t)
 	simDir := t.TempDir()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -166,20 +157,20 @@ func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
 			"-simulator", "-config", simulatorYAML, "-simulator-dir", simDir,
 			"-simulator-clone-time", "500ms", "-simulator-agent-delay", "100ms", "-task-queue", "worker-test",
 		}, envOf(map[string]string{
-			"TEMPORAL_ADDRESS":   server.GetFrontendHostPort(),
-			"TEMPORAL_NAMESPACE": server.GetDefaultNamespace(),
+			"TEMPORAL_ADDRESS":   server.Address(),
+			"TEMPORAL_NAMESPACE": server.Namespace(),
 		}), &stderr)
 	}()
 
-	s := starter.New(server.GetDefaultClient(), "worker-test")
+	s := starter.New(server.Client(), "worker-test")
 	const uid = "b3a1f9c2-6d4e-4a8b-9c70-2e5f1d3a4b68"
-	_, err = s.Create(context.Background(), workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
+	_, err := s.Create(context.Background(), workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
 	require.NoError(t, err)
 	waitCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := s.CreateResult(waitCtx, uid)
 	require.NoError(t, err, stderr.String())
-	tq, err := server.GetDefaultClient().DescribeTaskQueue(waitCtx, "worker-test", enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	tq, err := server.Client().DescribeTaskQueue(waitCtx, "worker-test", enumspb.TASK_QUEUE_TYPE_WORKFLOW)
 	require.NoError(t, err)
 	stop()
 

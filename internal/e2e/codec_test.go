@@ -46,7 +46,7 @@ func createWithSecret(t *testing.T, base client.Options) []*historypb.HistoryEve
 	_, err := result[workflows.CreateProxyResult](t, run)
 	require.NoError(t, err)
 
-	plain := s.server.NewClientWithOptions(client.Options{})
+	plain := s.server.NewClient(client.Options{})
 	iter := plain.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var events []*historypb.HistoryEvent
 	for iter.HasNext() {

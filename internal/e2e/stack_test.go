@@ -3,20 +3,17 @@ package e2e_test
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/server/temporaltest"
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -24,7 +21,7 @@ import (
 // the workflows and activities against a Proxmox API, all in real time.
 type stack struct {
 	t      testing.TB
-	server *temporaltest.TestServer
+	server *testserver.Server
 	client client.Client
 	cfg    config.Config
 	api    pve.API
@@ -53,8 +50,8 @@ func createInput(uid string) workflows.CreateProxyInput {
 	return workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
 }
 
-// startStack starts the stack for a test, which stops it when it ends. A benchmark stops it
-// itself, with stop, as each of its iterations starts one.
+// startStack starts the stack for a test or benchmark, which stops it when it ends. A benchmark
+// may stop it sooner, with stop, as each of its iterations starts one.
 func startStack(t testing.TB, api pve.API, cfg config.Config) *stack {
 	t.Helper()
 	return startStackWith(t, api, cfg, client.Options{})
@@ -64,22 +61,8 @@ func startStack(t testing.TB, api pve.API, cfg config.Config) *stack {
 // its worker, made with base: with a codec's DataConverter and FailureConverter, say.
 func startStackWith(t testing.TB, api pve.API, cfg config.Config, base client.Options) *stack {
 	t.Helper()
-	opts := []temporaltest.TestServerOption{temporaltest.WithBaseClientOptions(base)}
-	if tt, ok := t.(*testing.T); ok {
-		opts = append(opts, temporaltest.WithT(tt))
-	}
-	server := temporaltest.NewServer(opts...)
-	c := server.GetDefaultClient()
-	attrs := make(map[string]enumspb.IndexedValueType, len(workflows.SearchAttributes))
-	for name, typ := range workflows.SearchAttributes {
-		attrs[name] = enumspb.IndexedValueType(enumspb.IndexedValueType_value["INDEXED_VALUE_TYPE_"+strings.ToUpper(typ)])
-	}
-	_, err := c.OperatorService().AddSearchAttributes(context.Background(), &operatorservice.AddSearchAttributesRequest{
-		Namespace:        server.GetDefaultNamespace(),
-		SearchAttributes: attrs,
-	})
-	require.NoError(t, err)
-	s := &stack{t: t, server: server, client: c, cfg: cfg, api: api}
+	server := testserver.New(t, testserver.WithBaseClientOptions(base))
+	s := &stack{t: t, server: server, client: server.Client(), cfg: cfg, api: api}
 	s.startWorker()
 	return s
 }

@@ -9,19 +9,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/server/temporaltest"
 
+	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/workflows"
 )
 
 // startedInput is the input the latest run of workflowID was started with.
-func startedInput[T any](t *testing.T, server *temporaltest.TestServer, workflowID string) T {
+func startedInput[T any](t *testing.T, server *testserver.Server, workflowID string) T {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	history := server.GetDefaultClient().GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	history := server.Client().GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	require.True(t, history.HasNext(), "workflow %s has a history", workflowID)
 	first, err := history.Next()
 	require.NoError(t, err)
@@ -34,15 +33,8 @@ func startedInput[T any](t *testing.T, server *temporaltest.TestServer, workflow
 
 func TestRun_deleteStartsTheWorkflowWithItsFlags(t *testing.T) {
 	// No worker: the test reads what the CLI started the workflow with from its history.
-	server := temporaltest.NewServer(temporaltest.WithT(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err := server.GetDefaultClient().OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-		Namespace:        server.GetDefaultNamespace(),
-		SearchAttributes: map[string]enumspb.IndexedValueType{workflows.ProxyUIDKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD},
-	})
-	require.NoError(t, err)
-	env := map[string]string{"TEMPORAL_ADDRESS": server.GetFrontendHostPort(), "TEMPORAL_NAMESPACE": server.GetDefaultNamespace()}
+	server := testserver.New(t)
+	env := map[string]string{"TEMPORAL_ADDRESS": server.Address(), "TEMPORAL_NAMESPACE": server.Namespace()}
 
 	tests := []struct {
 		name  string

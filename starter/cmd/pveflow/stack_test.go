@@ -18,14 +18,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pveflow/pveflow/internal/devserver"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/syncbuf"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/internal/testserver"
 )
 
-// The end-to-end tests run pveflow the way `make run` does: the embedded Temporal server (here
-// in the test's process), and the worker and this CLI as processes built from the module.
+// The end-to-end tests run pveflow the way `make run` does: the embedded Temporal server, the
+// worker and this CLI, each a process of its own.
 // One server serves every test; each test has a task queue and a worker of its own.
 
 // shared is what the end-to-end tests share, made by the first that runs.
@@ -33,14 +32,14 @@ var shared struct {
 	once     sync.Once
 	err      error
 	bin      string // directory of the built worker, pveflow and pvesim
-	server   *devserver.Server
+	server   *testserver.Server
 	temporal string
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared.server != nil {
-		_ = shared.server.Stop()
+		shared.server.Stop()
 	}
 	if shared.bin != "" {
 		_ = os.RemoveAll(shared.bin)
@@ -72,15 +71,8 @@ func newE2E(t *testing.T, taskQueue string) *e2e {
 			shared.err = fmt.Errorf("go build: %v\n%s", err, out)
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		shared.server, shared.err = devserver.Start(ctx, devserver.Options{
-			DBFile:           filepath.Join(shared.bin, "temporal.db"),
-			UIPort:           -1,
-			SearchAttributes: workflows.SearchAttributes,
-		})
-		if shared.err == nil {
-			shared.temporal = shared.server.FrontendAddress()
+		if shared.server, shared.err = testserver.Start(); shared.err == nil {
+			shared.temporal = shared.server.Address()
 		}
 	})
 	require.NoError(t, shared.err)
