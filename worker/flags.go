@@ -24,6 +24,14 @@ type options struct {
 	logLevel   slog.Level
 	simulator  bool
 	sim        simOptions
+	deployment deploymentOptions
+}
+
+// deploymentOptions put the worker in a worker deployment (see workflows.VersioningBehavior).
+type deploymentOptions struct {
+	name    string // "" leaves the worker unversioned
+	buildID string
+	promote bool
 }
 
 // simOptions shape the in-process simulator of -simulator.
@@ -69,6 +77,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.sim.cloneTime, "simulator-clone-time", 5*time.Second, "how long a simulated clone takes")
 	fs.DurationVar(&o.sim.agentDelay, "simulator-agent-delay", 3*time.Second, "how long a simulated VM runs before its guest agent answers")
 	fs.BoolVar(&o.sim.stallClones, "simulator-stall-clones", false, "let every simulated clone run forever, as a clone stuck on its storage does")
+	fs.StringVar(&o.deployment.name, "deployment-name", getenv("PVEFLOW_DEPLOYMENT_NAME"), "worker deployment `name` to join as a versioned worker (env PVEFLOW_DEPLOYMENT_NAME); unset, the worker is unversioned")
+	fs.StringVar(&o.deployment.buildID, "build-id", cmp.Or(getenv("PVEFLOW_BUILD_ID"), buildID()), "`id` of this build in its deployment (env PVEFLOW_BUILD_ID); the default comes from the binary's build info")
+	fs.BoolVar(&o.deployment.promote, "promote", getenv("PVEFLOW_PROMOTE") == "true", "make this build the deployment's current version once it polls, moving running workflows to it (env PVEFLOW_PROMOTE=true)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -85,6 +96,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		problem = errors.New("-config (or PVEFLOW_CONFIG) is required unless -simulator")
 	case o.sim.cloneTime < 0 || o.sim.agentDelay < 0:
 		problem = errors.New("-simulator-clone-time and -simulator-agent-delay must not be negative")
+	case o.deployment.promote && o.deployment.name == "":
+		problem = errors.New("-promote needs -deployment-name (or PVEFLOW_DEPLOYMENT_NAME)")
+	case o.deployment.name != "" && o.deployment.buildID == "":
+		problem = errors.New("-deployment-name needs a -build-id: this binary's build info has none")
 	}
 	if problem != nil {
 		fmt.Fprintln(stderr, "worker:", problem)

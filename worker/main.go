@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/pveflow/pveflow/activities"
@@ -118,11 +119,15 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	}
 	defer c.Close()
 
-	w := worker.New(c, opts.taskQueue, worker.Options{
+	workerOpts := worker.Options{
 		// No activity attempt runs longer than budgets.request (its StartToClose timeout), so
 		// this lets every attempt in flight finish. One cut off anyway is retried by Temporal.
 		WorkerStopTimeout: cfg.Budgets.Request,
-	})
+	}
+	if d := opts.deployment; d.name != "" {
+		workerOpts.DeploymentOptions = workflows.DeploymentOptions(d.name, d.buildID)
+	}
+	w := worker.New(c, opts.taskQueue, workerOpts)
 	(&workflows.Workflows{Config: cfg}).Register(w)
 	w.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox})
 	logger.Info("pveflow worker starting",
@@ -131,7 +136,11 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		slog.String("taskQueue", opts.taskQueue),
 		slog.String("identity", clientOpts.Identity),
 		slog.String("proxmox", cfg.Proxmox.URL),
-		slog.String("payloads", payloadEncryption(getenv)))
+		slog.String("payloads", payloadEncryption(getenv)),
+		slog.String("deployment", deployment(opts.deployment)))
+	if opts.deployment.promote {
+		go promote(ctx, c, opts.deployment, logger)
+	}
 	if err := w.Run(doneChan(ctx)); err != nil {
 		return fmt.Errorf("worker on task queue %s: %w", opts.taskQueue, err)
 	}
@@ -146,6 +155,27 @@ func payloadEncryption(getenv func(string) string) string {
 		return "encrypted with the keys of " + path
 	}
 	return "plain (" + starter.CodecKeyFileEnv + " unset)"
+}
+
+// deployment says, for the start-up log, which worker deployment and build the worker is.
+func deployment(d deploymentOptions) string {
+	if d.name == "" {
+		return "unversioned"
+	}
+	return d.name + " build " + d.buildID
+}
+
+// promote makes the worker's build its deployment's current version once the server has seen
+// it poll. A failure leaves the worker running, serving the runs already on its build.
+func promote(ctx context.Context, c client.Client, d deploymentOptions, logger *slog.Logger) {
+	if err := starter.PromoteBuild(ctx, c, d.name, d.buildID); err != nil {
+		if ctx.Err() == nil {
+			logger.Error("worker build not promoted", slog.Any("error", err))
+		}
+		return
+	}
+	logger.Info("worker build promoted: new and running workflows go to it",
+		slog.String("deployment", d.name), slog.String("buildID", d.buildID))
 }
 
 // doneChan is ctx.Done as the channel type worker.Run takes.

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/pveflow/pveflow/internal/syncbuf"
 	"github.com/pveflow/pveflow/internal/testserver"
@@ -132,6 +133,7 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 		{"bad log format", []string{"-simulator", "-log-format", "xml"}, `-log-format "xml": want text or json`},
 		{"stray argument", []string{"-simulator", "now"}, `unexpected arguments ["now"]`},
 		{"negative clone time", []string{"-simulator", "-simulator-clone-time", "-1s"}, "must not be negative"},
+		{"promote without a deployment", []string{"-simulator", "-promote"}, "-promote needs -deployment-name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,47 +147,95 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 	}
 }
 
-func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
-	server := testserver.New(t)
-	simDir := t.TempDir()
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	var stderr syncbuf.Buffer
+// simWorker is a worker run with -simulator against a test server, on its own task queue.
+type simWorker struct {
+	simDir string
+	stderr *syncbuf.Buffer
+	stop   func() int // stops the worker and returns its exit code
+}
+
+// runSimWorker runs the worker with -simulator and args against server, on task queue
+// "worker-test", until its stop is called or the test ends.
+func runSimWorker(t *testing.T, server *testserver.Server, args ...string) simWorker {
+	t.Helper()
+	w := simWorker{simDir: t.TempDir(), stderr: &syncbuf.Buffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run(ctx, []string{
-			"-simulator", "-config", simulatorYAML, "-simulator-dir", simDir,
+		exit <- run(ctx, append([]string{
+			"-simulator", "-config", simulatorYAML, "-simulator-dir", w.simDir,
 			"-simulator-clone-time", "500ms", "-simulator-agent-delay", "100ms", "-task-queue", "worker-test",
-		}, envOf(map[string]string{
+		}, args...), envOf(map[string]string{
 			"TEMPORAL_ADDRESS":   server.Address(),
 			"TEMPORAL_NAMESPACE": server.Namespace(),
-		}), &stderr)
+		}), w.stderr)
 	}()
+	var code int
+	stopped := false
+	w.stop = func() int {
+		if !stopped {
+			stopped = true
+			cancel()
+			select {
+			case code = <-exit:
+			case <-time.After(time.Minute):
+				t.Fatal("the worker did not stop within a minute of its context's end")
+			}
+		}
+		return code
+	}
+	t.Cleanup(func() { w.stop() })
+	return w
+}
 
+// createProxy creates a proxy through the worker on "worker-test" and returns the result.
+func createProxy(t *testing.T, server *testserver.Server, w simWorker) workflows.CreateProxyResult {
+	t.Helper()
 	s := starter.New(server.Client(), "worker-test")
 	const uid = "b3a1f9c2-6d4e-4a8b-9c70-2e5f1d3a4b68"
 	_, err := s.Create(context.Background(), workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
 	require.NoError(t, err)
-	waitCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := s.CreateResult(waitCtx, uid)
-	require.NoError(t, err, stderr.String())
-	tq, err := server.Client().DescribeTaskQueue(waitCtx, "worker-test", enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	res, err := s.CreateResult(ctx, uid)
+	require.NoError(t, err, w.stderr.String())
+	return res
+}
+
+func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
+	server := testserver.New(t)
+	w := runSimWorker(t, server)
+
+	res := createProxy(t, server, w)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tq, err := server.Client().DescribeTaskQueue(ctx, "worker-test", enumspb.TASK_QUEUE_TYPE_WORKFLOW)
 	require.NoError(t, err)
-	stop()
+	code := w.stop()
 
 	assert.NotEmpty(t, res.IPv4)
 	require.NotEmpty(t, tq.GetPollers())
 	assert.Equal(t, starter.Identity("pveflow-worker"), tq.GetPollers()[0].GetIdentity())
-	select {
-	case code := <-exit:
-		assert.Equal(t, exitOK, code, stderr.String())
-	case <-time.After(time.Minute):
-		t.Fatal("the worker did not stop within a minute of its context's end")
-	}
-	url, err := os.ReadFile(filepath.Join(simDir, "url"))
+	assert.Equal(t, exitOK, code, w.stderr.String())
+	url, err := os.ReadFile(filepath.Join(w.simDir, "url"))
 	require.NoError(t, err)
-	assert.Contains(t, stderr.String(), "url="+strings.TrimSpace(string(url)))
-	assert.FileExists(t, filepath.Join(simDir, "ca.pem"))
-	assert.FileExists(t, filepath.Join(simDir, "token"))
+	assert.Contains(t, w.stderr.String(), "url="+strings.TrimSpace(string(url)))
+	assert.FileExists(t, filepath.Join(w.simDir, "ca.pem"))
+	assert.FileExists(t, filepath.Join(w.simDir, "token"))
+}
+
+func TestRun_promotedWorkerIsItsDeploymentsCurrentBuildAndServesCreates(t *testing.T) {
+	server := testserver.New(t)
+	w := runSimWorker(t, server, "-deployment-name", "pveflow-test", "-build-id", "b1", "-promote")
+
+	res := createProxy(t, server, w)
+
+	assert.NotEmpty(t, res.IPv4)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	desc, err := server.Client().WorkerDeploymentClient().GetHandle("pveflow-test").Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, desc.Info.RoutingConfig.CurrentVersion)
+	assert.Equal(t, "b1", desc.Info.RoutingConfig.CurrentVersion.BuildID)
+	assert.Contains(t, w.stderr.String(), "worker build promoted")
 }

@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
@@ -46,16 +44,7 @@ func createWithSecret(t *testing.T, base client.Options) []*historypb.HistoryEve
 	_, err := result[workflows.CreateProxyResult](t, run)
 	require.NoError(t, err)
 
-	plain := s.server.NewClient(client.Options{})
-	iter := plain.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var events []*historypb.HistoryEvent
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		require.NoError(t, err)
-		events = append(events, ev)
-	}
-	require.NotEmpty(t, events)
-	return events
+	return history(t, s.server.NewClient(client.Options{}), run.GetID(), run.GetRunID())
 }
 
 // eventsHolding names the events of history in which s can be read, as "WorkflowExecutionStarted"

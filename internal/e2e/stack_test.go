@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -100,6 +102,20 @@ func result[T any](t testing.TB, run client.WorkflowRun) (T, error) {
 	var res T
 	err := run.Get(ctx, &res)
 	return res, err
+}
+
+// history is the history of a run, as c reads it.
+func history(t testing.TB, c client.Client, workflowID, runID string) []*historypb.HistoryEvent {
+	t.Helper()
+	iter := c.GetWorkflowHistory(context.Background(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var events []*historypb.HistoryEvent
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		events = append(events, ev)
+	}
+	require.NotEmpty(t, events)
+	return events
 }
 
 // eventually polls cond every 50 ms for up to 30 s.
