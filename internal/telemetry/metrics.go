@@ -16,9 +16,10 @@ import (
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 )
 
-// ProxmoxRequestDuration is the histogram of Proxmox API requests, by API method and status
-// class; its _count counts the requests.
-const ProxmoxRequestDuration = "pveflow_proxmox_request_duration_seconds"
+// proxmoxRequestDuration is the timer of Proxmox API requests, by API method and status class.
+// Prometheus shows it as the histogram pveflow_proxmox_request_duration_seconds, whose _count
+// counts the requests.
+const proxmoxRequestDuration = "pveflow_proxmox_request_duration"
 
 // secondsBuckets are the bucket bounds of every histogram, all of them in seconds: from a quick
 // API request to a clone of a large disk, and the SDK's own latencies.
@@ -70,7 +71,7 @@ func (m *Metrics) HTTPHandler() http.Handler {
 // ObserveProxmoxRequest records a Proxmox API request; it is pve.ClientConfig.ObserveRequest.
 func (m *Metrics) ObserveProxmoxRequest(method, statusClass string, took time.Duration) {
 	m.handler.WithTags(map[string]string{"method": method, "status_class": statusClass}).
-		Timer(ProxmoxRequestDuration).Record(took)
+		Timer(proxmoxRequestDuration).Record(took)
 }
 
 // Close stops recording.
