@@ -146,7 +146,9 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 	}
 }
 
-func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
+// newTemporal is a Temporal server with pveflow's search attributes registered.
+func newTemporal(t *testing.T) *temporaltest.TestServer {
+	t.Helper()
 	server := temporaltest.NewServer(temporaltest.WithT(t))
 	attrs := map[string]enumspb.IndexedValueType{}
 	for name, typ := range workflows.SearchAttributes {
@@ -156,6 +158,11 @@ func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
 		Namespace: server.GetDefaultNamespace(), SearchAttributes: attrs,
 	})
 	require.NoError(t, err)
+	return server
+}
+
+func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
+	server := newTemporal(t)
 	simDir := t.TempDir()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -173,7 +180,7 @@ func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
 
 	s := starter.New(server.GetDefaultClient(), "worker-test")
 	const uid = "b3a1f9c2-6d4e-4a8b-9c70-2e5f1d3a4b68"
-	_, err = s.Create(context.Background(), workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
+	_, err := s.Create(context.Background(), workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
 	require.NoError(t, err)
 	waitCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
