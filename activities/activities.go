@@ -264,6 +264,7 @@ func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 		running := a.now().Sub(time.Unix(info.StartTime, 0)).Truncate(time.Second)
 		return TaskResult{}, notReady(ErrTaskRunning, "%s task %s still running on node %s (for %s)", what, req.UPID, node, running)
 	}
+	a.recordTaskWait(ctx, info)
 	warnings, err := s.Result()
 	if err != nil {
 		return TaskResult{}, failure(what+" task", err)
@@ -272,6 +273,21 @@ func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 		activity.GetLogger(ctx).Warn("Proxmox task ended with warnings", "task", what, "upid", string(req.UPID), "node", node, "exitStatus", s.ExitStatus)
 	}
 	return TaskResult{UPID: req.UPID, ExitStatus: s.ExitStatus, Warnings: warnings}, nil
+}
+
+// Metrics of the task waits, as the SDK's metrics handler names them; Prometheus adds _seconds
+// to the timer and _total to the counter.
+const (
+	taskWaitDurationMetric = "pveflow_task_wait_duration"
+	taskPollsMetric        = "pveflow_task_polls"
+)
+
+// recordTaskWait records, by task type, a wait that has seen its task end: how long the task
+// ran, from the start time in its UPID, and how many polls the wait took (this is the last).
+func (a *Activities) recordTaskWait(ctx context.Context, task pve.UPIDInfo) {
+	h := activity.GetMetricsHandler(ctx).WithTags(map[string]string{"task_type": task.Type})
+	h.Timer(taskWaitDurationMetric).Record(a.now().Sub(time.Unix(task.StartTime, 0)))
+	h.Counter(taskPollsMetric).Inc(int64(activity.GetInfo(ctx).Attempt))
 }
 
 // taskName is how a task type reads in messages.

@@ -24,7 +24,9 @@ type options struct {
 	logLevel   slog.Level
 	simulator  bool
 	sim        simOptions
-	deployment deploymentOptions
+	// metricsListen is the address of the metrics endpoint; empty turns it off.
+	metricsListen string
+	deployment    deploymentOptions
 }
 
 // deploymentOptions put the worker in a worker deployment (see workflows.VersioningBehavior).
@@ -70,6 +72,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	var o options
 	fs.StringVar(&o.configPath, "config", getenv("PVEFLOW_CONFIG"), "configuration `file` (env PVEFLOW_CONFIG); required unless -simulator, which defaults to "+simulatorConfig)
 	fs.StringVar(&o.taskQueue, "task-queue", cmp.Or(getenv("PVEFLOW_TASK_QUEUE"), workflows.DefaultTaskQueue), "task `queue` to poll (env PVEFLOW_TASK_QUEUE)")
+	fs.StringVar(&o.metricsListen, "metrics-listen", getenv("PVEFLOW_METRICS_LISTEN"), "`address` to serve Prometheus metrics on at /metrics, such as 127.0.0.1:9464; off when empty (env PVEFLOW_METRICS_LISTEN)")
 	logFormat := fs.String("log-format", cmp.Or(getenv("PVEFLOW_LOG_FORMAT"), "text"), "log `format`, text or json (env PVEFLOW_LOG_FORMAT)")
 	logLevel := fs.String("log-level", cmp.Or(getenv("PVEFLOW_LOG_LEVEL"), "info"), "least `level` logged: debug, info, warn or error (env PVEFLOW_LOG_LEVEL)")
 	fs.BoolVar(&o.simulator, "simulator", false, "serve the Proxmox simulator in this process and use it instead of the configured cluster")

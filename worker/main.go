@@ -7,7 +7,8 @@
 // With -simulator it serves the Proxmox simulator on loopback in the same process and points
 // the real client at it, so the whole path runs without a cluster. The Temporal server is named
 // by the TEMPORAL_* environment and the temporal CLI's profiles, as for the temporal CLI, and
-// PVEFLOW_CODEC_KEY_FILE turns payload encryption on (see starter.ClientOptions). SIGINT or
+// PVEFLOW_CODEC_KEY_FILE turns payload encryption on (see starter.ClientOptions). With
+// -metrics-listen it serves Prometheus metrics, the SDK's and its own, at /metrics. SIGINT or
 // SIGTERM stops the worker once the activities in flight have finished; a second one ends it at
 // once.
 package main
@@ -33,6 +34,7 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/pvesim/simserver"
+	"github.com/pveflow/pveflow/internal/telemetry"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -96,19 +98,33 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	if err := checkReadable(cfg.Proxmox.TokenFile); err != nil {
 		return fmt.Errorf("proxmox.tokenFile %s: %w", cfg.Proxmox.TokenFile, err)
 	}
-	api, err := pve.NewClient(pve.ClientConfig{
+	clientConfig := pve.ClientConfig{
 		URL:                   cfg.Proxmox.URL,
 		TokenFile:             cfg.Proxmox.TokenFile,
 		CAFile:                cfg.Proxmox.CAFile,
 		InsecureSkipTLSVerify: cfg.Proxmox.InsecureSkipTLSVerify,
 		RequestTimeout:        time.Duration(cfg.Proxmox.RequestTimeoutSeconds) * time.Second,
 		Logger:                logger,
-	})
+	}
+	clientOpts, err := starter.ClientOptionsWithLogger(getenv, logger)
 	if err != nil {
 		return err
 	}
-
-	clientOpts, err := starter.ClientOptionsWithLogger(getenv, logger)
+	if opts.metricsListen != "" {
+		metrics, err := telemetry.NewMetrics(logger)
+		if err != nil {
+			return err
+		}
+		defer metrics.Close(context.Background())
+		stopOps, err := serveOps(opts.metricsListen, opsMux(metrics), logger)
+		if err != nil {
+			return err
+		}
+		defer stopOps()
+		clientOpts.MetricsHandler = metrics.Handler()
+		clientConfig.ObserveRequest = metrics.ObserveProxmoxRequest
+	}
+	api, err := pve.NewClient(clientConfig)
 	if err != nil {
 		return err
 	}

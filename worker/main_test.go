@@ -63,6 +63,9 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 	require.NoError(t, os.WriteFile(readableKeyFile, []byte("k1 "+base64.StdEncoding.EncodeToString(make([]byte, 32))+"\n"), 0o600))
 	require.NoError(t, os.Chmod(readableKeyFile, 0o644))
 	temporal := closedAddr(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
 	tests := []struct {
 		name string
 		args []string
@@ -101,6 +104,11 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
 			env:  map[string]string{"PVEFLOW_CODEC_KEY_FILE": readableKeyFile},
 			want: "worker: PVEFLOW_CODEC_KEY_FILE: codec: bad key file " + readableKeyFile + ": mode 0644",
+		},
+		{
+			name: "metrics address taken",
+			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token), "-metrics-listen", taken.Addr().String()},
+			want: "worker: -metrics-listen: listen tcp " + taken.Addr().String() + ": bind: address already in use",
 		},
 		{
 			name: "config from the environment",

@@ -85,6 +85,7 @@ func (w *Workflows) CloneAdmission(ctx workflow.Context, st AdmissionState) erro
 	}
 	acquires := workflow.GetSignalChannel(ctx, cloneAcquireSignal)
 	releases := workflow.GetSignalChannel(ctx, cloneReleaseSignal)
+	a.report()
 	for ctx.Err() == nil {
 		timerCtx, cancelTimer := workflow.WithCancel(ctx)
 		sel := workflow.NewSelector(ctx).
@@ -104,6 +105,7 @@ func (w *Workflows) CloneAdmission(ctx workflow.Context, st AdmissionState) erro
 		sel.Select(ctx)
 		cancelTimer()
 		a.grant()
+		a.report()
 		idle := len(a.st.Holders) == 0 && len(a.st.Waiting) == 0
 		if idle && workflow.GetInfo(ctx).GetCurrentHistoryLength() > admissionHistoryLimit && acquires.Len() == 0 && releases.Len() == 0 {
 			return workflow.NewContinueAsNewError(ctx, CloneAdmissionName, a.st)
@@ -180,6 +182,15 @@ func (a *admission) checkHolders() {
 			a.release(h)
 		}
 	}
+}
+
+// report sets the gauges of the storage's clones: those waiting for a lease and those holding
+// one. The worker running the admission reports them; one that ran it before keeps the values it
+// last saw.
+func (a *admission) report() {
+	h := workflow.GetMetricsHandler(a.ctx).WithTags(map[string]string{"storage": a.st.Storage})
+	h.Gauge(clonesQueuedMetric).Update(float64(len(a.st.Waiting)))
+	h.Gauge(clonesRunningMetric).Update(float64(len(a.st.Holders)))
 }
 
 // tell signals a run; it fails when the run has closed.

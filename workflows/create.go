@@ -52,7 +52,8 @@ type CreateProxyResult struct {
 // for the same UID, or resuming it after any partial step, returns the same VM. It never acts
 // while a delete of the same proxy that started earlier runs, and a delete that starts later
 // stops it (see exclusion.go).
-func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (CreateProxyResult, error) {
+func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ CreateProxyResult, err error) {
+	defer recordOutcome(ctx, createMetrics, &err)
 	if err := proxy.ValidateUID(in.UID); err != nil {
 		return CreateProxyResult{}, permanentf("create proxy: %v", err)
 	}

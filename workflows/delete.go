@@ -36,7 +36,8 @@ type DeleteProxyResult struct {
 // and the delete waits until it has closed; one that starts later waits for the delete (see
 // exclusion.go). A VM that is absent, or that does not carry the proxy's mark, is left alone.
 // Deleting twice succeeds twice.
-func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (DeleteProxyResult, error) {
+func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ DeleteProxyResult, err error) {
+	defer recordOutcome(ctx, deleteMetrics, &err)
 	if err := proxy.ValidateUID(in.UID); err != nil {
 		return DeleteProxyResult{}, permanentf("delete proxy: %v", err)
 	}

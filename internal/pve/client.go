@@ -40,6 +40,10 @@ type ClientConfig struct {
 	Logger *slog.Logger
 	// WrapTransport, when set, wraps the HTTP transport, e.g. to trace requests.
 	WrapTransport func(http.RoundTripper) http.RoundTripper
+	// ObserveRequest, when set, is told of every request sent, once its answer is read or has
+	// failed: the API method that sent it (Clone, TaskStatus, ...), its StatusClass and how
+	// long it took. The worker counts requests with it in its metrics.
+	ObserveRequest func(method, statusClass string, took time.Duration)
 }
 
 // Client implements API with Proxmox VE's REST interface, authenticated by an API token. It is
@@ -49,6 +53,7 @@ type Client struct {
 	tokenFile string
 	timeout   time.Duration
 	http      *http.Client
+	observe   func(method, statusClass string, took time.Duration)
 }
 
 var _ API = (*Client)(nil)
@@ -127,6 +132,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		base:      strings.TrimSuffix(u.String(), "/") + "/api2/json",
 		tokenFile: cfg.TokenFile,
 		timeout:   timeout,
+		observe:   cfg.ObserveRequest,
 		http: &http.Client{
 			Transport: rt,
 			// PVE never redirects; an answer that does is reported, not followed with the token.
@@ -138,14 +144,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // Version reads GET /version.
 func (c *Client) Version(ctx context.Context) (Version, error) {
 	var v Version
-	err := c.call(ctx, "version query", http.MethodGet, "/version", nil, &v)
+	err := c.call(ctx, "Version", "version query", http.MethodGet, "/version", nil, &v)
 	return v, err
 }
 
 // NodeStatus reads GET /nodes/{node}/status.
 func (c *Client) NodeStatus(ctx context.Context, node string) (NodeStatus, error) {
 	var s NodeStatus
-	err := c.call(ctx, "status of node "+node, http.MethodGet, apiPath("nodes", node, "status"), nil, &s)
+	err := c.call(ctx, "NodeStatus", "status of node "+node, http.MethodGet, apiPath("nodes", node, "status"), nil, &s)
 	return s, err
 }
 
@@ -153,21 +159,21 @@ func (c *Client) NodeStatus(ctx context.Context, node string) (NodeStatus, error
 func (c *Client) StorageStatus(ctx context.Context, node, storage string) (StorageStatus, error) {
 	var s StorageStatus
 	op := fmt.Sprintf("status of storage %s on node %s", storage, node)
-	err := c.call(ctx, op, http.MethodGet, apiPath("nodes", node, "storage", storage, "status"), nil, &s)
+	err := c.call(ctx, "StorageStatus", op, http.MethodGet, apiPath("nodes", node, "storage", storage, "status"), nil, &s)
 	return s, err
 }
 
 // ClusterResources reads GET /cluster/resources?type=vm.
 func (c *Client) ClusterResources(ctx context.Context) ([]VMResource, error) {
 	var rs []VMResource
-	err := c.call(ctx, "cluster resources", http.MethodGet, "/cluster/resources", url.Values{"type": {"vm"}}, &rs)
+	err := c.call(ctx, "ClusterResources", "cluster resources", http.MethodGet, "/cluster/resources", url.Values{"type": {"vm"}}, &rs)
 	return rs, err
 }
 
 // VMConfig reads GET /nodes/{node}/qemu/{vmid}/config.
 func (c *Client) VMConfig(ctx context.Context, node string, vmid int) (VMConfig, error) {
 	var cfg VMConfig
-	err := c.call(ctx, vmOp("config", node, vmid), http.MethodGet, vmPath(node, vmid, "config"), nil, &cfg)
+	err := c.call(ctx, "VMConfig", vmOp("config", node, vmid), http.MethodGet, vmPath(node, vmid, "config"), nil, &cfg)
 	return cfg, err
 }
 
@@ -177,7 +183,7 @@ func (c *Client) SetVMConfig(ctx context.Context, node string, vmid int, params 
 	for k, v := range params {
 		form.Set(k, v)
 	}
-	return c.call(ctx, vmOp("config update", node, vmid), http.MethodPut, vmPath(node, vmid, "config"), form, nil)
+	return c.call(ctx, "SetVMConfig", vmOp("config update", node, vmid), http.MethodPut, vmPath(node, vmid, "config"), form, nil)
 }
 
 // Clone starts POST /nodes/{node}/qemu/{vmid}/clone. It always sends full, as 0 or 1, so that
@@ -195,43 +201,43 @@ func (c *Client) Clone(ctx context.Context, node string, vmid int, p CloneParams
 			form.Set(k, v)
 		}
 	}
-	return c.task(ctx, vmOp("clone", node, vmid), http.MethodPost, vmPath(node, vmid, "clone"), form)
+	return c.task(ctx, "Clone", vmOp("clone", node, vmid), http.MethodPost, vmPath(node, vmid, "clone"), form)
 }
 
 // Resize starts PUT /nodes/{node}/qemu/{vmid}/resize.
 func (c *Client) Resize(ctx context.Context, node string, vmid int, disk, size string) (UPID, error) {
 	form := url.Values{"disk": {disk}, "size": {size}}
-	return c.task(ctx, vmOp("resize of disk "+disk, node, vmid), http.MethodPut, vmPath(node, vmid, "resize"), form)
+	return c.task(ctx, "Resize", vmOp("resize of disk "+disk, node, vmid), http.MethodPut, vmPath(node, vmid, "resize"), form)
 }
 
 // Start starts POST /nodes/{node}/qemu/{vmid}/status/start.
 func (c *Client) Start(ctx context.Context, node string, vmid int) (UPID, error) {
-	return c.task(ctx, vmOp("start", node, vmid), http.MethodPost, vmPath(node, vmid, "status", "start"), nil)
+	return c.task(ctx, "Start", vmOp("start", node, vmid), http.MethodPost, vmPath(node, vmid, "status", "start"), nil)
 }
 
 // Stop starts POST /nodes/{node}/qemu/{vmid}/status/stop.
 func (c *Client) Stop(ctx context.Context, node string, vmid int) (UPID, error) {
-	return c.task(ctx, vmOp("stop", node, vmid), http.MethodPost, vmPath(node, vmid, "status", "stop"), nil)
+	return c.task(ctx, "Stop", vmOp("stop", node, vmid), http.MethodPost, vmPath(node, vmid, "status", "stop"), nil)
 }
 
 // VMStatus reads GET /nodes/{node}/qemu/{vmid}/status/current.
 func (c *Client) VMStatus(ctx context.Context, node string, vmid int) (VMStatus, error) {
 	var s VMStatus
-	err := c.call(ctx, vmOp("status", node, vmid), http.MethodGet, vmPath(node, vmid, "status", "current"), nil, &s)
+	err := c.call(ctx, "VMStatus", vmOp("status", node, vmid), http.MethodGet, vmPath(node, vmid, "status", "current"), nil, &s)
 	return s, err
 }
 
 // Destroy starts DELETE /nodes/{node}/qemu/{vmid}?purge=1&destroy-unreferenced-disks=1.
 func (c *Client) Destroy(ctx context.Context, node string, vmid int) (UPID, error) {
 	query := url.Values{"purge": {"1"}, "destroy-unreferenced-disks": {"1"}}
-	return c.task(ctx, vmOp("destroy", node, vmid), http.MethodDelete, vmPath(node, vmid), query)
+	return c.task(ctx, "Destroy", vmOp("destroy", node, vmid), http.MethodDelete, vmPath(node, vmid), query)
 }
 
 // TaskStatus reads GET /nodes/{node}/tasks/{upid}/status.
 func (c *Client) TaskStatus(ctx context.Context, node string, upid UPID) (TaskStatus, error) {
 	var s TaskStatus
 	op := fmt.Sprintf("status of task %s on node %s", upid, node)
-	err := c.call(ctx, op, http.MethodGet, apiPath("nodes", node, "tasks", string(upid), "status"), nil, &s)
+	err := c.call(ctx, "TaskStatus", op, http.MethodGet, apiPath("nodes", node, "tasks", string(upid), "status"), nil, &s)
 	return s, err
 }
 
@@ -241,7 +247,7 @@ func (c *Client) AgentNetworkInterfaces(ctx context.Context, node string, vmid i
 		Result []AgentInterface `json:"result"`
 	}
 	op := vmOp("guest agent network interfaces", node, vmid)
-	err := c.call(ctx, op, http.MethodGet, vmPath(node, vmid, "agent", "network-get-interfaces"), nil, &answer)
+	err := c.call(ctx, "AgentNetworkInterfaces", op, http.MethodGet, vmPath(node, vmid, "agent", "network-get-interfaces"), nil, &answer)
 	return answer.Result, err
 }
 
@@ -277,26 +283,27 @@ func (c *Client) UploadISO(ctx context.Context, node, storage, filename string, 
 	req.ContentLength = int64(len(head)) + size + int64(len(tail))
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	var upid UPID
-	err = c.do(op, req, &upid)
+	err = c.do("UploadISO", op, req, &upid)
 	return upid, err
 }
 
 // DeleteVolume starts DELETE /nodes/{node}/storage/{storage}/content/{volid}.
 func (c *Client) DeleteVolume(ctx context.Context, node, storage, volid string) (UPID, error) {
 	op := fmt.Sprintf("deletion of volume %s on storage %s on node %s", volid, storage, node)
-	return c.task(ctx, op, http.MethodDelete, apiPath("nodes", node, "storage", storage, "content", volid), nil)
+	return c.task(ctx, "DeleteVolume", op, http.MethodDelete, apiPath("nodes", node, "storage", storage, "content", volid), nil)
 }
 
 // task makes a call whose answer is a task's UPID.
-func (c *Client) task(ctx context.Context, op, method, path string, params url.Values) (UPID, error) {
+func (c *Client) task(ctx context.Context, apiMethod, op, method, path string, params url.Values) (UPID, error) {
 	var upid UPID
-	err := c.call(ctx, op, method, path, params, &upid)
+	err := c.call(ctx, apiMethod, op, method, path, params, &upid)
 	return upid, err
 }
 
 // call sends params form-encoded, in the body of a POST or PUT and in the query otherwise, and
-// decodes the answer's data into out unless out is nil. op says which call failed in its errors.
-func (c *Client) call(ctx context.Context, op, method, path string, params url.Values, out any) error {
+// decodes the answer's data into out unless out is nil. apiMethod is the API method making the
+// call, op says which call failed in its errors.
+func (c *Client) call(ctx context.Context, apiMethod, op, method, path string, params url.Values, out any) error {
 	target := c.base + path
 	var body io.Reader
 	if method == http.MethodPost || method == http.MethodPut {
@@ -311,12 +318,13 @@ func (c *Client) call(ctx context.Context, op, method, path string, params url.V
 	if body != nil {
 		req.Header.Set("Content-Type", formContentType)
 	}
-	return c.do(op, req, out)
+	return c.do(apiMethod, op, req, out)
 }
 
 // do authenticates and sends req within the request timeout, turns a non-2xx answer into an
-// *APIError, and decodes the data of a 2xx answer into out unless out is nil.
-func (c *Client) do(op string, req *http.Request, out any) error {
+// *APIError, and decodes the data of a 2xx answer into out unless out is nil. The request is
+// observed as apiMethod's.
+func (c *Client) do(apiMethod, op string, req *http.Request, out any) error {
 	header, secret, err := c.token()
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -325,6 +333,11 @@ func (c *Client) do(op string, req *http.Request, out any) error {
 	ctx, cancel := context.WithTimeout(req.Context(), c.timeout)
 	defer cancel()
 
+	status := 0 // until an answer has been read whole
+	if c.observe != nil {
+		sent := time.Now()
+		defer func() { c.observe(apiMethod, statusClass(status), time.Since(sent)) }()
+	}
 	resp, err := c.http.Do(req.WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, c.transportError(req.Context(), ctx, err))
@@ -334,6 +347,7 @@ func (c *Client) do(op string, req *http.Request, out any) error {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// A body cut short still leaves the status and reason to report.
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		status = resp.StatusCode
 		reason := strings.TrimPrefix(resp.Status, strconv.Itoa(resp.StatusCode))
 		apiErr := ErrorFromResponse(resp.StatusCode, reason, body)
 		redact(apiErr, secret)
@@ -345,6 +359,7 @@ func (c *Client) do(op string, req *http.Request, out any) error {
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&answer); err != nil {
 		return fmt.Errorf("%s: read answer: %w", op, c.transportError(req.Context(), ctx, err))
 	}
+	status = resp.StatusCode
 	if out == nil || len(answer.Data) == 0 {
 		return nil
 	}
@@ -352,6 +367,15 @@ func (c *Client) do(op string, req *http.Request, out any) error {
 		return fmt.Errorf("%s: decode answer: %w", op, err)
 	}
 	return nil
+}
+
+// statusClass is how metrics group an HTTP status: "2xx", "4xx", "5xx" and so on, or "error"
+// for a request that got no complete answer (status 0): refused, timed out, cut short.
+func statusClass(status int) string {
+	if status < 100 || status > 599 {
+		return "error"
+	}
+	return strconv.Itoa(status/100) + "xx"
 }
 
 // token reads the token file and returns the Authorization header and the secret, which must

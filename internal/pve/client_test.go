@@ -658,3 +658,133 @@ func TestClient_pathSegmentsEscaped(t *testing.T) {
 		})
 	}
 }
+
+// observed is one request as ClientConfig.ObserveRequest was told of it.
+type observed struct {
+	method, class string
+	took          time.Duration
+}
+
+// observer records what ObserveRequest is told, which happens on the calling goroutine.
+type observer struct{ requests []observed }
+
+func (o *observer) observe(method, class string, took time.Duration) {
+	o.requests = append(o.requests, observed{method, class, took})
+}
+
+func TestClient_observesEachRequestByAPIMethodAndStatusClass(t *testing.T) {
+	tests := []struct {
+		name       string
+		handler    http.HandlerFunc
+		call       func(context.Context, *pve.Client) error
+		wantMethod string
+		wantClass  string
+	}{
+		{
+			name:    "answered",
+			handler: serveJSON(`{"data":"UPID:pve1:00001234:00005678:6650A1B2:qmclone:9000:pveflow@pve!worker:"}`),
+			call: func(ctx context.Context, c *pve.Client) error {
+				_, err := c.Clone(ctx, "pve1", 9000, pve.CloneParams{NewID: 123456})
+				return err
+			},
+			wantMethod: "Clone",
+			wantClass:  "2xx",
+		},
+		{
+			name:    "refused",
+			handler: serveFixture(t, "err_forbidden"),
+			call: func(ctx context.Context, c *pve.Client) error {
+				_, err := c.Clone(ctx, "pve1", 9000, pve.CloneParams{NewID: 123456})
+				return err
+			},
+			wantMethod: "Clone",
+			wantClass:  "4xx",
+		},
+		{
+			name:    "failed",
+			handler: serveFixture(t, "err_vm_missing"),
+			call: func(ctx context.Context, c *pve.Client) error {
+				_, err := c.VMConfig(ctx, "pve1", 123456)
+				return err
+			},
+			wantMethod: "VMConfig",
+			wantClass:  "5xx",
+		},
+		{
+			name: "connection cut before an answer",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					conn.Close()
+				}
+			},
+			call: func(ctx context.Context, c *pve.Client) error {
+				_, err := c.TaskStatus(ctx, "pve1", "UPID:pve1:00001234:00005678:6650A1B2:qmclone:9000:pveflow@pve!worker:")
+				return err
+			},
+			wantMethod: "TaskStatus",
+			wantClass:  "error",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var o observer
+			c := newClient(t, newServer(t, tt.handler), func(cfg *pve.ClientConfig) { cfg.ObserveRequest = o.observe })
+
+			_ = tt.call(t.Context(), c)
+
+			require.Len(t, o.requests, 1)
+			assert.Equal(t, tt.wantClass, o.requests[0].class)
+			assert.Equal(t, tt.wantMethod, o.requests[0].method)
+			assert.Positive(t, o.requests[0].took)
+		})
+	}
+}
+
+func TestClient_observesUploads(t *testing.T) {
+	var o observer
+	ts := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		serveJSON(`{"data":"UPID:pve1:00001234:00005678:6650A1B2:imgcopy::pveflow@pve!worker:"}`)(w, r)
+	})
+	c := newClient(t, ts, func(cfg *pve.ClientConfig) { cfg.ObserveRequest = o.observe })
+
+	_, err := c.UploadISO(t.Context(), "pve1", "local", "seed.iso", strings.NewReader("iso"), 3)
+	require.NoError(t, err)
+
+	require.Len(t, o.requests, 1)
+	assert.Equal(t, "UploadISO", o.requests[0].method)
+	assert.Equal(t, "2xx", o.requests[0].class)
+}
+
+func TestClient_requestWithoutTokenIsNotObserved(t *testing.T) {
+	var o observer
+	c := newClient(t, newServer(t, serveJSON(`{"data":{}}`)), func(cfg *pve.ClientConfig) {
+		cfg.ObserveRequest = o.observe
+		cfg.TokenFile = filepath.Join(t.TempDir(), "absent")
+	})
+
+	_, err := c.Version(t.Context())
+
+	require.Error(t, err)
+	assert.Empty(t, o.requests, "no request was sent")
+}
+
+func TestStatusClass(t *testing.T) {
+	tests := []struct {
+		status int
+		want   string
+	}{
+		{0, "error"},
+		{200, "2xx"},
+		{299, "2xx"},
+		{302, "3xx"},
+		{401, "4xx"},
+		{500, "5xx"},
+		{596, "5xx"},
+		{600, "error"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, pve.StatusClass(tt.status), "status %d", tt.status)
+	}
+}

@@ -12,3 +12,6 @@ func TextRulePatterns() []*regexp.Regexp {
 	}
 	return res
 }
+
+// StatusClass is statusClass, for the table test in package pve_test.
+var StatusClass = statusClass

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pveflow/pveflow/internal/syncbuf"
+	"github.com/pveflow/pveflow/internal/testserver"
+	"github.com/pveflow/pveflow/starter"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// metrics is one scrape of the metrics endpoint, by family name.
+type metrics map[string]*dto.MetricFamily
+
+func scrape(t *testing.T, url string) metrics {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var parser expfmt.TextParser
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	return fams
+}
+
+// value is the value of the series of family name that has labels (among others): a counter's
+// or a gauge's value, a histogram's count. ok is false when there is no such series.
+func (m metrics) value(name string, labels map[string]string) (v float64, ok bool) {
+	fam := m[name]
+	if fam == nil {
+		return 0, false
+	}
+	for _, s := range fam.GetMetric() {
+		if !hasLabels(s, labels) {
+			continue
+		}
+		switch fam.GetType() {
+		case dto.MetricType_COUNTER:
+			return s.GetCounter().GetValue(), true
+		case dto.MetricType_GAUGE:
+			return s.GetGauge().GetValue(), true
+		case dto.MetricType_HISTOGRAM:
+			return float64(s.GetHistogram().GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+func hasLabels(s *dto.Metric, want map[string]string) bool {
+	have := map[string]string{}
+	for _, l := range s.GetLabel() {
+		have[l.GetName()] = l.GetValue()
+	}
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+var metricsURLRE = regexp.MustCompile(`msg="metrics serving" url=(\S+)`)
+
+// metricsURL waits for the worker to log where it serves its metrics.
+func metricsURL(t *testing.T, log *syncbuf.Buffer) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if m := metricsURLRE.FindStringSubmatch(log.String()); m != nil {
+			return m[1]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the worker logged no metrics address within a minute:\n%s", log.String())
+	return ""
+}
+
+func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t *testing.T) {
+	server := testserver.New(t)
+	// One clone at a time onto a storage, so that of two creates one queues.
+	sim, err := os.ReadFile(simulatorYAML)
+	require.NoError(t, err)
+	configPath := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(configPath, append(sim, "clones: {perStorage: 1}\n"...), 0o600))
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var stderr syncbuf.Buffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{
+			"-simulator", "-config", configPath, "-simulator-dir", t.TempDir(),
+			"-simulator-clone-time", "1s", "-simulator-agent-delay", "100ms", "-task-queue", "metrics-test",
+			"-metrics-listen", "127.0.0.1:0",
+		}, envOf(map[string]string{
+			"TEMPORAL_ADDRESS":   server.Address(),
+			"TEMPORAL_NAMESPACE": server.Namespace(),
+		}), &stderr)
+	}()
+	defer func() {
+		stop()
+		<-exit
+	}()
+	url := metricsURL(t, &stderr)
+	s := starter.New(server.Client(), "metrics-test")
+	uids := []string{"6c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", "7d2e3f4a-5b6c-4d7e-8f9a-0b1c2d3e4f5a"}
+	const badUID = "8e3f4a5b-6c7d-4e8f-9a0b-1c2d3e4f5a6b"
+	for _, uid := range uids {
+		_, err := s.Create(context.Background(), workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
+		require.NoError(t, err)
+	}
+	_, err = s.Create(context.Background(), workflows.CreateProxyInput{UID: badUID, Image: "no-such-image", MachineType: "small"})
+	require.NoError(t, err)
+	waitCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	created := make(chan error, len(uids))
+	for _, uid := range uids {
+		go func() {
+			_, err := s.CreateResult(waitCtx, uid)
+			created <- err
+		}()
+	}
+
+	// While the creates run, the admission of their storage shows one clone running and the
+	// other queued.
+	const storage = "pve1/local-lvm"
+	var mostQueued, mostRunning float64
+	for pending := len(uids); pending > 0; {
+		select {
+		case err := <-created:
+			require.NoError(t, err, stderr.String())
+			pending--
+		case <-time.After(20 * time.Millisecond):
+		}
+		m := scrape(t, url)
+		queued, _ := m.value("pveflow_clones_queued", map[string]string{"storage": storage})
+		running, _ := m.value("pveflow_clones_running", map[string]string{"storage": storage})
+		mostQueued, mostRunning = max(mostQueued, queued), max(mostRunning, running)
+	}
+	_, err = s.CreateResult(waitCtx, badUID)
+	require.Error(t, err)
+	_, err = s.Delete(context.Background(), workflows.DeleteProxyInput{UID: uids[0]})
+	require.NoError(t, err)
+	_, err = s.DeleteResult(waitCtx, uids[0])
+	require.NoError(t, err, stderr.String())
+	m := scrape(t, url)
+
+	assert.Equal(t, 1.0, mostQueued, "clones queued")
+	assert.Equal(t, 1.0, mostRunning, "clones running")
+	tests := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"pveflow_proxies_created_total", map[string]string{"outcome": "completed", "failure_type": ""}, 2},
+		{"pveflow_proxies_created_total", map[string]string{"outcome": "failed", "failure_type": "Permanent"}, 1},
+		{"pveflow_proxies_deleted_total", map[string]string{"outcome": "completed", "failure_type": ""}, 1},
+		{"pveflow_proxy_create_duration_seconds", map[string]string{"outcome": "completed"}, 2},
+		{"pveflow_proxy_create_duration_seconds", map[string]string{"outcome": "failed"}, 1},
+		{"pveflow_proxy_delete_duration_seconds", map[string]string{"outcome": "completed"}, 1},
+		{"pveflow_proxmox_request_duration_seconds", map[string]string{"method": "Clone", "status_class": "2xx"}, 2},
+		{"pveflow_proxmox_request_duration_seconds", map[string]string{"method": "UploadISO", "status_class": "2xx"}, 2},
+		{"pveflow_proxmox_request_duration_seconds", map[string]string{"method": "Destroy", "status_class": "2xx"}, 1},
+		{"pveflow_task_wait_duration_seconds", map[string]string{"task_type": "qmclone"}, 2},
+		{"pveflow_task_wait_duration_seconds", map[string]string{"task_type": "imgcopy"}, 2},
+		{"pveflow_task_wait_duration_seconds", map[string]string{"task_type": "qmstart"}, 2},
+		{"pveflow_task_wait_duration_seconds", map[string]string{"task_type": "qmstop"}, 1},
+		{"pveflow_task_wait_duration_seconds", map[string]string{"task_type": "qmdestroy"}, 1},
+		{"pveflow_clones_queued", map[string]string{"storage": storage}, 0},
+		{"pveflow_clones_running", map[string]string{"storage": storage}, 0},
+	}
+	for _, tt := range tests {
+		got, ok := m.value(tt.name, tt.labels)
+		if assert.True(t, ok, "%s%v missing", tt.name, tt.labels) {
+			assert.Equal(t, tt.want, got, "%s%v", tt.name, tt.labels)
+		}
+	}
+	// A clone takes a second: its first poll finds it running.
+	clonePolls, _ := m.value("pveflow_task_polls_total", map[string]string{"task_type": "qmclone"})
+	assert.Greater(t, clonePolls, 2.0, "polls of the clones' waits")
+	createTime := m["pveflow_proxy_create_duration_seconds"].GetMetric()[0].GetHistogram().GetSampleSum()
+	assert.Positive(t, createTime, "seconds spent creating")
+	for _, sdk := range []string{"temporal_request_total", "temporal_workflow_completed_total", "temporal_activity_execution_latency_seconds"} {
+		assert.Contains(t, m, sdk, "the SDK's own metrics")
+	}
+}

@@ -1,0 +1,60 @@
+package workflows
+
+import (
+	"errors"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Metrics the workflows record through workflow.GetMetricsHandler, which records nothing while
+// a workflow replays. Prometheus adds _total to counters and _seconds to timers; the names here
+// are the instruments'. docs/operations.md lists them as Prometheus shows them.
+const (
+	proxiesCreatedMetric = "pveflow_proxies_created"
+	proxiesDeletedMetric = "pveflow_proxies_deleted"
+	createDurationMetric = "pveflow_proxy_create_duration"
+	deleteDurationMetric = "pveflow_proxy_delete_duration"
+	clonesQueuedMetric   = "pveflow_clones_queued"
+	clonesRunningMetric  = "pveflow_clones_running"
+)
+
+// Outcomes of a CreateProxy or DeleteProxy, as the workflow itself ends. A run that is
+// terminated or times out ends without running workflow code, and records nothing.
+const (
+	outcomeCompleted = "completed"
+	outcomeFailed    = "failed"
+	outcomeCanceled  = "canceled"
+)
+
+// operationMetrics names an operation's counter and its timer.
+type operationMetrics struct{ count, duration string }
+
+var (
+	createMetrics = operationMetrics{count: proxiesCreatedMetric, duration: createDurationMetric}
+	deleteMetrics = operationMetrics{count: proxiesDeletedMetric, duration: deleteDurationMetric}
+)
+
+// recordOutcome counts the run's end by outcome and failure type, and records by outcome how
+// long the run took since it started. It is deferred with the run's error, so every return is counted.
+func recordOutcome(ctx workflow.Context, m operationMetrics, err *error) {
+	outcome, failureType := outcomeOf(*err)
+	h := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"outcome": outcome})
+	h.WithTags(map[string]string{"failure_type": failureType}).Counter(m.count).Inc(1)
+	h.Timer(m.duration).Record(workflow.Now(ctx).Sub(workflow.GetInfo(ctx).WorkflowStartTime))
+}
+
+// outcomeOf is how a run that returns err ended, and for a failure its type (Permanent,
+// Transient, QuotaExceeded, ...), which is empty otherwise.
+func outcomeOf(err error) (outcome, failureType string) {
+	var appErr *temporal.ApplicationError
+	switch {
+	case err == nil:
+		return outcomeCompleted, ""
+	case temporal.IsCanceledError(err):
+		return outcomeCanceled, ""
+	case errors.As(err, &appErr):
+		return outcomeFailed, appErr.Type()
+	}
+	return outcomeFailed, "Unclassified"
+}
