@@ -28,7 +28,9 @@ type stack struct {
 	client client.Client
 	cfg    config.Config
 	api    pve.API
-	worker worker.Worker
+	// startInput reads a run's user-data through the server's default client, the workers'.
+	startInput activities.StartInput
+	worker     worker.Worker
 }
 
 // fastConfig is the simulator's configuration with budgets and polls for real-time runs
@@ -79,7 +81,9 @@ func startStackWith(t testing.TB, api pve.API, cfg config.Config, base client.Op
 		SearchAttributes: attrs,
 	})
 	require.NoError(t, err)
-	s := &stack{t: t, server: server, client: c, cfg: cfg, api: api}
+	s := &stack{t: t, server: server, client: c, cfg: cfg, api: api, startInput: &activities.HistoryStartInput{
+		Service: c.WorkflowService(), Namespace: server.GetDefaultNamespace(), DataConverter: base.DataConverter,
+	}}
 	s.startWorker()
 	return s
 }
@@ -91,7 +95,7 @@ func (s *stack) stop() { s.server.Stop() }
 func (s *stack) startWorker() {
 	s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: s.cfg}).Register(r)
-		r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox})
+		r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, StartInput: s.startInput})
 	})
 }
 
