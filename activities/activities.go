@@ -23,10 +23,13 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
-// Activities holds what the activities need: the seam and the provider config.
+// Activities holds what the activities need: the seam, the provider config, and where UploadISO
+// reads the user-data of a run.
 type Activities struct {
 	API     pve.API
 	Proxmox config.Proxmox
+	// StartInput reads the user-data from a run's input; a worker's is a HistoryStartInput.
+	StartInput StartInput
 	// Now is the clock used to say how long a task has been running; time.Now when nil.
 	Now func() time.Time
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 
@@ -16,8 +17,8 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
-// UploadISORequest is the input of UploadISO. UserData may hold secrets: it goes onto the ISO
-// and nowhere else (no log line, error message or result carries it).
+// UploadISORequest is the input of UploadISO. The user-data may hold secrets: it goes onto the
+// ISO and nowhere else (no log line, error message or result carries it).
 type UploadISORequest struct {
 	StorageRef
 	// Name is the VM's name, and so the guest's hostname.
@@ -27,7 +28,12 @@ type UploadISORequest struct {
 	Seed string `json:"seed,omitempty"`
 	// InstanceID is cloud-init's instance-id; pveflow uses the Proxy UID.
 	InstanceID string `json:"instanceID"`
-	UserData   string `json:"userData"`
+	// UserDataFromStart has the activity read the user-data from the input the workflow run was
+	// started with (Activities.StartInput), so that the history holds it once. UserData is then
+	// empty.
+	UserDataFromStart bool `json:"userDataFromStart,omitempty"`
+	// UserData is the user-data, as requests recorded before UserDataFromStart carry it.
+	UserData string `json:"userData,omitempty"`
 }
 
 // UploadISOResult describes the uploaded seed ISO without its content.
@@ -48,11 +54,17 @@ func (a *Activities) UploadISO(ctx context.Context, req UploadISORequest) (Uploa
 	if err != nil {
 		return UploadISOResult{}, failure(step, pve.Classified(pve.Permanent, fmt.Errorf("vendor-data: %w", err)))
 	}
+	userData := req.UserData
+	if req.UserDataFromStart {
+		if userData, err = a.startUserData(ctx); err != nil {
+			return UploadISOResult{}, failure(step, err)
+		}
+	}
 	var iso bytes.Buffer
 	size, err := nocloud.Write(&iso, nocloud.Seed{
 		InstanceID: req.InstanceID,
 		Hostname:   req.Name,
-		UserData:   req.UserData,
+		UserData:   userData,
 		VendorData: vendorData,
 	})
 	if err != nil {
@@ -70,6 +82,15 @@ func (a *Activities) UploadISO(ctx context.Context, req UploadISORequest) (Uploa
 		Size:   size,
 		SHA256: hex.EncodeToString(sum[:]),
 	}, nil
+}
+
+// startUserData is the user-data of the run the activity works for, as it was started.
+func (a *Activities) startUserData(ctx context.Context) (string, error) {
+	if a.StartInput == nil {
+		return "", pve.Classified(pve.Permanent, errors.New("the worker was built without Activities.StartInput, so it cannot read the user-data from the run's input"))
+	}
+	run := activity.GetInfo(ctx).WorkflowExecution
+	return a.StartInput.UserData(ctx, run.ID, run.RunID)
 }
 
 // heartbeatReader records a heartbeat with the bytes sent so far as the upload reads its body,

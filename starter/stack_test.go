@@ -63,7 +63,9 @@ func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options) 
 	c := server.Client()
 	server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
-		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox})
+		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: &activities.HistoryStartInput{
+			Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter,
+		}})
 	})
 	return &stack{server: server, cluster: cluster, starter: starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter))}
 }

@@ -40,18 +40,23 @@ import (
 // the UID, quoting it.
 var ErrInvalidUID = errors.New("invalid proxy UID")
 
-// invalidUID is the error of a UID that proxy.ValidateUID refuses: its message is the
-// validation's, and it is ErrInvalidUID to errors.Is.
-type invalidUID struct{ err error }
+// ErrUserDataTooLarge is what errors.Is finds in the error of Create given user-data over
+// workflows.MaxUserDataBytes. It is bad input: no workflow was started. The error's message gives
+// the user-data's size and the limit, never the user-data.
+var ErrUserDataTooLarge = errors.New("user-data too large")
 
-func (e invalidUID) Error() string        { return e.err.Error() }
-func (e invalidUID) Unwrap() error        { return e.err }
-func (e invalidUID) Is(target error) bool { return target == ErrInvalidUID }
+// refused is the error of input a validation refused: its message is the validation's, and it
+// is its sentinel (ErrInvalidUID, ErrUserDataTooLarge) to errors.Is.
+type refused struct{ err, sentinel error }
+
+func (e refused) Error() string        { return e.err.Error() }
+func (e refused) Unwrap() error        { return e.err }
+func (e refused) Is(target error) bool { return target == e.sentinel }
 
 // checkUID returns an error wrapping ErrInvalidUID when uid is not a Proxy UID.
 func checkUID(uid string) error {
 	if err := proxy.ValidateUID(uid); err != nil {
-		return invalidUID{err}
+		return refused{err, ErrInvalidUID}
 	}
 	return nil
 }
@@ -115,10 +120,14 @@ func New(c client.Client, taskQueue string, opts ...Option) *Client {
 }
 
 // Create starts the CreateProxy of in.UID, or returns the one that runs already. An invalid
-// in.UID fails with ErrInvalidUID.
+// in.UID fails with ErrInvalidUID, user-data over workflows.MaxUserDataBytes with
+// ErrUserDataTooLarge, before Temporal is called.
 func (c *Client) Create(ctx context.Context, in workflows.CreateProxyInput) (client.WorkflowRun, error) {
 	if err := checkUID(in.UID); err != nil {
 		return nil, err
+	}
+	if err := workflows.ValidateUserData(in.UserData); err != nil {
+		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrUserDataTooLarge}
 	}
 	run, err := c.temporal.ExecuteWorkflow(ctx, workflows.CreateOptions(in.UID, c.taskQueue), workflows.CreateProxyName, in)
 	if err != nil {

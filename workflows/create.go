@@ -30,9 +30,33 @@ type CreateProxyInput struct {
 	MachineType string `json:"machineType"`
 	// Region is accepted and ignored: a Proxmox cluster has no regions.
 	Region string `json:"region,omitempty"`
-	// UserData is the cloud-init user-data. It may hold secrets: it goes onto the seed ISO and
-	// nowhere else pveflow writes (logs, errors, search attributes, results).
+	// UserData is the cloud-init user-data, at most MaxUserDataBytes. It may hold secrets: it
+	// goes onto the seed ISO and nowhere else pveflow writes (logs, errors, search attributes,
+	// results). This input is the one place Temporal's history holds it: UploadISO reads it from
+	// here.
 	UserData string `json:"userData,omitempty"`
+}
+
+// MaxUserDataBytes is the most cloud-init user-data, in bytes, a CreateProxy takes: 64 KiB.
+// The starter refuses more before it starts the workflow, and CreateProxy fails Permanent on
+// more before its first step, where Temporal would otherwise refuse the start or a later
+// command with a blob-size error.
+//
+// The user-data is stored in the workflow's input, a payload Temporal refuses over 2 MB and
+// warns about over 512 KB (its default blob-size limits). JSON writes a byte as at most six
+// (\u003c for '<', \u00XX for a control character, \ufffd for a byte that is not UTF-8), so
+// 64 KiB of user-data makes at most 384 KiB of payload: under the warning, whatever it holds.
+// It is also what clouds allow (EC2 takes 16 KB, Azure 64 KB): user-data is configuration, and
+// anything larger belongs in a file the guest fetches.
+const MaxUserDataBytes = 64 << 10
+
+// ValidateUserData refuses user-data over MaxUserDataBytes. Its message gives the sizes, never
+// the user-data.
+func ValidateUserData(userData string) error {
+	if len(userData) > MaxUserDataBytes {
+		return fmt.Errorf("user-data is %d bytes, more than the limit of %d (workflows.MaxUserDataBytes)", len(userData), MaxUserDataBytes)
+	}
+	return nil
 }
 
 // CreateProxyResult is what CreateProxy returns.
@@ -56,6 +80,12 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	defer recordOutcome(ctx, createMetrics, &err)
 	if err := proxy.ValidateUID(in.UID); err != nil {
 		return CreateProxyResult{}, permanentf("create proxy: %v", err)
+	}
+	userDataOnce := workflow.GetVersion(ctx, userDataOnceChange, workflow.DefaultVersion, userDataOnceVersion) >= userDataOnceVersion
+	if userDataOnce {
+		if err := ValidateUserData(in.UserData); err != nil {
+			return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
+		}
 	}
 	legacy := workflow.GetVersion(ctx, ownershipChange, workflow.DefaultVersion, ownershipVersion) == workflow.DefaultVersion
 	fleet := workflow.GetVersion(ctx, fleetChange, workflow.DefaultVersion, fleetVersion) >= fleetVersion
@@ -86,6 +116,7 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	c, err := newCreate(ctx, w.Config, in, started, legacy)
 	if c != nil {
 		c.fleet = fleet
+		c.userDataOnce = userDataOnce
 	}
 	if err != nil {
 		if drainRequests(); deleteRequested {
@@ -127,6 +158,9 @@ type create struct {
 	legacy bool
 	// fleet runs (fleetVersion) wait out locks and take a clone lease.
 	fleet bool
+	// userDataOnce runs (userDataOnceVersion) have UploadISO read the user-data from the run's
+	// start event rather than send it in the activity's input.
+	userDataOnce bool
 	// vm is the VM being created, once it is known.
 	vm vm
 	// createdAt is written into the mark of the VM this run clones.
@@ -502,7 +536,12 @@ func (c *create) provision() error {
 		StorageRef: activities.StorageRef{Node: c.vm.Node, Storage: c.s.ISOStorage},
 		Name:       c.in.Name,
 		InstanceID: c.in.UID,
-		UserData:   c.in.UserData,
+	}
+	if c.userDataOnce {
+		// A second copy in the history would be one more place for its secrets.
+		req.UserDataFromStart = true
+	} else {
+		req.UserData = c.in.UserData
 	}
 	if !c.legacy {
 		// Named after the UID, not the VM, so that a delete by UID alone finds it.

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -50,6 +51,17 @@ type world struct {
 	log     *bytes.Buffer
 	// wrap, when set, stands between the activities and the cluster, as a network would.
 	wrap func(pve.API) pve.API
+	// userData is the user-data of the CreateProxy the world runs, which UploadISO reads from
+	// the run's input: createInput's, or what create was given.
+	userData string
+}
+
+// startInput stands for the history a worker reads a run's user-data from, which a test
+// environment does not keep.
+type startInput struct{ w *world }
+
+func (s startInput) UserData(context.Context, string, string) (string, error) {
+	return s.w.userData, nil
 }
 
 // api is what the activities call.
@@ -84,7 +96,7 @@ func newWorld(t *testing.T, change ...func(*pvesim.Options)) *world {
 	for _, c := range change {
 		c(&opts)
 	}
-	return &world{t: t, cfg: testConfig(t), cluster: pvesim.New(opts), clock: clock, log: &bytes.Buffer{}}
+	return &world{t: t, cfg: testConfig(t), cluster: pvesim.New(opts), clock: clock, log: &bytes.Buffer{}, userData: createInput().UserData}
 }
 
 // env is a fresh workflow environment on the world's cluster, with real activities.
@@ -104,7 +116,7 @@ func (w *world) bareEnv() *testsuite.TestWorkflowEnvironment {
 	// Time goes on from where the last environment left the cluster.
 	env.SetStartTime(w.clock.Now())
 	w.clock.env = env
-	env.RegisterActivity(&activities.Activities{API: w.api(), Proxmox: w.cfg.Proxmox, Now: env.Now})
+	env.RegisterActivity(&activities.Activities{API: w.api(), Proxmox: w.cfg.Proxmox, Now: env.Now, StartInput: startInput{w}})
 	(&workflows.Workflows{Config: w.cfg}).Register(env)
 	return env
 }
@@ -125,6 +137,7 @@ func (w *world) advance(d time.Duration) {
 }
 
 func (w *world) create(in workflows.CreateProxyInput) (workflows.CreateProxyResult, error) {
+	w.userData = in.UserData
 	env := w.env()
 	env.ExecuteWorkflow(workflows.CreateProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())

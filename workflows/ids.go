@@ -53,6 +53,15 @@ const (
 	fleetVersion = 1
 )
 
+// The change of CreateProxy that stores the user-data once per run, in the workflow's input:
+// UploadISO reads it from the run's start event instead of carrying it in its own input. It also
+// refuses user-data over MaxUserDataBytes before any other step. Runs recorded before it send
+// UploadISO the user-data as they did.
+const (
+	userDataOnceChange  = "userdata-once"
+	userDataOnceVersion = 1
+)
+
 // CreateWorkflowID is the workflow ID of the CreateProxy of a Proxy UID.
 //
 // Create and delete have IDs of their own: with one ID for both, starting a delete while the

@@ -11,6 +11,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,6 +133,18 @@ func TestRecordHistories(t *testing.T) {
 			require.Error(t, err)
 			writeHistory(t, s, "delete-stops-running-create.create", create)
 			return del
+		}},
+		{name: "create-userdata-once", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			// UploadISO reads the user-data from the run's start event.
+			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+		}},
+		{name: "create-userdata-too-large", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			in := createInput(uid)
+			in.UserData += strings.Repeat("#", workflows.MaxUserDataBytes)
+			run := s.startCreate(in)
+			_, err := result[workflows.CreateProxyResult](t, run)
+			require.ErrorContains(t, err, "more than the limit")
+			return run
 		}},
 	}
 	for _, sc := range scenarios {

@@ -27,7 +27,9 @@ type stack struct {
 	client client.Client
 	cfg    config.Config
 	api    pve.API
-	worker worker.Worker
+	// startInput reads a run's user-data through the server's default client, the workers'.
+	startInput activities.StartInput
+	worker     worker.Worker
 }
 
 // fastConfig is the simulator's configuration with budgets and polls for real-time runs
@@ -64,7 +66,10 @@ func startStack(t testing.TB, api pve.API, cfg config.Config) *stack {
 func startStackWith(t testing.TB, api pve.API, cfg config.Config, base client.Options) *stack {
 	t.Helper()
 	server := testserver.New(t, testserver.WithBaseClientOptions(base))
-	s := &stack{t: t, server: server, client: server.Client(), cfg: cfg, api: api}
+	c := server.Client()
+	s := &stack{t: t, server: server, client: c, cfg: cfg, api: api, startInput: &activities.HistoryStartInput{
+		Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter,
+	}}
 	s.startWorker()
 	return s
 }
@@ -76,7 +81,7 @@ func (s *stack) stop() { s.server.Stop() }
 func (s *stack) startWorker() {
 	s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: s.cfg}).Register(r)
-		r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox})
+		r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, StartInput: s.startInput})
 	})
 }
 

@@ -40,6 +40,9 @@ func (c *cli) create(ctx context.Context, args []string) error {
 			return fmt.Errorf("user-data: %w", err)
 		}
 		in.UserData = string(data)
+		if err := workflows.ValidateUserData(in.UserData); err != nil {
+			return usageError{fmt.Errorf("create: --user-data-file %s: %w", *userDataFile, err)}
+		}
 	}
 	return startAndWait(ctx, c, starter.Create, in.UID, *wait,
 		func(ctx context.Context) (client.WorkflowRun, error) { return c.starter.Create(ctx, in) },

@@ -53,7 +53,8 @@ Commands:
   create --uid UID [--name N] [--zone Z] [--image I] [--machine-type M] [--region R]
          [--user-data-file F] [--wait]
                   start creating the proxy of UID (or join the create that runs);
-                  --wait waits for its VM and prints it
+                  --wait waits for its VM and prints it. The user-data file holds
+                  at most 65536 bytes (64 KiB)
   delete --uid UID [--name N] [--provider-id vms/<vmid>/<name>] [--wait]
                   start deleting the proxy of UID; a create that still runs is cancelled.
                   The UID alone finds the proxy's VM. --name (or the name in
@@ -117,7 +118,7 @@ and pveflow's own:
 Exit codes:
   0  success
   1  any other error (the server cannot be reached, no such workflow, ...)
-  2  usage error, an invalid --uid among them
+  2  usage error, an invalid --uid or a user-data file over 64 KiB among them
   3  the workflow failed Permanent: bad input or a state a person must resolve;
      starting it again fails again
   4  the workflow failed Transient: a budget ran out or Proxmox had trouble;
@@ -163,7 +164,7 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &usage), errors.Is(err, starter.ErrInvalidUID):
+	case errors.As(err, &usage), errors.Is(err, starter.ErrInvalidUID), errors.Is(err, starter.ErrUserDataTooLarge):
 		return exitUsage
 	}
 	switch starter.FailureType(err) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -172,9 +173,26 @@ func TestRun_missingUserDataFileIsNamed(t *testing.T) {
 	assert.Contains(t, stderr, "pveflow: user-data: open "+missing+": no such file or directory")
 }
 
+func TestRun_userDataFileOverTheLimitIsAUsageErrorBeforeConnecting(t *testing.T) {
+	env, _ := unreachableTemporal(t)
+	file := filepath.Join(t.TempDir(), "user-data")
+	const secret = "oversize-sentinel-0b7e4c2d"
+	require.NoError(t, os.WriteFile(file, []byte("#cloud-config\npassword: "+secret+"\n"+strings.Repeat("#", workflows.MaxUserDataBytes)), 0o600))
+
+	code, stdout, stderr := runCLI(env, "create", "--uid", "x", "--user-data-file", file)
+
+	assert.Equal(t, exitUsage, code, "exit 1 would mean it tried to connect")
+	assert.Contains(t, stderr, "pveflow: create: --user-data-file "+file+": user-data is 65587 bytes, more than the limit of 65536 (workflows.MaxUserDataBytes)\n")
+	assert.NotContains(t, stderr, secret)
+	assert.Empty(t, stdout)
+}
+
 func TestExitCode(t *testing.T) {
 	_, invalidUID := starter.New(nil, workflows.DefaultTaskQueue).Status(context.Background(), "a b", starter.Create)
 	require.ErrorIs(t, invalidUID, starter.ErrInvalidUID)
+	big := workflows.CreateProxyInput{UID: "u", UserData: strings.Repeat("x", workflows.MaxUserDataBytes+1)}
+	_, userDataTooLarge := starter.New(nil, workflows.DefaultTaskQueue).Create(context.Background(), big)
+	require.ErrorIs(t, userDataTooLarge, starter.ErrUserDataTooLarge)
 	workflowErr := func(typ string) error {
 		return failed{op: starter.Create, uid: "u", err: temporal.NewNonRetryableApplicationError("boom", typ, nil)}
 	}
@@ -186,6 +204,7 @@ func TestExitCode(t *testing.T) {
 		{"success", nil, exitOK},
 		{"usage", usageError{errors.New("no command given")}, exitUsage},
 		{"invalid UID from the starter", invalidUID, exitUsage},
+		{"user-data too large from the starter", userDataTooLarge, exitUsage},
 		{"permanent", workflowErr(workflows.FailPermanent), exitPermanent},
 		{"transient", workflowErr(workflows.FailTransient), exitTransient},
 		{"quota exceeded", workflowErr(workflows.FailQuotaExceeded), exitQuotaExceeded},

@@ -1,0 +1,38 @@
+package starter_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pveflow/pveflow/starter"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+func TestClient_userDataOverTheLimitRefusedBeforeTemporal(t *testing.T) {
+	c := starter.New(&fakeTemporal{t: t, refuse: true}, workflows.DefaultTaskQueue)
+	in := createInput(uid)
+	in.UserData = "#cloud-config\n" + strings.Repeat("x", workflows.MaxUserDataBytes)
+
+	_, err := c.Create(context.Background(), in)
+
+	require.ErrorIs(t, err, starter.ErrUserDataTooLarge)
+	assert.NotErrorIs(t, err, starter.ErrInvalidUID)
+	assert.EqualError(t, err, "create proxy "+uid+": user-data is 65550 bytes, more than the limit of 65536 (workflows.MaxUserDataBytes)")
+}
+
+func TestClient_userDataAtTheLimitReachesTemporal(t *testing.T) {
+	temporal := &fakeTemporal{t: t}
+	c := starter.New(temporal, workflows.DefaultTaskQueue)
+	in := createInput(uid)
+	in.UserData = strings.Repeat("x", workflows.MaxUserDataBytes)
+
+	_, err := c.Create(context.Background(), in)
+
+	require.ErrorIs(t, err, errTemporalUnavailable)
+	assert.NotErrorIs(t, err, starter.ErrUserDataTooLarge)
+	assert.Equal(t, []string{workflows.CreateWorkflowID(uid)}, temporal.called)
+}
