@@ -11,9 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -23,15 +21,12 @@ import (
 // (workflows.VersioningBehavior is auto-upgrade) and completes with the old build's worker gone.
 func TestE2E_aRunningCreateMovesToThePromotedBuildAndCompletes(t *testing.T) {
 	cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second} })
-	cfg := fastConfig(t)
-	server := testserver.New(t)
-	c := server.Client()
+	s := newStack(t, cluster, fastConfig(t), client.Options{})
+	c := s.client
 	const deployment = "pveflow-e2e"
 	startBuild := func(buildID string) worker.Worker {
-		w := server.NewWorkerWithOptions(workflows.DefaultTaskQueue, func(r worker.Registry) {
-			(&workflows.Workflows{Config: cfg}).Register(r)
-			r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox})
-		}, worker.Options{DeploymentOptions: workflows.DeploymentOptions(deployment, buildID)})
+		w := s.server.NewWorkerWithOptions(workflows.DefaultTaskQueue, s.register,
+			worker.Options{DeploymentOptions: workflows.DeploymentOptions(deployment, buildID)})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		require.NoError(t, starter.PromoteBuild(ctx, c, deployment, buildID))

@@ -65,13 +65,19 @@ func startStack(t testing.TB, api pve.API, cfg config.Config) *stack {
 // its worker, made with base: with a codec's DataConverter and FailureConverter, say.
 func startStackWith(t testing.TB, api pve.API, cfg config.Config, base client.Options) *stack {
 	t.Helper()
-	server := testserver.New(t, testserver.WithBaseClientOptions(base))
-	c := server.Client()
-	s := &stack{t: t, server: server, client: c, cfg: cfg, api: api, startInput: &activities.HistoryStartInput{
-		Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter,
-	}}
+	s := newStack(t, api, cfg, base)
 	s.startWorker()
 	return s
+}
+
+// newStack is startStackWith without a worker, for a test that starts its own.
+func newStack(t testing.TB, api pve.API, cfg config.Config, base client.Options) *stack {
+	t.Helper()
+	server := testserver.New(t, testserver.WithBaseClientOptions(base))
+	c := server.Client()
+	return &stack{t: t, server: server, client: c, cfg: cfg, api: api, startInput: &activities.HistoryStartInput{
+		Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter,
+	}}
 }
 
 // stop stops the server and its workers.
@@ -79,10 +85,13 @@ func (s *stack) stop() { s.server.Stop() }
 
 // startWorker starts a worker, as a restarted worker process would.
 func (s *stack) startWorker() {
-	s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
-		(&workflows.Workflows{Config: s.cfg}).Register(r)
-		r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, StartInput: s.startInput})
-	})
+	s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, s.register)
+}
+
+// register registers the workflows and the activities, as the worker does.
+func (s *stack) register(r worker.Registry) {
+	(&workflows.Workflows{Config: s.cfg}).Register(r)
+	r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, StartInput: s.startInput})
 }
 
 func (s *stack) startCreate(in workflows.CreateProxyInput) client.WorkflowRun {
