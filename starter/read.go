@@ -40,8 +40,8 @@ var readSentinels = map[string]error{
 	workflows.FailPermanent: ErrPermanent,
 }
 
-// readError is a read workflow's failure: its message is the workflow's own, and errors.Is
-// finds the sentinel of its failure type.
+// readError is a read workflow's failure: its message is the workflow's own, prefixed with what
+// was read unless it says so itself, and errors.Is finds the sentinel of its failure type.
 type readError struct {
 	what     string
 	sentinel error
@@ -51,6 +51,9 @@ type readError struct {
 func (e readError) Error() string {
 	var appErr *temporal.ApplicationError
 	if errors.As(e.err, &appErr) {
+		if strings.HasPrefix(appErr.Message(), e.what+":") {
+			return appErr.Message()
+		}
 		return fmt.Sprintf("%s: %s", e.what, appErr.Message())
 	}
 	return fmt.Sprintf("%s: %v", e.what, e.err)
