@@ -24,6 +24,9 @@ type options struct {
 	logLevel   slog.Level
 	simulator  bool
 	sim        simOptions
+	// healthEvery is the interval of the health schedule the worker applies at start; 0
+	// leaves the schedule alone.
+	healthEvery time.Duration
 }
 
 // simOptions shape the in-process simulator of -simulator.
@@ -64,6 +67,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.taskQueue, "task-queue", cmp.Or(getenv("PVEFLOW_TASK_QUEUE"), workflows.DefaultTaskQueue), "task `queue` to poll (env PVEFLOW_TASK_QUEUE)")
 	logFormat := fs.String("log-format", cmp.Or(getenv("PVEFLOW_LOG_FORMAT"), "text"), "log `format`, text or json (env PVEFLOW_LOG_FORMAT)")
 	logLevel := fs.String("log-level", cmp.Or(getenv("PVEFLOW_LOG_LEVEL"), "info"), "least `level` logged: debug, info, warn or error (env PVEFLOW_LOG_LEVEL)")
+	fs.DurationVar(&o.healthEvery, "health-every", 5*time.Minute, "run the CheckHealth workflow this often, on a Temporal Schedule the worker creates or updates at start; 0 leaves the schedule alone")
 	fs.BoolVar(&o.simulator, "simulator", false, "serve the Proxmox simulator in this process and use it instead of the configured cluster")
 	fs.StringVar(&o.sim.dir, "simulator-dir", ".run/pvesim", "`directory` receiving the simulator's url, ca.pem and token files")
 	fs.DurationVar(&o.sim.cloneTime, "simulator-clone-time", 5*time.Second, "how long a simulated clone takes")
@@ -85,6 +89,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		problem = errors.New("-config (or PVEFLOW_CONFIG) is required unless -simulator")
 	case o.sim.cloneTime < 0 || o.sim.agentDelay < 0:
 		problem = errors.New("-simulator-clone-time and -simulator-agent-delay must not be negative")
+	case o.healthEvery < 0:
+		problem = errors.New("-health-every must not be negative")
 	}
 	if problem != nil {
 		fmt.Fprintln(stderr, "worker:", problem)

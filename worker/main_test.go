@@ -133,6 +133,7 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 		{"bad log format", []string{"-simulator", "-log-format", "xml"}, `-log-format "xml": want text or json`},
 		{"stray argument", []string{"-simulator", "now"}, `unexpected arguments ["now"]`},
 		{"negative clone time", []string{"-simulator", "-simulator-clone-time", "-1s"}, "must not be negative"},
+		{"negative health interval", []string{"-simulator", "-health-every", "-1m"}, "-health-every must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,8 +182,12 @@ func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
 	require.NoError(t, err, stderr.String())
 	tq, err := server.GetDefaultClient().DescribeTaskQueue(waitCtx, "worker-test", enumspb.TASK_QUEUE_TYPE_WORKFLOW)
 	require.NoError(t, err)
+
+	schedule, err := server.GetDefaultClient().ScheduleClient().GetHandle(waitCtx, workflows.HealthScheduleID("worker-test")).Describe(waitCtx)
+	require.NoError(t, err, "the worker applied the health schedule")
 	stop()
 
+	assert.Equal(t, 5*time.Minute, schedule.Schedule.Spec.Intervals[0].Every)
 	assert.NotEmpty(t, res.IPv4)
 	require.NotEmpty(t, tq.GetPollers())
 	assert.Equal(t, starter.Identity("pveflow-worker"), tq.GetPollers()[0].GetIdentity())
