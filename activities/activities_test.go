@@ -2,8 +2,12 @@ package activities_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -465,6 +469,46 @@ func TestErrors_classesBecomeApplicationErrorTypes(t *testing.T) {
 		})
 	}
 }
+
+func TestErrors_faultSaysWhetherAndHowProxmoxAnswered(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want activities.Fault
+	}{
+		{"unauthorized", apiErr(401, "authentication failure"), activities.Fault{HTTPStatus: 401}},
+		{"missing storage", &pve.APIError{Status: 400, Reason: "Parameter verification failed.", Errors: map[string]string{"storage": "No such storage."}}, activities.Fault{HTTPStatus: 400}},
+		{"relay failure", apiErr(596, "Connection timed out"), activities.Fault{HTTPStatus: 596}},
+		{"request timeout", fmt.Errorf("read version: no answer within 30s: %w", context.DeadlineExceeded), activities.Fault{Timeout: true}},
+		{"network timeout", &net.OpError{Op: "dial", Net: "tcp", Err: timeoutErr{}}, activities.Fault{Timeout: true}},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, activities.Fault{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.cluster.FailNext("Version", tt.err)
+
+			err := f.run(t, f.acts.Version, nil)
+
+			fault, ok := activities.FaultOf(err)
+			require.True(t, ok)
+			assert.Equal(t, tt.want, fault)
+		})
+	}
+}
+
+func TestErrors_taskFailureCarriesNoFault(t *testing.T) {
+	_, ok := activities.FaultOf(temporal.NewNonRetryableApplicationError("clone failed", activities.ErrTaskFailed, nil, string(pve.Transient)))
+
+	assert.False(t, ok)
+}
+
+// timeoutErr is a network error that timed out, as a dial that got no answer is.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
 
 func apiErr(status int, msg string) *pve.APIError {
 	return &pve.APIError{Status: status, Reason: msg, Message: msg}

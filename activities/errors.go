@@ -1,8 +1,10 @@
 package activities
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -48,6 +50,42 @@ var retryable = map[pve.Class]bool{
 	pve.AgentNotRunning: true,
 }
 
+// Fault is what a failed Proxmox call met, beyond its class: whether an answer came, and with
+// which HTTP status. It is the first detail of every activity failure but a TaskFailed's, so a
+// health check can tell a refused token from an unreachable node without reading messages.
+type Fault struct {
+	// HTTPStatus is the status PVE (or a proxy in front of it) answered with; 0 when no answer
+	// came.
+	HTTPStatus int `json:"httpStatus,omitempty"`
+	// Timeout is set when no answer came in time: the client's request timeout, or a network
+	// that timed out.
+	Timeout bool `json:"timeout,omitempty"`
+}
+
+// faultOf is the Fault of a seam error.
+func faultOf(err error) Fault {
+	var f Fault
+	var apiErr *pve.APIError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &apiErr):
+		f.HTTPStatus = apiErr.Status
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		f.Timeout = true
+	}
+	return f
+}
+
+// FaultOf is the Fault an activity's failure carries, and whether it carries one.
+func FaultOf(err error) (Fault, bool) {
+	var appErr *temporal.ApplicationError
+	var f Fault
+	if !errors.As(err, &appErr) || appErr.Type() == ErrTaskFailed || !appErr.HasDetails() || appErr.Details(&f) != nil {
+		return Fault{}, false
+	}
+	return f, true
+}
+
 // failure turns a seam error into the ApplicationError the workflow sees. The message keeps what
 // an operator needs (the step, VMID, node and Proxmox's own text); the error itself is built by
 // the client and the simulator, which never put the token or cloud-init text into it.
@@ -60,9 +98,10 @@ func failure(step string, err error) error {
 	if retryable[class] {
 		return temporal.NewApplicationErrorWithOptions(msg, string(class), temporal.ApplicationErrorOptions{
 			Category: benignFor(class),
+			Details:  []any{faultOf(err)},
 		})
 	}
-	return temporal.NewNonRetryableApplicationError(msg, string(class), nil)
+	return temporal.NewNonRetryableApplicationError(msg, string(class), nil, faultOf(err))
 }
 
 // benignFor marks the classes that are expected while waiting, so the worker logs them at debug

@@ -1,5 +1,7 @@
 // Package starter is what an operator uses to drive pveflow: start the create or delete of a proxy
-// by its UID, follow it, read its result, and list proxies by phase. A Kubernetes controller
+// by its UID, follow it, read its result, and list proxies by phase; and, through the short read
+// workflows, get what a proxy's VM is doing, list the VMs carrying pveflow's mark, and check the
+// cluster's health (read.go). A Kubernetes controller
 // imports it; the pveflow CLI (starter/cmd/pveflow) is a thin shell around it.
 //
 // Everything is keyed by the Proxy UID: a proxy's create and delete are workflows with IDs of
@@ -362,9 +364,10 @@ func proxyOf(info *workflowpb.WorkflowExecutionInfo) (Proxy, error) {
 // the delete of its proxy.
 const FailCanceled = "Canceled"
 
-// FailureType says what kind of failure err, from CreateResult or DeleteResult, reports:
-// workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded,
-// FailCanceled, or "" for anything else (the workflow was terminated, the call itself failed).
+// FailureType says what kind of failure err, from CreateResult, DeleteResult or a read,
+// reports: workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded,
+// workflows.FailNotFound, FailCanceled, or "" for anything else (the workflow was terminated,
+// the call itself failed).
 func FailureType(err error) string {
 	if temporal.IsCanceledError(err) {
 		return FailCanceled
@@ -374,7 +377,7 @@ func FailureType(err error) string {
 		return ""
 	}
 	switch t := appErr.Type(); t {
-	case workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded:
+	case workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded, workflows.FailNotFound:
 		return t
 	}
 	return ""

@@ -26,7 +26,10 @@ type options struct {
 	sim        simOptions
 	// metricsListen is the address of the metrics endpoint; empty turns it off.
 	metricsListen string
-	deployment    deploymentOptions
+	// healthEvery is the interval of the health schedule the worker applies at start; 0
+	// leaves the schedule alone.
+	healthEvery time.Duration
+	deployment  deploymentOptions
 }
 
 // deploymentOptions put the worker in a worker deployment (see workflows.VersioningBehavior).
@@ -75,6 +78,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.metricsListen, "metrics-listen", getenv("PVEFLOW_METRICS_LISTEN"), "`address` to serve Prometheus metrics on at /metrics, such as 127.0.0.1:9464; off when empty (env PVEFLOW_METRICS_LISTEN)")
 	logFormat := fs.String("log-format", cmp.Or(getenv("PVEFLOW_LOG_FORMAT"), "text"), "log `format`, text or json (env PVEFLOW_LOG_FORMAT)")
 	logLevel := fs.String("log-level", cmp.Or(getenv("PVEFLOW_LOG_LEVEL"), "info"), "least `level` logged: debug, info, warn or error (env PVEFLOW_LOG_LEVEL)")
+	fs.DurationVar(&o.healthEvery, "health-every", 5*time.Minute, "run the CheckHealth workflow this often, on a Temporal Schedule the worker creates or updates at start; 0 leaves the schedule alone")
 	fs.BoolVar(&o.simulator, "simulator", false, "serve the Proxmox simulator in this process and use it instead of the configured cluster")
 	fs.StringVar(&o.sim.dir, "simulator-dir", ".run/pvesim", "`directory` receiving the simulator's url, ca.pem and token files")
 	fs.DurationVar(&o.sim.cloneTime, "simulator-clone-time", 5*time.Second, "how long a simulated clone takes")
@@ -103,6 +107,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		problem = errors.New("-promote needs -deployment-name (or PVEFLOW_DEPLOYMENT_NAME)")
 	case o.deployment.name != "" && o.deployment.buildID == "":
 		problem = errors.New("-deployment-name needs a -build-id: this binary's build info has none")
+	case o.healthEvery < 0:
+		problem = errors.New("-health-every must not be negative")
 	}
 	if problem != nil {
 		fmt.Fprintln(stderr, "worker:", problem)

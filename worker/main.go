@@ -1,5 +1,6 @@
-// Command worker runs pveflow's Temporal worker: the CreateProxy and DeleteProxy workflows and
-// the activities that call Proxmox VE through the REST API client.
+// Command worker runs pveflow's Temporal worker: the CreateProxy and DeleteProxy workflows, the
+// read workflows, and the activities that call Proxmox VE through the REST API client. At start
+// it creates or updates the Temporal Schedule that runs CheckHealth (-health-every).
 //
 //	go run ./worker -config /etc/pveflow/config.yaml
 //	go run ./worker -simulator
@@ -135,6 +136,8 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	}
 	defer c.Close()
 
+	applyHealthSchedule(ctx, starter.New(c, opts.taskQueue), opts.healthEvery, logger)
+
 	workerOpts := worker.Options{
 		// No activity attempt runs longer than budgets.request (its StartToClose timeout), so
 		// this lets every attempt in flight finish. One cut off anyway is retried by Temporal.
@@ -164,6 +167,20 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	}
 	logger.Info("pveflow worker stopped")
 	return nil
+}
+
+// applyHealthSchedule makes the health schedule of the worker's task queue run CheckHealth every
+// interval, unless interval is 0. A schedule that cannot be applied is logged, not fatal: the
+// worker's work is the proxies, and `pveflow check` still runs a check on request.
+func applyHealthSchedule(ctx context.Context, s *starter.Client, every time.Duration, logger *slog.Logger) {
+	if every == 0 {
+		return
+	}
+	if err := s.ApplyHealthSchedule(ctx, every); err != nil {
+		logger.Warn("Health schedule not applied; pveflow check --last has nothing new to read", slog.Any("error", err))
+		return
+	}
+	logger.Info("Health schedule applied", slog.Duration("every", every))
 }
 
 // payloadEncryption says, for the start-up log, whether the worker encrypts payloads and with

@@ -142,6 +142,7 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 		{"stray argument", []string{"-simulator", "now"}, `unexpected arguments ["now"]`},
 		{"negative clone time", []string{"-simulator", "-simulator-clone-time", "-1s"}, "must not be negative"},
 		{"promote without a deployment", []string{"-simulator", "-promote"}, "-promote needs -deployment-name"},
+		{"negative health interval", []string{"-simulator", "-health-every", "-1m"}, "-health-every must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,8 +220,11 @@ func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
 	defer cancel()
 	tq, err := server.Client().DescribeTaskQueue(ctx, "worker-test", enumspb.TASK_QUEUE_TYPE_WORKFLOW)
 	require.NoError(t, err)
+	schedule, err := server.Client().ScheduleClient().GetHandle(ctx, workflows.HealthScheduleID("worker-test")).Describe(ctx)
+	require.NoError(t, err, "the worker applied the health schedule")
 	code := w.stop()
 
+	assert.Equal(t, 5*time.Minute, schedule.Schedule.Spec.Intervals[0].Every)
 	assert.NotEmpty(t, res.IPv4)
 	require.NotEmpty(t, tq.GetPollers())
 	assert.Equal(t, starter.Identity("pveflow-worker"), tq.GetPollers()[0].GetIdentity())

@@ -9,7 +9,7 @@ import (
 	"github.com/pveflow/pveflow/activities"
 )
 
-// Failure types of CreateProxy and DeleteProxy, for the operator to act on.
+// Failure types of the workflows, for the operator to act on.
 const (
 	// FailPermanent: bad input or a state only a person can resolve (a foreign VM with the
 	// proxy's name, a missing privilege). Starting again fails again.
@@ -18,6 +18,8 @@ const (
 	FailTransient = "Transient"
 	// FailQuotaExceeded: a storage is full.
 	FailQuotaExceeded = "QuotaExceeded"
+	// FailNotFound: GetProxy found no VM of the proxy.
+	FailNotFound = "NotFound"
 )
 
 // permanentf is a Permanent workflow failure.
@@ -28,6 +30,11 @@ func permanentf(format string, args ...any) error {
 // transientf is a Transient workflow failure.
 func transientf(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), FailTransient, nil)
+}
+
+// notFoundf is a NotFound workflow failure.
+func notFoundf(format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), FailNotFound, nil)
 }
 
 // fail turns an activity's failure at a step into the workflow's failure: Permanent,

@@ -1,5 +1,6 @@
 // Package workflows holds CreateProxy and DeleteProxy, the durable workflows that create and
-// delete an egress-proxy VM on Proxmox VE, and the names an operator uses to find them.
+// delete an egress-proxy VM on Proxmox VE, the short read workflows GetProxy, ListProxies and
+// CheckHealth, and the names an operator uses to find them.
 //
 // Workflow code here is deterministic: no I/O, no wall-clock time, no randomness outside the
 // workflow APIs. Everything that touches Proxmox is an activity of package activities; the one
@@ -9,6 +10,8 @@
 package workflows
 
 import (
+	"time"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -22,6 +25,9 @@ const (
 	CreateProxyName    = "CreateProxy"
 	DeleteProxyName    = "DeleteProxy"
 	CloneAdmissionName = "CloneAdmission"
+	GetProxyName       = "GetProxy"
+	ListProxiesName    = "ListProxies"
+	CheckHealthName    = "CheckHealth"
 )
 
 // StatusQuery is the query both workflows answer with their Status.
@@ -70,6 +76,38 @@ func CreateWorkflowID(uid string) string { return "proxy/" + uid + "/create" }
 
 // DeleteWorkflowID is the workflow ID of the DeleteProxy of a Proxy UID.
 func DeleteWorkflowID(uid string) string { return "proxy/" + uid + "/delete" }
+
+// GetProxyWorkflowID is the workflow ID of one GetProxy of key, a Proxy UID or a provider ID.
+// Every read has a request ID of its own (the starter makes a random one), so reads of one
+// proxy run beside each other and beside its create and delete, whose IDs they never take.
+func GetProxyWorkflowID(key, requestID string) string { return "get-proxy/" + key + "/" + requestID }
+
+// ListProxiesWorkflowID is the workflow ID of one ListProxies.
+func ListProxiesWorkflowID(requestID string) string { return "list-proxies/" + requestID }
+
+// CheckHealthWorkflowID is the workflow ID of one CheckHealth run on request (pveflow check).
+func CheckHealthWorkflowID(requestID string) string { return "check-health/" + requestID }
+
+// HealthScheduleID is the ID of the Temporal Schedule that runs CheckHealth on taskQueue.
+func HealthScheduleID(taskQueue string) string { return "check-health/" + taskQueue }
+
+// HealthScheduleWorkflowID is the workflow ID the health schedule of taskQueue gives its runs,
+// before Temporal appends the time each run was due.
+func HealthScheduleWorkflowID(taskQueue string) string { return "check-health/scheduled/" + taskQueue }
+
+// ReadTimeout bounds a read workflow's run (GetProxy, ListProxies, CheckHealth): each of its
+// calls gets one attempt and one retry of budgets.request, so a run that is not over by then
+// has met no worker, and it ends rather than waiting for one.
+const ReadTimeout = 5 * time.Minute
+
+// ReadOptions are the start options of a read workflow with workflow ID id.
+func ReadOptions(id, taskQueue string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                taskQueue,
+		WorkflowExecutionTimeout: ReadTimeout,
+	}
+}
 
 // Search attributes that make a proxy findable in the UI and by the starter's list. They must be
 // registered on the namespace (see docs/operations.md).

@@ -64,6 +64,16 @@ type proxyOps struct {
 	t    *tracker
 	uid  string
 	name string
+	// read makes every call one of a read workflow's (readOptions): no waits, one retry.
+	read bool
+}
+
+// callOptions are the options of one Proxmox call.
+func (o *proxyOps) callOptions(summary string) workflow.ActivityOptions {
+	if o.read {
+		return o.s.readOptions(summary)
+	}
+	return o.s.callOptions(summary)
 }
 
 // lookup finds what the cluster holds for the proxy: every VM on its probe VMIDs, where a create
@@ -142,7 +152,7 @@ func (o *proxyOps) readVM(v *vm, what, waitFor string, budget time.Duration, out
 	for range maxFollows {
 		ref := v.ref()
 		step := fmt.Sprintf("read %s of %s", what, ref)
-		opts := o.s.callOptions(step)
+		opts := o.callOptions(step)
 		switch waitFor {
 		case activities.WaitUnlocked:
 			step = fmt.Sprintf("wait for the lock on %s to clear", ref)
@@ -193,7 +203,7 @@ func (o *proxyOps) locate(vmid int) (node string, found bool, err error) {
 func (o *proxyOps) listResources(out *[]pve.VMResource) error {
 	var a *activities.Activities
 	o.t.step("list cluster resources")
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(o.ctx, o.s.callOptions("list cluster resources")),
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(o.ctx, o.callOptions("list cluster resources")),
 		a.ClusterResources).Get(o.ctx, out)
 	if err != nil {
 		return fail("list cluster resources", err)

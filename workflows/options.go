@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/config"
 )
 
@@ -15,11 +16,14 @@ type Workflows struct {
 	Config config.Config
 }
 
-// Register registers CreateProxy, DeleteProxy and CloneAdmission under their recorded names.
+// Register registers every workflow under its recorded name.
 func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(w.CreateProxy, workflow.RegisterOptions{Name: CreateProxyName})
 	r.RegisterWorkflowWithOptions(w.DeleteProxy, workflow.RegisterOptions{Name: DeleteProxyName})
 	r.RegisterWorkflowWithOptions(w.CloneAdmission, workflow.RegisterOptions{Name: CloneAdmissionName})
+	r.RegisterWorkflowWithOptions(w.GetProxy, workflow.RegisterOptions{Name: GetProxyName})
+	r.RegisterWorkflowWithOptions(w.ListProxies, workflow.RegisterOptions{Name: ListProxiesName})
+	r.RegisterWorkflowWithOptions(w.CheckHealth, workflow.RegisterOptions{Name: CheckHealthName})
 }
 
 // settings is what a run takes from the worker's configuration. It is read once, in a side
@@ -74,6 +78,16 @@ func (s settings) probeOptions(summary string) workflow.ActivityOptions {
 		WaitForCancellation: true,
 		Summary:             summary,
 	}
+}
+
+// readOptions are the options of a call of a read workflow (GetProxy, ListProxies,
+// CheckHealth): a probe's one attempt and one retry for backend trouble, and none for a guest
+// agent that does not answer, which is an answer too. A read reports what it finds at once;
+// waiting is for its caller to choose.
+func (s settings) readOptions(summary string) workflow.ActivityOptions {
+	o := s.probeOptions(summary)
+	o.RetryPolicy.NonRetryableErrorTypes = []string{activities.ErrAgentNotRunning}
+	return o
 }
 
 // waitOptions are the options of an activity that waits by failing until what it waits for has

@@ -1,8 +1,5 @@
-// Package e2e runs pveflow end to end on a real, in-process Temporal server (temporaltest): the
-// workflows, the activities and the Proxmox simulator, through the real HTTP client where it
-// matters. It also records the workflow histories that package workflows replays
-// (`make histories`).
-//
-// Its tests build the whole Temporal server, so `make test` runs them without the race
-// detector; every package they exercise has race-checked tests of its own.
+// Package e2e runs pveflow end to end on a real Temporal server (the dev server as a child
+// process, internal/testserver): the workflows, the activities and the Proxmox simulator,
+// through the real HTTP client where it matters. It also records the workflow histories that
+// package workflows replays (`make histories`).
 package e2e

@@ -146,6 +146,25 @@ func TestRecordHistories(t *testing.T) {
 			require.ErrorContains(t, err, "more than the limit")
 			return run
 		}},
+		{name: "get-running-proxy", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			return mustSucceed[workflows.GetProxyResult](t, startRead(t, s, workflows.GetProxyWorkflowID(uid, "record"), workflows.GetProxyName, workflows.GetProxyInput{UID: uid}))
+		}},
+		{name: "get-absent-proxy", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			run := startRead(t, s, workflows.GetProxyWorkflowID(uid, "record"), workflows.GetProxyName, workflows.GetProxyInput{UID: uid})
+			_, err := result[workflows.GetProxyResult](t, run)
+			require.Error(t, err)
+			return run
+		}},
+		{name: "list-proxies", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			return mustSucceed[workflows.ListProxiesResult](t, startRead(t, s, workflows.ListProxiesWorkflowID("record"), workflows.ListProxiesName))
+		}},
+		{name: "check-health", config: func(c *config.Config) {
+			c.Proxmox.Nodes = []string{"pve1", "pve2"}
+		}, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			return mustSucceed[workflows.CheckHealthResult](t, startRead(t, s, workflows.CheckHealthWorkflowID("record"), workflows.CheckHealthName))
+		}},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -182,6 +201,14 @@ func cloneOntoHome(t *testing.T, s *stack, c *pvesim.Cluster, owner string) {
 		Description: proxy.FormatDescription(proxy.Mark{UID: owner, CreatedAt: time.Now().UTC().Truncate(time.Second)}),
 	})
 	require.NoError(t, err)
+}
+
+// startRead starts a read workflow as the starter does.
+func startRead(t *testing.T, s *stack, id, workflowType string, args ...any) client.WorkflowRun {
+	t.Helper()
+	run, err := s.client.ExecuteWorkflow(context.Background(), workflows.ReadOptions(id, workflows.DefaultTaskQueue), workflowType, args...)
+	require.NoError(t, err)
+	return run
 }
 
 func mustSucceed[T any](t *testing.T, run client.WorkflowRun) client.WorkflowRun {

@@ -13,7 +13,7 @@ import (
 
 // AgentNetworkInterfaces answers for the guest agent in PVE's order of checks: an agent in the
 // config, a running VM, an agent that answers (AgentBootDelay after the start, never after
-// StallAgent). The guest has lo and, for net0, ens18 with the NIC's MAC in lower case, an IPv4
+// StallAgent, not while the VM is paused). The guest has lo and, for net0, ens18 with the NIC's MAC in lower case, an IPv4
 // link-local and a routable 10.x address derived from the VMID, and an IPv6 link-local.
 func (c *Cluster) AgentNetworkInterfaces(ctx context.Context, node string, vmid int) ([]pve.AgentInterface, error) {
 	return call(c, ctx, Call{Method: "AgentNetworkInterfaces", Node: node, VMID: vmid}, func(now time.Time) ([]pve.AgentInterface, error) {
@@ -29,7 +29,7 @@ func (c *Cluster) AgentNetworkInterfaces(ctx context.Context, node string, vmid 
 			return nil, serverErr("No QEMU guest agent configured")
 		case !g.running:
 			return nil, serverErr(fmt.Sprintf("VM %d is not running", vmid))
-		case c.faults.stallAgent[vmid] || now.Sub(g.startedAt) < c.bootDelay:
+		case c.faults.stallAgent[vmid] || g.paused || now.Sub(g.startedAt) < c.bootDelay:
 			return nil, serverErr("QEMU guest agent is not running")
 		}
 		return guestInterfaces(g), nil

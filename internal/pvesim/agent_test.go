@@ -90,3 +90,33 @@ func TestAgent_stalledNeverAnswers(t *testing.T) {
 	_, err := c.AgentNetworkInterfaces(t.Context(), "pve1", newID)
 	requireFixtureError(t, "err_agent_not_running", err)
 }
+
+func TestPause_runningButPausedWithSilentAgentUntilStopped(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	startVM(t, c, clk, newID)
+	clk.Advance(time.Second)
+
+	require.NoError(t, c.Pause(newID))
+
+	st, err := c.VMStatus(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, "running", st.Status)
+	assert.Equal(t, "paused", st.QMPStatus)
+	_, err = c.AgentNetworkInterfaces(t.Context(), "pve1", newID)
+	assert.ErrorContains(t, err, "QEMU guest agent is not running")
+
+	upid, err := c.Stop(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	finish(t, c, clk, upid)
+	st, err = c.VMStatus(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, "stopped", st.QMPStatus)
+}
+
+func TestPause_refusesAStoppedVM(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+
+	assert.Error(t, c.Pause(newID))
+}

@@ -110,6 +110,21 @@ func (c *Cluster) StallAgent(vmid int) {
 	c.faults.stallAgent[vmid] = true
 }
 
+// Pause pauses a running VM as `qm suspend` does: QEMU stops running guest code, PVE still
+// reports it running with qmpstatus "paused", and its guest agent does not answer. A stop ends
+// the pause.
+func (c *Cluster) Pause(vmid int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(c.clock.Now())
+	g := c.vms[vmid]
+	if g == nil || !g.running {
+		return fmt.Errorf("pvesim: pause VM %d: no such running VM", vmid)
+	}
+	g.paused = true
+	return nil
+}
+
 // Block holds every call of method, after it was recorded in the call log, until release is
 // called or the call's context ends (the call then returns ctx.Err()). release may be called
 // more than once.

@@ -82,6 +82,18 @@ type Options struct {
 	// DenyPrivileges are privileges the token lacks everywhere, such as "VM.Clone": calls that
 	// need one fail with 403, and /cluster/resources hides VMs without VM.Audit.
 	DenyPrivileges []string
+	// Containers are LXC guests. The model only lists them in /cluster/resources, where they
+	// share the VMIDs with the VMs; no qemu endpoint finds them, as on PVE.
+	Containers []Container
+}
+
+// Container is an LXC guest, as /cluster/resources lists it.
+type Container struct {
+	Node    string
+	VMID    int
+	Name    string
+	Tags    string
+	Running bool
 }
 
 // Node is a cluster member and its storages.
@@ -146,15 +158,16 @@ type Cluster struct {
 	drop      float64
 	epoch     time.Time // the nodes' boot time, for uptimes and pstart
 
-	mu     sync.Mutex
-	nodes  map[string]*node
-	vms    map[int]*vm
-	tasks  map[pve.UPID]*task
-	events eventQueue
-	seq    uint64
-	pid    int
-	rng    *rand.Rand
-	faults faults
+	mu         sync.Mutex
+	nodes      map[string]*node
+	vms        map[int]*vm
+	containers map[int]Container
+	tasks      map[pve.UPID]*task
+	events     eventQueue
+	seq        uint64
+	pid        int
+	rng        *rand.Rand
+	faults     faults
 	// clones is the clone log, in start order.
 	clones []*cloneRecord
 	// cache is the status cache by VMID, and nextRefresh its next refresh; both unused when
@@ -212,6 +225,8 @@ type vm struct {
 	cloneSources int
 	// pool is the resource pool the VM is in.
 	pool string
+	// paused is a running VM whose guest QEMU has stopped (Pause).
+	paused bool
 }
 
 // defaultTaskDurations keep a test suite fast while still letting a poll see a task running.
@@ -230,25 +245,26 @@ var defaultTaskDurations = map[string]time.Duration{
 // unknown task type. Those are mistakes in a test's setup, not conditions to handle.
 func New(opts Options) *Cluster {
 	c := &Cluster{
-		clock:     opts.Clock,
-		user:      opts.TokenUser,
-		durations: maps.Clone(defaultTaskDurations),
-		bootDelay: opts.AgentBootDelay,
-		lag:       opts.ResourcesLag,
-		pve82:     opts.PVE82,
-		stall:     opts.StallClones,
-		lockHold:  opts.StorageLockHold,
-		denied:    make(map[string]bool),
-		pools:     make(map[string]bool),
-		transient: opts.TransientErrorRate,
-		drop:      opts.DropConnectionRate,
-		nodes:     make(map[string]*node),
-		vms:       make(map[int]*vm),
-		tasks:     make(map[pve.UPID]*task),
-		cache:     make(map[int]cachedStatus),
-		pid:       0x1000,
-		rng:       rand.New(rand.NewPCG(uint64(opts.Seed), 0x9e3779b97f4a7c15)),
-		faults:    newFaults(),
+		clock:      opts.Clock,
+		user:       opts.TokenUser,
+		durations:  maps.Clone(defaultTaskDurations),
+		bootDelay:  opts.AgentBootDelay,
+		lag:        opts.ResourcesLag,
+		pve82:      opts.PVE82,
+		stall:      opts.StallClones,
+		lockHold:   opts.StorageLockHold,
+		denied:     make(map[string]bool),
+		pools:      make(map[string]bool),
+		transient:  opts.TransientErrorRate,
+		drop:       opts.DropConnectionRate,
+		nodes:      make(map[string]*node),
+		vms:        make(map[int]*vm),
+		containers: make(map[int]Container),
+		tasks:      make(map[pve.UPID]*task),
+		cache:      make(map[int]cachedStatus),
+		pid:        0x1000,
+		rng:        rand.New(rand.NewPCG(uint64(opts.Seed), 0x9e3779b97f4a7c15)),
+		faults:     newFaults(),
 	}
 	if c.clock == nil {
 		c.clock = realClock{}
@@ -293,6 +309,11 @@ func New(opts Options) *Cluster {
 			nd.storages[s.ID] = st
 		}
 		c.nodes[n.Name] = nd
+	}
+	for _, ct := range opts.Containers {
+		if err := c.addContainer(ct); err != nil {
+			panic(err)
+		}
 	}
 	for _, v := range opts.VMs {
 		if err := c.addVM(v, now); err != nil {
@@ -410,6 +431,8 @@ func (c *Cluster) addVM(v VM, now time.Time) error {
 		return fmt.Errorf("pvesim: add VM %d: VMID out of range", v.VMID)
 	case c.vms[v.VMID] != nil:
 		return fmt.Errorf("pvesim: add VM %d: VMID in use on node %s", v.VMID, c.vms[v.VMID].node)
+	case c.hasContainer(v.VMID):
+		return fmt.Errorf("pvesim: add VM %d: VMID in use by a container", v.VMID)
 	}
 	g := &vm{id: v.VMID, node: v.Node, cfg: maps.Clone(v.Config), pool: v.Pool}
 	if g.cfg == nil {
@@ -434,6 +457,24 @@ func (c *Cluster) addVM(v VM, now time.Time) error {
 	}
 	c.vms[v.VMID] = g
 	return nil
+}
+
+func (c *Cluster) addContainer(ct Container) error {
+	switch {
+	case c.nodes[ct.Node] == nil:
+		return fmt.Errorf("pvesim: add container %d: no node %q", ct.VMID, ct.Node)
+	case ct.VMID < minVMID || ct.VMID > maxVMID:
+		return fmt.Errorf("pvesim: add container %d: VMID out of range", ct.VMID)
+	case c.vms[ct.VMID] != nil || c.hasContainer(ct.VMID):
+		return fmt.Errorf("pvesim: add container %d: VMID in use", ct.VMID)
+	}
+	c.containers[ct.VMID] = ct
+	return nil
+}
+
+func (c *Cluster) hasContainer(vmid int) bool {
+	_, ok := c.containers[vmid]
+	return ok
 }
 
 // VMs lists every VM, by VMID, with a copy of its config.

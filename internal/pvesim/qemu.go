@@ -207,6 +207,9 @@ func (c *Cluster) VMStatus(ctx context.Context, node string, vmid int) (pve.VMSt
 		}
 		if g.running {
 			st.Status, st.QMPStatus = "running", "running"
+			if g.paused {
+				st.QMPStatus = "paused"
+			}
 			st.Uptime = int64(now.Sub(g.startedAt).Seconds())
 			st.PID = g.pid
 		}
@@ -290,7 +293,7 @@ func (c *Cluster) Stop(ctx context.Context, node string, vmid int) (pve.UPID, er
 		if succeeded(t.exit) {
 			c.onEnd(t, func() {
 				if c.vms[vmid] == g {
-					g.running, g.pid = false, 0
+					g.running, g.pid, g.paused = false, 0, false
 				}
 			})
 		}

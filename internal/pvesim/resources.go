@@ -70,7 +70,7 @@ func (c *Cluster) refresh(at time.Time) {
 	maps.DeleteFunc(c.cache, func(_ int, s cachedStatus) bool { return at.Sub(s.at) > cacheExpiry })
 }
 
-// ClusterResources lists every VM the token may audit. The list and each VM's node, lock and
+// ClusterResources lists every guest the token may audit, by VMID: VMs and containers. The list and each VM's node, lock and
 // tags are live; as on PVE, name, status, template, uptime and the sizes come from a status
 // cache that pvestatd refreshes every ResourcesLag. A VMID the cache has not seen yet shows
 // as "unknown" without a name; a VM changed since the last refresh shows as it was then (a
@@ -111,6 +111,14 @@ func (c *Cluster) ClusterResources(ctx context.Context) ([]pve.VMResource, error
 			}
 			out = append(out, r)
 		}
+		for _, ct := range c.containers {
+			r := pve.VMResource{ID: fmt.Sprintf("lxc/%d", ct.VMID), VMID: ct.VMID, Name: ct.Name, Node: ct.Node, Type: "lxc", Status: "stopped", Tags: ct.Tags}
+			if ct.Running {
+				r.Status = "running"
+			}
+			out = append(out, r)
+		}
+		slices.SortFunc(out, func(a, b pve.VMResource) int { return a.VMID - b.VMID })
 		return out, nil
 	})
 }

@@ -239,3 +239,19 @@ func TestClusterResources_consistentUnderConcurrentClonesOnRealClock(t *testing.
 	}
 	wg.Wait()
 }
+
+func TestClusterResources_listsContainersBesideVMsByVMID(t *testing.T) {
+	c, _ := newCluster(t, func(o *Options) {
+		o.Containers = []Container{{Node: "pve2", VMID: 150, Name: "proxy-in-a-box", Tags: "proxy_operator", Running: true}}
+	})
+
+	rs, err := c.ClusterResources(t.Context())
+
+	require.NoError(t, err)
+	require.Len(t, rs, 2)
+	assert.Equal(t, pve.VMResource{ID: "lxc/150", VMID: 150, Name: "proxy-in-a-box", Node: "pve2", Type: "lxc", Status: "running", Tags: "proxy_operator"}, rs[0])
+	assert.Equal(t, tmplID, rs[1].VMID)
+	_, err = c.VMConfig(t.Context(), "pve2", 150)
+	require.Error(t, err, "no qemu endpoint finds a container")
+	assert.Error(t, c.AddVM(VM{Node: "pve1", VMID: 150}), "a container's VMID is taken")
+}

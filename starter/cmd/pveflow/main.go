@@ -67,6 +67,12 @@ Commands:
   list [--phase P]
                   the proxy workflows, newest first, all or those in phase P
                   (cloning, seeding, booting, created, failed, deleted, ...)
+  get (--uid UID | --provider-id vms/<vmid>/<name>)
+                  what the proxy's VM is doing: Running (with its IPv4),
+                  Provisioning or Stopped, read from Proxmox
+  ls              the VMs on the cluster that carry pveflow's mark
+  check [--last]  check every configured node: version, node, ISO storage, templates;
+                  --last prints the latest scheduled check instead of running one
   demo [--image I] [--machine-type M] [--zone Z]
                   create a proxy with a new UID, wait for it, then delete it
   codec-server [--listen ADDR] [--ui-origin URL]...
@@ -79,6 +85,8 @@ Commands:
                   write a new key file with one random key, mode 0600; an existing
                   FILE is never replaced
   help            this text
+
+get, ls and check have help of their own: pveflow get --help.
 
 A UID is 1 to 128 ASCII letters, digits, '-', '_' and '.', starting with a letter or digit:
 Kubernetes UIDs, ULIDs, UUIDs and object names up to 128 characters fit. Any other --uid is a
@@ -125,6 +133,8 @@ Exit codes:
      starting it again resumes
   5  the workflow failed QuotaExceeded: a storage is full
   6  the workflow was cancelled (a delete cancels the create of its proxy)
+  7  get found no VM of the proxy
+  8  check found a node unhealthy
 `
 
 // cli is one invocation of pveflow.
@@ -143,6 +153,11 @@ type usageError struct{ error }
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	c := &cli{getenv: getenv, stdout: stdout, stderr: stderr}
 	err := c.run(ctx, args)
+	var help commandHelp
+	if errors.As(err, &help) {
+		fmt.Fprint(stdout, string(help))
+		return exitOK
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, helpText)
 		return exitOK
@@ -166,6 +181,9 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &usage), errors.Is(err, starter.ErrInvalidUID), errors.Is(err, starter.ErrUserDataTooLarge):
 		return exitUsage
+	}
+	if code := readExitCode(err); code != 0 {
+		return code
 	}
 	switch starter.FailureType(err) {
 	case workflows.FailPermanent:
@@ -200,6 +218,12 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.result(ctx, args)
 	case "list":
 		return c.list(ctx, args)
+	case "get":
+		return c.get(ctx, args)
+	case "ls":
+		return c.ls(ctx, args)
+	case "check":
+		return c.check(ctx, args)
 	case "demo":
 		return c.demo(ctx, args)
 	case "codec-server":

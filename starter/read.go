@@ -1,0 +1,202 @@
+package starter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// What errors.Is finds in the error of a read (GetProxy, ListProxies, CheckHealth) whose
+// workflow failed, by the workflow's failure type.
+var (
+	// ErrNotFound: GetProxy found no VM of the proxy.
+	ErrNotFound = errors.New("proxy not found")
+	// ErrTransient: Proxmox had trouble, or the VM is locked, being cloned, or of unknown
+	// status; asking again later may answer.
+	ErrTransient = errors.New("transient failure")
+	// ErrPermanent: bad input, or a state a person must resolve; asking again fails again.
+	ErrPermanent = errors.New("permanent failure")
+)
+
+// ErrInvalidProviderID is what errors.Is finds in the error of GetProxy given a key that starts
+// like a provider ID ("vms/") but is not one. The call never reached Temporal.
+var ErrInvalidProviderID = errors.New("invalid provider ID")
+
+var readSentinels = map[string]error{
+	workflows.FailNotFound:  ErrNotFound,
+	workflows.FailTransient: ErrTransient,
+	workflows.FailPermanent: ErrPermanent,
+}
+
+// readError is a read workflow's failure: its message is the workflow's own, prefixed with what
+// was read unless it says so itself, and errors.Is finds the sentinel of its failure type.
+type readError struct {
+	what     string
+	sentinel error
+	err      error
+}
+
+func (e readError) Error() string {
+	var appErr *temporal.ApplicationError
+	if errors.As(e.err, &appErr) {
+		if strings.HasPrefix(appErr.Message(), e.what+":") {
+			return appErr.Message()
+		}
+		return fmt.Sprintf("%s: %s", e.what, appErr.Message())
+	}
+	return fmt.Sprintf("%s: %v", e.what, e.err)
+}
+func (e readError) Unwrap() error        { return e.err }
+func (e readError) Is(target error) bool { return e.sentinel != nil && target == e.sentinel }
+
+// read runs a read workflow with ID id and waits for its result.
+func (c *Client) read(ctx context.Context, what, id, workflowType string, res any, args ...any) error {
+	run, err := c.temporal.ExecuteWorkflow(ctx, workflows.ReadOptions(id, c.taskQueue), workflowType, args...)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", what, err)
+	}
+	if err := run.Get(ctx, res); err != nil {
+		return readError{what: what, sentinel: readSentinels[FailureType(err)], err: err}
+	}
+	return nil
+}
+
+// requestID is a new random ID for one read, so that reads never share a workflow ID.
+func requestID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// GetProxy finds the VM of a proxy, by its UID or its provider ID ("vms/<vmid>/<name>"), and
+// says what it is doing: Running with an IPv4, Provisioning, or Stopped. It runs the GetProxy
+// workflow under an ID of its own (workflows.GetProxyWorkflowID with a random request ID), so
+// it runs beside a create or delete of the same proxy and never joins one.
+//
+// A failure is ErrNotFound (no such VM), ErrTransient (locked, being cloned, status unknown,
+// Proxmox trouble) or ErrPermanent to errors.Is. A key that is neither a UID nor a provider ID
+// fails with ErrInvalidUID or ErrInvalidProviderID before Temporal is called.
+func (c *Client) GetProxy(ctx context.Context, uidOrProviderID string) (workflows.GetProxyResult, error) {
+	var in workflows.GetProxyInput
+	if strings.HasPrefix(uidOrProviderID, "vms/") {
+		if _, _, err := proxy.ParseProviderID(uidOrProviderID); err != nil {
+			return workflows.GetProxyResult{}, fmt.Errorf("%w: %v", ErrInvalidProviderID, err)
+		}
+		in.ProviderID = uidOrProviderID
+	} else {
+		if err := checkUID(uidOrProviderID); err != nil {
+			return workflows.GetProxyResult{}, err
+		}
+		in.UID = uidOrProviderID
+	}
+	var res workflows.GetProxyResult
+	id := workflows.GetProxyWorkflowID(uidOrProviderID, requestID())
+	return res, c.read(ctx, "get proxy "+uidOrProviderID, id, workflows.GetProxyName, &res, in)
+}
+
+// ListProxies lists the VMs on the cluster that carry pveflow's mark, by running the
+// ListProxies workflow. Unlike List, which lists workflows, it asks Proxmox.
+func (c *Client) ListProxies(ctx context.Context) (workflows.ListProxiesResult, error) {
+	var res workflows.ListProxiesResult
+	return res, c.read(ctx, "list proxies", workflows.ListProxiesWorkflowID(requestID()), workflows.ListProxiesName, &res)
+}
+
+// CheckHealth checks every configured node now, by running the CheckHealth workflow. An
+// unhealthy node is in the result, not an error.
+func (c *Client) CheckHealth(ctx context.Context) (workflows.CheckHealthResult, error) {
+	var res workflows.CheckHealthResult
+	return res, c.read(ctx, "check health", workflows.CheckHealthWorkflowID(requestID()), workflows.CheckHealthName, &res)
+}
+
+// ErrNoHealthResult is what LastHealth returns while the health schedule has no completed run.
+var ErrNoHealthResult = errors.New("no scheduled health check has completed yet")
+
+// LastHealth is the result of the latest completed run of the health schedule of the Client's
+// task queue, newest of the schedule's recent actions first. It fails with ErrNoHealthResult
+// while none has completed, and names the schedule when there is none.
+func (c *Client) LastHealth(ctx context.Context) (workflows.CheckHealthResult, error) {
+	id := workflows.HealthScheduleID(c.taskQueue)
+	desc, err := c.temporal.ScheduleClient().GetHandle(ctx, id).Describe(ctx)
+	if err != nil {
+		return workflows.CheckHealthResult{}, fmt.Errorf("health schedule %s: %w", id, err)
+	}
+	actions := desc.Info.RecentActions
+	for _, action := range slices.Backward(actions) {
+		run := action.StartWorkflowResult
+		if run == nil {
+			continue
+		}
+		info, err := c.temporal.DescribeWorkflowExecution(ctx, run.WorkflowID, run.FirstExecutionRunID)
+		if err != nil {
+			return workflows.CheckHealthResult{}, fmt.Errorf("health check %s: %w", run.WorkflowID, err)
+		}
+		if info.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			continue
+		}
+		var res workflows.CheckHealthResult
+		if err := c.temporal.GetWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, &res); err != nil {
+			return workflows.CheckHealthResult{}, fmt.Errorf("health check %s: %w", run.WorkflowID, err)
+		}
+		return res, nil
+	}
+	return workflows.CheckHealthResult{}, ErrNoHealthResult
+}
+
+// ApplyHealthSchedule makes the Temporal Schedule that runs CheckHealth on the Client's task
+// queue every interval, or updates the one there is to it: the worker calls it as it starts,
+// so every worker start makes it match that worker's setting, and calling it twice changes
+// nothing. A run still going when the next is due makes the next one skip.
+func (c *Client) ApplyHealthSchedule(ctx context.Context, every time.Duration) error {
+	if every <= 0 {
+		return fmt.Errorf("health check interval %s: want a positive duration", every)
+	}
+	id := workflows.HealthScheduleID(c.taskQueue)
+	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
+	action := &client.ScheduleWorkflowAction{
+		ID:                       workflows.HealthScheduleWorkflowID(c.taskQueue),
+		Workflow:                 workflows.CheckHealthName,
+		TaskQueue:                c.taskQueue,
+		WorkflowExecutionTimeout: workflows.ReadTimeout,
+	}
+	schedules := c.temporal.ScheduleClient()
+	_, err := schedules.Create(ctx, client.ScheduleOptions{
+		ID:      id,
+		Spec:    spec,
+		Action:  action,
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+	})
+	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		if err != nil {
+			return fmt.Errorf("create health schedule %s: %w", id, err)
+		}
+		return nil
+	}
+	err = schedules.GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
+		DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			s := in.Description.Schedule
+			s.Spec = &spec
+			s.Action = action
+			if s.Policy == nil {
+				s.Policy = &client.SchedulePolicies{}
+			}
+			s.Policy.Overlap = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP
+			return &client.ScheduleUpdate{Schedule: &s}, nil
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("update health schedule %s: %w", id, err)
+	}
+	return nil
+}

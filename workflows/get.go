@@ -1,0 +1,229 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+// GetProxyInput is the input of GetProxy: the proxy's UID, its provider ID, or both, which must
+// then name the same proxy.
+type GetProxyInput struct {
+	UID        string `json:"uid,omitempty"`
+	ProviderID string `json:"providerID,omitempty"`
+}
+
+// GetProxyResult is a proxy's VM as GetProxy finds it.
+type GetProxyResult struct {
+	// State is Running (with an IPv4), Provisioning (running, no IPv4 yet) or Stopped.
+	State      proxy.State `json:"state"`
+	ProviderID string      `json:"providerID"`
+	VMID       int         `json:"vmid"`
+	Node       string      `json:"node"`
+	Name       string      `json:"name"`
+	// UID and CreatedAt are read from the VM's mark.
+	UID       string    `json:"uid"`
+	CreatedAt time.Time `json:"createdAt,omitzero"`
+	IPv4      string    `json:"ipv4,omitempty"`
+}
+
+// GetProxy finds a proxy's VM and says what it is doing. It reads and never changes anything,
+// needs no create to have run, and may run at any time beside the proxy's create and delete.
+//
+// By UID it finds the VM carrying the UID's mark on the proxy's probe VMIDs or with its name,
+// as a create or delete does (lookup); by provider ID it reads the VM at that VMID, which must
+// have that name and pveflow's mark. Its calls are cluster resources, the VM's config (the mark,
+// the name, the lock) and, for a running VM, the guest agent: three in the common case. The
+// status comes from cluster resources, a cache that lags by seconds; the agent confirms a
+// running VM, and only when it does not answer does a fourth call, the VM's status, tell a
+// paused VM from one that is still booting.
+//
+// It fails NotFound when there is no such VM (absent, its VMID now holds a VM of another name,
+// or the VM lacks the mark), Transient when the VM is locked, still being cloned, or of unknown
+// status (its node is down, or the status cache has not seen it yet), and Permanent on bad
+// input or when two VMs carry the proxy's mark.
+func (w *Workflows) GetProxy(ctx workflow.Context, in GetProxyInput) (GetProxyResult, error) {
+	g := &getter{in: in}
+	switch {
+	case in.UID == "" && in.ProviderID == "":
+		return GetProxyResult{}, permanentf("get proxy: give its UID or its provider ID")
+	case in.UID != "":
+		if err := proxy.ValidateUID(in.UID); err != nil {
+			return GetProxyResult{}, permanentf("get proxy: %v", err)
+		}
+		g.name = proxy.NameFromUID(in.UID)
+	}
+	if in.ProviderID != "" {
+		vmid, name, err := proxy.ParseProviderID(in.ProviderID)
+		if err != nil {
+			return GetProxyResult{}, permanentf("get proxy: %v", err)
+		}
+		g.vmid, g.name = vmid, name
+	}
+	var s settings
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return settingsOf(w.Config) }).Get(&s); err != nil {
+		return GetProxyResult{}, err
+	}
+	g.proxyOps = proxyOps{ctx: ctx, s: s, t: readTracker(ctx), uid: in.UID, name: g.name, read: true}
+	find := g.byUID
+	if in.ProviderID != "" {
+		find = g.byProviderID
+	}
+	v, status, err := find()
+	if err != nil {
+		return GetProxyResult{}, err
+	}
+	return g.state(v, status)
+}
+
+// readTracker is the tracker of a read workflow: it shows the current step in the UI, and
+// keeps no status query or search attributes, as a read has nothing to follow.
+func readTracker(ctx workflow.Context) *tracker {
+	return &tracker{ctx: ctx, status: Status{Phase: PhaseLookingUp}}
+}
+
+type getter struct {
+	proxyOps
+	in GetProxyInput
+	// vmid is the provider ID's.
+	vmid int
+}
+
+// what names the proxy in messages as the caller did.
+func (g *getter) what() string {
+	if g.in.ProviderID != "" {
+		return g.in.ProviderID
+	}
+	return g.in.UID
+}
+
+// byUID finds the one VM carrying the UID's mark, and the status cluster resources shows for it.
+func (g *getter) byUID() (vm, string, error) {
+	h, err := g.lookup()
+	if err != nil {
+		return vm{}, "", err
+	}
+	switch {
+	case len(h.Ours) > 1:
+		ids := make([]int, len(h.Ours))
+		for i, v := range h.Ours {
+			ids[i] = v.VMID
+		}
+		return vm{}, "", permanentf("get proxy %s: VMs %v all carry its mark; keep one and destroy the others", g.uid, ids)
+	case len(h.Ours) == 1:
+		v := h.Ours[0]
+		return v, statusIn(h.Resources, v.VMID), nil
+	case len(h.Unsettled) > 0:
+		v := h.Unsettled[0]
+		return vm{}, "", transientf("get proxy %s: VM %d on node %s is being cloned and shows whose it is only once the clone has written its config", g.uid, v.VMID, v.Node)
+	}
+	return vm{}, "", notFoundf("get proxy %s: no VM carries its mark", g.uid)
+}
+
+// byProviderID reads the VM at the provider ID's VMID, which must carry its name and pveflow's
+// mark (with the UID's, when one was given too).
+func (g *getter) byProviderID() (vm, string, error) {
+	var resources []pve.VMResource
+	if err := g.listResources(&resources); err != nil {
+		return vm{}, "", err
+	}
+	i := resourceIndex(resources, g.vmid)
+	if i < 0 {
+		return vm{}, "", notFoundf("get proxy %s: the cluster has no VM %d", g.what(), g.vmid)
+	}
+	v := vm{Node: resources[i].Node, VMID: g.vmid}
+	gone, err := g.readVM(&v, readConfig, activities.WaitNone, 0, &v.Config)
+	switch {
+	case err != nil:
+		return vm{}, "", err
+	case gone:
+		return vm{}, "", notFoundf("get proxy %s: VM %d is gone", g.what(), g.vmid)
+	}
+	owner, known := proxy.OwnerOf(v.Config)
+	_, managed := proxy.ParseDescription(v.Config["description"])
+	switch {
+	case !known:
+		return vm{}, "", transientf("get proxy %s: VM %d on node %s is being cloned and shows whose it is only once the clone has written its config", g.what(), v.VMID, v.Node)
+	case v.Config["name"] != g.name:
+		return vm{}, "", notFoundf("get proxy %s: VM %d is named %q: the proxy's VM is gone and its VMID taken again", g.what(), v.VMID, v.Config["name"])
+	case !managed:
+		return vm{}, "", notFoundf("get proxy %s: VM %d does not carry pveflow's mark", g.what(), v.VMID)
+	case g.uid != "" && owner != g.uid:
+		return vm{}, "", notFoundf("get proxy %s: VM %d carries the mark of proxy %q, not of %s", g.what(), v.VMID, owner, g.uid)
+	}
+	return v, resources[i].Status, nil
+}
+
+// state says what VM v, of status status in cluster resources, is doing.
+func (g *getter) state(v vm, status string) (GetProxyResult, error) {
+	mark, _ := proxy.ParseDescription(v.Config["description"])
+	res := GetProxyResult{
+		ProviderID: proxy.FormatProviderID(v.VMID, v.Config["name"]),
+		VMID:       v.VMID,
+		Node:       v.Node,
+		Name:       v.Config["name"],
+		UID:        mark.UID,
+		CreatedAt:  mark.CreatedAt,
+	}
+	switch lock := v.Config["lock"]; {
+	case lock != "":
+		return GetProxyResult{}, transientf("get proxy %s: VM %d on node %s is locked (%s)", g.what(), v.VMID, v.Node, lock)
+	case status == "unknown":
+		return GetProxyResult{}, transientf("get proxy %s: Proxmox does not know the status of VM %d on node %s: the node may be down, or the status cache has not seen the VM yet", g.what(), v.VMID, v.Node)
+	case status != "running":
+		res.State = proxy.Stopped
+		return res, nil
+	}
+	var a *activities.Activities
+	ref := v.ref()
+	step := "read the guest network interfaces of " + ref.String()
+	g.t.step(step)
+	var agent activities.AgentResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(g.ctx, g.s.readOptions(step)), a.AgentNetworkInterfaces,
+		activities.AgentRequest{VMRef: ref, MAC: proxy.MACFromNet(v.Config["net0"])}).Get(g.ctx, &agent)
+	switch {
+	case err == nil:
+		res.IPv4 = agent.IPv4
+		res.State = proxy.MapState(status, "", agent.IPv4 != "")
+	case isType(err, activities.ErrNotRunning):
+		// The status cache had not seen the VM stop.
+		res.State = proxy.Stopped
+	case isType(err, activities.ErrAgentNotRunning):
+		// A guest booting and a paused VM both leave the agent silent; QEMU's status tells.
+		var st pve.VMStatus
+		gone, err := g.readVM(&v, readStatus, activities.WaitNone, 0, &st)
+		switch {
+		case err != nil:
+			return GetProxyResult{}, err
+		case gone:
+			return GetProxyResult{}, notFoundf("get proxy %s: VM %d is gone", g.what(), v.VMID)
+		}
+		res.Node = v.Node
+		res.State = proxy.MapState(st.Status, st.QMPStatus, false)
+	default:
+		return GetProxyResult{}, fail(step, err)
+	}
+	return res, nil
+}
+
+// resourceIndex is the index of VM vmid in resources, or -1.
+func resourceIndex(resources []pve.VMResource, vmid int) int {
+	for i, r := range resources {
+		if r.Type == "qemu" && r.VMID == vmid {
+			return i
+		}
+	}
+	return -1
+}
+
+// statusIn is the status cluster resources shows for VM vmid, "" when it does not list it.
+func statusIn(resources []pve.VMResource, vmid int) string {
+	if i := resourceIndex(resources, vmid); i >= 0 {
+		return resources[i].Status
+	}
+	return ""
+}

@@ -1,0 +1,251 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+// Reasons a node is unhealthy, in NodeHealth.Reason.
+const (
+	// ReasonUnauthorized: PVE refused the API token (401).
+	ReasonUnauthorized = "Unauthorized"
+	// ReasonForbidden: the token lacks a privilege a check needs (403).
+	ReasonForbidden = "Forbidden"
+	// ReasonUnreachable: no answer came: the connection failed, or the token file is unreadable.
+	ReasonUnreachable = "Unreachable"
+	// ReasonTimeout: no answer came in time.
+	ReasonTimeout = "Timeout"
+	// ReasonAPIError: PVE answered with another error.
+	ReasonAPIError = "APIError"
+	// ReasonStorageNotFound: the ISO storage is not on the node, or does not hold ISO images.
+	ReasonStorageNotFound = "StorageNotFound"
+	// ReasonTemplateNotFound: a configured template the node clones from is not a template in
+	// the cluster.
+	ReasonTemplateNotFound = "TemplateNotFound"
+)
+
+// NodeHealth is the health of one configured node.
+type NodeHealth struct {
+	Name    string `json:"name"`
+	Healthy bool   `json:"healthy"`
+	// Reason and Message say why an unhealthy node is unhealthy: the first check that failed.
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Details are what the checks read, as far as they got: pveVersion, kernel, isoStorage,
+	// isoStorageAvailGiB, templates ("<found>/<configured>").
+	Details map[string]string `json:"details,omitempty"`
+}
+
+// CheckHealthResult is what CheckHealth returns.
+type CheckHealthResult struct {
+	CheckedAt time.Time `json:"checkedAt"`
+	// Nodes are the configured nodes, in config order.
+	Nodes []NodeHealth `json:"nodes"`
+}
+
+// Healthy reports whether every node is healthy.
+func (r CheckHealthResult) Healthy() bool {
+	return !slices.ContainsFunc(r.Nodes, func(n NodeHealth) bool { return !n.Healthy })
+}
+
+// healthTarget is one node to check, with the templates a proxy on it is cloned from.
+type healthTarget struct {
+	Node      string        `json:"node"`
+	Templates []templateRef `json:"templates"`
+}
+
+// templateRef is a configured template as a node clones from it.
+type templateRef struct {
+	Image string `json:"image"`
+	VMID  int    `json:"vmid"`
+	// OnNode is set for a template of the node's own, which must be on the node; the cluster's
+	// one template of an image may be on any node.
+	OnNode bool `json:"onNode,omitempty"`
+}
+
+// healthSettings are what CheckHealth takes from the worker's configuration, recorded once.
+type healthSettings struct {
+	Settings settings       `json:"settings"`
+	Targets  []healthTarget `json:"targets"`
+}
+
+func healthSettingsOf(c config.Config) healthSettings {
+	images := make([]string, 0, len(c.Proxmox.Templates))
+	for image := range c.Proxmox.Templates {
+		images = append(images, image)
+	}
+	slices.Sort(images)
+	hs := healthSettings{Settings: settingsOf(c)}
+	for _, node := range c.Proxmox.Nodes {
+		target := healthTarget{Node: node, Templates: []templateRef{}}
+		for _, image := range images {
+			t := c.Proxmox.Templates[image]
+			if vmid, ok := t.On(node); ok {
+				target.Templates = append(target.Templates, templateRef{Image: image, VMID: vmid, OnNode: len(t.Nodes) > 0})
+			}
+		}
+		hs.Targets = append(hs.Targets, target)
+	}
+	return hs
+}
+
+// CheckHealth checks every configured node, concurrently, and reports them in config order: the
+// PVE version and the cluster's templates (one call each, for all nodes), the node's status, and
+// its ISO storage's status. A node is healthy when every call answers, the ISO storage holds ISO
+// images, and every template a proxy on the node is cloned from is a template in the cluster.
+// An unhealthy node is reported, not a failure: the run fails only when it is cancelled.
+func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error) {
+	var hs healthSettings
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return healthSettingsOf(w.Config) }).Get(&hs); err != nil {
+		return CheckHealthResult{}, err
+	}
+	s := hs.Settings
+	var a *activities.Activities
+	call := func(summary string, activity any, args ...any) workflow.Future {
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, s.readOptions(summary)), activity, args...)
+	}
+	version := call("read the PVE version", a.Version)
+	resources := call("list cluster resources", a.ClusterResources)
+	res := CheckHealthResult{CheckedAt: workflow.Now(ctx).UTC(), Nodes: make([]NodeHealth, len(hs.Targets))}
+	wg := workflow.NewWaitGroup(ctx)
+	for i, target := range hs.Targets {
+		wg.Add(1)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			defer wg.Done()
+			c := nodeCheck{
+				version:   version,
+				resources: resources,
+				status:    call("read status of node "+target.Node, a.NodeStatus, target.Node),
+				storage: call(fmt.Sprintf("read status of storage %s on node %s", s.ISOStorage, target.Node),
+					a.StorageStatus, activities.StorageRef{Node: target.Node, Storage: s.ISOStorage}),
+			}
+			res.Nodes[i] = c.judge(ctx, s, target)
+		})
+	}
+	wg.Wait(ctx)
+	if ctx.Err() != nil {
+		return CheckHealthResult{}, temporal.NewCanceledError("the health check was cancelled")
+	}
+	logger := workflow.GetLogger(ctx)
+	for _, n := range res.Nodes {
+		logger.Info("Node checked", "node", n.Name, "healthy", n.Healthy, "reason", n.Reason, "message", n.Message)
+	}
+	return res, nil
+}
+
+// nodeCheck is the calls one node's health is judged on.
+type nodeCheck struct {
+	version, resources, status, storage workflow.Future
+}
+
+// judge waits for every call of the node's check and judges them in order: version, node
+// status, ISO storage, templates. The first that fails gives the reason.
+func (c nodeCheck) judge(ctx workflow.Context, s settings, target healthTarget) NodeHealth {
+	var (
+		v         pve.Version
+		ns        pve.NodeStatus
+		st        pve.StorageStatus
+		resources []pve.VMResource
+	)
+	versionErr := c.version.Get(ctx, &v)
+	statusErr := c.status.Get(ctx, &ns)
+	storageErr := c.storage.Get(ctx, &st)
+	resourcesErr := c.resources.Get(ctx, &resources)
+
+	h := NodeHealth{Name: target.Node, Details: map[string]string{}}
+	if versionErr != nil {
+		return h.failed(callReason(versionErr), versionErr, s)
+	}
+	h.Details["pveVersion"] = v.Version
+	if statusErr != nil {
+		return h.failed(callReason(statusErr), statusErr, s)
+	}
+	h.Details["kernel"] = ns.KVersion
+	h.Details["isoStorage"] = s.ISOStorage
+	if storageErr != nil {
+		reason := callReason(storageErr)
+		if reason == ReasonAPIError && isType(storageErr, activities.ErrPermanent) {
+			// A storage PVE does not know, or does not have on this node: no retry helps.
+			reason = ReasonStorageNotFound
+		}
+		return h.failed(reason, storageErr, s)
+	}
+	h.Details["isoStorageAvailGiB"] = strconv.FormatInt(st.Avail>>30, 10)
+	if !slices.Contains(strings.Split(st.Content, ","), "iso") {
+		h.Reason, h.Message = ReasonStorageNotFound, fmt.Sprintf("storage %s on node %s does not hold ISO images (content: %s)", s.ISOStorage, target.Node, st.Content)
+		return h
+	}
+	if resourcesErr != nil {
+		return h.failed(callReason(resourcesErr), resourcesErr, s)
+	}
+	var missing []string
+	for _, t := range target.Templates {
+		if !hasTemplate(resources, t, target.Node) {
+			where := ""
+			if t.OnNode {
+				where = " on node " + target.Node
+			}
+			missing = append(missing, fmt.Sprintf("%s (VMID %d%s)", t.Image, t.VMID, where))
+		}
+	}
+	h.Details["templates"] = fmt.Sprintf("%d/%d", len(target.Templates)-len(missing), len(target.Templates))
+	if len(missing) > 0 {
+		h.Reason, h.Message = ReasonTemplateNotFound, "no template "+strings.Join(missing, ", ")
+		return h
+	}
+	h.Healthy = true
+	return h
+}
+
+// failed is h unhealthy for reason, with the message of the call's failure err.
+func (h NodeHealth) failed(reason string, err error, s settings) NodeHealth {
+	h.Reason = reason
+	var appErr *temporal.ApplicationError
+	switch {
+	case errors.As(err, &appErr):
+		h.Message = appErr.Message()
+	case temporal.IsTimeoutError(err):
+		h.Message = fmt.Sprintf("no answer within %s", s.Budgets.Request)
+	default:
+		h.Message = err.Error()
+	}
+	return h
+}
+
+// callReason is the reason a failed call gives a node.
+func callReason(err error) string {
+	if temporal.IsTimeoutError(err) {
+		return ReasonTimeout
+	}
+	fault, _ := activities.FaultOf(err)
+	switch {
+	case fault.Timeout:
+		return ReasonTimeout
+	case fault.HTTPStatus == 401:
+		return ReasonUnauthorized
+	case fault.HTTPStatus == 403:
+		return ReasonForbidden
+	case fault.HTTPStatus != 0:
+		return ReasonAPIError
+	}
+	return ReasonUnreachable
+}
+
+// hasTemplate reports whether resources list template t as a template, on node when it is the
+// node's own.
+func hasTemplate(resources []pve.VMResource, t templateRef, node string) bool {
+	return slices.ContainsFunc(resources, func(r pve.VMResource) bool {
+		return r.Type == "qemu" && r.VMID == t.VMID && r.Template && (!t.OnNode || r.Node == node)
+	})
+}
