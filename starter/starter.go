@@ -304,6 +304,7 @@ func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, err
 	} else {
 		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 		p.Status, err = c.query(qctx, id)
+		timedOut := qctx.Err() != nil
 		cancel()
 		if err == nil {
 			p.Source = SourceQuery
@@ -312,7 +313,7 @@ func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, err
 		switch {
 		case ctx.Err() != nil:
 			return Progress{}, fmt.Errorf("status of %s of proxy %s: %w", op, uid, ctx.Err())
-		case errors.Is(err, context.DeadlineExceeded):
+		case timedOut:
 			p.QueryError = fmt.Sprintf("no worker answered the status query within %s", queryTimeout)
 		default:
 			p.QueryError = err.Error()
