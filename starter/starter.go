@@ -23,6 +23,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -313,7 +314,8 @@ func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, err
 		switch {
 		case ctx.Err() != nil:
 			return Progress{}, fmt.Errorf("status of %s of proxy %s: %w", op, uid, ctx.Err())
-		case timedOut:
+		case timedOut || errors.As(err, new(*serviceerror.DeadlineExceeded)):
+			// The server answers before the deadline with one of its own, in a few wordings.
 			p.QueryError = fmt.Sprintf("no worker answered the status query within %s", queryTimeout)
 		default:
 			p.QueryError = err.Error()

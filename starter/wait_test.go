@@ -65,7 +65,7 @@ func TestClient_progressWithTheWorkerStoppedIsDescribed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, starter.SourceQuery, live.Source)
 	assert.Equal(t, starter.SourceDescribed, p.Source)
-	assert.Contains(t, p.QueryError, "worker", "the query got no answer: %s", p.QueryError)
+	assert.Equal(t, "no worker answered the status query within 3s", p.QueryError)
 	assert.Equal(t, workflows.DefaultTaskQueue, p.Workers.TaskQueue)
 	assert.False(t, p.Workers.LastPoll.After(stopped), "no poll since the worker stopped")
 	assert.Equal(t, "running", p.State)
