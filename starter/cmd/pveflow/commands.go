@@ -117,7 +117,9 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	fmt.Fprintf(tw, "proxy\t%s (%s)\n", p.UID, p.Name)
 	fmt.Fprintf(tw, "%s\t%s\n", op, p.State)
 	fmt.Fprintf(tw, "phase\t%s\n", p.Phase)
-	fmt.Fprintf(tw, "step\t%s\n", p.Step)
+	if p.Step != "" {
+		fmt.Fprintf(tw, "step\t%s\n", p.Step)
+	}
 	if p.VMID != 0 {
 		fmt.Fprintf(tw, "vm\t%d on node %s\n", p.VMID, p.Node)
 	}
