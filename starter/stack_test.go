@@ -30,19 +30,22 @@ type stack struct {
 	server  *testserver.Server
 	cluster *pvesim.Cluster
 	starter *starter.Client
+	// register registers the workflows and activities on a worker.
+	register func(worker.Registry)
+	worker   worker.Worker
 }
 
 // startStack starts a stack whose clones take cloneTime; the other tasks take tens of
 // milliseconds.
 func startStack(t *testing.T, cloneTime time.Duration) *stack {
 	t.Helper()
-	return startStackWith(t, cloneTime, client.Options{})
+	return startStackWith(t, cloneTime, client.Options{}, nil)
 }
 
 // startStackWith is startStack with the server's clients, the worker's and the starter's, made
 // with base (its DataConverter and FailureConverter, say), and the starter told base's
-// DataConverter.
-func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options) *stack {
+// DataConverter, and the worker's configuration changed by configure, when it is not nil.
+func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options, configure func(*config.Config)) *stack {
 	t.Helper()
 	opts := pvesim.Default()
 	opts.TaskDurations = map[string]time.Duration{"qmclone": cloneTime}
@@ -58,16 +61,35 @@ func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options) 
 		Request: 10 * time.Second,
 	}
 	cfg.Poll = config.Poll{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.2, MaximumInterval: time.Second}
+	if configure != nil {
+		configure(&cfg)
+	}
 
 	server := testserver.New(t, testserver.WithBaseClientOptions(base))
 	c := server.Client()
-	server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
-		(&workflows.Workflows{Config: cfg}).Register(r)
-		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: &activities.HistoryStartInput{
-			Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter,
-		}})
-	})
-	return &stack{server: server, cluster: cluster, starter: starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter))}
+	s := &stack{
+		server: server, cluster: cluster,
+		starter: starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(server.Namespace())),
+		register: func(r worker.Registry) {
+			(&workflows.Workflows{Config: cfg}).Register(r)
+			r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: &activities.HistoryStartInput{
+				Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter,
+			}})
+		},
+	}
+	s.startWorker()
+	return s
+}
+
+// startWorker starts a worker on the stack's task queue; the server stops it when the test ends.
+func (s *stack) startWorker() {
+	s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, s.register)
+}
+
+// stopWorker stops the worker as a shutdown does: it finishes the activities it runs and tells
+// the server it no longer polls.
+func (s *stack) stopWorker() {
+	s.worker.Stop()
 }
 
 // ctx bounds a call that waits for a workflow.

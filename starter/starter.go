@@ -25,6 +25,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -93,6 +94,9 @@ type Client struct {
 	// dc is the data converter of temporal's client.Options, for what the SDK leaves encoded:
 	// the last failure of a pending activity.
 	dc converter.DataConverter
+	// namespace is the namespace of temporal's client.Options, which the calls of the workflow
+	// service that the SDK does not wrap (the activity operations of RetryWait, ...) name.
+	namespace string
 }
 
 // An Option changes a Client New makes.
@@ -111,10 +115,21 @@ func WithDataConverter(dc converter.DataConverter) Option {
 	}
 }
 
+// WithNamespace tells the Client the namespace its Temporal client was dialled with (the
+// Namespace of the options ClientOptions returns), which RetryWait, ExtendWait, PauseWait and
+// ResumeWait name in their calls. An empty namespace is the SDK's default, "default".
+func WithNamespace(namespace string) Option {
+	return func(c *Client) {
+		if namespace != "" {
+			c.namespace = namespace
+		}
+	}
+}
+
 // New returns a Client that starts workflows on taskQueue through c. Closing c is the
 // caller's business.
 func New(c client.Client, taskQueue string, opts ...Option) *Client {
-	s := &Client{temporal: c, taskQueue: taskQueue, dc: converter.GetDefaultDataConverter()}
+	s := &Client{temporal: c, taskQueue: taskQueue, dc: converter.GetDefaultDataConverter(), namespace: client.DefaultNamespace}
 	for _, o := range opts {
 		o(s)
 	}
@@ -201,14 +216,43 @@ func (c *Client) query(ctx context.Context, workflowID string) (workflows.Status
 	return st, val.Get(&st)
 }
 
+// Where a Progress's Status comes from.
+const (
+	// SourceQuery is a Status a worker answered the status query with: all of it.
+	SourceQuery = "query"
+	// SourceDescribed is a Status read from what Temporal itself keeps of the run, because no
+	// worker answered: the UID, name, phase, node and VMID of its search attributes and its start
+	// time, without step, task or error.
+	SourceDescribed = "described"
+)
+
 // Progress is a workflow's Status together with what Temporal knows of its run: whether it
-// still runs, and how the wait it is in goes. A wait polls by failing until its Proxmox task
-// ends, so the attempt and the last failure say how long it has been waiting and for what.
+// still runs, how the wait it is in goes, and whether a worker polls its task queue. A wait
+// polls by failing until its Proxmox task ends, so the attempt and the last failure say how long
+// it has been waiting and for what.
 type Progress struct {
 	workflows.Status
 	// State is the run's state: running, completed, failed, canceled, terminated,
 	// continued-as-new, timed-out or paused.
 	State string `json:"state"`
+	// Source is SourceQuery or SourceDescribed.
+	Source string `json:"source"`
+	// QueryError says why no worker answered the status query when Source is SourceDescribed.
+	QueryError string `json:"queryError,omitempty"`
+	// Wait is the pending activity; its fields are empty when none is pending.
+	Wait
+	// Workers says who polls the run's task queue.
+	Workers Workers `json:"workers"`
+}
+
+// Wait is a workflow's pending activity: for pveflow's workflows, which run one activity at a
+// time, the wait or call they are in.
+type Wait struct {
+	ActivityID   string `json:"activityID,omitempty"`
+	ActivityType string `json:"activityType,omitempty"`
+	// ActivityState is scheduled (waiting for its next attempt or for a worker to take it),
+	// started (an attempt runs), cancel-requested, paused or pause-requested.
+	ActivityState string `json:"activityState,omitempty"`
 	// ActivityAttempt is the attempt of the pending activity, 0 when none is pending.
 	ActivityAttempt int32 `json:"activityAttempt,omitempty"`
 	// LastFailure is the message of the pending activity's last failed attempt, such as
@@ -218,35 +262,129 @@ type Progress struct {
 	// NextAttempt is when the pending activity is tried again, zero when it is not waiting
 	// for a retry.
 	NextAttempt time.Time `json:"nextAttempt,omitzero"`
+	// Budget is how long the wait may take in all, retries included (its ScheduleToClose
+	// timeout), as ExtendWait leaves it.
+	Budget time.Duration `json:"budget,omitempty"`
+	// RetryDeadline is the end of the budget the wait was scheduled with. Temporal (up to server
+	// 1.32 at least) retries no failed attempt past it even when ExtendWait raised the budget:
+	// an extended wait that is not polled (no worker runs) is kept until its new budget ends,
+	// but its first poll that fails after RetryDeadline ends it.
+	RetryDeadline time.Time `json:"retryDeadline,omitzero"`
 }
 
-// Progress returns the Status of the latest run of the workflow op of uid, with its run state
-// and its pending activity from DescribeWorkflowExecution. An invalid uid fails with
-// ErrInvalidUID.
+// Workers is what the Temporal server knows of the workers polling a task queue for workflow
+// tasks: those that polled within the last few minutes (5 by default), a worker that stopped a
+// moment ago among them.
+type Workers struct {
+	TaskQueue string `json:"taskQueue"`
+	// Pollers counts the workers that poll it.
+	Pollers int `json:"pollers"`
+	// LastPoll is when one of them last began or ended a poll, zero when none did. A live
+	// worker polls again as soon as a poll ends, and a poll waits up to a minute for a task.
+	LastPoll time.Time `json:"lastPoll,omitzero"`
+}
+
+// queryTimeout bounds the status query that Progress makes: a worker that was killed still
+// counts as a poller for a few minutes, and the query would wait for it in vain.
+const queryTimeout = 3 * time.Second
+
+// Progress returns where the latest run of the workflow op of uid is: its Status from the
+// status query when a worker answers it, else from DescribeWorkflowExecution (Source says
+// which), its run state, its pending activity, and the pollers of its task queue. It works
+// with no worker running, which is when a wait stalls for want of one. An invalid uid fails
+// with ErrInvalidUID.
 func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, error) {
 	id, err := op.workflowID(uid)
 	if err != nil {
 		return Progress{}, err
 	}
-	st, err := c.query(ctx, id)
-	if err != nil {
-		return Progress{}, fmt.Errorf("status of %s of proxy %s: %w", op, uid, err)
-	}
 	desc, err := c.temporal.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		return Progress{}, fmt.Errorf("describe %s of proxy %s: %w", op, uid, err)
 	}
-	p := Progress{Status: st, State: runState(desc.GetWorkflowExecutionInfo().GetStatus())}
+	info := desc.GetWorkflowExecutionInfo()
+	p := Progress{State: runState(info.GetStatus())}
 	// The workflows run one activity at a time.
 	if pending := desc.GetPendingActivities(); len(pending) > 0 {
-		a := pending[0]
-		p.ActivityAttempt = a.GetAttempt()
-		p.LastFailure = c.failureMessage(a.GetLastFailure())
-		if next := a.GetNextAttemptScheduleTime(); next != nil {
-			p.NextAttempt = next.AsTime()
+		p.Wait = c.waitOf(pending[0])
+	}
+	if p.Workers, err = c.workers(ctx, desc.GetExecutionConfig().GetTaskQueue().GetName()); err != nil {
+		return Progress{}, fmt.Errorf("%s of proxy %s: %w", op, uid, err)
+	}
+	if p.Workers.Pollers == 0 {
+		p.QueryError = "no worker polls task queue " + p.Workers.TaskQueue
+	} else {
+		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+		p.Status, err = c.query(qctx, id)
+		timedOut := qctx.Err() != nil
+		cancel()
+		if err == nil {
+			p.Source = SourceQuery
+			return p, nil
+		}
+		switch {
+		case ctx.Err() != nil:
+			return Progress{}, fmt.Errorf("status of %s of proxy %s: %w", op, uid, ctx.Err())
+		case timedOut || errors.As(err, new(*serviceerror.DeadlineExceeded)):
+			// The server answers before the deadline with one of its own, in a few wordings.
+			p.QueryError = fmt.Sprintf("no worker answered the status query within %s", queryTimeout)
+		default:
+			p.QueryError = err.Error()
 		}
 	}
+	p.Source = SourceDescribed
+	described, err := proxyOf(info)
+	if err != nil {
+		return Progress{}, fmt.Errorf("describe %s of proxy %s: %w", op, uid, err)
+	}
+	p.Status = workflows.Status{
+		UID: described.UID, Name: described.Name, Phase: described.Phase,
+		Node: described.Node, VMID: described.VMID, StartedAt: described.StartTime,
+	}
 	return p, nil
+}
+
+// workers describes who polls taskQueue for workflow tasks: the status query needs one, and
+// pveflow's workers poll for workflow and activity tasks alike.
+func (c *Client) workers(ctx context.Context, taskQueue string) (Workers, error) {
+	resp, err := c.temporal.DescribeTaskQueue(ctx, taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return Workers{}, fmt.Errorf("describe task queue %s: %w", taskQueue, err)
+	}
+	w := Workers{TaskQueue: taskQueue, Pollers: len(resp.GetPollers())}
+	for _, poller := range resp.GetPollers() {
+		if last := poller.GetLastAccessTime().AsTime(); last.After(w.LastPoll) {
+			w.LastPoll = last
+		}
+	}
+	return w, nil
+}
+
+// waitOf is what a pending activity tells of the wait it is.
+func (c *Client) waitOf(a *workflowpb.PendingActivityInfo) Wait {
+	w := Wait{
+		ActivityID:      a.GetActivityId(),
+		ActivityType:    a.GetActivityType().GetName(),
+		ActivityState:   activityStates[a.GetState()],
+		ActivityAttempt: a.GetAttempt(),
+		LastFailure:     c.failureMessage(a.GetLastFailure()),
+		Budget:          a.GetActivityOptions().GetScheduleToCloseTimeout().AsDuration(),
+	}
+	if next := a.GetNextAttemptScheduleTime(); next != nil {
+		w.NextAttempt = next.AsTime()
+	}
+	if exp := a.GetExpirationTime(); exp != nil {
+		w.RetryDeadline = exp.AsTime()
+	}
+	return w
+}
+
+var activityStates = map[enumspb.PendingActivityState]string{
+	enumspb.PENDING_ACTIVITY_STATE_SCHEDULED:        "scheduled",
+	enumspb.PENDING_ACTIVITY_STATE_STARTED:          "started",
+	enumspb.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED: "cancel-requested",
+	enumspb.PENDING_ACTIVITY_STATE_PAUSED:           "paused",
+	enumspb.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED:  "pause-requested",
 }
 
 // failureMessage is f's message, decrypted when a failure converter with EncodeCommonAttributes

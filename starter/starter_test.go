@@ -65,7 +65,7 @@ func TestClient_progressDecryptsTheLastFailureWithTheCodecsDataConverter(t *test
 	path, _ := writeKeyFile(t)
 	opts, err := starter.ClientOptions(func(k string) string { return map[string]string{"PVEFLOW_CODEC_KEY_FILE": path}[k] })
 	require.NoError(t, err)
-	s := startStackWith(t, time.Minute, client.Options{DataConverter: opts.DataConverter, FailureConverter: opts.FailureConverter})
+	s := startStackWith(t, time.Minute, client.Options{DataConverter: opts.DataConverter, FailureConverter: opts.FailureConverter}, nil)
 	_, err = s.starter.Create(ctx(t), createInput(uid))
 	require.NoError(t, err)
 

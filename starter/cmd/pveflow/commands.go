@@ -120,24 +120,50 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	fmt.Fprintf(tw, "proxy\t%s (%s)\n", p.UID, p.Name)
 	fmt.Fprintf(tw, "%s\t%s\n", op, p.State)
 	fmt.Fprintf(tw, "phase\t%s\n", p.Phase)
-	fmt.Fprintf(tw, "step\t%s\n", p.Step)
+	if p.Step != "" {
+		fmt.Fprintf(tw, "step\t%s\n", p.Step)
+	}
 	if p.VMID != 0 {
 		fmt.Fprintf(tw, "vm\t%d on node %s\n", p.VMID, p.Node)
 	}
 	if p.UPID != "" {
 		fmt.Fprintf(tw, "task\t%s\n", p.UPID)
 	}
-	if wait := waitText(p); wait != "" {
-		if !p.NextAttempt.IsZero() {
-			wait += fmt.Sprintf(", next try at %s", p.NextAttempt.Local().Format(time.TimeOnly))
-		}
-		fmt.Fprintf(tw, "wait\t%s\n", wait)
+	if p.ActivityID != "" {
+		fmt.Fprintf(tw, "wait\t%s\n", waitLine(p.Wait))
+	}
+	if p.LastFailure != "" {
+		fmt.Fprintf(tw, "last failure\t%s\n", p.LastFailure)
 	}
 	if p.LastError != "" {
 		fmt.Fprintf(tw, "error\t%s\n", p.LastError)
 	}
 	fmt.Fprintf(tw, "started\t%s\n", p.StartedAt.Local().Format(time.DateTime))
+	fmt.Fprintf(tw, "source\t%s\n", sourceText(p))
+	fmt.Fprintf(tw, "workers\t%s\n", workersText(p, time.Now()))
 	return tw.Flush()
+}
+
+// sourceText says where a status comes from.
+func sourceText(p starter.Progress) string {
+	if p.Source == starter.SourceQuery {
+		return "live query"
+	}
+	return "described by Temporal (" + p.QueryError + "): no step, task or error"
+}
+
+// workersText says who polls a workflow's task queue, as of now. A worker that stopped or died
+// a moment ago still counts as a poller for a few minutes; it did not answer the query.
+func workersText(p starter.Progress, now time.Time) string {
+	w := p.Workers
+	ago := now.Sub(w.LastPoll).Truncate(time.Second)
+	switch {
+	case w.Pollers == 0:
+		return fmt.Sprintf("no worker polls task queue %s", w.TaskQueue)
+	case p.Source != starter.SourceQuery:
+		return fmt.Sprintf("no worker polls task queue %s: the last poll was %s ago", w.TaskQueue, ago)
+	}
+	return fmt.Sprintf("a worker polls task queue %s (last poll %s ago)", w.TaskQueue, ago)
 }
 
 func (c *cli) result(ctx context.Context, args []string) error {

@@ -182,3 +182,34 @@ func TestE2E_withACodecKeyFileTheWorkerAndTheCLIReadEachOthersPayloads(t *testin
 	require.Equal(t, exitOK, res.code, res.stderr)
 	assert.Regexp(t, createdRE, res.stdout)
 }
+
+func TestE2E_withTheWorkerStoppedStatusDescribesTheWaitAndWaitActsOnIt(t *testing.T) {
+	s := newE2E(t, "e2e-stalled")
+	url, simDir := s.startPVESim()
+	cfg := s.writeConfig(url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token"))
+	w := s.startWorker("-config", cfg)
+	const uid = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
+	started := s.pveflow("create", "--uid", uid, "--image", "debian13", "--machine-type", "small")
+	require.Equal(t, exitOK, started.code, started.stderr)
+	require.Eventually(t, func() bool {
+		p := decode[starter.Progress](t, s.pveflow("status", "--uid", uid, "--json"))
+		return p.Phase == workflows.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
+	}, time.Minute, 200*time.Millisecond, "the create polls its clone")
+
+	w.stop(t)
+	status := s.pveflow("status", "--uid", uid)
+	extended := decode[starter.Wait](t, s.pveflow("wait", "--uid", uid, "--extend", "30m", "--json"))
+	s.startWorker("-config", cfg)
+	res := s.pveflow("result", "--uid", uid)
+
+	require.Equal(t, exitOK, status.code, status.stderr)
+	assert.Regexp(t, `(?m)^phase\s+cloning$`, status.stdout)
+	assert.Regexp(t, `(?m)^wait\s+TaskStatus \(activity \d+\) scheduled, attempt \d+, budget 10m0s`, status.stdout)
+	assert.Regexp(t, `(?m)^last failure\s+clone task \S+ still running on node pve1`, status.stdout)
+	assert.Regexp(t, `(?m)^source\s+described by Temporal \(no worker answered the status query within 3s\)`, status.stdout)
+	assert.Regexp(t, `(?m)^workers\s+no worker polls task queue e2e-stalled`, status.stdout)
+	assert.Equal(t, "TaskStatus", extended.ActivityType)
+	assert.Equal(t, 40*time.Minute, extended.Budget)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Regexp(t, createdRE, res.stdout)
+}

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"go.temporal.io/sdk/temporal"
@@ -61,7 +62,18 @@ Commands:
                   --provider-id) is needed only for the seed ISO of a proxy created with
                   --name before pveflow found seed ISOs by UID
   status --uid UID [--delete]
-                  where the create (or the delete) of UID is, and what it waits for
+                  where the create (or the delete) of UID is, and what it waits for:
+                  from the workflow's status query, or, when no worker answers it,
+                  from what Temporal keeps (its search attributes and pending wait),
+                  with when a worker last polled its task queue
+  wait --uid UID [--delete] [--activity-id ID] --retry-now | --extend D | --pause
+       [--reason R] | --resume
+                  act on the wait the create (or the delete) of UID is in:
+                  --retry-now polls again now with its attempts back at one;
+                  --extend adds D (such as 30m) to its budget as Temporal holds it,
+                  which Temporal 1.32 does not let outlast the original budget (see
+                  docs/operations.md); --pause stops its polls until --resume.
+                  --activity-id names the activity when several are pending
   result --uid UID [--delete]
                   wait for the create (or the delete) of UID and print its result
   list [--phase P]
@@ -84,7 +96,8 @@ Commands:
   codec-keygen --out FILE [--id ID]
                   write a new key file with one random key, mode 0600; an existing
                   FILE is never replaced
-  help            this text
+  version         pveflow's module version, build and Temporal SDK version
+  help [COMMAND]  this text, or the help of COMMAND (as COMMAND -h does)
 
 get, ls and check have help of their own: pveflow get --help.
 
@@ -153,13 +166,12 @@ type usageError struct{ error }
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	c := &cli{getenv: getenv, stdout: stdout, stderr: stderr}
 	err := c.run(ctx, args)
-	var help commandHelp
-	if errors.As(err, &help) {
-		fmt.Fprint(stdout, string(help))
-		return exitOK
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, helpText)
+	if h, ok := errors.AsType[helpRequest](err); ok {
+		if help, ok := commandHelp(h.command); ok {
+			fmt.Fprint(stdout, help)
+		} else {
+			fmt.Fprint(stdout, helpText)
+		}
 		return exitOK
 	}
 	code := exitCode(err)
@@ -214,6 +226,10 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.delete(ctx, args)
 	case "status":
 		return c.status(ctx, args)
+	case "wait":
+		return c.wait(ctx, args)
+	case "version":
+		return c.version(args)
 	case "result":
 		return c.result(ctx, args)
 	case "list":
@@ -231,7 +247,7 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	case "codec-keygen":
 		return c.codecKeygen(ctx, args)
 	case "help":
-		return flag.ErrHelp
+		return helpRequest{command: strings.Join(args, " ")}
 	}
 	return usageError{fmt.Errorf("unknown command %q", name)}
 }
@@ -256,11 +272,11 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// flagError is a flag set's parse error as run reports it: -h asks for the help text, anything
-// else is a usage error.
+// flagError is a flag set's parse error as run reports it: -h asks for the command's help,
+// anything else is a usage error.
 func flagError(fs *flag.FlagSet, err error) error {
 	if errors.Is(err, flag.ErrHelp) {
-		return err
+		return helpRequest{command: fs.Name()}
 	}
 	return usageError{fmt.Errorf("%s: %w", fs.Name(), err)}
 }
@@ -279,7 +295,7 @@ func (c *cli) connect(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	c.starter = starter.New(tc, c.taskQueue, starter.WithDataConverter(opts.DataConverter))
+	c.starter = starter.New(tc, c.taskQueue, starter.WithDataConverter(opts.DataConverter), starter.WithNamespace(opts.Namespace))
 	return tc.Close, nil
 }
 

@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +96,9 @@ func TestRun_invalidUIDIsAUsageErrorBeforeConnecting(t *testing.T) {
 	}
 }
 
+// flagValues are values of the flags that "true" is not one of.
+var flagValues = map[string]string{"extend": "30m"}
+
 func TestRun_everyFlagTheHelpListsIsAccepted(t *testing.T) {
 	commands := helpSynopses(t)
 	require.Contains(t, commands, "delete")
@@ -101,7 +107,9 @@ func TestRun_everyFlagTheHelpListsIsAccepted(t *testing.T) {
 			t.Run(cmd+" --"+flag, func(t *testing.T) {
 				env, _ := unreachableTemporal(t)
 
-				code, _, stderr := runCLI(env, cmd, "--"+flag+"=true", "-h")
+				value := cmp.Or(flagValues[flag], "true")
+
+				code, _, stderr := runCLI(env, cmd, "--"+flag+"="+value, "-h")
 
 				assert.Equal(t, exitOK, code, stderr)
 			})
@@ -136,7 +144,7 @@ func helpSynopses(t *testing.T) map[string][]string {
 }
 
 func TestRun_helpDocumentsCommandsAndExitCodes(t *testing.T) {
-	for _, args := range [][]string{{"help"}, {"-h"}, {"create", "-h"}} {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"help", "no-such-command"}} {
 		code, stdout, _ := runCLI(nil, args...)
 
 		assert.Equal(t, exitOK, code, args)
@@ -235,10 +243,9 @@ var started = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 func cloning(attempt int32, lastFailure string) starter.Progress {
 	return starter.Progress{
-		Status:          workflows.Status{Phase: workflows.PhaseCloning, Step: "wait for clone of 9000 to 124973 on pve1", StartedAt: started},
-		State:           "running",
-		ActivityAttempt: attempt,
-		LastFailure:     lastFailure,
+		Status: workflows.Status{Phase: workflows.PhaseCloning, Step: "wait for clone of 9000 to 124973 on pve1", StartedAt: started},
+		State:  "running",
+		Wait:   starter.Wait{ActivityAttempt: attempt, LastFailure: lastFailure},
 	}
 }
 
@@ -295,4 +302,58 @@ func TestNewUID_isARandomVersion4UUID(t *testing.T) {
 
 	assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, a)
 	assert.NotEqual(t, a, b)
+}
+
+func TestRun_everyCommandHasItsOwnHelp(t *testing.T) {
+	commands := helpSynopses(t)
+	delete(commands, "help") // help -h is all of it
+	require.Contains(t, commands, "wait")
+	for cmd := range commands {
+		t.Run(cmd, func(t *testing.T) {
+			code, stdout, _ := runCLI(nil, cmd, "-h")
+			helpCode, helpStdout, _ := runCLI(nil, "help", cmd)
+
+			assert.Equal(t, exitOK, code)
+			assert.Regexp(t, `^Usage:\n  `+regexp.QuoteMeta(cmd)+`\b`, stdout)
+			assert.Contains(t, stdout, "--task-queue Q")
+			assert.NotContains(t, stdout, "Exit codes:", "the whole help is `pveflow help`")
+			assert.Equal(t, exitOK, helpCode)
+			assert.Equal(t, stdout, helpStdout)
+		})
+	}
+}
+
+func TestRun_waitCommandLines(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no action", []string{"--uid", "u-1"}, "wait: give one of --retry-now, --extend D, --pause, --resume"},
+		{"two actions", []string{"--uid", "u-1", "--pause", "--resume"}, "wait: give one of"},
+		{"negative extension", []string{"--uid", "u-1", "--extend", "-5m"}, "wait: --extend -5m0s: want a positive duration"},
+		{"reason without pause", []string{"--uid", "u-1", "--resume", "--reason", "why"}, "wait: --reason goes with --pause"},
+		{"no uid", []string{"--retry-now"}, "wait: --uid is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, _ := unreachableTemporal(t)
+
+			code, _, stderr := runCLI(env, append([]string{"wait"}, tt.args...)...)
+
+			assert.Equal(t, exitUsage, code, "exit 1 would mean it tried to connect")
+			assert.Contains(t, stderr, tt.want)
+		})
+	}
+}
+
+func TestRun_versionNamesTheModuleAndTheSDK(t *testing.T) {
+	code, stdout, stderr := runCLI(nil, "--json", "version")
+
+	require.Equal(t, exitOK, code, stderr)
+	var v versionInfo
+	require.NoError(t, json.Unmarshal([]byte(stdout), &v))
+	assert.Equal(t, "github.com/pveflow/pveflow", v.Module)
+	assert.Equal(t, "v1.50.0", v.TemporalSDK)
+	assert.Equal(t, runtime.Version(), v.GoVersion)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -48,27 +47,11 @@ An unhealthy node has a reason: Unauthorized, Forbidden, Unreachable, Timeout, A
 StorageNotFound or TemplateNotFound. Exits 8 when a node is unhealthy.
 `
 
-// commandHelp is a command's own help text, which `pveflow <command> --help` prints instead of
-// pveflow's.
-type commandHelp string
-
-func (h commandHelp) Error() string        { return string(h) }
-func (h commandHelp) Is(target error) bool { return target == flag.ErrHelp }
-
-// parseCommand is parse for a command with help of its own.
-func parseCommand(fs *flag.FlagSet, args []string, help string) error {
-	err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return commandHelp(help)
-	}
-	return err
-}
-
 func (c *cli) get(ctx context.Context, args []string) error {
 	fs := c.flagSet("get")
 	uid := fs.String("uid", "", "")
 	providerID := fs.String("provider-id", "", "")
-	if err := parseCommand(fs, args, getHelp); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	key := *uid + *providerID
@@ -111,7 +94,7 @@ func (c *cli) get(ctx context.Context, args []string) error {
 
 func (c *cli) ls(ctx context.Context, args []string) error {
 	fs := c.flagSet("ls")
-	if err := parseCommand(fs, args, lsHelp); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	closeConn, err := c.connect(ctx)
@@ -153,7 +136,7 @@ func (u unhealthy) Error() string {
 func (c *cli) check(ctx context.Context, args []string) error {
 	fs := c.flagSet("check")
 	last := fs.Bool("last", false, "")
-	if err := parseCommand(fs, args, checkHelp); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	closeConn, err := c.connect(ctx)
