@@ -109,7 +109,7 @@ func TestE2E_tracesNestHTTPUnderActivitiesUnderTheWorkflow(t *testing.T) {
 	require.Len(t, clone, 1)
 	attrs := map[string]string{}
 	for _, a := range clone[0].Attributes() {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	assert.Equal(t, res.Node, attrs["pve.node"])
 	assert.Equal(t, strconv.Itoa(res.VMID), attrs["pve.vmid"])
@@ -123,12 +123,12 @@ func TestE2E_noSpanHoldsTheTokenOrTheUserData(t *testing.T) {
 	for _, s := range spans {
 		texts := []string{s.Name(), s.Status().Description}
 		for _, a := range s.Attributes() {
-			texts = append(texts, string(a.Key), a.Value.Emit())
+			texts = append(texts, string(a.Key), a.Value.String())
 		}
 		for _, e := range s.Events() {
 			texts = append(texts, e.Name)
 			for _, a := range e.Attributes {
-				texts = append(texts, string(a.Key), a.Value.Emit())
+				texts = append(texts, string(a.Key), a.Value.String())
 			}
 		}
 		for _, text := range texts {
