@@ -5,7 +5,6 @@ package telemetry
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -20,7 +19,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 )
 
-// The standard variables that choose the span exporters.
+// The standard variables that choose the span exporters, and their values.
 const (
 	envTracesExporter     = "OTEL_TRACES_EXPORTER"
 	envSDKDisabled        = "OTEL_SDK_DISABLED"
@@ -133,7 +132,7 @@ func SetupTracing(ctx context.Context, getenv func(string) string, service strin
 	return tp.Shutdown, nil
 }
 
-// newExporter makes the exporter called name.
+// newExporter makes the exporter called name, one of chooseExport's.
 func newExporter(ctx context.Context, name, protocol string, console io.Writer) (sdktrace.SpanExporter, error) {
 	var (
 		exp sdktrace.SpanExporter
@@ -144,10 +143,8 @@ func newExporter(ctx context.Context, name, protocol string, console io.Writer) 
 		exp, err = stdouttrace.New(stdouttrace.WithWriter(console))
 	case protocol == protocolGRPC:
 		exp, err = otlptracegrpc.New(ctx)
-	case protocol == protocolHTTPProtobuf:
-		exp, err = otlptracehttp.New(ctx)
 	default:
-		err = errors.New("no exporter " + name + " over " + protocol)
+		exp, err = otlptracehttp.New(ctx)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s span exporter: %w", name, err)

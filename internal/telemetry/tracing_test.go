@@ -120,3 +120,21 @@ func TestSetupTracing_serviceNameFromTheEnvironmentWins(t *testing.T) {
 	assert.Contains(t, out, `{"Key":"deployment.environment.name","Value":{"Type":"STRING","Value":"staging"}}`)
 	assert.NotContains(t, out, "pveflow-test")
 }
+
+func TestSetupTracing_otlpOverEitherProtocolSetsTheGlobalProvider(t *testing.T) {
+	for _, protocol := range []string{"grpc", "http/protobuf"} {
+		t.Run(protocol, func(t *testing.T) {
+			before := otel.GetTracerProvider()
+			t.Cleanup(func() { otel.SetTracerProvider(before) })
+
+			// Exporters dial on their first export: none happens here.
+			shutdown, err := SetupTracing(context.Background(), env(map[string]string{
+				envEndpoint: "http://127.0.0.1:4318", envProtocol: protocol,
+			}), "pveflow-test", &bytes.Buffer{})
+
+			require.NoError(t, err)
+			assert.NotSame(t, before, otel.GetTracerProvider())
+			assert.NoError(t, shutdown(context.Background()))
+		})
+	}
+}
