@@ -21,6 +21,7 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/telemetry"
 )
 
 // Activities holds what the activities need: the seam, the provider config, and where UploadISO
@@ -42,10 +43,20 @@ type VMRef struct {
 
 func (r VMRef) String() string { return fmt.Sprintf("VM %d on node %s", r.VMID, r.Node) }
 
+// annotate puts the VM on the activity's span.
+func (r VMRef) annotate(ctx context.Context) {
+	telemetry.PVETarget{Node: r.Node, VMID: r.VMID}.Annotate(ctx)
+}
+
 // StorageRef names a storage on a node.
 type StorageRef struct {
 	Node    string `json:"node"`
 	Storage string `json:"storage"`
+}
+
+// annotate puts the storage on the activity's span.
+func (r StorageRef) annotate(ctx context.Context) {
+	telemetry.PVETarget{Node: r.Node, Storage: r.Storage}.Annotate(ctx)
 }
 
 // Version reads the cluster's PVE version.
@@ -59,6 +70,7 @@ func (a *Activities) Version(ctx context.Context) (pve.Version, error) {
 
 // NodeStatus reads a node's status.
 func (a *Activities) NodeStatus(ctx context.Context, node string) (pve.NodeStatus, error) {
+	telemetry.PVETarget{Node: node}.Annotate(ctx)
 	s, err := a.API.NodeStatus(ctx, node)
 	if err != nil {
 		return pve.NodeStatus{}, failure("read status of node "+node, err)
@@ -68,6 +80,7 @@ func (a *Activities) NodeStatus(ctx context.Context, node string) (pve.NodeStatu
 
 // StorageStatus reads a storage's status on a node.
 func (a *Activities) StorageStatus(ctx context.Context, ref StorageRef) (pve.StorageStatus, error) {
+	ref.annotate(ctx)
 	s, err := a.API.StorageStatus(ctx, ref.Node, ref.Storage)
 	if err != nil {
 		return pve.StorageStatus{}, failure(fmt.Sprintf("read status of storage %s on node %s", ref.Storage, ref.Node), err)
@@ -95,6 +108,7 @@ type VMConfigRequest struct {
 // VMConfig reads a VM's configuration. With WaitFor set, it fails with a retryable NotReady
 // error until the config is in that state, so the activity's retry policy polls.
 func (a *Activities) VMConfig(ctx context.Context, req VMConfigRequest) (pve.VMConfig, error) {
+	req.annotate(ctx)
 	c, err := a.API.VMConfig(ctx, req.Node, req.VMID)
 	if err != nil {
 		return nil, failure("read config of "+req.VMRef.String(), err)
@@ -123,6 +137,7 @@ type SetVMConfigRequest struct {
 
 // SetVMConfig writes configuration keys of a VM.
 func (a *Activities) SetVMConfig(ctx context.Context, req SetVMConfigRequest) error {
+	req.annotate(ctx)
 	if err := a.API.SetVMConfig(ctx, req.Node, req.VMID, req.Params); err != nil {
 		return failure("set config of "+req.VMRef.String(), err)
 	}
@@ -138,10 +153,12 @@ type CloneRequest struct {
 
 // Clone starts a clone of a template and returns its task.
 func (a *Activities) Clone(ctx context.Context, req CloneRequest) (pve.UPID, error) {
+	telemetry.PVETarget{Node: req.Node, VMID: req.Params.NewID}.Annotate(ctx)
 	upid, err := a.API.Clone(ctx, req.Node, req.TemplateVMID, req.Params)
 	if err != nil {
 		return "", failure(fmt.Sprintf("clone template %d on node %s to VM %d", req.TemplateVMID, req.Node, req.Params.NewID), err)
 	}
+	telemetry.PVETarget{UPID: upid}.Annotate(ctx)
 	return upid, nil
 }
 
@@ -155,37 +172,45 @@ type ResizeRequest struct {
 
 // Resize starts growing a VM's disk and returns its task.
 func (a *Activities) Resize(ctx context.Context, req ResizeRequest) (pve.UPID, error) {
+	req.annotate(ctx)
 	upid, err := a.API.Resize(ctx, req.Node, req.VMID, req.Disk, req.Size)
 	if err != nil {
 		return "", failure(fmt.Sprintf("resize disk %s of %s to %s", req.Disk, req.VMRef, req.Size), err)
 	}
+	telemetry.PVETarget{UPID: upid}.Annotate(ctx)
 	return upid, nil
 }
 
 // Start starts a VM and returns the start task.
 func (a *Activities) Start(ctx context.Context, ref VMRef) (pve.UPID, error) {
+	ref.annotate(ctx)
 	upid, err := a.API.Start(ctx, ref.Node, ref.VMID)
 	if err != nil {
 		return "", failure("start "+ref.String(), err)
 	}
+	telemetry.PVETarget{UPID: upid}.Annotate(ctx)
 	return upid, nil
 }
 
 // Stop stops a VM and returns the stop task.
 func (a *Activities) Stop(ctx context.Context, ref VMRef) (pve.UPID, error) {
+	ref.annotate(ctx)
 	upid, err := a.API.Stop(ctx, ref.Node, ref.VMID)
 	if err != nil {
 		return "", failure("stop "+ref.String(), err)
 	}
+	telemetry.PVETarget{UPID: upid}.Annotate(ctx)
 	return upid, nil
 }
 
 // Destroy destroys a stopped VM with its unreferenced disks and returns the destroy task.
 func (a *Activities) Destroy(ctx context.Context, ref VMRef) (pve.UPID, error) {
+	ref.annotate(ctx)
 	upid, err := a.API.Destroy(ctx, ref.Node, ref.VMID)
 	if err != nil {
 		return "", failure("destroy "+ref.String(), err)
 	}
+	telemetry.PVETarget{UPID: upid}.Annotate(ctx)
 	return upid, nil
 }
 
@@ -212,6 +237,7 @@ type VMStatusRequest struct {
 // VMStatus reads a VM's status. With WaitFor set, it fails with a retryable NotReady error until
 // the VM is in that state, so the activity's retry policy polls.
 func (a *Activities) VMStatus(ctx context.Context, req VMStatusRequest) (pve.VMStatus, error) {
+	req.annotate(ctx)
 	s, err := a.API.VMStatus(ctx, req.Node, req.VMID)
 	if err != nil {
 		return pve.VMStatus{}, failure("read status of "+req.VMRef.String(), err)
@@ -258,6 +284,7 @@ func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 	if node == "" {
 		node = info.Node
 	}
+	telemetry.PVETarget{Node: node, UPID: req.UPID}.Annotate(ctx)
 	what := taskName(info.Type)
 	s, err := a.API.TaskStatus(ctx, node, req.UPID)
 	if err != nil {
@@ -339,6 +366,7 @@ type AgentResult struct {
 // AgentNetworkInterfaces reads the guest's network interfaces from the QEMU guest agent. An agent
 // that does not answer yet is a retryable AgentNotRunning error.
 func (a *Activities) AgentNetworkInterfaces(ctx context.Context, req AgentRequest) (AgentResult, error) {
+	req.annotate(ctx)
 	ifaces, err := a.API.AgentNetworkInterfaces(ctx, req.Node, req.VMID)
 	if err != nil {
 		return AgentResult{}, failure("read guest network interfaces of "+req.VMRef.String(), err)
@@ -360,9 +388,11 @@ type DeleteVolumeRequest struct {
 // DeleteVolume starts deleting a volume and returns the task, or an empty UPID when Proxmox
 // finished within the request.
 func (a *Activities) DeleteVolume(ctx context.Context, req DeleteVolumeRequest) (pve.UPID, error) {
+	req.annotate(ctx)
 	upid, err := a.API.DeleteVolume(ctx, req.Node, req.Storage, req.VolID)
 	if err != nil {
 		return "", failure(fmt.Sprintf("delete volume %s on node %s", req.VolID, req.Node), err)
 	}
+	telemetry.PVETarget{UPID: upid}.Annotate(ctx)
 	return upid, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/pveflow/pveflow/internal/nocloud"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/telemetry"
 )
 
 // UploadISORequest is the input of UploadISO. The user-data may hold secrets: it goes onto the
@@ -48,6 +49,7 @@ type UploadISOResult struct {
 // in memory and uploads it as "<seed>-seed.iso". It returns the upload task; the ISO's volume
 // ID, size and SHA-256 say what was uploaded without repeating it.
 func (a *Activities) UploadISO(ctx context.Context, req UploadISORequest) (UploadISOResult, error) {
+	req.annotate(ctx)
 	seed := cmp.Or(req.Seed, req.Name)
 	step := fmt.Sprintf("upload seed ISO %s to storage %s on node %s", proxy.SeedISOName(seed), req.Storage, req.Node)
 	vendorData, err := nocloud.VendorData(a.Proxmox.VendorData, a.Proxmox.InstallGuestAgent)
@@ -76,6 +78,7 @@ func (a *Activities) UploadISO(ctx context.Context, req UploadISORequest) (Uploa
 	if err != nil {
 		return UploadISOResult{}, failure(step, err)
 	}
+	telemetry.PVETarget{UPID: upid}.Annotate(ctx)
 	return UploadISOResult{
 		UPID:   upid,
 		VolID:  proxy.SeedVolID(req.Storage, seed),

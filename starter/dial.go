@@ -13,11 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/pveflow/pveflow/internal/codec"
+	"github.com/pveflow/pveflow/internal/telemetry"
 )
 
 // DefaultAddress is the Temporal frontend used when neither TEMPORAL_ADDRESS nor a profile sets
@@ -68,6 +70,11 @@ const CodecKeyFileEnv = "PVEFLOW_CODEC_KEY_FILE"
 // are deprecated: each still stands in for the variable that replaces it when that one is
 // unset, with a warning through slog.Default naming the variable to use. The options have no
 // Logger: that is the caller's (see ClientOptionsWithLogger).
+//
+// The options trace through OpenTelemetry's global tracer provider (otel.GetTracerProvider),
+// with Temporal's tracing interceptor (telemetry.TracingInterceptor): StartWorkflow, and the
+// queries and signals the client sends, are spans once the program sets a provider, and the
+// workflow's spans are their children. Without a provider they cost next to nothing.
 func ClientOptions(getenv func(string) string) (client.Options, error) {
 	return clientOptions(getenv, slog.Default())
 }
@@ -220,6 +227,11 @@ func clientOptions(getenv func(string) string, logger *slog.Logger) (client.Opti
 		}
 		opts.DataConverter, opts.FailureConverter = codec.Converters(c)
 	}
+	tracing, err := telemetry.TracingInterceptor(otel.GetTracerProvider())
+	if err != nil {
+		return client.Options{}, fmt.Errorf("tracing: %w", err)
+	}
+	opts.Interceptors = append(opts.Interceptors, tracing)
 	return opts, nil
 }
 

@@ -60,6 +60,11 @@ PVEFLOW_CODEC_KEY_FILE names the key file of the payload codec: when set, workfl
 inputs and results (cloud-init user-data among them) and failure messages are encrypted in
 Temporal's history. The starters and the codec server must use the same file.
 
+OTEL_TRACES_EXPORTER (otlp, console or none), OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL
+(grpc or http/protobuf) and OTEL_SERVICE_NAME (default pveflow-worker) export the worker's spans,
+as for any OpenTelemetry program; with none of them set, nothing is exported. Console spans go to
+stderr.
+
 Flags:
 `
 

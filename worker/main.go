@@ -9,7 +9,8 @@
 // the real client at it, so the whole path runs without a cluster. The Temporal server is named
 // by the TEMPORAL_* environment and the temporal CLI's profiles, as for the temporal CLI, and
 // PVEFLOW_CODEC_KEY_FILE turns payload encryption on (see starter.ClientOptions). With
-// -metrics-listen it serves Prometheus metrics, the SDK's and its own, at /metrics. SIGINT or
+// -metrics-listen it serves Prometheus metrics, the SDK's and its own, at /metrics. The standard
+// OTEL_* environment turns span export on (see telemetry.SetupTracing). SIGINT or
 // SIGTERM stops the worker once the activities in flight have finished; a second one ends it at
 // once.
 package main
@@ -27,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -52,6 +54,10 @@ func main() {
 // workerProgram names the worker in its client identity, workerProgram@host:pid, which the
 // Temporal UI shows beside every task the worker took.
 const workerProgram = "pveflow-worker"
+
+// tracingFlushTimeout bounds how long the worker, stopping, waits for its last spans to be
+// exported.
+const tracingFlushTimeout = 5 * time.Second
 
 // Exit codes.
 const (
@@ -85,6 +91,18 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	if err != nil {
 		return err
 	}
+	shutdownTracing, err := telemetry.SetupTracing(ctx, getenv, workerProgram, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// ctx is done by now: the flush gets a context of its own.
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracingFlushTimeout)
+		defer cancel()
+		if err := shutdownTracing(flushCtx); err != nil {
+			logger.Warn("exporting the last spans failed", slog.Any("error", err))
+		}
+	}()
 	if opts.simulator {
 		sim, err := startSimulator(opts.sim, logger)
 		if err != nil {
@@ -106,6 +124,7 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		InsecureSkipTLSVerify: cfg.Proxmox.InsecureSkipTLSVerify,
 		RequestTimeout:        time.Duration(cfg.Proxmox.RequestTimeoutSeconds) * time.Second,
 		Logger:                logger,
+		WrapTransport:         telemetry.PVETransport(otel.GetTracerProvider()),
 	}
 	clientOpts, err := starter.ClientOptionsWithLogger(getenv, logger)
 	if err != nil {

@@ -111,6 +111,12 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 			want: "worker: -metrics-listen: listen tcp " + taken.Addr().String() + ": bind: address already in use",
 		},
 		{
+			name: "unknown span exporter",
+			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
+			env:  map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"},
+			want: `worker: OTEL_TRACES_EXPORTER "zipkin": want otlp, console or none`,
+		},
+		{
 			name: "config from the environment",
 			env:  map[string]string{"PVEFLOW_CONFIG": missingConfig},
 			want: "worker: read config: open " + missingConfig,

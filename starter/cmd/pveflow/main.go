@@ -19,10 +19,12 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
+	"github.com/pveflow/pveflow/internal/telemetry"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -135,6 +137,12 @@ and pveflow's own:
                       when set, workflow inputs (user-data among them), results and
                       failure messages are encrypted in Temporal's history. The
                       worker needs the same file
+and OpenTelemetry's:
+  OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL,
+  OTEL_SERVICE_NAME (default pveflow-cli)
+                      export the spans of the calls to Temporal (StartWorkflow, ...),
+                      whose children the workflow's spans are: otlp, console (on
+                      stderr) or none; unset, nothing is exported
 
 Exit codes:
   0  success
@@ -281,22 +289,44 @@ func flagError(fs *flag.FlagSet, err error) error {
 	return usageError{fmt.Errorf("%s: %w", fs.Name(), err)}
 }
 
-// connect dials Temporal from the environment and makes the starter; the returned func closes
-// the connection.
+// cliProgram names the CLI in its client identity and, by default, as the service of its spans.
+const cliProgram = "pveflow-cli"
+
+// tracingFlushTimeout bounds how long a command, done, waits for its spans to be exported.
+const tracingFlushTimeout = 5 * time.Second
+
+// connect sets up tracing from the environment, dials Temporal and makes the starter; the
+// returned func closes the connection and exports the spans left.
 func (c *cli) connect(ctx context.Context) (func(), error) {
 	// The SDK's own logs, and the starter's, are for warnings here: stdout carries results.
 	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	opts, err := starter.ClientOptionsWithLogger(c.getenv, logger)
+	shutdownTracing, err := telemetry.SetupTracing(ctx, c.getenv, cliProgram, c.stderr)
 	if err != nil {
 		return nil, err
 	}
-	opts.Identity = starter.Identity("pveflow-cli") // beside each workflow it started, in the UI
+	flush := func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracingFlushTimeout)
+		defer cancel()
+		if err := shutdownTracing(flushCtx); err != nil {
+			logger.Warn("exporting the spans failed", slog.Any("error", err))
+		}
+	}
+	opts, err := starter.ClientOptionsWithLogger(c.getenv, logger)
+	if err != nil {
+		flush()
+		return nil, err
+	}
+	opts.Identity = starter.Identity(cliProgram) // beside each workflow it started, in the UI
 	tc, err := starter.Dial(ctx, opts)
 	if err != nil {
+		flush()
 		return nil, err
 	}
 	c.starter = starter.New(tc, c.taskQueue, starter.WithDataConverter(opts.DataConverter), starter.WithNamespace(opts.Namespace))
-	return tc.Close, nil
+	return func() {
+		tc.Close()
+		flush()
+	}, nil
 }
 
 // terminalWidth is the width of stderr when it is a terminal, else 0.
