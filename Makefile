@@ -12,8 +12,8 @@ WORKFLOWCHECK_VERSION := v0.6.0
 # never brings the server's dependency graph along. Tests that need a server run it as a
 # process (internal/testserver), built once here and named by PVEFLOW_TEMPORAL_BIN.
 DEVSERVER := internal/devserver
-TEMPORAL_BIN := $(BIN)/pveflow-temporal
-export PVEFLOW_TEMPORAL_BIN := $(TEMPORAL_BIN)
+TEMPORAL_BIN := bin/pveflow-temporal
+export PVEFLOW_TEMPORAL_BIN := $(CURDIR)/$(TEMPORAL_BIN)
 
 .PHONY: all build test test-pveflow test-devserver compose-check lint vet fmt-check staticcheck \
 	workflowcheck bench histories run run-stalled announce clean $(TEMPORAL_BIN)
@@ -26,7 +26,7 @@ build: $(TEMPORAL_BIN)
 
 # Always handed to go build, which knows whether anything changed.
 $(TEMPORAL_BIN):
-	cd $(DEVSERVER) && $(GO) build -o $(TEMPORAL_BIN) ./cmd/pveflow-temporal
+	cd $(DEVSERVER) && $(GO) build -o $(CURDIR)/$(TEMPORAL_BIN) ./cmd/pveflow-temporal
 
 test: test-pveflow test-devserver compose-check
 

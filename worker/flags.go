@@ -80,7 +80,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	var o options
 	fs.StringVar(&o.configPath, "config", getenv("PVEFLOW_CONFIG"), "configuration `file` (env PVEFLOW_CONFIG); required unless -simulator, which defaults to "+simulatorConfig)
 	fs.StringVar(&o.taskQueue, "task-queue", cmp.Or(getenv("PVEFLOW_TASK_QUEUE"), workflows.DefaultTaskQueue), "task `queue` to poll (env PVEFLOW_TASK_QUEUE)")
-	fs.StringVar(&o.metricsListen, "metrics-listen", getenv("PVEFLOW_METRICS_LISTEN"), "`address` to serve Prometheus metrics on at /metrics, such as 127.0.0.1:9464; off when empty (env PVEFLOW_METRICS_LISTEN)")
+	fs.StringVar(&o.metricsListen, "metrics-listen", getenv("PVEFLOW_METRICS_LISTEN"), "`address` to serve Prometheus metrics (/metrics) and health checks (/healthz, /readyz) on, such as 127.0.0.1:9464; off when empty (env PVEFLOW_METRICS_LISTEN)")
 	logFormat := fs.String("log-format", cmp.Or(getenv("PVEFLOW_LOG_FORMAT"), "text"), "log `format`, text or json (env PVEFLOW_LOG_FORMAT)")
 	logLevel := fs.String("log-level", cmp.Or(getenv("PVEFLOW_LOG_LEVEL"), "info"), "least `level` logged: debug, info, warn or error (env PVEFLOW_LOG_LEVEL)")
 	fs.DurationVar(&o.healthEvery, "health-every", 5*time.Minute, "run the CheckHealth workflow this often, on a Temporal Schedule the worker creates or updates at start; 0 leaves the schedule alone")

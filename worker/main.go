@@ -130,13 +130,14 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	if err != nil {
 		return err
 	}
+	var ready readiness
 	if opts.metricsListen != "" {
 		metrics, err := telemetry.NewMetrics(logger)
 		if err != nil {
 			return err
 		}
 		defer metrics.Close(context.Background())
-		stopOps, err := serveOps(opts.metricsListen, opsMux(metrics), logger)
+		stopOps, err := serveOps(opts.metricsListen, opsMux(metrics, &ready), logger)
 		if err != nil {
 			return err
 		}
@@ -181,6 +182,7 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	if opts.deployment.promote {
 		go promote(ctx, c, opts.deployment, logger)
 	}
+	ready.watch(pollingCheck(c, opts.taskQueue, clientOpts.Identity), proxmoxCheck(api))
 	if err := w.Run(doneChan(ctx)); err != nil {
 		return fmt.Errorf("worker on task queue %s: %w", opts.taskQueue, err)
 	}

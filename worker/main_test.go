@@ -162,25 +162,34 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 	}
 }
 
-// simWorker is a worker run with -simulator against a test server, on its own task queue.
-type simWorker struct {
-	simDir string
+// workerRun is the worker run by a test against a test server, on task queue "worker-test".
+type workerRun struct {
+	simDir string // with -simulator, where the simulator writes its url, CA and token
 	stderr *syncbuf.Buffer
 	stop   func() int // stops the worker and returns its exit code
 }
 
-// runSimWorker runs the worker with -simulator and args against server, on task queue
-// "worker-test", until its stop is called or the test ends.
-func runSimWorker(t *testing.T, server *testserver.Server, args ...string) simWorker {
+// runSimWorker runs the worker with -simulator and args against server until its stop is
+// called or the test ends. Later args override the simulator's defaults.
+func runSimWorker(t *testing.T, server *testserver.Server, args ...string) workerRun {
 	t.Helper()
-	w := simWorker{simDir: t.TempDir(), stderr: &syncbuf.Buffer{}}
+	simDir := t.TempDir()
+	w := runWorker(t, server, append([]string{
+		"-simulator", "-config", simulatorYAML, "-simulator-dir", simDir,
+		"-simulator-clone-time", "500ms", "-simulator-agent-delay", "100ms",
+	}, args...)...)
+	w.simDir = simDir
+	return w
+}
+
+// runWorker runs the worker with args against server until its stop is called or the test ends.
+func runWorker(t *testing.T, server *testserver.Server, args ...string) workerRun {
+	t.Helper()
+	w := workerRun{stderr: &syncbuf.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run(ctx, append([]string{
-			"-simulator", "-config", simulatorYAML, "-simulator-dir", w.simDir,
-			"-simulator-clone-time", "500ms", "-simulator-agent-delay", "100ms", "-task-queue", "worker-test",
-		}, args...), envOf(map[string]string{
+		exit <- run(ctx, append([]string{"-task-queue", "worker-test"}, args...), envOf(map[string]string{
 			"TEMPORAL_ADDRESS":   server.Address(),
 			"TEMPORAL_NAMESPACE": server.Namespace(),
 		}), w.stderr)
@@ -204,7 +213,7 @@ func runSimWorker(t *testing.T, server *testserver.Server, args ...string) simWo
 }
 
 // createProxy creates a proxy through the worker on "worker-test" and returns the result.
-func createProxy(t *testing.T, server *testserver.Server, w simWorker) workflows.CreateProxyResult {
+func createProxy(t *testing.T, server *testserver.Server, w workerRun) workflows.CreateProxyResult {
 	t.Helper()
 	s := starter.New(server.Client(), "worker-test")
 	const uid = "b3a1f9c2-6d4e-4a8b-9c70-2e5f1d3a4b68"

@@ -94,26 +94,9 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 	require.NoError(t, err)
 	configPath := filepath.Join(t.TempDir(), "config.yaml")
 	require.NoError(t, os.WriteFile(configPath, append(sim, "clones: {perStorage: 1}\n"...), 0o600))
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	var stderr syncbuf.Buffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(ctx, []string{
-			"-simulator", "-config", configPath, "-simulator-dir", t.TempDir(),
-			"-simulator-clone-time", "1s", "-simulator-agent-delay", "100ms", "-task-queue", "metrics-test",
-			"-metrics-listen", "127.0.0.1:0",
-		}, envOf(map[string]string{
-			"TEMPORAL_ADDRESS":   server.Address(),
-			"TEMPORAL_NAMESPACE": server.Namespace(),
-		}), &stderr)
-	}()
-	defer func() {
-		stop()
-		<-exit
-	}()
-	url := metricsURL(t, &stderr)
-	s := starter.New(server.Client(), "metrics-test")
+	w := runSimWorker(t, server, "-config", configPath, "-simulator-clone-time", "1s", "-metrics-listen", "127.0.0.1:0")
+	url := metricsURL(t, w.stderr)
+	s := starter.New(server.Client(), "worker-test")
 	uids := []string{"6c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", "7d2e3f4a-5b6c-4d7e-8f9a-0b1c2d3e4f5a"}
 	const badUID = "8e3f4a5b-6c7d-4e8f-9a0b-1c2d3e4f5a6b"
 	for _, uid := range uids {
@@ -139,7 +122,7 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 	for pending := len(uids); pending > 0; {
 		select {
 		case err := <-created:
-			require.NoError(t, err, stderr.String())
+			require.NoError(t, err, w.stderr.String())
 			pending--
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -153,7 +136,7 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 	_, err = s.Delete(context.Background(), workflows.DeleteProxyInput{UID: uids[0]})
 	require.NoError(t, err)
 	_, err = s.DeleteResult(waitCtx, uids[0])
-	require.NoError(t, err, stderr.String())
+	require.NoError(t, err, w.stderr.String())
 	m := scrape(t, url)
 
 	assert.Equal(t, 1.0, mostQueued, "clones queued")

@@ -13,10 +13,12 @@ import (
 )
 
 // opsMux routes the worker's operations endpoints, all on the -metrics-listen address:
-// /metrics for Prometheus. Health checks belong here too.
-func opsMux(metrics *telemetry.Metrics) *http.ServeMux {
+// /metrics for Prometheus, /healthz for liveness and /readyz for readiness.
+func opsMux(metrics *telemetry.Metrics, ready *readiness) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.HTTPHandler())
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.Handle("GET /readyz", ready)
 	return mux
 }
 
