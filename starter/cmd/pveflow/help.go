@@ -11,15 +11,12 @@ type helpRequest struct{ command string }
 
 func (h helpRequest) Error() string { return "help requested" }
 
-// detailedHelp is the help of the commands with more to say than their entry in helpText.
-var detailedHelp = map[string]string{"get": getHelp, "ls": lsHelp, "check": checkHelp}
+// details is what the help of a command says besides its entry in helpText.
+var details = map[string]string{"get": getDetails, "ls": lsDetails, "check": checkDetails}
 
-// commandHelp is the help of one command: its detailed help, or else its entry in helpText's
-// Commands section, which is where a new command documents itself, and the global flags.
+// commandHelp is the help of one command: its entry in helpText's Commands section, which is
+// where a new command documents itself, its details if it has any, and the global flags.
 func commandHelp(name string) (string, bool) {
-	if help, ok := detailedHelp[name]; ok {
-		return help, true
-	}
 	_, section, _ := strings.Cut(helpText, "\nCommands:\n")
 	section, _, _ = strings.Cut(section, "\n\n")
 	var entry []string
@@ -31,19 +28,22 @@ func commandHelp(name string) (string, bool) {
 			entry = append(entry, line)
 		case isCommand:
 			if entry != nil {
-				return usageOf(entry), true
+				return usageOf(entry, details[name]), true
 			}
 		case entry != nil:
 			entry = append(entry, line)
 		}
 	}
-	return usageOf(entry), entry != nil
+	return usageOf(entry, details[name]), entry != nil
 }
 
-func usageOf(entry []string) string {
-	return fmt.Sprintf("Usage:\n%s\n\nGlobal flags, before or after the command:\n"+
+func usageOf(entry []string, details string) string {
+	if details != "" {
+		details = "\n" + details
+	}
+	return fmt.Sprintf("Usage:\n%s\n%s\nGlobal flags, before or after the command:\n"+
 		"  --json          print results as JSON on stdout\n"+
 		"  --task-queue Q  the workers' task queue (default $PVEFLOW_TASK_QUEUE, else \"pveflow\")\n\n"+
 		"Run 'pveflow help' for every command, the environment and the exit codes.\n",
-		strings.Join(entry, "\n"))
+		strings.Join(entry, "\n"), details)
 }

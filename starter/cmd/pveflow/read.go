@@ -13,12 +13,10 @@ import (
 	"github.com/pveflow/pveflow/workflows"
 )
 
-// The read commands: get, ls and check. Each runs a short read workflow and has help of its
-// own (`pveflow get --help`).
+// The read commands: get, ls and check. Each runs a short read workflow, and its help
+// (`pveflow get --help`) says more than its entry in the main help.
 
-const getHelp = `Usage: pveflow get (--uid UID | --provider-id vms/<vmid>/<name>) [--json]
-
-Finds the VM of a proxy and says what it is doing: Running (with its IPv4), Provisioning
+const getDetails = `Finds the VM of a proxy and says what it is doing: Running (with its IPv4), Provisioning
 (running, no IPv4 yet) or Stopped, with its provider ID, node, VMID, UID and creation time
 from its mark. It runs the GetProxy workflow, which only reads: it needs no create to have
 run, and runs beside a create or delete of the same proxy.
@@ -28,17 +26,13 @@ proxy's), 4 when the VM is locked, being cloned or of unknown status (ask again 
 bad input or when two VMs carry the proxy's mark.
 `
 
-const lsHelp = `Usage: pveflow ls [--json]
-
-Lists the VMs on the Proxmox cluster that carry pveflow's mark: provider ID, node, status (from
+const lsDetails = `Lists the VMs on the Proxmox cluster that carry pveflow's mark: provider ID, node, status (from
 PVE's status cache, which lags by seconds), UID and creation time. It runs the ListProxies
 workflow: one cluster resources read, and one config read per VM with pveflow's tag or name.
 A VM whose config cannot be read is skipped and named on stderr. (list lists workflows.)
 `
 
-const checkHelp = `Usage: pveflow check [--last] [--json]
-
-Checks every configured node: the PVE version, the node's status, the ISO storage (on the node,
+const checkDetails = `Checks every configured node: the PVE version, the node's status, the ISO storage (on the node,
 holding ISO images) and the templates a proxy on the node is cloned from. It runs the
 CheckHealth workflow now; with --last it prints the latest completed run of the health
 schedule the worker keeps (worker -health-every) instead.
