@@ -97,10 +97,12 @@ func (r CollectGarbageResult) Failed() bool {
 // deleted: a list call failing fails the run, and deletes nothing. A deletion that fails is
 // reported in the result, and the run goes on with the others.
 func (w *Workflows) CollectGarbage(ctx workflow.Context, in CollectGarbageInput) (CollectGarbageResult, error) {
-	if len(in.Keep) == 0 && !in.KeepNone {
+	switch {
+	case len(in.Keep) == 0 && !in.KeepNone:
 		return CollectGarbageResult{}, permanentf("collect garbage: the kept set is empty; set KeepNone to collect every proxy")
-	}
-	if in.Grace == 0 {
+	case in.Grace < 0:
+		return CollectGarbageResult{}, permanentf("collect garbage: grace period %s is negative", in.Grace)
+	case in.Grace == 0:
 		in.Grace = DefaultGrace
 	}
 	var s settings

@@ -264,14 +264,21 @@ func TestCollectGarbage_failedDeleteReportedAndOthersGoOn(t *testing.T) {
 	assert.NotContains(t, w.isos(), volid)
 }
 
-func TestCollectGarbage_emptyKeptSetRefused(t *testing.T) {
-	w := newWorld(t)
-	w.add(proxyVM(w, otherUID, true))
+func TestCollectGarbage_refusedInput(t *testing.T) {
+	tests := map[string]workflows.CollectGarbageInput{
+		"an empty kept set":       {},
+		"a negative grace period": {Keep: []string{uid}, Grace: -time.Hour},
+	}
+	for name, in := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			w.add(proxyVM(w, otherUID, true))
 
-	_, err := w.collect(workflows.CollectGarbageInput{})
+			_, err := w.collect(in)
 
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
-	assert.Empty(t, w.cluster.Calls())
-	assert.Len(t, w.vms(), 1)
+			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.Empty(t, w.cluster.Calls())
+			assert.Len(t, w.vms(), 1)
+		})
+	}
 }
-

@@ -121,7 +121,9 @@ func TestConformance_modelAndRESTServerAgree(t *testing.T) {
 		{"destroy", task("destroy", func(ctx context.Context, api pve.API) (pve.UPID, error) { return api.Destroy(ctx, node, vmid) }), time.Minute},
 		{"destroy done", status("destroy"), 0},
 		{"status of a destroyed VM", func(ctx context.Context, api pve.API) (any, error) { return api.VMStatus(ctx, node, vmid) }, 0},
-		{"ISOs", func(ctx context.Context, api pve.API) (any, error) { return api.StorageContent(ctx, node, "local", "iso") }, 0},
+		{"ISOs", func(ctx context.Context, api pve.API) (any, error) {
+			return api.StorageContent(ctx, node, "local", "iso")
+		}, 0},
 		{"disk images", func(ctx context.Context, api pve.API) (any, error) {
 			return api.StorageContent(ctx, node, "local-lvm", "images")
 		}, 0},
