@@ -378,6 +378,23 @@ func (a *Activities) AgentNetworkInterfaces(ctx context.Context, req AgentReques
 	return res, nil
 }
 
+// StorageContentRequest is the input of StorageContent.
+type StorageContentRequest struct {
+	StorageRef
+	// Content is the content type to list ("iso", "images", ...); empty lists every volume.
+	Content string `json:"content,omitempty"`
+}
+
+// StorageContent lists the volumes of a storage on a node.
+func (a *Activities) StorageContent(ctx context.Context, req StorageContentRequest) ([]pve.StorageVolume, error) {
+	req.annotate(ctx)
+	vs, err := a.API.StorageContent(ctx, req.Node, req.Storage, req.Content)
+	if err != nil {
+		return nil, failure(fmt.Sprintf("list content of storage %s on node %s", req.Storage, req.Node), err)
+	}
+	return vs, nil
+}
+
 // DeleteVolumeRequest is the input of DeleteVolume.
 type DeleteVolumeRequest struct {
 	StorageRef

@@ -437,6 +437,40 @@ func TestDeleteVolume_missingISOSucceeds(t *testing.T) {
 	}
 }
 
+func TestStorageContent_listsISOs(t *testing.T) {
+	f := newFixture(t)
+	started := f.clock.Now()
+	var up activities.UploadISOResult
+	require.NoError(t, f.run(t, f.acts.UploadISO, &up, activities.UploadISORequest{
+		StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"},
+		Name:       "proxy-test", InstanceID: "uid-1", UserData: "#cloud-config\n",
+	}))
+	_, err := f.waitTask(t, up.UPID)
+	require.NoError(t, err)
+
+	var isos []pve.StorageVolume
+	require.NoError(t, f.run(t, f.acts.StorageContent, &isos, activities.StorageContentRequest{
+		StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"}, Content: "iso",
+	}))
+
+	require.Len(t, isos, 1)
+	assert.Equal(t, up.VolID, isos[0].VolID)
+	assert.Equal(t, up.Size, isos[0].Size)
+	assert.WithinRange(t, time.Unix(isos[0].CTime, 0), started, f.clock.Now(), "made when the upload ended")
+}
+
+func TestStorageContent_unknownStorageFailsWithProxmoxMessage(t *testing.T) {
+	f := newFixture(t)
+
+	err := f.run(t, f.acts.StorageContent, nil, activities.StorageContentRequest{
+		StorageRef: activities.StorageRef{Node: "pve1", Storage: "nope"}, Content: "iso",
+	})
+
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "list content of storage nope on node pve1")
+	assert.Contains(t, err.Error(), "storage 'nope' does not exist")
+}
+
 func TestErrors_classesBecomeApplicationErrorTypes(t *testing.T) {
 	tests := []struct {
 		name      string

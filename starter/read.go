@@ -18,8 +18,8 @@ import (
 	"github.com/pveflow/pveflow/workflows"
 )
 
-// What errors.Is finds in the error of a read (GetProxy, ListProxies, CheckHealth) whose
-// workflow failed, by the workflow's failure type.
+// What errors.Is finds in the error of a read (GetProxy, ListProxies, CheckHealth), or of
+// CollectGarbage, whose workflow failed, by the workflow's failure type.
 var (
 	// ErrNotFound: GetProxy found no VM of the proxy.
 	ErrNotFound = errors.New("proxy not found")
@@ -63,7 +63,13 @@ func (e readError) Is(target error) bool { return e.sentinel != nil && target ==
 
 // read runs a read workflow with ID id and waits for its result.
 func (c *Client) read(ctx context.Context, what, id, workflowType string, res any, args ...any) error {
-	run, err := c.temporal.ExecuteWorkflow(ctx, workflows.ReadOptions(id, c.taskQueue), workflowType, args...)
+	return c.execute(ctx, what, workflows.ReadOptions(id, c.taskQueue), workflowType, res, args...)
+}
+
+// execute runs a workflow that the caller waits for, a read or a garbage collection, and waits
+// for its result. A failure is a readError.
+func (c *Client) execute(ctx context.Context, what string, opts client.StartWorkflowOptions, workflowType string, res any, args ...any) error {
+	run, err := c.temporal.ExecuteWorkflow(ctx, opts, workflowType, args...)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", what, err)
 	}

@@ -124,7 +124,7 @@ func (w *world) bareEnv() *testsuite.TestWorkflowEnvironment {
 // peersDoNotRun answers every announcement to another workflow as Temporal does when that
 // workflow does not run.
 func (w *world) peersDoNotRun(env *testsuite.TestWorkflowEnvironment) {
-	for _, signal := range []string{"delete-requested", "create-started", "delete-closed", "create-closed"} {
+	for _, signal := range []string{"delete-requested", "create-started", "delete-closed", "create-closed", "gc-probe"} {
 		env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", signal, mock.Anything).
 			Return(errors.New("workflow execution already completed")).Maybe()
 	}

@@ -1,6 +1,7 @@
 // Package workflows holds CreateProxy and DeleteProxy, the durable workflows that create and
 // delete an egress-proxy VM on Proxmox VE, the short read workflows GetProxy, ListProxies and
-// CheckHealth, and the names an operator uses to find them.
+// CheckHealth, CollectGarbage, which deletes what no proxy needs any more, and the names an
+// operator uses to find them.
 //
 // Workflow code here is deterministic: no I/O, no wall-clock time, no randomness outside the
 // workflow APIs. Everything that touches Proxmox is an activity of package activities; the one
@@ -28,6 +29,7 @@ const (
 	GetProxyName       = "GetProxy"
 	ListProxiesName    = "ListProxies"
 	CheckHealthName    = "CheckHealth"
+	CollectGarbageName = "CollectGarbage"
 )
 
 // StatusQuery is the query both workflows answer with their Status.
@@ -43,6 +45,10 @@ const (
 	createStartedSignal   = "create-started"
 	deleteClosedSignal    = "delete-closed"
 )
+
+// gcProbeSignal is how CollectGarbage asks whether the create of a UID runs: the signal fails
+// when it does not. A create ignores it.
+const gcProbeSignal = "gc-probe"
 
 // The change of both workflows that made a proxy's VMs found by UID on its probe VMIDs, owned
 // only by their mark, and its create and delete exclusive, recorded by workflow.GetVersion.
@@ -87,6 +93,10 @@ func ListProxiesWorkflowID(requestID string) string { return "list-proxies/" + r
 
 // CheckHealthWorkflowID is the workflow ID of one CheckHealth run on request (pveflow check).
 func CheckHealthWorkflowID(requestID string) string { return "check-health/" + requestID }
+
+// CollectGarbageWorkflowID is the workflow ID of one CollectGarbage. Every run has a request ID
+// of its own: two runs at once are harmless, as each deletes through DeleteProxy's own ID.
+func CollectGarbageWorkflowID(requestID string) string { return "collect-garbage/" + requestID }
 
 // HealthScheduleID is the ID of the Temporal Schedule that runs CheckHealth on taskQueue.
 func HealthScheduleID(taskQueue string) string { return "check-health/" + taskQueue }

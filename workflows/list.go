@@ -46,7 +46,8 @@ func (w *Workflows) ListProxies(ctx workflow.Context) (ListProxiesResult, error)
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return settingsOf(w.Config) }).Get(&s); err != nil {
 		return ListProxiesResult{}, err
 	}
-	return listMarked(ctx, s)
+	res, _, err := listMarked(ctx, s)
+	return res, err
 }
 
 // listConcurrency bounds the config reads a list has in flight.
@@ -56,11 +57,12 @@ const listConcurrency = 8
 // (proxy.MayBeProxy), each one's config read for the mark. A VM gone since the resources call
 // is left out; one whose config cannot be read is skipped with a log line and reported in
 // Unreadable. The resources call failing, or the workflow being cancelled, fails the whole list.
-func listMarked(ctx workflow.Context, s settings) (ListProxiesResult, error) {
+// It returns the resources list it read too.
+func listMarked(ctx workflow.Context, s settings) (ListProxiesResult, []pve.VMResource, error) {
 	o := proxyOps{ctx: ctx, s: s, t: readTracker(ctx), read: true}
 	var resources []pve.VMResource
 	if err := o.listResources(&resources); err != nil {
-		return ListProxiesResult{}, err
+		return ListProxiesResult{}, nil, err
 	}
 	var candidates []pve.VMResource
 	for _, r := range resources {
@@ -86,7 +88,7 @@ func listMarked(ctx workflow.Context, s settings) (ListProxiesResult, error) {
 			err := reads[i].Get(ctx, &cfg)
 			switch {
 			case temporal.IsCanceledError(err):
-				return ListProxiesResult{}, err
+				return ListProxiesResult{}, nil, err
 			case isType(err, activities.ErrNotFound):
 				logger.Info("Leaving out a VM gone since cluster resources listed it", "vmid", r.VMID, "node", r.Node)
 				continue
@@ -110,5 +112,5 @@ func listMarked(ctx workflow.Context, s settings) (ListProxiesResult, error) {
 			})
 		}
 	}
-	return res, nil
+	return res, resources, nil
 }

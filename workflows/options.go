@@ -24,6 +24,7 @@ func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(w.GetProxy, workflow.RegisterOptions{Name: GetProxyName})
 	r.RegisterWorkflowWithOptions(w.ListProxies, workflow.RegisterOptions{Name: ListProxiesName})
 	r.RegisterWorkflowWithOptions(w.CheckHealth, workflow.RegisterOptions{Name: CheckHealthName})
+	r.RegisterWorkflowWithOptions(w.CollectGarbage, workflow.RegisterOptions{Name: CollectGarbageName})
 }
 
 // settings is what a run takes from the worker's configuration. It is read once, in a side

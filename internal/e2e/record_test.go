@@ -165,6 +165,14 @@ func TestRecordHistories(t *testing.T) {
 		}, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			return mustSucceed[workflows.CheckHealthResult](t, startRead(t, s, workflows.CheckHealthWorkflowID("record"), workflows.CheckHealthName))
 		}},
+		{name: "collect-garbage", run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+			// The proxy of uid is not kept: its VM goes through a child DeleteProxy, after the
+			// probe finds no create of uid running; the orphan ISO goes with DeleteVolume.
+			mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			uploadOrphanISO(t, c, "a-proxy-long-gone")
+			in := workflows.CollectGarbageInput{Keep: []string{otherUID}, Grace: time.Millisecond}
+			return mustSucceed[workflows.CollectGarbageResult](t, s.startGC("record", in))
+		}},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {

@@ -108,6 +108,15 @@ func (s *stack) startDelete(in workflows.DeleteProxyInput) client.WorkflowRun {
 	return run
 }
 
+// startGC starts a CollectGarbage as the starter does, under the request ID requestID.
+func (s *stack) startGC(requestID string, in workflows.CollectGarbageInput) client.WorkflowRun {
+	s.t.Helper()
+	opts := client.StartWorkflowOptions{ID: workflows.CollectGarbageWorkflowID(requestID), TaskQueue: workflows.DefaultTaskQueue}
+	run, err := s.client.ExecuteWorkflow(context.Background(), opts, workflows.CollectGarbageName, in)
+	require.NoError(s.t, err)
+	return run
+}
+
 // result waits for a run to close, within a minute.
 func result[T any](t testing.TB, run client.WorkflowRun) (T, error) {
 	t.Helper()

@@ -52,6 +52,9 @@ type API interface {
 	// DeleteVolume starts DELETE /nodes/{node}/storage/{storage}/content/{volid}. PVE answers a
 	// UPID, or nothing when the deletion finished within the request; the UPID is then empty.
 	DeleteVolume(ctx context.Context, node, storage, volid string) (UPID, error)
+	// StorageContent reads GET /nodes/{node}/storage/{storage}/content, filtered to one content
+	// type ("iso", "images", ...) unless content is empty.
+	StorageContent(ctx context.Context, node, storage, content string) ([]StorageVolume, error)
 }
 
 // Version is the answer of GET /version.
@@ -105,6 +108,22 @@ type StorageStatus struct {
 	Total   int64  `json:"total"`
 	Used    int64  `json:"used"`
 	Avail   int64  `json:"avail"`
+}
+
+// StorageVolume is one entry of GET /nodes/{node}/storage/{storage}/content.
+type StorageVolume struct {
+	// VolID is the full volume ID, such as "local:iso/proxy-abc-seed.iso".
+	VolID string `json:"volid"`
+	// Content is the volume's content type: "iso", "images", ...
+	Content string `json:"content"`
+	// Format is "iso", "raw", "qcow2", ...
+	Format string `json:"format"`
+	Size   int64  `json:"size"`
+	// CTime is when the volume was created, in seconds since the Unix epoch; 0 when the storage
+	// does not say.
+	CTime int64 `json:"ctime"`
+	// VMID is the VM owning a disk image; 0 for an ISO.
+	VMID int `json:"vmid"`
 }
 
 // VMResource is one entry of GET /cluster/resources?type=vm. Name, Status and Template come from

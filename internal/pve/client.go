@@ -293,6 +293,18 @@ func (c *Client) DeleteVolume(ctx context.Context, node, storage, volid string) 
 	return c.task(ctx, "DeleteVolume", op, http.MethodDelete, apiPath("nodes", node, "storage", storage, "content", volid), nil)
 }
 
+// StorageContent reads GET /nodes/{node}/storage/{storage}/content.
+func (c *Client) StorageContent(ctx context.Context, node, storage, content string) ([]StorageVolume, error) {
+	var vs []StorageVolume
+	op := fmt.Sprintf("content of storage %s on node %s", storage, node)
+	var params url.Values
+	if content != "" {
+		params = url.Values{"content": {content}}
+	}
+	err := c.call(ctx, "StorageContent", op, http.MethodGet, apiPath("nodes", node, "storage", storage, "content"), params, &vs)
+	return vs, err
+}
+
 // task makes a call whose answer is a task's UPID.
 func (c *Client) task(ctx context.Context, apiMethod, op, method, path string, params url.Values) (UPID, error) {
 	var upid UPID

@@ -141,6 +141,10 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			_, err := c.DeleteVolume(ctx, node, "local", "local:iso/proxy-1-seed.iso")
 			return err
 		},
+		"StorageContent": func(ctx context.Context) error {
+			_, err := c.StorageContent(ctx, node, "local", "iso")
+			return err
+		},
 	}
 	api := reflect.TypeFor[pve.API]()
 	require.Len(t, calls, api.NumMethod())
@@ -160,5 +164,5 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			endpoints[ep.Method+" "+ep.Path] = true
 		})
 	}
-	assert.Len(t, endpoints, 16, "the 16 calls reach 16 distinct endpoints")
+	assert.Len(t, endpoints, 17, "the 17 calls reach 17 distinct endpoints")
 }

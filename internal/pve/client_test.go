@@ -19,6 +19,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -610,6 +611,22 @@ func TestClient_deleteVolumeNullDataIsEmptyUPID(t *testing.T) {
 
 	require.NoError(t, err)
 	assert.Empty(t, upid)
+}
+
+func TestClient_storageContentDecodesPerlScalarsAndFiltersByContent(t *testing.T) {
+	query := make(chan url.Values, 1)
+	ts := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		query <- r.URL.Query()
+		// PVE 9's answer for a directory storage: ctime and size as numbers or strings.
+		serveJSON(`{"data":[{"volid":"local:iso/proxy-1-seed.iso","content":"iso","format":"iso","size":"382976","ctime":1796212800}]}`)(w, r)
+	})
+	c := newClient(t, ts)
+
+	vols, err := c.StorageContent(t.Context(), "pve1", "local", "iso")
+
+	require.NoError(t, err)
+	assert.Equal(t, url.Values{"content": {"iso"}}, <-query)
+	assert.Equal(t, []pve.StorageVolume{{VolID: "local:iso/proxy-1-seed.iso", Content: "iso", Format: "iso", Size: 382976, CTime: 1796212800}}, vols)
 }
 
 func TestClient_pathSegmentsEscaped(t *testing.T) {

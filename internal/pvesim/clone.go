@@ -245,7 +245,7 @@ func (c *Cluster) runClone(t *task, from time.Time, src *vm, p pve.CloneParams, 
 		// Stuck on its storage after allocating: the task never ends.
 		t.end = time.Time{}
 		for _, d := range disks {
-			d.st.volumes[d.name] = &volume{size: d.size}
+			d.st.volumes[d.name] = &volume{size: d.size, ctime: from}
 		}
 	case (succeeded(t.exit) || crashed) && len(disks) > 0:
 		// The disks decide when it ends, and whether it fails on a storage's lock.

@@ -216,6 +216,7 @@ func TestCalls_recordEveryMethodByItsName(t *testing.T) {
 	_, _ = c.AgentNetworkInterfaces(ctx, "pve1", tmplID)
 	_, _ = c.UploadISO(ctx, "pve1", "local", "seed.iso", bytes.NewReader(nil), 0)
 	_, _ = c.DeleteVolume(ctx, "pve1", "local", "iso/seed.iso")
+	_, _ = c.StorageContent(ctx, "pve1", "local", "iso")
 
 	seen := make(map[string]bool)
 	for _, rec := range c.Calls() {

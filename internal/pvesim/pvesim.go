@@ -197,6 +197,8 @@ type storage struct {
 type volume struct {
 	size int64
 	data []byte
+	// ctime is when the volume was made, which StorageContent reports.
+	ctime time.Time
 }
 
 func (s *storage) avail() int64 {
@@ -448,7 +450,7 @@ func (c *Cluster) addVM(v VM, now time.Time) error {
 			return fmt.Errorf("pvesim: add VM %d: %s is on no storage of node %s", v.VMID, key, v.Node)
 		}
 		if st.volumes[name] == nil {
-			st.volumes[name] = &volume{size: driveSize(value)}
+			st.volumes[name] = &volume{size: driveSize(value), ctime: now}
 		}
 	}
 	if v.Running {

@@ -163,7 +163,7 @@ func (c *Cluster) UploadISO(ctx context.Context, node, storage, filename string,
 		t := c.startTask(now, node, "imgcopy", "", "OK")
 		if succeeded(t.exit) {
 			c.onEnd(t, func() {
-				st.volumes["iso/"+name] = &volume{size: size, data: data}
+				st.volumes["iso/"+name] = &volume{size: size, data: data, ctime: t.end}
 			})
 		}
 		return t.upid, nil
@@ -185,6 +185,36 @@ func readBody(r io.Reader, size int64) ([]byte, error) {
 		return nil, serverErr(fmt.Sprintf("upload failed - body longer than %d bytes", size))
 	}
 	return data, nil
+}
+
+// StorageContent lists a storage's volumes, by volume ID, as the node sees them; content, when
+// set, keeps those of one content type ("iso", "images"). PVE lists nothing of a content type
+// the storage does not hold, and so does the model.
+func (c *Cluster) StorageContent(ctx context.Context, node, storage, content string) ([]pve.StorageVolume, error) {
+	return call(c, ctx, Call{Method: "StorageContent", Node: node}, func(time.Time) ([]pve.StorageVolume, error) {
+		if _, err := c.nodeNamed(node); err != nil {
+			return nil, err
+		}
+		st, err := c.storageOn(node, storage)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.allow("/storage/"+storage, "Datastore.Audit", "Datastore.AllocateSpace"); err != nil {
+			return nil, err
+		}
+		out := []pve.StorageVolume{}
+		for _, name := range slices.Sorted(maps.Keys(st.volumes)) {
+			v := st.volumes[name]
+			sv := pve.StorageVolume{VolID: st.volid(name), Content: "images", Format: "raw", Size: v.size, CTime: v.ctime.Unix(), VMID: volumeOwner(name)}
+			if strings.HasPrefix(name, "iso/") {
+				sv.Content, sv.Format = "iso", "iso"
+			}
+			if content == "" || content == sv.Content {
+				out = append(out, sv)
+			}
+		}
+		return out, nil
+	})
 }
 
 // DeleteVolume deletes a volume with an imgdel task. volid is a full volume ID

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -273,4 +274,38 @@ func TestVersion_isPVE92(t *testing.T) {
 	v, err := c.Version(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, pve.Version{Version: "9.2.11", Release: "9.2", RepoID: "5d9b2f1c8a3e4076"}, v)
+}
+
+func TestStorageContent_listsISOsWithTheirCreationTime(t *testing.T) {
+	c, clk := newCluster(t)
+	upid, err := c.UploadISO(t.Context(), "pve1", "local", "seed.iso", strings.NewReader("seed"), 4)
+	require.NoError(t, err)
+	uploaded := finish(t, c, clk, upid)
+	clk.Advance(time.Hour)
+
+	isos, err := c.StorageContent(t.Context(), "pve1", "local", "iso")
+
+	require.NoError(t, err)
+	assert.Equal(t, []pve.StorageVolume{{VolID: "local:iso/seed.iso", Content: "iso", Format: "iso", Size: 4, CTime: t0.Add(defaultTaskDurations["imgcopy"]).Unix()}}, isos)
+	assert.Equal(t, "OK", uploaded.ExitStatus)
+}
+
+func TestStorageContent_filtersByContentType(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+
+	isos, err := c.StorageContent(t.Context(), "pve1", "local-lvm", "iso")
+	require.NoError(t, err)
+	images, err := c.StorageContent(t.Context(), "pve1", "local-lvm", "images")
+	require.NoError(t, err)
+
+	assert.Empty(t, isos)
+	require.NotEmpty(t, images)
+	owners := map[int]bool{}
+	for _, v := range images {
+		assert.Equal(t, "images", v.Content, v.VolID)
+		assert.NotZero(t, v.CTime, v.VolID)
+		owners[v.VMID] = true
+	}
+	assert.Equal(t, map[int]bool{tmplID: true, newID: true}, owners, "the template's disks and the clone's")
 }

@@ -105,7 +105,7 @@ func (c *Cluster) allocate(r *cloneRun, i int, asked, grant time.Time) {
 		return
 	}
 	d.st.reserved -= d.size
-	d.st.volumes[d.name] = &volume{size: d.size}
+	d.st.volumes[d.name] = &volume{size: d.size, ctime: grant}
 	r.allocated++
 	done := r.from.Add(r.copied[i] + r.waited)
 	cfg := r.configs[i]

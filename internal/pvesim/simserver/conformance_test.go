@@ -121,6 +121,15 @@ func TestConformance_modelAndRESTServerAgree(t *testing.T) {
 		{"destroy", task("destroy", func(ctx context.Context, api pve.API) (pve.UPID, error) { return api.Destroy(ctx, node, vmid) }), time.Minute},
 		{"destroy done", status("destroy"), 0},
 		{"status of a destroyed VM", func(ctx context.Context, api pve.API) (any, error) { return api.VMStatus(ctx, node, vmid) }, 0},
+		{"ISOs", func(ctx context.Context, api pve.API) (any, error) {
+			return api.StorageContent(ctx, node, "local", "iso")
+		}, 0},
+		{"disk images", func(ctx context.Context, api pve.API) (any, error) {
+			return api.StorageContent(ctx, node, "local-lvm", "images")
+		}, 0},
+		{"content of an unknown storage", func(ctx context.Context, api pve.API) (any, error) {
+			return api.StorageContent(ctx, node, "nope", "")
+		}, 0},
 		{"delete ISO", task("delete", func(ctx context.Context, api pve.API) (pve.UPID, error) {
 			return api.DeleteVolume(ctx, node, "local", iso)
 		}), time.Minute},
@@ -149,5 +158,5 @@ func TestConformance_modelAndRESTServerAgree(t *testing.T) {
 	for _, c := range direct.Calls() {
 		methods[c.Method] = true
 	}
-	assert.Len(t, methods, 16, "the scenario calls every seam method: %v", methods)
+	assert.Len(t, methods, 17, "the scenario calls every seam method: %v", methods)
 }

@@ -23,7 +23,7 @@ type apiCall struct {
 	vmid                  int
 }
 
-// endpoints are the 16 seam methods (see pve.API), keyed by method and the schema's path
+// endpoints are the 17 seam methods (see pve.API), keyed by method and the schema's path
 // template.
 var endpoints = map[string]endpoint{
 	"GET /version": func(ctx context.Context, api pve.API, _ *apiCall) (any, error) {
@@ -62,6 +62,9 @@ var endpoints = map[string]endpoint{
 	"GET /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces": agentInterfaces,
 	"POST /nodes/{node}/storage/{storage}/upload":                uploadISO,
 	"DELETE /nodes/{node}/storage/{storage}/content/{volume}":    deleteVolume,
+	"GET /nodes/{node}/storage/{storage}/content": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+		return result(api.StorageContent(ctx, c.node, c.storage, c.params.Get("content")))
+	},
 }
 
 // result adapts a seam method's typed result to an endpoint's.

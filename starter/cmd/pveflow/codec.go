@@ -25,17 +25,18 @@ const (
 // told to stop.
 const codecShutdownTimeout = 5 * time.Second
 
-// origins is a repeatable flag. Its values are checked by codec.NewHTTPHandler, after parsing.
-type origins []string
+// repeatable is a flag that may be given many times, each value added to the list.
+type repeatable []string
 
-func (o *origins) String() string     { return strings.Join(*o, ",") }
-func (o *origins) Set(v string) error { *o = append(*o, v); return nil }
+func (r *repeatable) String() string     { return strings.Join(*r, ",") }
+func (r *repeatable) Set(v string) error { *r = append(*r, v); return nil }
 
 // codecServer serves the codec's /encode and /decode, with the Web UI's CORS, until ctx is done.
 func (c *cli) codecServer(ctx context.Context, args []string) error {
 	fs := c.flagSet("codec-server")
 	listen := fs.String("listen", defaultCodecListen, "")
-	var uiOrigins origins
+	// Its values are checked by codec.NewHTTPHandler, after parsing.
+	var uiOrigins repeatable
 	fs.Var(&uiOrigins, "ui-origin", "")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -45,7 +46,7 @@ func (c *cli) codecServer(ctx context.Context, args []string) error {
 		return usageError{fmt.Errorf("codec-server: %s is not set: it names the key file to decode with", starter.CodecKeyFileEnv)}
 	}
 	if len(uiOrigins) == 0 {
-		uiOrigins = origins{defaultUIOrigin}
+		uiOrigins = repeatable{defaultUIOrigin}
 	}
 	keys, err := codec.LoadKeyFile(path)
 	if err != nil {

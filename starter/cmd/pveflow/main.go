@@ -87,6 +87,15 @@ Commands:
   ls              the VMs on the cluster that carry pveflow's mark
   check [--last]  check every configured node: version, node, ISO storage, templates;
                   --last prints the latest scheduled check instead of running one
+  gc (--keep UID | --keep-file F | --keep-command CMD)... | --all [--dry-run] [--grace D]
+                  delete the VMs with pveflow's mark whose UID is not kept, each through
+                  the DeleteProxy of its UID, and the seed ISOs no VM has. --keep,
+                  --keep-file (one UID a line, # comments) and --keep-command (run with
+                  sh -c, prints one UID a line) repeat, and add up; the kept set is read
+                  just before the run. An empty kept set is refused: --all keeps none.
+                  --dry-run lists what would be deleted. Nothing younger than --grace
+                  (default 1h) is taken; a UID whose create or delete runs is skipped.
+                  Exits 1 when a deletion failed, after printing what became of each
   demo [--image I] [--machine-type M] [--zone Z]
                   create a proxy with a new UID, wait for it, then delete it
   codec-server [--listen ADDR] [--ui-origin URL]...
@@ -147,7 +156,8 @@ and OpenTelemetry's:
 Exit codes:
   0  success
   1  any other error (the server cannot be reached, no such workflow, ...)
-  2  usage error, an invalid --uid or a user-data file over 64 KiB among them
+  2  usage error, an invalid --uid, a user-data file over 64 KiB or an empty kept
+     set among them
   3  the workflow failed Permanent: bad input or a state a person must resolve;
      starting it again fails again
   4  the workflow failed Transient: a budget ran out or Proxmox had trouble;
@@ -199,7 +209,8 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &usage), errors.Is(err, starter.ErrInvalidUID), errors.Is(err, starter.ErrUserDataTooLarge):
+	case errors.As(err, &usage), errors.Is(err, starter.ErrInvalidUID), errors.Is(err, starter.ErrUserDataTooLarge),
+		errors.Is(err, starter.ErrEmptyKeep):
 		return exitUsage
 	}
 	if code := readExitCode(err); code != 0 {
@@ -248,6 +259,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.ls(ctx, args)
 	case "check":
 		return c.check(ctx, args)
+	case "gc":
+		return c.gc(ctx, args)
 	case "demo":
 		return c.demo(ctx, args)
 	case "codec-server":

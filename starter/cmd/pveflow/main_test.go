@@ -97,7 +97,7 @@ func TestRun_invalidUIDIsAUsageErrorBeforeConnecting(t *testing.T) {
 }
 
 // flagValues are values of the flags that "true" is not one of.
-var flagValues = map[string]string{"extend": "30m"}
+var flagValues = map[string]string{"extend": "30m", "grace": "30m"}
 
 func TestRun_everyFlagTheHelpListsIsAccepted(t *testing.T) {
 	commands := helpSynopses(t)

@@ -1,0 +1,102 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// uploadOrphanISO puts on the ISO storage the seed ISO of a UID that has no VM, as a create
+// that died between its upload and its clone's cleanup would leave it.
+func uploadOrphanISO(t *testing.T, c *pvesim.Cluster, goneUID string) string {
+	t.Helper()
+	const data = "CD001 seed"
+	_, err := c.UploadISO(context.Background(), "pve1", "local", proxy.SeedISOName(proxy.NameFromUID(goneUID)), strings.NewReader(data), int64(len(data)))
+	require.NoError(t, err)
+	volid := proxy.SeedVolID("local", proxy.NameFromUID(goneUID))
+	eventually(t, "the orphan ISO is stored", func() bool { return strings.Contains(strings.Join(leftovers(c), " "), volid) })
+	return volid
+}
+
+// vmsOf are the cluster's VMs by VMID.
+func vmsOf(c *pvesim.Cluster) map[int]pvesim.VM {
+	out := map[int]pvesim.VM{}
+	for _, v := range c.VMs() {
+		out[v.VMID] = v
+	}
+	return out
+}
+
+func TestE2E_gcCollectsTheVMOfAKilledCreateAndAnOrphanISOAndLeavesTheKeptProxies(t *testing.T) {
+	// Boots take long enough to kill a create while it waits for one.
+	cluster := newCluster(func(o *pvesim.Options) { o.AgentBootDelay = 4 * time.Second })
+	s := startStack(t, cluster, fastConfig(t))
+	orphanISO := uploadOrphanISO(t, cluster, "a-proxy-long-gone")
+	kept := []string{"kept-proxy-a", "kept-proxy-b"}
+	const killed = "killed-proxy"
+	runs := []client.WorkflowRun{s.startCreate(createInput(kept[0])), s.startCreate(createInput(kept[1]))}
+	s.startCreate(createInput(killed))
+	eventually(t, "the third create waits for its VM to boot", func() bool {
+		return query(t, s.client, workflows.CreateWorkflowID(killed)).Phase == workflows.PhaseBooting
+	})
+	require.NoError(t, s.client.TerminateWorkflow(context.Background(), workflows.CreateWorkflowID(killed), "", "killed halfway"))
+	for _, run := range runs {
+		_, err := result[workflows.CreateProxyResult](t, run)
+		require.NoError(t, err)
+	}
+	killedVM := markedVM(t, cluster, killed)
+	require.Contains(t, leftovers(cluster), proxy.SeedVolID("local", proxy.NameFromUID(killed)), "the killed create left its seed ISO")
+	before := vmsOf(cluster)
+	keptVMs := []pvesim.VM{markedVM(t, cluster, kept[0]), markedVM(t, cluster, kept[1])}
+	// Anything made before the run is old enough: the grace period is the workflow's own
+	// concern, tested in package workflows.
+	in := workflows.CollectGarbageInput{Keep: kept, DryRun: true, Grace: time.Millisecond}
+
+	dry, err := result[workflows.CollectGarbageResult](t, s.startGC("dry-run", in))
+
+	require.NoError(t, err)
+	assert.Equal(t, []workflows.GarbageVM{{UID: killed, VMID: killedVM.VMID, Node: killedVM.Node, Name: proxy.NameFromUID(killed), Outcome: workflows.GarbageFound}}, dry.VMs)
+	require.Len(t, dry.ISOs, 1)
+	assert.Equal(t, orphanISO, dry.ISOs[0].VolID)
+	assert.Equal(t, workflows.GarbageFound, dry.ISOs[0].Outcome)
+	assert.Equal(t, before, vmsOf(cluster), "a dry run changes nothing")
+
+	in.DryRun = false
+	res, err := result[workflows.CollectGarbageResult](t, s.startGC("collect", in))
+
+	require.NoError(t, err)
+	require.Len(t, res.VMs, 1)
+	assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome)
+	require.Len(t, res.ISOs, 1)
+	assert.Equal(t, workflows.GarbageDeleted, res.ISOs[0].Outcome)
+	want := []string{}
+	for _, v := range keptVMs {
+		want = append(want, fmt.Sprintf("VM %d on %s", v.VMID, v.Node))
+		assert.Equal(t, v, vmsOf(cluster)[v.VMID], "kept VM %d untouched", v.VMID)
+	}
+	want = append(want, proxy.SeedVolID("local", proxy.NameFromUID(kept[0])), proxy.SeedVolID("local", proxy.NameFromUID(kept[1])))
+	assert.ElementsMatch(t, want, leftovers(cluster), "the kept proxies' VMs and seed ISOs, and nothing else")
+}
+
+// markedVM is the one VM that carries the mark of uid.
+func markedVM(t *testing.T, c *pvesim.Cluster, uid string) pvesim.VM {
+	t.Helper()
+	var found []pvesim.VM
+	for _, v := range c.VMs() {
+		if owner, _ := proxy.OwnerOf(v.Config); owner == uid {
+			found = append(found, v)
+		}
+	}
+	require.Len(t, found, 1, "VMs of %s", uid)
+	return found[0]
+}

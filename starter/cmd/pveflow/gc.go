@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/starter"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// keepSource is the kept set as gc's flags give it: UIDs, files of UIDs and commands that print
+// UIDs, read when the source is asked, just before the run starts.
+type keepSource struct {
+	uids, files, commands []string
+}
+
+func (k keepSource) empty() bool { return len(k.uids)+len(k.files)+len(k.commands) == 0 }
+
+// read is the union of the UIDs of every source. A file or a command's output holds one UID a
+// line; blank lines and lines starting with '#' are left out.
+func (k keepSource) read(ctx context.Context) ([]string, error) {
+	uids := append([]string(nil), k.uids...)
+	for _, f := range k.files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--keep-file: %w", err)
+		}
+		uids = append(uids, uidLines(data)...)
+	}
+	for _, command := range k.commands {
+		var stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("--keep-command %q: %w: %s", command, err, strings.TrimSpace(stderr.String()))
+		}
+		uids = append(uids, uidLines(out)...)
+	}
+	return uids, nil
+}
+
+func uidLines(data []byte) []string {
+	var uids []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			uids = append(uids, line)
+		}
+	}
+	return uids
+}
+
+// errGarbageLeft is gc's error when a deletion failed, after the result is printed.
+var errGarbageLeft = errors.New("collect garbage: a deletion failed (see DETAIL)")
+
+func (c *cli) gc(ctx context.Context, args []string) error {
+	fs := c.flagSet("gc")
+	var keep keepSource
+	fs.Var((*repeatable)(&keep.uids), "keep", "")
+	fs.Var((*repeatable)(&keep.files), "keep-file", "")
+	fs.Var((*repeatable)(&keep.commands), "keep-command", "")
+	all := fs.Bool("all", false, "")
+	dryRun := fs.Bool("dry-run", false, "")
+	grace := fs.Duration("grace", workflows.DefaultGrace, "")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case *all && !keep.empty():
+		return usageError{errors.New("gc: --all keeps no proxy: give it without --keep, --keep-file and --keep-command")}
+	case !*all && keep.empty():
+		return usageError{errors.New("gc: give the proxies to keep (--keep, --keep-file, --keep-command), or --all to keep none")}
+	case *grace <= 0:
+		return usageError{fmt.Errorf("gc: --grace %s: want a positive duration", *grace)}
+	}
+	for _, uid := range keep.uids {
+		if err := proxy.ValidateUID(uid); err != nil {
+			return usageError{fmt.Errorf("gc: --keep: %w", err)}
+		}
+	}
+	closeConn, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+
+	opts := starter.GCOptions{KeepNone: *all, DryRun: *dryRun, Grace: *grace}
+	if !*all {
+		opts.Keep = keep.read
+	}
+	res, err := c.starter.CollectGarbage(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if len(res.Unreadable) > 0 {
+		c.say("pveflow: left alone VMs whose config could not be read (see the worker's log): %v", res.Unreadable)
+	}
+	if err := c.printGarbage(res); err != nil {
+		return err
+	}
+	if res.Failed() {
+		return errGarbageLeft
+	}
+	return nil
+}
+
+func (c *cli) printGarbage(res workflows.CollectGarbageResult) error {
+	if c.json {
+		return c.printJSON(res)
+	}
+	if len(res.VMs)+len(res.ISOs) == 0 {
+		_, err := fmt.Fprintln(c.stdout, "no garbage found")
+		return err
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tID\tNODE\tUID\tOUTCOME\tDETAIL")
+	for _, v := range res.VMs {
+		fmt.Fprintf(tw, "vm\t%s\t%s\t%s\t%s\t%s\n", proxy.FormatProviderID(v.VMID, v.Name), v.Node, orDash(v.UID), v.Outcome, orDash(v.Detail))
+	}
+	for _, iso := range res.ISOs {
+		fmt.Fprintf(tw, "iso\t%s\t%s\t-\t%s\t%s\n", iso.VolID, iso.Node, iso.Outcome, orDash(iso.Detail))
+	}
+	return tw.Flush()
+}

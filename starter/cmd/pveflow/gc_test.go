@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+const keptUID = "9c4d2e1f-0a3b-4c5d-8e6f-7a8b9c0d1e2f"
+
+func TestRun_gc(t *testing.T) {
+	env, cfg := readServer(t)
+	providerID := proxy.FormatProviderID(proxy.VMIDFor(readUID, cfg.Proxmox.VMIDRange, 0), proxy.NameFromUID(readUID))
+	keepFile := filepath.Join(t.TempDir(), "keep")
+	require.NoError(t, os.WriteFile(keepFile, []byte("# the controller's Proxies\n"+keptUID+"\n\n"), 0o600))
+
+	t.Run("an empty kept set exits 2", func(t *testing.T) {
+		empty := filepath.Join(t.TempDir(), "empty")
+		require.NoError(t, os.WriteFile(empty, []byte("# nothing\n"), 0o600))
+
+		code, stdout, stderr := runCLI(env, "gc", "--keep-file", empty)
+
+		assert.Equal(t, exitUsage, code, stderr)
+		assert.Empty(t, stdout)
+		assert.Contains(t, stderr, "the kept set is empty")
+	})
+	t.Run("dry run lists the proxy not kept", func(t *testing.T) {
+		code, stdout, stderr := runCLI(env, "gc", "--keep-file", keepFile, "--dry-run")
+
+		require.Equal(t, exitOK, code, stderr)
+		assert.Regexp(t, `KIND +ID +NODE +UID +OUTCOME +DETAIL\nvm +`+providerID+` +pve1 +`+readUID+` +found +-\n$`, stdout)
+	})
+	t.Run("deletes it, with the kept set from a command", func(t *testing.T) {
+		code, stdout, stderr := runCLI(env, "gc", "--keep-command", "echo "+keptUID, "--json")
+
+		require.Equal(t, exitOK, code, stderr)
+		var res workflows.CollectGarbageResult
+		require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+		require.Len(t, res.VMs, 1)
+		assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome)
+	})
+	t.Run("then finds none", func(t *testing.T) {
+		code, stdout, stderr := runCLI(env, "gc", "--all", "--dry-run")
+
+		require.Equal(t, exitOK, code, stderr)
+		assert.Equal(t, "no garbage found\n", stdout)
+	})
+}
+
+func TestRun_gcUsageErrorsBeforeConnecting(t *testing.T) {
+	env, addr := unreachableTemporal(t)
+	for name, args := range map[string][]string{
+		"no kept set":          {"gc"},
+		"--all with --keep":    {"gc", "--all", "--keep", keptUID},
+		"a bad UID":            {"gc", "--keep", "a b"},
+		"a grace of zero":      {"gc", "--all", "--grace", "0s"},
+		"an unknown flag":      {"gc", "--all", "--force"},
+		"a positional keep ID": {"gc", keptUID},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, _, stderr := runCLI(env, args...)
+
+			assert.Equal(t, exitUsage, code, stderr)
+			assert.NotContains(t, stderr, addr)
+		})
+	}
+}
+
+func TestKeepSource_unionOfUIDsFilesAndCommands(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "keep")
+	require.NoError(t, os.WriteFile(file, []byte("# kept\n  b  \n\nc\n"), 0o600))
+	k := keepSource{uids: []string{"a"}, files: []string{file}, commands: []string{"printf 'd\\n#e\\nf'"}}
+
+	uids, err := k.read(t.Context())
+
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b", "c", "d", "f"}, uids)
+}
+
+func TestKeepSource_failingCommandOrMissingFileIsNamed(t *testing.T) {
+	_, err := keepSource{commands: []string{"echo no cluster >&2; exit 3"}}.read(t.Context())
+	assert.EqualError(t, err, `--keep-command "echo no cluster >&2; exit 3": exit status 3: no cluster`)
+
+	_, err = keepSource{files: []string{"/nonexistent/keep"}}.read(t.Context())
+	assert.ErrorContains(t, err, "--keep-file: open /nonexistent/keep")
+}

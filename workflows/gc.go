@@ -1,0 +1,332 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+// DefaultGrace is how old a VM or seed ISO must be before garbage collection takes it, unless a
+// run says otherwise.
+const DefaultGrace = time.Hour
+
+// CollectGarbageInput is the input of CollectGarbage.
+type CollectGarbageInput struct {
+	// Keep are the UIDs of the proxies the operator keeps: every other UID's VMs are garbage.
+	Keep []string `json:"keep"`
+	// KeepNone says that an empty Keep is meant, and every proxy is garbage. Without it an empty
+	// Keep is refused: a caller that lost its list must not delete every proxy.
+	KeepNone bool `json:"keepNone,omitempty"`
+	// DryRun finds the garbage and deletes nothing.
+	DryRun bool `json:"dryRun,omitempty"`
+	// Grace is how old a VM (by the creation time in its mark) or a seed ISO (by its ctime)
+	// must be to be collected; zero is DefaultGrace. For ISOs it covers the moments in which a
+	// create's VM and seed ISO do not yet show together; for VMs, a create that ends between the
+	// operator reading its kept set and this run listing the cluster.
+	Grace time.Duration `json:"grace,omitempty"`
+}
+
+// What became of a piece of garbage, in GarbageVM.Outcome and GarbageISO.Outcome.
+const (
+	// GarbageFound: a dry run found it, and would delete it.
+	GarbageFound = "found"
+	// GarbageDeleted: it is gone.
+	GarbageDeleted = "deleted"
+	// GarbageSkipped: it is left alone; Detail says why.
+	GarbageSkipped = "skipped"
+	// GarbageFailed: deleting it failed; Detail holds the error.
+	GarbageFailed = "failed"
+)
+
+// GarbageVM is a VM with pveflow's mark whose UID the operator does not keep.
+type GarbageVM struct {
+	UID     string `json:"uid"`
+	VMID    int    `json:"vmid"`
+	Node    string `json:"node"`
+	Name    string `json:"name"`
+	Outcome string `json:"outcome"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// GarbageISO is a seed ISO of a name no VM has.
+type GarbageISO struct {
+	VolID     string    `json:"volid"`
+	Node      string    `json:"node"`
+	Storage   string    `json:"storage"`
+	CreatedAt time.Time `json:"createdAt"`
+	Outcome   string    `json:"outcome"`
+	Detail    string    `json:"detail,omitempty"`
+}
+
+// CollectGarbageResult is what CollectGarbage returns.
+type CollectGarbageResult struct {
+	DryRun bool         `json:"dryRun"`
+	VMs    []GarbageVM  `json:"vms"`
+	ISOs   []GarbageISO `json:"isos"`
+	// Unreadable are the VMIDs of candidates whose config could not be read: they may be
+	// proxies, and are left alone.
+	Unreadable []int `json:"unreadable,omitempty"`
+}
+
+// Failed reports whether deleting any piece of garbage failed.
+func (r CollectGarbageResult) Failed() bool {
+	return slices.ContainsFunc(r.VMs, func(v GarbageVM) bool { return v.Outcome == GarbageFailed }) ||
+		slices.ContainsFunc(r.ISOs, func(i GarbageISO) bool { return i.Outcome == GarbageFailed })
+}
+
+// CollectGarbage finds, and unless DryRun deletes, what pveflow left on the cluster that nothing
+// needs any more:
+//   - VMs with pveflow's mark whose UID is not in Keep, through a DeleteProxy of that UID, a child
+//     with the delete's own workflow ID, so that a create and a delete of the UID still exclude
+//     each other and only VMs with the UID's mark go. A UID whose create runs is skipped: it is
+//     not garbage yet. It is found by announcing this run to the create's workflow ID (the probe
+//     signal), which fails when no create runs, as exclusion.go's announcements do. A UID whose
+//     delete runs is skipped too: the child's start finds it running.
+//   - seed ISOs named after a UID (proxy.SeedISOOwner) of a name that no VM has, with the
+//     DeleteVolume call, after the VMs and only if a fresh look still finds no VM of the name.
+//
+// Nothing younger than the grace period is taken. Everything is listed before anything is
+// deleted: a list call failing fails the run, and deletes nothing. A deletion that fails is
+// reported in the result, and the run goes on with the others.
+func (w *Workflows) CollectGarbage(ctx workflow.Context, in CollectGarbageInput) (CollectGarbageResult, error) {
+	switch {
+	case len(in.Keep) == 0 && !in.KeepNone:
+		return CollectGarbageResult{}, permanentf("collect garbage: the kept set is empty; set KeepNone to collect every proxy")
+	case in.Grace < 0:
+		return CollectGarbageResult{}, permanentf("collect garbage: grace period %s is negative", in.Grace)
+	case in.Grace == 0:
+		in.Grace = DefaultGrace
+	}
+	var s settings
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return settingsOf(w.Config) }).Get(&s); err != nil {
+		return CollectGarbageResult{}, err
+	}
+	g := &collector{ctx: ctx, s: s, t: &tracker{ctx: ctx}, in: in, cutoff: workflow.Now(ctx).Add(-in.Grace)}
+	res, err := g.find()
+	if err != nil || in.DryRun {
+		return res, err
+	}
+	if err := g.deleteVMs(res.VMs); err != nil {
+		return CollectGarbageResult{}, err
+	}
+	if err := g.deleteISOs(res.ISOs); err != nil {
+		return CollectGarbageResult{}, err
+	}
+	return res, nil
+}
+
+type collector struct {
+	ctx workflow.Context
+	s   settings
+	t   *tracker
+	in  CollectGarbageInput
+	// cutoff is the time before which a VM or ISO must have been made to be collected.
+	cutoff time.Time
+}
+
+// find lists the garbage, each piece GarbageFound, or GarbageSkipped with the reason.
+func (g *collector) find() (CollectGarbageResult, error) {
+	res := CollectGarbageResult{DryRun: g.in.DryRun, VMs: []GarbageVM{}, ISOs: []GarbageISO{}}
+	marked, resources, err := listMarked(g.ctx, g.s)
+	if err != nil {
+		return res, err
+	}
+	res.Unreadable = marked.Unreadable
+	isos, err := g.seedISOs()
+	if err != nil {
+		return res, err
+	}
+	// A UID with a VM younger than the grace period was created again lately: none of its VMs
+	// is taken.
+	young := make(map[string]bool)
+	for _, p := range marked.Proxies {
+		if p.CreatedAt.After(g.cutoff) {
+			workflow.GetLogger(g.ctx).Info("Leaving the VMs of a UID with a VM younger than the grace period", "vmid", p.VMID, "uid", p.UID, "createdAt", p.CreatedAt)
+			young[p.UID] = true
+		}
+	}
+	creating := make(map[string]bool)
+	for _, p := range marked.Proxies {
+		if young[p.UID] || slices.Contains(g.in.Keep, p.UID) {
+			continue
+		}
+		v := GarbageVM{UID: p.UID, VMID: p.VMID, Node: p.Node, Name: p.Name, Outcome: GarbageFound}
+		if p.UID == "" {
+			v.Outcome, v.Detail = GarbageSkipped, "its mark carries no UID: delete it by hand"
+		} else if runs, probed := creating[p.UID]; runs || !probed && g.createRuns(p.UID) {
+			creating[p.UID] = true
+			v.Outcome, v.Detail = GarbageSkipped, CreateWorkflowID(p.UID)+" runs"
+		} else {
+			creating[p.UID] = false
+		}
+		res.VMs = append(res.VMs, v)
+	}
+	owners := seedOwners(marked, resources)
+	for _, iso := range isos {
+		if name, _ := proxy.SeedISOOwner(iso.VolID); !owners[name] {
+			res.ISOs = append(res.ISOs, iso)
+		}
+	}
+	return res, nil
+}
+
+// seedISOs lists the seed ISOs on every configured node that are older than the grace period.
+func (g *collector) seedISOs() ([]GarbageISO, error) {
+	var a *activities.Activities
+	var out []GarbageISO
+	for _, node := range g.s.Nodes {
+		summary := fmt.Sprintf("list ISOs on storage %s on node %s", g.s.ISOStorage, node)
+		g.t.step(summary)
+		var vols []pve.StorageVolume
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(g.ctx, g.s.readOptions(summary)), a.StorageContent,
+			activities.StorageContentRequest{StorageRef: activities.StorageRef{Node: node, Storage: g.s.ISOStorage}, Content: "iso"}).Get(g.ctx, &vols)
+		if err != nil {
+			return nil, fail(summary, err)
+		}
+		for _, v := range vols {
+			created := time.Unix(v.CTime, 0).UTC()
+			if _, seed := proxy.SeedISOOwner(v.VolID); !seed || created.After(g.cutoff) {
+				continue
+			}
+			out = append(out, GarbageISO{VolID: v.VolID, Node: node, Storage: g.s.ISOStorage, CreatedAt: created, Outcome: GarbageFound})
+		}
+	}
+	return out, nil
+}
+
+// seedOwners are the names whose seed ISOs have a VM: every VM's name in cluster resources, and
+// for each marked VM the name in its config (which cluster resources may not show yet) and its
+// UID's default name (a proxy renamed since).
+func seedOwners(marked ListProxiesResult, resources []pve.VMResource) map[string]bool {
+	owners := make(map[string]bool)
+	for _, r := range resources {
+		owners[r.Name] = true
+	}
+	for _, p := range marked.Proxies {
+		owners[p.Name] = true
+		if p.UID != "" {
+			owners[proxy.NameFromUID(p.UID)] = true
+		}
+	}
+	return owners
+}
+
+// createRuns reports whether the CreateProxy of uid runs, by announcing this run to it: the
+// signal fails when no create runs. A running create receives the probe and ignores it.
+func (g *collector) createRuns(uid string) bool {
+	return workflow.SignalExternalWorkflow(g.ctx, CreateWorkflowID(uid), "", gcProbeSignal, nil).Get(g.ctx, nil) == nil
+}
+
+// deleteVMs deletes the VMs found, one DeleteProxy per UID, listConcurrency UIDs at a time.
+func (g *collector) deleteVMs(vms []GarbageVM) error {
+	var uids []string
+	for _, v := range vms {
+		if v.Outcome == GarbageFound && !slices.Contains(uids, v.UID) {
+			uids = append(uids, v.UID)
+		}
+	}
+	for start := 0; start < len(uids); start += listConcurrency {
+		batch := uids[start:min(start+listConcurrency, len(uids))]
+		g.t.step(fmt.Sprintf("delete the VMs of %d proxies", len(batch)))
+		deletes := make([]workflow.ChildWorkflowFuture, len(batch))
+		for i, uid := range batch {
+			deletes[i] = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(g.ctx, deleteChildOptions(uid)), DeleteProxyName,
+				DeleteProxyInput{UID: uid, ProviderID: providerIDOf(vms, uid)})
+		}
+		for i, uid := range batch {
+			var res DeleteProxyResult
+			err := deletes[i].Get(g.ctx, &res)
+			if temporal.IsCanceledError(err) {
+				return err
+			}
+			for j := range vms {
+				if vms[j].UID == uid {
+					vms[j].Outcome, vms[j].Detail = vmOutcome(vms[j], res, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// deleteChildOptions start the DeleteProxy of uid as DeleteOptions do: under its own workflow ID,
+// which a delete of uid that runs already holds, so this one then does not start. The delete
+// outlives a collection that is stopped: a half-done delete would be garbage of its own.
+func deleteChildOptions(uid string) workflow.ChildWorkflowOptions {
+	return workflow.ChildWorkflowOptions{
+		WorkflowID:            DeleteWorkflowID(uid),
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		TypedSearchAttributes: temporal.NewSearchAttributes(ProxyUIDKey.ValueSet(uid)),
+	}
+}
+
+// providerIDOf is the provider ID of the first VM of uid, which names the proxy's VM for its
+// delete.
+func providerIDOf(vms []GarbageVM, uid string) string {
+	i := slices.IndexFunc(vms, func(v GarbageVM) bool { return v.UID == uid })
+	return proxy.FormatProviderID(vms[i].VMID, vms[i].Name)
+}
+
+// vmOutcome is what became of VM v, given the DeleteProxy of its UID.
+func vmOutcome(v GarbageVM, res DeleteProxyResult, err error) (outcome, detail string) {
+	switch {
+	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
+		return GarbageSkipped, DeleteWorkflowID(v.UID) + " runs"
+	case err != nil:
+		return GarbageFailed, err.Error()
+	case slices.ContainsFunc(res.Destroyed, func(r activities.VMRef) bool { return r.VMID == v.VMID }):
+		return GarbageDeleted, ""
+	}
+	return GarbageSkipped, DeleteWorkflowID(v.UID) + " left it alone: it no longer carries the mark of " + v.UID
+}
+
+// deleteISOs deletes the seed ISOs found, once a fresh look finds still no VM of their names:
+// a create of the name may have cloned its VM since they were listed.
+func (g *collector) deleteISOs(isos []GarbageISO) error {
+	if len(isos) == 0 {
+		return nil
+	}
+	marked, resources, err := listMarked(g.ctx, g.s)
+	if err != nil {
+		return err
+	}
+	owners := seedOwners(marked, resources)
+	var a *activities.Activities
+	for i := range isos {
+		iso := &isos[i]
+		if name, _ := proxy.SeedISOOwner(iso.VolID); owners[name] {
+			iso.Outcome, iso.Detail = GarbageSkipped, "VM "+name+" appeared since the ISO was listed"
+			continue
+		}
+		summary := fmt.Sprintf("delete seed ISO %s on %s", iso.VolID, iso.Node)
+		var upid pve.UPID
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(g.ctx, g.s.callOptions(summary)), a.DeleteVolume,
+			activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: iso.Node, Storage: iso.Storage}, VolID: iso.VolID}).Get(g.ctx, &upid)
+		switch {
+		case isType(err, activities.ErrNotFound):
+			err = nil
+		case err != nil:
+			err = fail(summary, err)
+		case upid != "":
+			err = waitTask(g.ctx, g.s, g.t, upid, g.s.Budgets.Request, "wait for "+summary)
+		}
+		switch {
+		case temporal.IsCanceledError(err):
+			return err
+		case err != nil:
+			iso.Outcome, iso.Detail = GarbageFailed, err.Error()
+		default:
+			iso.Outcome = GarbageDeleted
+		}
+	}
+	return nil
+}

@@ -1,0 +1,284 @@
+package workflows_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+func (w *world) collect(in workflows.CollectGarbageInput) (workflows.CollectGarbageResult, error) {
+	return w.collectIn(w.env(), in)
+}
+
+func (w *world) collectIn(env *testsuite.TestWorkflowEnvironment, in workflows.CollectGarbageInput) (workflows.CollectGarbageResult, error) {
+	env.ExecuteWorkflow(workflows.CollectGarbageName, in)
+	require.True(w.t, env.IsWorkflowCompleted())
+	var res workflows.CollectGarbageResult
+	if err := env.GetWorkflowError(); err != nil {
+		return res, err
+	}
+	require.NoError(w.t, env.GetWorkflowResult(&res))
+	return res, nil
+}
+
+// orphanISO uploads a seed ISO named after a UID that has no VM, and lets the upload end.
+func (w *world) orphanISO(orphanUID string) string {
+	w.t.Helper()
+	const data = "CD001 seed"
+	_, err := w.cluster.UploadISO(w.t.Context(), "pve1", "local", proxy.SeedISOName(proxy.NameFromUID(orphanUID)), strings.NewReader(data), int64(len(data)))
+	require.NoError(w.t, err)
+	w.advance(time.Minute)
+	volid := proxy.SeedVolID("local", proxy.NameFromUID(orphanUID))
+	require.Contains(w.t, w.isos(), volid)
+	return volid
+}
+
+// vmids are the VMIDs of the cluster's VMs other than templates.
+func (w *world) vmids() []int {
+	var ids []int
+	for _, v := range w.vms() {
+		ids = append(ids, v.VMID)
+	}
+	return ids
+}
+
+func TestCollectGarbage_deletesOrphanVMAndLeavesKeptOne(t *testing.T) {
+	w := newWorld(t)
+	kept, orphan := proxyVM(w, uid, true), proxyVM(w, otherUID, true)
+	w.add(kept, orphan)
+
+	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+
+	require.NoError(t, err)
+	assert.Equal(t, []workflows.GarbageVM{{UID: otherUID, VMID: orphan.VMID, Node: "pve1", Name: proxy.NameFromUID(otherUID), Outcome: workflows.GarbageDeleted}}, res.VMs)
+	assert.Equal(t, []int{kept.VMID}, w.vmids())
+}
+
+func TestCollectGarbage_createdProxyWithItsISOIsKept(t *testing.T) {
+	w, created := created(t)
+	w.advance(2 * workflows.DefaultGrace)
+
+	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+
+	require.NoError(t, err)
+	assert.Empty(t, res.VMs)
+	assert.Empty(t, res.ISOs, "the seed ISO has its VM")
+	assert.Equal(t, []int{created.VMID}, w.vmids())
+	assert.Len(t, w.isos(), 1)
+}
+
+func TestCollectGarbage_orphanProxyGoesWithItsSeedISOThroughDeleteProxy(t *testing.T) {
+	w, created := created(t)
+	w.advance(2 * workflows.DefaultGrace)
+
+	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{otherUID}})
+
+	require.NoError(t, err)
+	require.Len(t, res.VMs, 1)
+	assert.Equal(t, created.VMID, res.VMs[0].VMID)
+	assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome)
+	assert.Empty(t, res.ISOs, "not an orphan when listed: its VM existed, and its delete took it")
+	assert.Empty(t, w.vms())
+	assert.Empty(t, w.isos())
+}
+
+func TestCollectGarbage_unmarkedOrForeignVMNeverTouched(t *testing.T) {
+	w := newWorld(t)
+	unmarked := proxyVM(w, otherUID, true)
+	unmarked.Config["description"] = "made by hand"
+	w.add(unmarked)
+
+	res, err := w.collect(workflows.CollectGarbageInput{KeepNone: true})
+
+	require.NoError(t, err)
+	assert.Empty(t, res.VMs)
+	assert.Equal(t, []int{unmarked.VMID}, w.vmids())
+	assert.Zero(t, w.cluster.CallCount("Destroy"))
+}
+
+func TestCollectGarbage_markWithoutUIDSkipped(t *testing.T) {
+	w := newWorld(t)
+	nameless := proxyVM(w, otherUID, true)
+	nameless.Config["description"] = proxy.FormatDescription(proxy.Mark{CreatedAt: createdAt})
+	w.add(nameless)
+
+	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+
+	require.NoError(t, err)
+	require.Len(t, res.VMs, 1)
+	assert.Equal(t, workflows.GarbageSkipped, res.VMs[0].Outcome)
+	assert.Contains(t, res.VMs[0].Detail, "no UID")
+	assert.Equal(t, []int{nameless.VMID}, w.vmids())
+}
+
+func TestCollectGarbage_vmYoungerThanGraceKept(t *testing.T) {
+	w := newWorld(t)
+	young := proxyVM(w, otherUID, true)
+	young.Config["description"] = proxy.FormatDescription(proxy.Mark{UID: otherUID, CreatedAt: w.clock.Now().Add(-10 * time.Minute)})
+	w.add(young)
+
+	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+
+	require.NoError(t, err)
+	assert.Empty(t, res.VMs)
+	assert.Equal(t, []int{young.VMID}, w.vmids())
+}
+
+func TestCollectGarbage_orphanISO(t *testing.T) {
+	tests := []struct {
+		name    string
+		age     time.Duration
+		grace   time.Duration
+		deleted bool
+	}{
+		{"within the default grace period", 10 * time.Minute, 0, false},
+		{"past the default grace period", 2 * time.Hour, 0, true},
+		{"past a shorter grace period", 10 * time.Minute, 5 * time.Minute, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			volid := w.orphanISO(otherUID)
+			w.advance(tt.age)
+
+			res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}, Grace: tt.grace})
+
+			require.NoError(t, err)
+			if !tt.deleted {
+				assert.Empty(t, res.ISOs)
+				assert.Equal(t, []string{volid}, w.isos())
+				return
+			}
+			require.Len(t, res.ISOs, 1)
+			assert.Equal(t, volid, res.ISOs[0].VolID)
+			assert.Equal(t, workflows.GarbageDeleted, res.ISOs[0].Outcome)
+			assert.Empty(t, w.isos())
+		})
+	}
+}
+
+func TestCollectGarbage_otherISOsNeverTouched(t *testing.T) {
+	w := newWorld(t)
+	const data = "CD001"
+	for _, name := range []string{"debian-13-netinst.iso", proxy.SeedISOName("my-own-name")} {
+		_, err := w.cluster.UploadISO(t.Context(), "pve1", "local", name, strings.NewReader(data), int64(len(data)))
+		require.NoError(t, err)
+	}
+	w.advance(2 * workflows.DefaultGrace)
+
+	res, err := w.collect(workflows.CollectGarbageInput{KeepNone: true})
+
+	require.NoError(t, err)
+	assert.Empty(t, res.ISOs)
+	assert.Len(t, w.isos(), 2)
+}
+
+func TestCollectGarbage_uidWithRunningCreateSkipped(t *testing.T) {
+	w := newWorld(t)
+	orphan := proxyVM(w, otherUID, true)
+	w.add(orphan)
+	env := w.bareEnv()
+	// The create of otherUID runs: the probe reaches it.
+	env.OnSignalExternalWorkflow(mock.Anything, workflows.CreateWorkflowID(otherUID), "", "gc-probe", mock.Anything).Return(nil)
+	w.peersDoNotRun(env)
+
+	res, err := w.collectIn(env, workflows.CollectGarbageInput{Keep: []string{uid}})
+
+	require.NoError(t, err)
+	require.Len(t, res.VMs, 1)
+	assert.Equal(t, workflows.GarbageSkipped, res.VMs[0].Outcome)
+	assert.Equal(t, workflows.CreateWorkflowID(otherUID)+" runs", res.VMs[0].Detail)
+	assert.Equal(t, []int{orphan.VMID}, w.vmids())
+	assert.Zero(t, w.cluster.CallCount("Destroy"))
+}
+
+func TestCollectGarbage_dryRunDeletesNothing(t *testing.T) {
+	w := newWorld(t)
+	orphan := proxyVM(w, otherUID, true)
+	w.add(orphan)
+	volid := w.orphanISO("a-uid-without-vm")
+	w.advance(2 * workflows.DefaultGrace)
+
+	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}, DryRun: true})
+
+	require.NoError(t, err)
+	assert.True(t, res.DryRun)
+	assert.Equal(t, []workflows.GarbageVM{{UID: otherUID, VMID: orphan.VMID, Node: "pve1", Name: proxy.NameFromUID(otherUID), Outcome: workflows.GarbageFound}}, res.VMs)
+	require.Len(t, res.ISOs, 1)
+	assert.Equal(t, workflows.GarbageISO{VolID: volid, Node: "pve1", Storage: "local", CreatedAt: res.ISOs[0].CreatedAt, Outcome: workflows.GarbageFound}, res.ISOs[0])
+	assert.Equal(t, []int{orphan.VMID}, w.vmids())
+	assert.Equal(t, []string{volid}, w.isos())
+	for _, method := range []string{"Stop", "Destroy", "DeleteVolume"} {
+		assert.Zero(t, w.cluster.CallCount(method), method)
+	}
+}
+
+func TestCollectGarbage_listFailureFailsTheRunAndDeletesNothing(t *testing.T) {
+	tests := map[string]string{
+		"cluster resources": "ClusterResources",
+		"ISO storage":       "StorageContent",
+	}
+	for name, method := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			w.add(proxyVM(w, otherUID, true))
+			for range 2 {
+				w.cluster.FailNext(method, &pve.APIError{Status: 596, Reason: "Connection timed out"})
+			}
+
+			_, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+
+			assert.Equal(t, workflows.FailTransient, failureType(t, err))
+			assert.Len(t, w.vms(), 1)
+			assert.Zero(t, w.cluster.CallCount("Destroy"))
+		})
+	}
+}
+
+func TestCollectGarbage_failedDeleteReportedAndOthersGoOn(t *testing.T) {
+	w := newWorld(t)
+	orphan := proxyVM(w, otherUID, false)
+	w.add(orphan)
+	volid := w.orphanISO("a-uid-without-vm")
+	w.advance(2 * workflows.DefaultGrace)
+	w.cluster.FailNext("Destroy", &pve.APIError{Status: 403, Reason: "Permission check failed", Message: "Permission check failed (/vms/" + itoa(orphan.VMID) + ", VM.Allocate)"})
+
+	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+
+	require.NoError(t, err)
+	assert.True(t, res.Failed())
+	require.Len(t, res.VMs, 1)
+	assert.Equal(t, workflows.GarbageFailed, res.VMs[0].Outcome)
+	assert.Contains(t, res.VMs[0].Detail, "Permission check failed")
+	require.Len(t, res.ISOs, 1)
+	assert.Equal(t, workflows.GarbageDeleted, res.ISOs[0].Outcome)
+	assert.NotContains(t, w.isos(), volid)
+}
+
+func TestCollectGarbage_refusedInput(t *testing.T) {
+	tests := map[string]workflows.CollectGarbageInput{
+		"an empty kept set":       {},
+		"a negative grace period": {Keep: []string{uid}, Grace: -time.Hour},
+	}
+	for name, in := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			w.add(proxyVM(w, otherUID, true))
+
+			_, err := w.collect(in)
+
+			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.Empty(t, w.cluster.Calls())
+			assert.Len(t, w.vms(), 1)
+		})
+	}
+}
