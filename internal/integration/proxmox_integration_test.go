@@ -560,13 +560,18 @@ func TestProxmox_lifecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, res.Destroyed)
 
-	// 11. No VM of the proxy remains. (pve.API has no storage content listing, so the seed
-	// ISO's deletion is asserted by DeleteProxy's success: it deletes the ISO on every node.)
+	// 11. No VM of the proxy remains, and no seed ISO.
 	all, err := h.observer.ClusterResources(ctx)
 	require.NoError(t, err)
 	for _, r := range all {
 		assert.NotEqual(t, name, r.Name, "VM %d has the proxy's name", r.VMID)
 		assert.NotEqual(t, created.VMID, r.VMID, "the proxy's VMID is taken")
+	}
+	isos, err := h.observer.StorageContent(ctx, created.Node, h.env.ISOStorage, "iso")
+	require.NoError(t, err)
+	seed := proxy.SeedVolID(h.env.ISOStorage, proxy.NameFromUID(uid))
+	for _, v := range isos {
+		assert.NotEqual(t, seed, v.VolID, "the seed ISO is left on %s", h.env.ISOStorage)
 	}
 }
 
