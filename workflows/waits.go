@@ -121,9 +121,12 @@ func (t *tracker) wait(ctx workflow.Context, s settings, budget time.Duration, s
 			workflow.NewSelector(ctx).
 				AddFuture(f, func(workflow.Future) { done = true }).
 				AddReceive(t.waits.extensions, func(c workflow.ReceiveChannel, _ bool) {
+					// Not Receive: it drops a payload that is no ExtendWait and blocks for
+					// the next signal, which would hold the wait up after its activity ends.
 					var ext ExtendWait
-					c.Receive(ctx, &ext)
-					take(ext)
+					if c.ReceiveAsync(&ext) {
+						take(ext)
+					}
 				}).
 				Select(ctx)
 		}

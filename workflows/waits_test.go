@@ -24,17 +24,18 @@ func slowClones(t *testing.T) *world {
 func TestCreate_extendWaitSignalOnTheCloneWait(t *testing.T) {
 	tests := []struct {
 		name    string
-		ext     func(start time.Time) workflows.ExtendWait
+		ext     func(start time.Time) any
 		created bool
 	}{
-		{"extra", func(time.Time) workflows.ExtendWait { return workflows.ExtendWait{Extra: "10m"} }, true},
-		{"deadline", func(start time.Time) workflows.ExtendWait {
+		{"extra", func(time.Time) any { return workflows.ExtendWait{Extra: "10m"} }, true},
+		{"deadline", func(start time.Time) any {
 			return workflows.ExtendWait{Deadline: start.Add(10 * time.Minute)}
 		}, true},
-		{"naming the clone wait", func(time.Time) workflows.ExtendWait { return workflows.ExtendWait{Extra: "10m", ActivityID: "wait-1"} }, true},
-		{"naming another wait", func(time.Time) workflows.ExtendWait { return workflows.ExtendWait{Extra: "10m", ActivityID: "wait-7"} }, false},
-		{"extra that is no duration", func(time.Time) workflows.ExtendWait { return workflows.ExtendWait{Extra: "ten minutes"} }, false},
-		{"earlier deadline", func(start time.Time) workflows.ExtendWait {
+		{"naming the clone wait", func(time.Time) any { return workflows.ExtendWait{Extra: "10m", ActivityID: "wait-1"} }, true},
+		{"naming another wait", func(time.Time) any { return workflows.ExtendWait{Extra: "10m", ActivityID: "wait-7"} }, false},
+		{"extra that is no duration", func(time.Time) any { return workflows.ExtendWait{Extra: "ten minutes"} }, false},
+		{"payload that is no ExtendWait", func(time.Time) any { return map[string]any{"extra": 600} }, false},
+		{"earlier deadline", func(start time.Time) any {
 			return workflows.ExtendWait{Deadline: start.Add(time.Minute)}
 		}, false},
 	}
