@@ -262,13 +262,13 @@ type Wait struct {
 	// NextAttempt is when the pending activity is tried again, zero when it is not waiting
 	// for a retry.
 	NextAttempt time.Time `json:"nextAttempt,omitzero"`
-	// Budget is how long the wait may take in all, retries included (its ScheduleToClose
-	// timeout), as ExtendWait leaves it.
+	// Budget is how long the pending activity may take in all, retries included (its
+	// ScheduleToClose timeout).
 	Budget time.Duration `json:"budget,omitempty"`
-	// RetryDeadline is the end of the budget the wait was scheduled with. Temporal (up to server
-	// 1.32 at least) retries no failed attempt past it even when ExtendWait raised the budget:
-	// an extended wait that is not polled (no worker runs) is kept until its new budget ends,
-	// but its first poll that fails after RetryDeadline ends it.
+	// RetryDeadline is the end of Budget, from the activity's first attempt: Temporal retries no
+	// failed attempt past it. The workflow holds the wait to a deadline of its own
+	// (Status.WaitDeadline), which ExtendWait moves: when that is later, the workflow schedules
+	// the wait again, as a new activity, once this one gives up.
 	RetryDeadline time.Time `json:"retryDeadline,omitzero"`
 }
 

@@ -8,13 +8,12 @@ import (
 	"strings"
 	"time"
 
-	activitypb "go.temporal.io/api/activity/v1"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"github.com/pveflow/pveflow/workflows"
 )
 
 // ErrNoPendingWait is what errors.Is finds in the error of a wait operation (RetryWait,
@@ -48,32 +47,27 @@ func (c *Client) RetryWait(ctx context.Context, ref WaitRef) (Wait, error) {
 	})
 }
 
-// ExtendWait adds by to the wait's budget in flight (Temporal's UpdateActivityOptions): its
-// ScheduleToClose timeout, counted from its first attempt, and its ScheduleToStart timeout,
-// which otherwise ends a wait no worker takes up within the old budget. Its attempts are no
-// longer capped, so that the budget alone ends it, as it does for a wait the workflow
-// schedules. See Wait.RetryDeadline for what Temporal still holds the wait to.
+// ExtendWait gives the wait by more time: it sends the latest run of the workflow the
+// workflows.ExtendWaitSignal, naming the wait by its activity ID, and the workflow moves the
+// wait's deadline by by when it takes the signal. A signal is accepted with no worker running:
+// a wait whose budget runs out meanwhile is polled again, up to its new deadline, when a worker
+// comes back. Status.WaitDeadline shows the deadline once a worker has taken the signal; the
+// returned Wait is the pending activity, whose own Budget and RetryDeadline stay as they were
+// scheduled.
+//
+// A run started before waits could be extended, or a pending activity that is not a wait (a
+// Proxmox call retried on a lock), is refused: the workflow would ignore the signal.
 func (c *Client) ExtendWait(ctx context.Context, ref WaitRef, by time.Duration) (Wait, error) {
 	if by <= 0 {
 		return Wait{}, fmt.Errorf("extend wait by %s: the extension must be positive", by)
 	}
 	return c.actOnWait(ctx, ref, "extend", func(ctx context.Context, exec *commonpb.WorkflowExecution, a *workflowpb.PendingActivityInfo) error {
-		budget := a.GetActivityOptions().GetScheduleToCloseTimeout().AsDuration()
-		if budget <= 0 {
-			return errors.New("it has no budget to extend")
+		if !workflows.IsExtendableWait(a.GetActivityId()) {
+			return errors.New("it is not a wait the workflow can extend: a Proxmox call, or a wait of a run started before pveflow could extend waits " +
+				"(let the run fail and start it again, with budgets raised if need be)")
 		}
-		_, err := c.temporal.WorkflowService().UpdateActivityOptions(ctx, &workflowservice.UpdateActivityOptionsRequest{
-			Namespace: c.namespace, Execution: exec, Activity: &workflowservice.UpdateActivityOptionsRequest_Id{Id: a.GetActivityId()},
-			ActivityOptions: &activitypb.ActivityOptions{
-				ScheduleToCloseTimeout: durationpb.New(budget + by),
-				ScheduleToStartTimeout: durationpb.New(budget + by),
-				RetryPolicy:            &commonpb.RetryPolicy{MaximumAttempts: 0},
-			},
-			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{
-				"schedule_to_close_timeout", "schedule_to_start_timeout", "retry_policy.maximum_attempts",
-			}},
-		})
-		return err
+		return c.temporal.SignalWorkflow(ctx, exec.GetWorkflowId(), exec.GetRunId(), workflows.ExtendWaitSignal,
+			workflows.ExtendWait{Extra: by.String(), ActivityID: a.GetActivityId()})
 	})
 }
 

@@ -104,26 +104,26 @@ func TestClient_progressWithAWorkerSaysWhenItLastPolled(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), p.Workers.LastPoll, time.Minute)
 }
 
-func TestClient_extendWaitRaisesTheBudgetOfThePendingWait(t *testing.T) {
+func TestClient_extendWaitMovesTheDeadlineOfThePendingWait(t *testing.T) {
 	s := startStack(t, time.Minute)
 	before := s.awaitCloneWait(t)
+	require.False(t, before.WaitDeadline.IsZero(), "the status shows the wait's deadline")
 
 	w, err := s.starter.ExtendWait(ctx(t), starter.WaitRef{UID: uid, Op: starter.Create}, 30*time.Minute)
 
 	require.NoError(t, err)
 	assert.Equal(t, before.ActivityID, w.ActivityID)
-	assert.Equal(t, time.Minute+30*time.Minute, w.Budget)
-	assert.Equal(t, before.RetryDeadline, w.RetryDeadline, "Temporal keeps the retry deadline")
-	p, err := s.starter.Progress(ctx(t), uid, starter.Create)
-	require.NoError(t, err)
-	assert.Equal(t, w.Budget, p.Budget)
+	assert.Equal(t, time.Minute, w.Budget, "the pending activity keeps the budget it was scheduled with")
+	eventually(t, "the workflow moves the wait's deadline", func() bool {
+		p, err := s.starter.Progress(ctx(t), uid, starter.Create)
+		return err == nil && p.WaitDeadline.Equal(before.WaitDeadline.Add(30*time.Minute))
+	})
 }
 
-// Temporal server 1.32 hands a worker the budget a wait was scheduled with, and the SDK ends an
-// attempt at that budget's end: an extended wait still ends at its original budget, even when
-// what it waits for has happened by then. docs/operations.md says so; this test notices a
-// server or SDK that changes it.
-func TestClient_anExtendedWaitStillEndsAtItsOriginalBudget(t *testing.T) {
+// The acceptance of issue 12: a clone wait whose budget runs out while no worker runs, and
+// that was extended meanwhile, is polled again when a worker comes back, and the create
+// completes.
+func TestClient_anExtendedWaitOutlastsItsBudgetWhileNoWorkerRuns(t *testing.T) {
 	s := startStackWith(t, 4*time.Second, client.Options{}, cloneBudget(3*time.Second))
 	s.awaitCloneWait(t)
 	s.stopWorker()
@@ -132,12 +132,31 @@ func TestClient_anExtendedWaitStillEndsAtItsOriginalBudget(t *testing.T) {
 	require.NoError(t, err)
 	awaitPast(t, w.RetryDeadline.Add(time.Second))
 	s.awaitCloneEnd(t)
+	lapsed, err := s.starter.Progress(ctx(t), uid, starter.Create)
+	require.NoError(t, err)
 	s.startWorker()
 	_, err = s.starter.CreateResult(ctx(t), uid)
 
+	require.NoError(t, err)
+	assert.Empty(t, lapsed.ActivityID, "Temporal gave up on the wait's activity at its original budget")
+	assert.Equal(t, "running", lapsed.State)
+}
+
+func TestClient_extendWaitRefusesAnActivityThatIsNotAWait(t *testing.T) {
+	s := startStack(t, time.Minute)
+	require.NoError(t, s.cluster.HoldLock(9000, "backup", time.Minute))
+	_, err := s.starter.Create(ctx(t), createInput(uid))
+	require.NoError(t, err)
+	var p starter.Progress
+	eventually(t, "the clone call meets the template's lock", func() bool {
+		p, err = s.starter.Progress(ctx(t), uid, starter.Create)
+		return err == nil && p.ActivityType == "Clone" && p.LastFailure != ""
+	})
+
+	_, err = s.starter.ExtendWait(ctx(t), starter.WaitRef{UID: uid, Op: starter.Create}, time.Minute)
+
 	require.Error(t, err)
-	assert.Equal(t, workflows.FailTransient, starter.FailureType(err))
-	assert.Contains(t, err.Error(), "ScheduleToClose")
+	assert.Contains(t, err.Error(), "activity "+p.ActivityID+" (Clone): it is not a wait the workflow can extend")
 }
 
 func TestClient_retryWaitPollsNowWithTheAttemptsReset(t *testing.T) {

@@ -89,6 +89,7 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	}
 	legacy := workflow.GetVersion(ctx, ownershipChange, workflow.DefaultVersion, ownershipVersion) == workflow.DefaultVersion
 	fleet := workflow.GetVersion(ctx, fleetChange, workflow.DefaultVersion, fleetVersion) >= fleetVersion
+	extensions := extendableWaits(ctx)
 	started := opStarted{StartedAt: workflow.GetInfo(ctx).WorkflowStartTime}
 	// A later DeleteProxy of the same UID asks this run to stop by a signal (a cancel request
 	// would be accepted even by a closed run, leaving the delete to wait for an answer in vain).
@@ -117,6 +118,7 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	if c != nil {
 		c.fleet = fleet
 		c.userDataOnce = userDataOnce
+		c.t.waits.extensions = extensions
 	}
 	if err != nil {
 		if drainRequests(); deleteRequested {
@@ -641,8 +643,8 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 	ref := c.vm.ref()
 	c.t.phase(PhaseBooting, "wait for the VM to run")
 	summary := "wait for " + ref.String() + " to run"
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.waitOptions(c.s.Budgets.Running, summary)), a.VMStatus,
-		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}).Get(c.ctx, nil); err != nil {
+	if err := c.t.wait(c.ctx, c.s, c.s.Budgets.Running, summary, a.VMStatus,
+		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}, nil); err != nil {
 		return CreateProxyResult{}, fail(summary, err)
 	}
 	if c.vm.Config == nil {
@@ -654,8 +656,8 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 	summary = "wait for an IPv4 from the guest agent of " + ref.String()
 	c.t.step(summary)
 	var agent activities.AgentResult
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.waitOptions(c.s.Budgets.Agent, summary)), a.AgentNetworkInterfaces,
-		activities.AgentRequest{VMRef: ref, WaitForIPv4: true, MAC: proxy.MACFromNet(c.vm.Config["net0"])}).Get(c.ctx, &agent); err != nil {
+	if err := c.t.wait(c.ctx, c.s, c.s.Budgets.Agent, summary, a.AgentNetworkInterfaces,
+		activities.AgentRequest{VMRef: ref, WaitForIPv4: true, MAC: proxy.MACFromNet(c.vm.Config["net0"])}, &agent); err != nil {
 		return CreateProxyResult{}, fail(summary, err)
 	}
 	createdAt := c.createdAt
@@ -699,6 +701,5 @@ func awaitTask(ctx workflow.Context, s settings, t *tracker, upid pve.UPID, budg
 	var a *activities.Activities
 	t.step(summary)
 	t.task(upid)
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, s.waitOptions(budget, summary+", "+string(upid))),
-		a.TaskStatus, activities.TaskStatusRequest{UPID: upid}).Get(ctx, nil)
+	return t.wait(ctx, s, budget, summary+", "+string(upid), a.TaskStatus, activities.TaskStatusRequest{UPID: upid}, nil)
 }

@@ -42,6 +42,7 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 		return DeleteProxyResult{}, permanentf("delete proxy: %v", err)
 	}
 	legacy := workflow.GetVersion(ctx, ownershipChange, workflow.DefaultVersion, ownershipVersion) == workflow.DefaultVersion
+	extensions := extendableWaits(ctx)
 	if in.ProviderID != "" {
 		_, name, err := proxy.ParseProviderID(in.ProviderID)
 		if err != nil {
@@ -58,6 +59,7 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 	if err != nil {
 		return DeleteProxyResult{}, err
 	}
+	t.waits.extensions = extensions
 	var s settings
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return settingsOf(w.Config) }).Get(&s); err != nil {
 		return DeleteProxyResult{}, err

@@ -74,6 +74,14 @@ const (
 	userDataOnceVersion = 1
 )
 
+// The change of CreateProxy and DeleteProxy that holds each wait to a deadline of its own,
+// which ExtendWaitSignal moves, and names the wait's activity after it ("wait-3"). Runs
+// recorded before it wait within the budget alone.
+const (
+	extendableWaitsChange  = "extendable-waits"
+	extendableWaitsVersion = 1
+)
+
 // CreateWorkflowID is the workflow ID of the CreateProxy of a Proxy UID.
 //
 // Create and delete have IDs of their own: with one ID for both, starting a delete while the

@@ -152,25 +152,23 @@ func (o *proxyOps) readVM(v *vm, what, waitFor string, budget time.Duration, out
 	for range maxFollows {
 		ref := v.ref()
 		step := fmt.Sprintf("read %s of %s", what, ref)
-		opts := o.callOptions(step)
 		switch waitFor {
 		case activities.WaitUnlocked:
 			step = fmt.Sprintf("wait for the lock on %s to clear", ref)
 		case activities.WaitOwnerKnown:
 			step = fmt.Sprintf("wait for the clone onto %s to show whose VM it is", ref)
 		}
-		if waitFor != activities.WaitNone {
-			opts = o.s.waitOptions(budget, step)
-		}
 		o.t.step(step)
-		ctx := workflow.WithActivityOptions(o.ctx, opts)
-		var f workflow.Future
+		var activity, arg any = a.VMConfig, activities.VMConfigRequest{VMRef: ref, WaitFor: waitFor}
 		if what == readStatus {
-			f = workflow.ExecuteActivity(ctx, a.VMStatus, activities.VMStatusRequest{VMRef: ref, WaitFor: waitFor})
-		} else {
-			f = workflow.ExecuteActivity(ctx, a.VMConfig, activities.VMConfigRequest{VMRef: ref, WaitFor: waitFor})
+			activity, arg = a.VMStatus, activities.VMStatusRequest{VMRef: ref, WaitFor: waitFor}
 		}
-		err := f.Get(o.ctx, out)
+		var err error
+		if waitFor == activities.WaitNone {
+			err = workflow.ExecuteActivity(workflow.WithActivityOptions(o.ctx, o.callOptions(step)), activity, arg).Get(o.ctx, out)
+		} else {
+			err = o.t.wait(o.ctx, o.s, budget, step, activity, arg, out)
+		}
 		if !isType(err, activities.ErrNotFound) {
 			if err != nil {
 				return false, fail(step, err)

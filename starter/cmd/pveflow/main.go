@@ -72,8 +72,8 @@ Commands:
        [--reason R] | --resume
                   act on the wait the create (or the delete) of UID is in:
                   --retry-now polls again now with its attempts back at one;
-                  --extend adds D (such as 30m) to its budget as Temporal holds it,
-                  which Temporal 1.32 does not let outlast the original budget (see
+                  --extend adds D (such as 30m) to its deadline, by the workflow's
+                  extend-wait signal, also with no worker running (see
                   docs/operations.md); --pause stops its polls until --resume.
                   --activity-id names the activity when several are pending
   result --uid UID [--delete]

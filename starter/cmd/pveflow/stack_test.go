@@ -88,8 +88,8 @@ func (s *e2e) env() []string {
 // writeConfig writes a worker configuration for the simulator's default cluster. Its url,
 // caFile and tokenFile are the simulator's, or placeholders for -simulator to replace.
 // Its budgets and polls are those of a quick simulator, so that a wait that goes wrong fails
-// the test within seconds.
-func (s *e2e) writeConfig(url, caFile, tokenFile string) string {
+// the test within seconds; budgets are more of its budgets, such as "clone: 4s".
+func (s *e2e) writeConfig(url, caFile, tokenFile string, budgets ...string) string {
 	s.t.Helper()
 	yaml := fmt.Sprintf(`proxmox:
   url: %s
@@ -100,9 +100,9 @@ func (s *e2e) writeConfig(url, caFile, tokenFile string) string {
   storage: local-lvm
   templates: {debian13: {vmid: 9000}}
   machineTypes: {small: {cores: 2, memoryMiB: 2048, diskGiB: 10}}
-budgets: {unlock: 2s, request: 5s}
+budgets: {%s}
 poll: {initialInterval: 500ms, backoffCoefficient: 1.2, maximumInterval: 2s}
-`, url, caFile, tokenFile)
+`, url, caFile, tokenFile, strings.Join(append([]string{"unlock: 2s", "request: 5s"}, budgets...), ", "))
 	path := filepath.Join(s.t.TempDir(), "config.yaml")
 	require.NoError(s.t, os.WriteFile(path, []byte(yaml), 0o600))
 	return path

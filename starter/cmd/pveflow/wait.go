@@ -11,7 +11,8 @@ import (
 	"github.com/pveflow/pveflow/starter"
 )
 
-// wait acts on the pending wait of a proxy's workflow with Temporal's activity operations.
+// wait acts on the pending wait of a proxy's workflow: with Temporal's activity operations, and
+// with the workflow's extend-wait signal for --extend.
 func (c *cli) wait(ctx context.Context, args []string) error {
 	fs := c.flagSet("wait")
 	var ref starter.WaitRef
@@ -74,8 +75,7 @@ func (c *cli) wait(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "wait\t%s\n", waitLine(w))
 	if *extend != 0 {
-		fmt.Fprintf(tw, "note\tTemporal 1.32 still ends it at %s, the end of its original budget: see docs/operations.md\n",
-			w.RetryDeadline.Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "extended\tby %s: the workflow moves the wait's deadline when a worker takes the signal, and `pveflow status` shows it\n", *extend)
 	}
 	return tw.Flush()
 }
