@@ -16,6 +16,7 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim/simserver"
 	"github.com/pveflow/pveflow/internal/telemetry"
+	"github.com/pveflow/pveflow/internal/telemetry/spantest"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -121,17 +122,7 @@ func TestE2E_noSpanHoldsTheTokenOrTheUserData(t *testing.T) {
 	require.NotEmpty(t, spans)
 
 	for _, s := range spans {
-		texts := []string{s.Name(), s.Status().Description}
-		for _, a := range s.Attributes() {
-			texts = append(texts, string(a.Key), a.Value.String())
-		}
-		for _, e := range s.Events() {
-			texts = append(texts, e.Name)
-			for _, a := range e.Attributes {
-				texts = append(texts, string(a.Key), a.Value.String())
-			}
-		}
-		for _, text := range texts {
+		for _, text := range spantest.Texts(s) {
 			for _, sentinel := range []string{secret, tokenSecret} {
 				assert.NotContains(t, text, sentinel, "span %s", s.Name())
 			}

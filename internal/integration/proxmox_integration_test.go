@@ -33,6 +33,7 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/telemetry"
+	"github.com/pveflow/pveflow/internal/telemetry/spantest"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
@@ -396,21 +397,6 @@ func (h *harness) createTraces() map[string]bool {
 	return traces
 }
 
-// spanTexts is everything a span records as text: its name, status, attributes and events.
-func spanTexts(s sdktrace.ReadOnlySpan) []string {
-	texts := []string{s.Name(), s.Status().Description}
-	for _, a := range s.Attributes() {
-		texts = append(texts, string(a.Key), a.Value.String())
-	}
-	for _, e := range s.Events() {
-		texts = append(texts, e.Name)
-		for _, a := range e.Attributes {
-			texts = append(texts, string(a.Key), a.Value.String())
-		}
-	}
-	return texts
-}
-
 // randomHex is n random bytes in hex.
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -534,7 +520,7 @@ func TestProxmox_lifecycle(t *testing.T) {
 	_, tokenSecret, ok := strings.Cut(strings.TrimSpace(string(token)), "=")
 	require.True(t, ok, "%s holds user@realm!tokenid=secret", envTokenFile)
 	for _, s := range spans {
-		for _, text := range spanTexts(s) {
+		for _, text := range spantest.Texts(s) {
 			assert.NotContains(t, text, sentinel, "span %s holds the user-data", s.Name())
 			assert.NotContains(t, text, tokenSecret, "span %s holds the API token", s.Name())
 		}
