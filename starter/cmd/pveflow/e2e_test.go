@@ -119,6 +119,17 @@ func TestE2E_demoCreatesAndDeletesAProxy(t *testing.T) {
 	assert.Empty(t, proxyVMs(t, simulatorURL(t, simDir), simDir))
 }
 
+// createPollingItsClone starts the create of uid and returns once it polls its running clone.
+func (s *e2e) createPollingItsClone(uid string) {
+	s.t.Helper()
+	started := s.pveflow("create", "--uid", uid, "--image", "debian13", "--machine-type", "small")
+	require.Equal(s.t, exitOK, started.code, started.stderr)
+	require.Eventually(s.t, func() bool {
+		p := decode[starter.Progress](s.t, s.pveflow("status", "--uid", uid, "--json"))
+		return p.Phase == workflows.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
+	}, time.Minute, 200*time.Millisecond, "the create polls its clone")
+}
+
 func TestE2E_workerKilledMidCloneResumesWithoutASecondClone(t *testing.T) {
 	s := newE2E(t, "e2e-restart")
 	// The cluster must outlive the worker, as a real one does: the simulator's own process.
@@ -126,12 +137,7 @@ func TestE2E_workerKilledMidCloneResumesWithoutASecondClone(t *testing.T) {
 	cfg := s.writeConfig(url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token"))
 	w := s.startWorker("-config", cfg)
 	const uid = "3f2e1d0c-9b8a-4765-8432-10fedcba9876"
-	started := s.pveflow("create", "--uid", uid, "--image", "debian13", "--machine-type", "small")
-	require.Equal(t, exitOK, started.code, started.stderr)
-	require.Eventually(t, func() bool {
-		p := decode[starter.Progress](t, s.pveflow("status", "--uid", uid, "--json"))
-		return p.Phase == workflows.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
-	}, time.Minute, 200*time.Millisecond, "the create polls its clone")
+	s.createPollingItsClone(uid)
 
 	w.kill(t)
 	s.startWorker("-config", cfg)
@@ -193,12 +199,7 @@ func TestE2E_withTheWorkerStoppedStatusDescribesTheWaitAndWaitActsOnIt(t *testin
 	cfg := s.writeConfig(url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token"), "clone: 6s")
 	w := s.startWorker("-config", cfg)
 	const uid = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
-	started := s.pveflow("create", "--uid", uid, "--image", "debian13", "--machine-type", "small")
-	require.Equal(t, exitOK, started.code, started.stderr)
-	require.Eventually(t, func() bool {
-		p := decode[starter.Progress](t, s.pveflow("status", "--uid", uid, "--json"))
-		return p.Phase == workflows.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
-	}, time.Minute, 200*time.Millisecond, "the create polls its clone")
+	s.createPollingItsClone(uid)
 
 	w.stop(t)
 	// Extended first: the status query waits 3 s for a worker, a good part of the budget.
