@@ -262,6 +262,16 @@ func TestProgressLine_elsewhereWritesALinePerChangeNotPerTick(t *testing.T) {
 		"cloning · wait for clone of 9000 to 124973 on pve1 · 3s · attempt 2 (clone task UPID:x still running)\n", out.String())
 }
 
+func TestProgressLine_showsNothingBeforeTheWorkflowSaysWhereItIs(t *testing.T) {
+	var out bytes.Buffer
+	line := &progressLine{w: &out}
+
+	line.show(starter.Progress{Status: workflows.Status{StartedAt: started}, State: "running"}, started)
+	line.show(cloning(1, ""), started.Add(time.Second))
+
+	assert.Equal(t, "cloning · wait for clone of 9000 to 124973 on pve1 · 1s\n", out.String())
+}
+
 func TestProgressLine_onATerminalRewritesOneClippedLine(t *testing.T) {
 	var out bytes.Buffer
 	line := &progressLine{w: &out, width: 30}

@@ -20,7 +20,12 @@ type progressLine struct {
 	shown bool
 }
 
+// show writes p, unless the workflow has not said where it is yet: a run whose first task has
+// not run, or whose status predates its first phase, has nothing to show but its age.
 func (l *progressLine) show(p starter.Progress, now time.Time) {
+	if p.Phase == "" && p.Step == "" {
+		return
+	}
 	parts := []string{p.Phase, p.Step, now.Sub(p.StartedAt).Truncate(time.Second).String()}
 	key := p.Phase + " · " + p.Step
 	if wait := waitText(p); wait != "" {
