@@ -48,24 +48,24 @@ func TestLoadKeyFile_refusesBadContentWithoutQuotingKeys(t *testing.T) {
 	}
 }
 
-func TestLoadKeyFile_refusesFileOthersCanRead(t *testing.T) {
-	path := writeKeyFile(t, "k1 "+newKey(t)+"\n")
-	require.NoError(t, os.Chmod(path, 0o644))
+func TestLoadKeyFile_refusesAFileOthersCanReadOrItsGroupCanWrite(t *testing.T) {
+	for _, tt := range []struct {
+		mode os.FileMode
+		want string
+	}{
+		{0o644, "mode 0644"},
+		{0o660, "mode 0660"},
+	} {
+		t.Run(tt.want, func(t *testing.T) {
+			path := writeKeyFile(t, "k1 "+newKey(t)+"\n")
+			require.NoError(t, os.Chmod(path, tt.mode))
 
-	_, err := LoadKeyFile(path)
+			_, err := LoadKeyFile(path)
 
-	require.ErrorIs(t, err, ErrKeyFile)
-	assert.ErrorContains(t, err, "mode 0644")
-}
-
-func TestLoadKeyFile_refusesFileItsGroupCanWrite(t *testing.T) {
-	path := writeKeyFile(t, "k1 "+newKey(t)+"\n")
-	require.NoError(t, os.Chmod(path, 0o660))
-
-	_, err := LoadKeyFile(path)
-
-	require.ErrorIs(t, err, ErrKeyFile)
-	assert.ErrorContains(t, err, "mode 0660")
+			require.ErrorIs(t, err, ErrKeyFile)
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
 }
 
 func TestLoadKeyFile_acceptsFileItsGroupCanRead(t *testing.T) {

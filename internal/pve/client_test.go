@@ -690,6 +690,10 @@ func (o *observer) observe(method, class string, took time.Duration) {
 }
 
 func TestClient_observesEachRequestByAPIMethodAndStatusClass(t *testing.T) {
+	clone := func(ctx context.Context, c *pve.Client) error {
+		_, err := c.Clone(ctx, "pve1", 9000, pve.CloneParams{NewID: 123456})
+		return err
+	}
 	tests := []struct {
 		name       string
 		handler    http.HandlerFunc
@@ -698,22 +702,16 @@ func TestClient_observesEachRequestByAPIMethodAndStatusClass(t *testing.T) {
 		wantClass  string
 	}{
 		{
-			name:    "answered",
-			handler: serveJSON(`{"data":"UPID:pve1:00001234:00005678:6650A1B2:qmclone:9000:pveflow@pve!worker:"}`),
-			call: func(ctx context.Context, c *pve.Client) error {
-				_, err := c.Clone(ctx, "pve1", 9000, pve.CloneParams{NewID: 123456})
-				return err
-			},
+			name:       "answered",
+			handler:    serveJSON(`{"data":"UPID:pve1:00001234:00005678:6650A1B2:qmclone:9000:pveflow@pve!worker:"}`),
+			call:       clone,
 			wantMethod: "Clone",
 			wantClass:  "2xx",
 		},
 		{
-			name:    "refused",
-			handler: serveFixture(t, "err_forbidden"),
-			call: func(ctx context.Context, c *pve.Client) error {
-				_, err := c.Clone(ctx, "pve1", 9000, pve.CloneParams{NewID: 123456})
-				return err
-			},
+			name:       "refused",
+			handler:    serveFixture(t, "err_forbidden"),
+			call:       clone,
 			wantMethod: "Clone",
 			wantClass:  "4xx",
 		},
