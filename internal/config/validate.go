@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // PVE's own formats (pve-common JSONSchema.pm), so that a name PVE would refuse is refused here,

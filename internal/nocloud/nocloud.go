@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/kdomanski/iso9660"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // volumeLabel is the label cloud-init's NoCloud datasource looks for (it also accepts CIDATA).
