@@ -64,7 +64,7 @@ const CodecKeyFileEnv = "PVEFLOW_CODEC_KEY_FILE"
 // user-data) and every failure message and stack trace the client writes, and decrypt what it
 // reads. The worker and every client of pveflow's workflows must then share the file. A file
 // that cannot be read, has a bad line or a mode looser than 0640 is an error naming the variable
-// and the file, never a key. Unset, the options have the SDK's default converters.
+// and the file, never a key. Unset, the options have codec.KeylessConverters: plain payloads.
 //
 // The names the starter read before, TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY and TEMPORAL_TLS_CA,
 // are deprecated: each still stands in for the variable that replaces it when that one is
@@ -219,6 +219,7 @@ func clientOptions(getenv func(string) string, logger *slog.Logger) (client.Opti
 	}
 	opts.HostPort = cmp.Or(opts.HostPort, DefaultAddress)
 	opts.Namespace = cmp.Or(opts.Namespace, "default")
+	opts.DataConverter, opts.FailureConverter = codec.KeylessConverters()
 	if path := getenv(CodecKeyFileEnv); path != "" {
 		c, err := codec.LoadKeyFile(path)
 		if err != nil {

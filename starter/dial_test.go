@@ -436,12 +436,21 @@ func TestClientOptions_codecKeyFileEncryptsFailureMessages(t *testing.T) {
 	assert.Equal(t, "binary/encrypted", string(f.GetEncodedAttributes().GetMetadata()["encoding"]))
 }
 
-func TestClientOptions_withoutCodecKeyFileTheConvertersAreTheSDKs(t *testing.T) {
+func TestClientOptions_withoutCodecKeyFilePayloadsArePlainAndEncryptedOnesSaySo(t *testing.T) {
+	path, _ := writeKeyFile(t)
+	keyed, _, err := clientOptions(map[string]string{"PVEFLOW_CODEC_KEY_FILE": path})
+	require.NoError(t, err)
+	sealed, err := keyed.DataConverter.ToPayload("password: " + sentinel)
+	require.NoError(t, err)
+
 	opts, _, err := clientOptions(map[string]string{"PVEFLOW_CODEC_KEY_FILE": ""})
 
 	require.NoError(t, err)
-	assert.Nil(t, opts.DataConverter)
-	assert.Nil(t, opts.FailureConverter)
+	p, err := opts.DataConverter.ToPayload("x")
+	require.NoError(t, err)
+	assert.Equal(t, "json/plain", string(p.GetMetadata()["encoding"]))
+	var back string
+	assert.ErrorContains(t, opts.DataConverter.FromPayload(sealed, &back), "PVEFLOW_CODEC_KEY_FILE is not set")
 }
 
 func TestClientOptions_badCodecKeyFileIsOneLineNamingTheVariableAndFile(t *testing.T) {

@@ -6,8 +6,9 @@
 //
 //   - Codec, a converter.PayloadCodec that seals each payload with AES-256-GCM under keys read
 //     from a key file (LoadKeyFile; the format is described there);
-//   - Converters, the data converter and failure converter that a Temporal client (and so the
-//     worker built on it) is given;
+//   - Converters, the data converter and failure converter that a Temporal client with a key
+//     (and so the worker built on it) is given, which refuse plain payloads; KeylessConverters,
+//     those of a client without a key, which say what to set when they meet an encrypted one;
 //   - NewHTTPHandler, the /encode and /decode endpoints of a codec server, with the CORS the
 //     Temporal Web UI needs, so that the UI and `temporal workflow show --codec-endpoint` can
 //     show decoded payloads.
@@ -23,7 +24,6 @@ package codec
 
 import (
 	"crypto/cipher"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -43,13 +43,16 @@ const (
 
 // Codec is an AES-256-GCM converter.PayloadCodec. It encrypts with one key and decrypts with
 // any key of its key file, so that a key can be rotated while the payloads sealed with the old
-// one still decode. Decode passes payloads that are not encrypted through unchanged, so
-// histories recorded before encryption was turned on still decode.
+// one still decode. Decode passes payloads that are not encrypted through unchanged, as the
+// codec server must to show a history holding both; the converters of a client or worker
+// (Converters) refuse them instead.
 //
 // A Codec is safe for concurrent use.
 type Codec struct {
 	encryptKeyID string
 	keys         map[string]cipher.AEAD // by key ID; each seals with a random nonce
+	// path is the key file's, for errors that tell which file lacks a key.
+	path string
 }
 
 var _ converter.PayloadCodec = (*Codec)(nil)
@@ -96,40 +99,42 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	return result, nil
 }
 
-// ErrUnknownKeyID is wrapped by Decode's error for a payload encrypted with a key that is not in
-// the key file; the error's message names the key ID.
-var ErrUnknownKeyID = errors.New("codec: unknown encryption key ID")
-
 // Decode implements converter.PayloadCodec: "binary/encrypted" payloads are decrypted with the
-// key their metadata names, and every other payload is returned as it is.
+// key their metadata names, and every other payload is returned as it is. A payload it cannot
+// decrypt fails it with an error that names the key ID and the key file.
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	result := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
-		if string(p.GetMetadata()[converter.MetadataEncoding]) != MetadataEncodingEncrypted {
+		if !isEncrypted(p) {
 			result[i] = p
 			continue
 		}
 		rawID, ok := p.GetMetadata()[MetadataEncryptionKeyID]
 		if !ok {
-			return payloads, fmt.Errorf("codec: encrypted payload has no %s metadata", MetadataEncryptionKeyID)
+			return payloads, &payloadError{fmt.Sprintf("encrypted without %s metadata: pveflow's codec did not write it", MetadataEncryptionKeyID)}
 		}
 		keyID := quoteKeyID(rawID)
 		aead, ok := c.keys[string(rawID)]
 		if !ok {
-			return payloads, fmt.Errorf("%w %s: the key file has %s", ErrUnknownKeyID, keyID, strings.Join(c.KeyIDs(), ", "))
+			return payloads, &payloadError{fmt.Sprintf("encrypted with key ID %s, which %s (%s) does not hold: %s", keyID, KeyFileEnv, c.path, sameKeyFile)}
 		}
 		plain, err := aead.Open(nil, nil, p.GetData(), nil)
 		if err != nil {
 			// GCM's error says only "message authentication failed".
-			return payloads, fmt.Errorf("codec: payload encrypted with key ID %s does not decrypt: the key differs from the one that encrypted it, or the payload is corrupt", keyID)
+			return payloads, &payloadError{fmt.Sprintf("encrypted with key ID %s does not decrypt with the key of that ID in %s (%s): the key differs from the one that encrypted it, or the data is corrupt; %s", keyID, KeyFileEnv, c.path, sameKeyFile)}
 		}
 		decoded := &commonpb.Payload{}
 		if err := proto.Unmarshal(plain, decoded); err != nil {
-			return payloads, fmt.Errorf("codec: payload encrypted with key ID %s decrypts to no payload: %w", keyID, err)
+			return payloads, &payloadError{fmt.Sprintf("encrypted with key ID %s decrypts to no payload: %v", keyID, err)}
 		}
 		result[i] = decoded
 	}
 	return result, nil
+}
+
+// isEncrypted reports whether p is a payload Codec.Encode wrote.
+func isEncrypted(p *commonpb.Payload) bool {
+	return string(p.GetMetadata()[converter.MetadataEncoding]) == MetadataEncodingEncrypted
 }
 
 // quoteKeyID quotes a key ID read from a payload's metadata for an error message, cut to a length

@@ -71,15 +71,18 @@ func TestDecode_oldKeyAfterRotation(t *testing.T) {
 	assert.Equal(t, "recorded before the rotation", s)
 }
 
-func TestDecode_unknownKeyIDNamesTheID(t *testing.T) {
+func TestDecode_unknownKeyIDNamesTheIDAndTheKeyFile(t *testing.T) {
 	retiredKey, currentKey := newKey(t), newKey(t)
 	encoded, err := loadCodec(t, "retired-1 "+retiredKey+"\n").Encode([]*commonpb.Payload{plainPayload(t, "x")})
 	require.NoError(t, err)
+	path := writeKeyFile(t, "current-2 "+currentKey+"\n")
+	current, err := LoadKeyFile(path)
+	require.NoError(t, err)
 
-	_, err = loadCodec(t, "current-2 "+currentKey+"\n").Decode(encoded)
+	_, err = current.Decode(encoded)
 
-	require.ErrorIs(t, err, ErrUnknownKeyID)
-	assert.ErrorContains(t, err, `"retired-1"`)
+	require.EqualError(t, err, `payload encrypted with key ID "retired-1", which PVEFLOW_CODEC_KEY_FILE (`+path+
+		`) does not hold: use the worker's key file: the worker and its clients need the same one`)
 	assert.NotContains(t, err.Error(), retiredKey)
 	assert.NotContains(t, err.Error(), currentKey)
 }
@@ -96,6 +99,7 @@ func TestDecode_sameIDOtherKeyFails(t *testing.T) {
 	assert.NotContains(t, err.Error(), keyB)
 }
 
+// The codec server decodes whatever the UI shows, plain payloads among them; Converters refuse them.
 func TestDecode_plainPayloadPassesThrough(t *testing.T) {
 	c := loadCodec(t, "k1 "+newKey(t)+"\n")
 	plain := plainPayload(t, "recorded before the codec")

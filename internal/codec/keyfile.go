@@ -84,6 +84,7 @@ func LoadKeyFile(path string) (*Codec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrKeyFile, path, err)
 	}
+	c.path = path
 	return c, nil
 }
 

@@ -9,7 +9,9 @@
 #   5. `demo`: a proxy created and deleted with live progress; `stalled`: a create whose clone
 #      never finishes, to look at in the UI (docs/operations.md).
 # The worker and the CLI encrypt payloads with .run/codec.key (PVEFLOW_CODEC_KEY_FILE): the
-# history holds ciphertext, and the UI shows it decrypted through the codec server.
+# history holds ciphertext, and the UI shows it decrypted through the codec server. The worker
+# refuses plain input, so a CLI in another shell needs the same PVEFLOW_CODEC_KEY_FILE: the
+# stack says so once it is up.
 # Each runs as its own process, so the worker can be killed and started again mid-clone
 # (PVEFLOW_CODEC_KEY_FILE=.run/codec.key bin/worker -config .run/config.yaml) and the workflow
 # goes on. It stays up until Ctrl-C. Logs are in .run/.
@@ -98,4 +100,6 @@ stalled)
   ;;
 esac
 echo "The stack stays up: Temporal UI at $ui. Ctrl-C stops it."
+echo "For bin/pveflow in another shell (its worker refuses a create without the key):"
+echo "  export PVEFLOW_CODEC_KEY_FILE=$PVEFLOW_CODEC_KEY_FILE"
 wait "${pids[@]}"

@@ -1,0 +1,173 @@
+package e2e_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/pveflow/pveflow/internal/codec"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/starter"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// keyFile writes a new key file with one key named id, as `pveflow codec-keygen` does.
+func keyFile(t *testing.T, id string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), id+".key")
+	require.NoError(t, codec.WriteNewKeyFile(path, id))
+	return path
+}
+
+// encryptingStack is make run's stack over cluster: a worker whose converters come from
+// starter.ClientOptions with PVEFLOW_CODEC_KEY_FILE set to workerKey, as bin/worker's do.
+func encryptingStack(t *testing.T, cluster *pvesim.Cluster, workerKey string) *stack {
+	t.Helper()
+	opts, err := starter.ClientOptions(envOf(map[string]string{starter.CodecKeyFileEnv: workerKey}))
+	require.NoError(t, err)
+	return startStackWith(t, cluster, fastConfig(t), opts)
+}
+
+// cli is the starter as `pveflow` builds it from its environment, with PVEFLOW_CODEC_KEY_FILE
+// set to keyFile, or unset when keyFile is "".
+func cli(t *testing.T, s *stack, keyFile string) *starter.Client {
+	t.Helper()
+	opts, err := starter.ClientOptions(envOf(map[string]string{
+		"TEMPORAL_ADDRESS":      s.server.Address(),
+		"TEMPORAL_NAMESPACE":    s.server.Namespace(),
+		starter.CodecKeyFileEnv: keyFile,
+	}))
+	require.NoError(t, err)
+	// Dialled apart from the test server's clients, which would lend it the worker's converters.
+	c, err := starter.Dial(context.Background(), opts)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(opts.DataConverter))
+}
+
+// envOf is os.Getenv over env alone.
+func envOf(env map[string]string) func(string) string {
+	return func(k string) string { return env[k] }
+}
+
+// createWithSecretThrough starts a create of uid whose user-data holds secret through s, waits
+// for it to close as `pveflow create --wait` does, and returns its error.
+func createWithSecretThrough(t *testing.T, s *starter.Client, uid string) error {
+	t.Helper()
+	in := createInput(uid)
+	in.UserData = "#cloud-config\npassword: " + secret + "\n"
+	_, err := s.Create(context.Background(), in)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = s.CreateResult(ctx, uid)
+	return err
+}
+
+// requireOneLine checks that err is what `pveflow` prints in one line: want, and no word of
+// what a user could not act on.
+func requireOneLine(t *testing.T, err error, want string) {
+	t.Helper()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), want)
+	assert.NotContains(t, err.Error(), "\n")
+	assert.NotContains(t, err.Error(), "Encoded failure")
+	assert.NotContains(t, err.Error(), "payload encoding is not supported")
+	assert.NotContains(t, err.Error(), secret)
+}
+
+// workerFailure is the failure of the create of uid as the worker's own client, which holds
+// the key, reads it.
+func workerFailure(t *testing.T, s *stack, uid string) *temporal.ApplicationError {
+	t.Helper()
+	err := s.client.GetWorkflow(context.Background(), workflows.CreateWorkflowID(uid), "").Get(context.Background(), nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	return appErr
+}
+
+// TestE2E_newcomerCLIAgainstAnEncryptingWorker follows a newcomer who runs the CLI against
+// make run's stack, whose worker encrypts: without the key, with another key, and with the
+// worker's key.
+func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
+	workerKey := keyFile(t, "worker")
+	cluster := newCluster()
+	s := encryptingStack(t, cluster, workerKey)
+
+	t.Run("without the key the worker refuses the input and the CLI says to set the key", func(t *testing.T) {
+		const uid = "newcomer-without-key"
+
+		err := createWithSecretThrough(t, cli(t, s, ""), uid)
+
+		requireOneLine(t, err, `the failure's message encrypted with key ID "worker", and PVEFLOW_CODEC_KEY_FILE is not set: `+
+			`set it to the worker's key file (make run: .run/codec.key)`)
+		assert.Equal(t, workflows.FailPermanent, starter.FailureType(err), "pveflow exits 3")
+		refusal := workerFailure(t, s, uid)
+		assert.Contains(t, refusal.Message(), "payload not encrypted, and PVEFLOW_CODEC_KEY_FILE is set here ("+workerKey+"), so it is refused")
+		assert.Contains(t, refusal.Message(), "export PVEFLOW_CODEC_KEY_FILE=<the worker's key file>")
+		// A client without the key writes the input plain, and no codec can take that back: the
+		// secret is in the start event. What the worker does is refuse it at once, so that
+		// nothing else holds it (no activity ran: no seed ISO on Proxmox, no copy in another
+		// event) and the user learns to set the key before the next create; the README has the
+		// CLI set it against make run's stack.
+		events := history(t, s.client, workflows.CreateWorkflowID(uid), "")
+		assert.Equal(t, []string{"WorkflowExecutionStarted"}, eventsHolding(t, events, secret))
+		assert.Equal(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED, events[len(events)-1].GetEventType())
+		assert.Empty(t, scheduledActivities(events))
+		assert.Empty(t, leftovers(cluster))
+	})
+
+	t.Run("with another key the worker cannot read the input and the CLI names both", func(t *testing.T) {
+		const uid = "newcomer-other-key"
+		otherKey := keyFile(t, "other")
+
+		err := createWithSecretThrough(t, cli(t, s, otherKey), uid)
+
+		requireOneLine(t, err, `the failure's message encrypted with key ID "worker", which PVEFLOW_CODEC_KEY_FILE (`+otherKey+
+			`) does not hold: use the worker's key file`)
+		assert.Equal(t, workflows.FailPermanent, starter.FailureType(err))
+		assert.Contains(t, workerFailure(t, s, uid).Message(),
+			`payload encrypted with key ID "other", which PVEFLOW_CODEC_KEY_FILE (`+workerKey+`) does not hold`)
+		events := history(t, s.client, workflows.CreateWorkflowID(uid), "")
+		assert.Empty(t, eventsHolding(t, events, secret))
+		assert.Empty(t, scheduledActivities(events))
+		assert.Empty(t, leftovers(cluster))
+	})
+
+	t.Run("with the worker's key the CLI gets the result, and without it says the result is encrypted", func(t *testing.T) {
+		const uid = "newcomer-worker-key"
+
+		err := createWithSecretThrough(t, cli(t, s, workerKey), uid)
+
+		require.NoError(t, err)
+		res, err := cli(t, s, workerKey).CreateResult(context.Background(), uid)
+		require.NoError(t, err)
+		assert.NotZero(t, res.VMID)
+		assert.NotEmpty(t, res.IPv4)
+		assert.Empty(t, eventsHolding(t, history(t, s.client, workflows.CreateWorkflowID(uid), ""), secret))
+		// What the newcomer first met: the create succeeded, and a CLI without the key failed
+		// on its result with "payload encoding is not supported".
+		_, err = cli(t, s, "").CreateResult(context.Background(), uid)
+		requireOneLine(t, err, `payload encrypted with key ID "worker", and PVEFLOW_CODEC_KEY_FILE is not set: `+
+			`set it to the worker's key file (make run: .run/codec.key)`)
+		assert.Empty(t, starter.FailureType(err), "not reported as the workflow's failure")
+	})
+}
+
+// scheduledActivities lists the activities events schedule.
+func scheduledActivities(events []*historypb.HistoryEvent) []string {
+	var names []string
+	for _, ev := range events {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			names = append(names, a.GetActivityType().GetName())
+		}
+	}
+	return names
+}
