@@ -36,7 +36,10 @@ type ClientConfig struct {
 	// RequestTimeout bounds each request, from sending it to reading the whole answer; zero
 	// means 30 s.
 	RequestTimeout time.Duration
-	// Logger receives the InsecureSkipTLSVerify warning; nil means slog.Default().
+	// Logger receives the InsecureSkipTLSVerify warning and, at debug level, one line per
+	// request: its method and the schema's path template, the node, VMID and UPID, the HTTP
+	// status, the duration and the error; never a body, a query or a header. nil means
+	// slog.Default().
 	Logger *slog.Logger
 	// WrapTransport, when set, wraps the HTTP transport, e.g. to trace requests.
 	WrapTransport func(http.RoundTripper) http.RoundTripper
@@ -54,6 +57,7 @@ type Client struct {
 	timeout   time.Duration
 	http      *http.Client
 	observe   func(method, statusClass string, took time.Duration)
+	logger    *slog.Logger
 }
 
 var _ API = (*Client)(nil)
@@ -102,11 +106,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		}
 		tlsConf.RootCAs = pool
 	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
 	if cfg.InsecureSkipTLSVerify {
-		logger := cfg.Logger
-		if logger == nil {
-			logger = slog.Default()
-		}
 		logger.Warn("proxmox api: TLS certificate verification is off (insecureSkipTLSVerify)", "url", u.Redacted())
 	}
 
@@ -133,6 +137,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		tokenFile: cfg.TokenFile,
 		timeout:   timeout,
 		observe:   cfg.ObserveRequest,
+		logger:    logger,
 		http: &http.Client{
 			Transport: rt,
 			// PVE never redirects; an answer that does is reported, not followed with the token.
@@ -144,14 +149,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // Version reads GET /version.
 func (c *Client) Version(ctx context.Context) (Version, error) {
 	var v Version
-	err := c.call(ctx, "Version", "version query", http.MethodGet, "/version", nil, &v)
+	err := c.call(ctx, "Version", "version query", http.MethodGet, endpoint{template: "/version"}, nil, &v)
 	return v, err
 }
 
 // NodeStatus reads GET /nodes/{node}/status.
 func (c *Client) NodeStatus(ctx context.Context, node string) (NodeStatus, error) {
 	var s NodeStatus
-	err := c.call(ctx, "NodeStatus", "status of node "+node, http.MethodGet, apiPath("nodes", node, "status"), nil, &s)
+	err := c.call(ctx, "NodeStatus", "status of node "+node, http.MethodGet, endpoint{template: "/nodes/{node}/status", node: node}, nil, &s)
 	return s, err
 }
 
@@ -159,21 +164,22 @@ func (c *Client) NodeStatus(ctx context.Context, node string) (NodeStatus, error
 func (c *Client) StorageStatus(ctx context.Context, node, storage string) (StorageStatus, error) {
 	var s StorageStatus
 	op := fmt.Sprintf("status of storage %s on node %s", storage, node)
-	err := c.call(ctx, "StorageStatus", op, http.MethodGet, apiPath("nodes", node, "storage", storage, "status"), nil, &s)
+	err := c.call(ctx, "StorageStatus", op, http.MethodGet,
+		endpoint{template: "/nodes/{node}/storage/{storage}/status", node: node, storage: storage}, nil, &s)
 	return s, err
 }
 
 // ClusterResources reads GET /cluster/resources?type=vm.
 func (c *Client) ClusterResources(ctx context.Context) ([]VMResource, error) {
 	var rs []VMResource
-	err := c.call(ctx, "ClusterResources", "cluster resources", http.MethodGet, "/cluster/resources", url.Values{"type": {"vm"}}, &rs)
+	err := c.call(ctx, "ClusterResources", "cluster resources", http.MethodGet, endpoint{template: "/cluster/resources"}, url.Values{"type": {"vm"}}, &rs)
 	return rs, err
 }
 
 // VMConfig reads GET /nodes/{node}/qemu/{vmid}/config.
 func (c *Client) VMConfig(ctx context.Context, node string, vmid int) (VMConfig, error) {
 	var cfg VMConfig
-	err := c.call(ctx, "VMConfig", vmOp("config", node, vmid), http.MethodGet, vmPath(node, vmid, "config"), nil, &cfg)
+	err := c.call(ctx, "VMConfig", vmOp("config", node, vmid), http.MethodGet, vmEndpoint("config", node, vmid), nil, &cfg)
 	return cfg, err
 }
 
@@ -183,7 +189,7 @@ func (c *Client) SetVMConfig(ctx context.Context, node string, vmid int, params 
 	for k, v := range params {
 		form.Set(k, v)
 	}
-	return c.call(ctx, "SetVMConfig", vmOp("config update", node, vmid), http.MethodPut, vmPath(node, vmid, "config"), form, nil)
+	return c.call(ctx, "SetVMConfig", vmOp("config update", node, vmid), http.MethodPut, vmEndpoint("config", node, vmid), form, nil)
 }
 
 // Clone starts POST /nodes/{node}/qemu/{vmid}/clone. It always sends full, as 0 or 1, so that
@@ -201,43 +207,44 @@ func (c *Client) Clone(ctx context.Context, node string, vmid int, p CloneParams
 			form.Set(k, v)
 		}
 	}
-	return c.task(ctx, "Clone", vmOp("clone", node, vmid), http.MethodPost, vmPath(node, vmid, "clone"), form)
+	return c.task(ctx, "Clone", vmOp("clone", node, vmid), http.MethodPost, vmEndpoint("clone", node, vmid), form)
 }
 
 // Resize starts PUT /nodes/{node}/qemu/{vmid}/resize.
 func (c *Client) Resize(ctx context.Context, node string, vmid int, disk, size string) (UPID, error) {
 	form := url.Values{"disk": {disk}, "size": {size}}
-	return c.task(ctx, "Resize", vmOp("resize of disk "+disk, node, vmid), http.MethodPut, vmPath(node, vmid, "resize"), form)
+	return c.task(ctx, "Resize", vmOp("resize of disk "+disk, node, vmid), http.MethodPut, vmEndpoint("resize", node, vmid), form)
 }
 
 // Start starts POST /nodes/{node}/qemu/{vmid}/status/start.
 func (c *Client) Start(ctx context.Context, node string, vmid int) (UPID, error) {
-	return c.task(ctx, "Start", vmOp("start", node, vmid), http.MethodPost, vmPath(node, vmid, "status", "start"), nil)
+	return c.task(ctx, "Start", vmOp("start", node, vmid), http.MethodPost, vmEndpoint("status/start", node, vmid), nil)
 }
 
 // Stop starts POST /nodes/{node}/qemu/{vmid}/status/stop.
 func (c *Client) Stop(ctx context.Context, node string, vmid int) (UPID, error) {
-	return c.task(ctx, "Stop", vmOp("stop", node, vmid), http.MethodPost, vmPath(node, vmid, "status", "stop"), nil)
+	return c.task(ctx, "Stop", vmOp("stop", node, vmid), http.MethodPost, vmEndpoint("status/stop", node, vmid), nil)
 }
 
 // VMStatus reads GET /nodes/{node}/qemu/{vmid}/status/current.
 func (c *Client) VMStatus(ctx context.Context, node string, vmid int) (VMStatus, error) {
 	var s VMStatus
-	err := c.call(ctx, "VMStatus", vmOp("status", node, vmid), http.MethodGet, vmPath(node, vmid, "status", "current"), nil, &s)
+	err := c.call(ctx, "VMStatus", vmOp("status", node, vmid), http.MethodGet, vmEndpoint("status/current", node, vmid), nil, &s)
 	return s, err
 }
 
 // Destroy starts DELETE /nodes/{node}/qemu/{vmid}?purge=1&destroy-unreferenced-disks=1.
 func (c *Client) Destroy(ctx context.Context, node string, vmid int) (UPID, error) {
 	query := url.Values{"purge": {"1"}, "destroy-unreferenced-disks": {"1"}}
-	return c.task(ctx, "Destroy", vmOp("destroy", node, vmid), http.MethodDelete, vmPath(node, vmid), query)
+	return c.task(ctx, "Destroy", vmOp("destroy", node, vmid), http.MethodDelete, vmEndpoint("", node, vmid), query)
 }
 
 // TaskStatus reads GET /nodes/{node}/tasks/{upid}/status.
 func (c *Client) TaskStatus(ctx context.Context, node string, upid UPID) (TaskStatus, error) {
 	var s TaskStatus
 	op := fmt.Sprintf("status of task %s on node %s", upid, node)
-	err := c.call(ctx, "TaskStatus", op, http.MethodGet, apiPath("nodes", node, "tasks", string(upid), "status"), nil, &s)
+	err := c.call(ctx, "TaskStatus", op, http.MethodGet,
+		endpoint{template: "/nodes/{node}/tasks/{upid}/status", node: node, upid: upid}, nil, &s)
 	return s, err
 }
 
@@ -247,7 +254,7 @@ func (c *Client) AgentNetworkInterfaces(ctx context.Context, node string, vmid i
 		Result []AgentInterface `json:"result"`
 	}
 	op := vmOp("guest agent network interfaces", node, vmid)
-	err := c.call(ctx, "AgentNetworkInterfaces", op, http.MethodGet, vmPath(node, vmid, "agent", "network-get-interfaces"), nil, &answer)
+	err := c.call(ctx, "AgentNetworkInterfaces", op, http.MethodGet, vmEndpoint("agent/network-get-interfaces", node, vmid), nil, &answer)
 	return answer.Result, err
 }
 
@@ -276,21 +283,23 @@ func (c *Client) UploadISO(ctx context.Context, node, storage, filename string, 
 	head, tail := frame.Bytes()[:headLen], frame.Bytes()[headLen:]
 
 	body := io.MultiReader(bytes.NewReader(head), &exactReader{r: r, size: size}, bytes.NewReader(tail))
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+apiPath("nodes", node, "storage", storage, "upload"), body)
+	ep := endpoint{template: "/nodes/{node}/storage/{storage}/upload", node: node, storage: storage}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+ep.path(), body)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", op, err)
 	}
 	req.ContentLength = int64(len(head)) + size + int64(len(tail))
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	var upid UPID
-	err = c.do("UploadISO", op, req, &upid)
+	err = c.do("UploadISO", op, ep, req, &upid)
 	return upid, err
 }
 
 // DeleteVolume starts DELETE /nodes/{node}/storage/{storage}/content/{volid}.
 func (c *Client) DeleteVolume(ctx context.Context, node, storage, volid string) (UPID, error) {
 	op := fmt.Sprintf("deletion of volume %s on storage %s on node %s", volid, storage, node)
-	return c.task(ctx, "DeleteVolume", op, http.MethodDelete, apiPath("nodes", node, "storage", storage, "content", volid), nil)
+	return c.task(ctx, "DeleteVolume", op, http.MethodDelete,
+		endpoint{template: "/nodes/{node}/storage/{storage}/content/{volume}", node: node, storage: storage, volume: volid}, nil)
 }
 
 // StorageContent reads GET /nodes/{node}/storage/{storage}/content.
@@ -301,22 +310,23 @@ func (c *Client) StorageContent(ctx context.Context, node, storage, content stri
 	if content != "" {
 		params = url.Values{"content": {content}}
 	}
-	err := c.call(ctx, "StorageContent", op, http.MethodGet, apiPath("nodes", node, "storage", storage, "content"), params, &vs)
+	err := c.call(ctx, "StorageContent", op, http.MethodGet,
+		endpoint{template: "/nodes/{node}/storage/{storage}/content", node: node, storage: storage}, params, &vs)
 	return vs, err
 }
 
 // task makes a call whose answer is a task's UPID.
-func (c *Client) task(ctx context.Context, apiMethod, op, method, path string, params url.Values) (UPID, error) {
+func (c *Client) task(ctx context.Context, apiMethod, op, method string, ep endpoint, params url.Values) (UPID, error) {
 	var upid UPID
-	err := c.call(ctx, apiMethod, op, method, path, params, &upid)
+	err := c.call(ctx, apiMethod, op, method, ep, params, &upid)
 	return upid, err
 }
 
-// call sends params form-encoded, in the body of a POST or PUT and in the query otherwise, and
-// decodes the answer's data into out unless out is nil. apiMethod is the API method making the
-// call, op says which call failed in its errors.
-func (c *Client) call(ctx context.Context, apiMethod, op, method, path string, params url.Values, out any) error {
-	target := c.base + path
+// call sends params form-encoded, in the body of a POST or PUT and in the query otherwise, to the
+// path of ep, and decodes the answer's data into out unless out is nil. apiMethod is the API
+// method making the call, op says which call failed in its errors.
+func (c *Client) call(ctx context.Context, apiMethod, op, method string, ep endpoint, params url.Values, out any) error {
+	target := c.base + ep.path()
 	var body io.Reader
 	if method == http.MethodPost || method == http.MethodPut {
 		body = strings.NewReader(params.Encode())
@@ -330,13 +340,17 @@ func (c *Client) call(ctx context.Context, apiMethod, op, method, path string, p
 	if body != nil {
 		req.Header.Set("Content-Type", formContentType)
 	}
-	return c.do(apiMethod, op, req, out)
+	return c.do(apiMethod, op, ep, req, out)
 }
 
-// do authenticates and sends req within the request timeout, turns a non-2xx answer into an
-// *APIError, and decodes the data of a 2xx answer into out unless out is nil. The request is
-// observed as apiMethod's.
-func (c *Client) do(apiMethod, op string, req *http.Request, out any) error {
+// do authenticates and sends req, the call of ep, within the request timeout, turns a non-2xx
+// answer into an *APIError, and decodes the data of a 2xx answer into out unless out is nil. The
+// request is observed as apiMethod's, and logged at debug level (logCall).
+func (c *Client) do(apiMethod, op string, ep endpoint, req *http.Request, out any) (err error) {
+	sent := time.Now()
+	status := 0 // until an answer has been read whole
+	answered := 0
+	defer func() { c.logCall(req, ep, out, answered, time.Since(sent), err) }()
 	header, secret, err := c.token()
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -345,9 +359,7 @@ func (c *Client) do(apiMethod, op string, req *http.Request, out any) error {
 	ctx, cancel := context.WithTimeout(req.Context(), c.timeout)
 	defer cancel()
 
-	status := 0 // until an answer has been read whole
 	if c.observe != nil {
-		sent := time.Now()
 		defer func() { c.observe(apiMethod, statusClass(status), time.Since(sent)) }()
 	}
 	resp, err := c.http.Do(req.WithContext(ctx))
@@ -355,6 +367,7 @@ func (c *Client) do(apiMethod, op string, req *http.Request, out any) error {
 		return fmt.Errorf("%s: %w", op, c.transportError(req.Context(), ctx, err))
 	}
 	defer resp.Body.Close()
+	answered = resp.StatusCode
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// A body cut short still leaves the status and reason to report.
@@ -379,6 +392,37 @@ func (c *Client) do(apiMethod, op string, req *http.Request, out any) error {
 		return fmt.Errorf("%s: decode answer: %w", op, err)
 	}
 	return nil
+}
+
+// logCall writes the debug line of a call of ep: its method and path template, the node, VMID
+// and UPID it names or answered, the HTTP status (0: no answer), how long it took and its error.
+// Nothing else of the request goes there: not its query or body (the seed ISO's user-data, a
+// config's values), not its headers (the token).
+func (c *Client) logCall(req *http.Request, ep endpoint, out any, status int, took time.Duration, err error) {
+	ctx := req.Context()
+	if !c.logger.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("method", req.Method), slog.String("path", ep.template))
+	if ep.node != "" {
+		attrs = append(attrs, slog.String("node", ep.node))
+	}
+	if ep.vmid != 0 {
+		attrs = append(attrs, slog.Int("vmid", ep.vmid))
+	}
+	upid := ep.upid
+	if answer, ok := out.(*UPID); ok && *answer != "" {
+		upid = *answer
+	}
+	if upid != "" {
+		attrs = append(attrs, slog.String("upid", string(upid)))
+	}
+	attrs = append(attrs, slog.Int("status", status), slog.Duration("duration", took))
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	c.logger.LogAttrs(ctx, slog.LevelDebug, "proxmox request", attrs...)
 }
 
 // statusClass is how metrics group an HTTP status: "2xx", "4xx", "5xx" and so on, or "error"
@@ -444,18 +488,39 @@ func redact(e *APIError, secret string) {
 	e.Errors = errs
 }
 
-// apiPath joins path segments, escaping each, so that a volume ID or a UPID stays one segment.
-func apiPath(segments ...string) string {
-	var b strings.Builder
-	for _, s := range segments {
-		b.WriteByte('/')
-		b.WriteString(url.PathEscape(s))
-	}
-	return b.String()
+// An endpoint is the path of a call as the API schema writes it, such as
+// /nodes/{node}/qemu/{vmid}/config, with the values of its variables: the request's path is made
+// from it, and the call's debug log line names the template and the values it knows to be no
+// secret.
+type endpoint struct {
+	template string
+	node     string
+	vmid     int
+	storage  string
+	volume   string
+	upid     UPID
 }
 
-func vmPath(node string, vmid int, rest ...string) string {
-	return apiPath(append([]string{"nodes", node, "qemu", strconv.Itoa(vmid)}, rest...)...)
+// path fills the template in, escaping each value, so that a volume ID or a UPID stays one
+// segment.
+func (e endpoint) path() string {
+	return strings.NewReplacer(
+		"{node}", url.PathEscape(e.node),
+		"{vmid}", strconv.Itoa(e.vmid),
+		"{storage}", url.PathEscape(e.storage),
+		"{volume}", url.PathEscape(e.volume),
+		"{upid}", url.PathEscape(string(e.upid)),
+	).Replace(e.template)
+}
+
+// vmEndpoint is the endpoint /nodes/{node}/qemu/{vmid}/<rest> of a VM, or the VM itself when rest
+// is empty.
+func vmEndpoint(rest, node string, vmid int) endpoint {
+	template := "/nodes/{node}/qemu/{vmid}"
+	if rest != "" {
+		template += "/" + rest
+	}
+	return endpoint{template: template, node: node, vmid: vmid}
 }
 
 func vmOp(what, node string, vmid int) string {
