@@ -112,9 +112,9 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		cfg.Proxmox.URL, cfg.Proxmox.CAFile, cfg.Proxmox.TokenFile = sim.URL(), sim.CAFile(), sim.TokenFile()
 		cfg.Proxmox.InsecureSkipTLSVerify = false
 	}
-	// The client reads the token file on every request, so a missing one would otherwise
+	// The client reads the token file on every request, so a bad one would otherwise
 	// surface only as the first activity's failure.
-	if err := checkReadable(cfg.Proxmox.TokenFile); err != nil {
+	if err := pve.CheckTokenFile(cfg.Proxmox.TokenFile); err != nil {
 		return fmt.Errorf("proxmox.tokenFile %s: %w", cfg.Proxmox.TokenFile, err)
 	}
 	clientConfig := pve.ClientConfig{
@@ -242,18 +242,6 @@ func doneChan(ctx context.Context) <-chan any {
 		close(ch)
 	}()
 	return ch
-}
-
-func checkReadable(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		var pathErr *os.PathError
-		if errors.As(err, &pathErr) {
-			return pathErr.Err // the caller names the path
-		}
-		return err
-	}
-	return f.Close()
 }
 
 // simResourcesLag is how often the simulator refreshes the status cache behind cluster

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"mime/multipart"
 	"net"
@@ -19,6 +20,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/pveflow/pveflow/internal/secretfile"
 )
 
 // ClientConfig configures a Client.
@@ -27,7 +30,8 @@ type ClientConfig struct {
 	// /api2/json.
 	URL string
 	// TokenFile holds one line, <user>@<realm>!<tokenid>=<secret>. It is read on every request,
-	// so a rotated token is used at once.
+	// so a rotated token is used at once, and refused when its mode gives others access to it
+	// (see CheckTokenFile).
 	TokenFile string
 	// CAFile is a PEM bundle trusted instead of the system's roots.
 	CAFile string
@@ -70,7 +74,9 @@ const (
 	// longer than this means a hung connection, whatever RequestTimeout allows.
 	responseHeaderTimeout = time.Minute
 	// maxAnswer caps a successful answer: the largest, cluster resources, stays far below it.
-	maxAnswer       = 32 << 20
+	maxAnswer = 32 << 20
+	// maxTokenFile caps what is read of the token file: a token is about 80 bytes.
+	maxTokenFile    = 4 << 10
 	formContentType = "application/x-www-form-urlencoded"
 )
 
@@ -437,18 +443,69 @@ func statusClass(status int) string {
 // token reads the token file and returns the Authorization header and the secret, which must
 // never reach an error or a log.
 func (c *Client) token() (header, secret string, err error) {
-	data, err := os.ReadFile(c.tokenFile)
+	header, secret, err = readToken(c.tokenFile)
 	if err != nil {
-		return "", "", Classified(Transient, fmt.Errorf("read proxmox api token: %w", err))
+		return "", "", fmt.Errorf("proxmox api token file %s: %w", c.tokenFile, err)
+	}
+	return header, secret, nil
+}
+
+// CheckTokenFile reads the token file at path as every request does, for a program to refuse a
+// bad one when it starts rather than at its first request: one that cannot be read, whose mode
+// gives others access to it or its group write access (secretfile.CheckMode), or that is not one
+// line <user>@<realm>!<tokenid>=<secret>. Its errors do not name the file, which the caller does,
+// and never hold the secret.
+func CheckTokenFile(path string) error {
+	_, _, err := readToken(path)
+	return err
+}
+
+// readToken is CheckTokenFile returning the Authorization header and the secret. A file that
+// cannot be read, or is open to others, is Transient: the next attempt reads it again, once it is
+// fixed or its rotation is done. One that does not parse is Permanent.
+func readToken(path string) (header, secret string, err error) {
+	data, err := readSecretFile(path)
+	if err != nil {
+		return "", "", Classified(Transient, err)
 	}
 	token := strings.TrimSpace(string(data))
 	id, secret, hasSecret := strings.Cut(token, "=")
 	user, tokenID, hasTokenID := strings.Cut(id, "!")
 	if !hasSecret || !hasTokenID || secret == "" || tokenID == "" || !strings.Contains(user, "@") ||
 		strings.ContainsFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
-		return "", "", Classified(Permanent, fmt.Errorf("proxmox api token file %s: want one line <user>@<realm>!<tokenid>=<secret>", c.tokenFile))
+		return "", "", Classified(Permanent, errors.New("want one line <user>@<realm>!<tokenid>=<secret>"))
 	}
 	return "PVEAPIToken=" + token, secret, nil
+}
+
+// readSecretFile reads the file at path once secretfile.CheckMode accepts its mode. Its errors
+// do not name the file but in the chmod that fixes its mode.
+func readSecretFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if err := secretfile.CheckMode(path, info.Mode()); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxTokenFile))
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	return data, nil
+}
+
+// unwrapPath drops the *fs.PathError around err, whose text repeats the path the caller names.
+func unwrapPath(err error) error {
+	if pe, ok := errorsAs[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
 }
 
 // transportError drops the *url.Error around err, whose text repeats the URL and its query,

@@ -145,6 +145,73 @@ func TestClient_missingTokenFileIsTransient(t *testing.T) {
 	assert.False(t, called.Load(), "no request without a token")
 }
 
+func TestClient_tokenFileOpenToOthersIsRefused(t *testing.T) {
+	for _, tt := range []struct {
+		mode   os.FileMode
+		refuse bool
+	}{
+		{0o600, false},
+		{0o400, false},
+		{0o640, false},
+		{0o440, false},
+		{0o644, true},
+		{0o604, true},
+		{0o660, true},
+		{0o666, true},
+	} {
+		t.Run(tt.mode.String(), func(t *testing.T) {
+			var called atomic.Bool
+			ts := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				called.Store(true)
+				serveJSON(`{"data":{"version":"9.2.11"}}`)(w, r)
+			})
+			tokenFile := writeFile(t, "token", testToken+"\n")
+			require.NoError(t, os.Chmod(tokenFile, tt.mode))
+			c := newClient(t, ts, func(cfg *pve.ClientConfig) { cfg.TokenFile = tokenFile })
+
+			_, err := c.Version(t.Context())
+			checkErr := pve.CheckTokenFile(tokenFile)
+
+			if !tt.refuse {
+				assert.NoError(t, err)
+				assert.NoError(t, checkErr)
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, pve.Transient, pve.Classify(err), "fixed by a chmod, without a new start")
+			assert.Contains(t, err.Error(), fmt.Sprintf("proxmox api token file %s: mode %04o gives others access", tokenFile, tt.mode))
+			assert.Contains(t, err.Error(), "chmod 600 "+tokenFile)
+			assert.NotContains(t, err.Error(), testSecret)
+			assert.False(t, called.Load(), "no request with a token others may read")
+			require.Error(t, checkErr)
+			assert.True(t, strings.HasPrefix(checkErr.Error(), fmt.Sprintf("mode %04o", tt.mode)), "the caller names the file: %v", checkErr)
+		})
+	}
+}
+
+func TestCheckTokenFile_errorsLeaveNamingTheFileToTheCaller(t *testing.T) {
+	for name, tt := range map[string]struct{ content, want string }{
+		"missing":     {"", "no such file or directory"},
+		"unparsable":  {"s3cr3t-value", "want one line <user>@<realm>!<tokenid>=<secret>"},
+		"a good file": {testToken + "\n", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "absent")
+			if tt.content != "" {
+				path = writeFile(t, "token", tt.content)
+			}
+
+			err := pve.CheckTokenFile(path)
+
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.EqualError(t, err, tt.want)
+		})
+	}
+}
+
 func TestClient_unparsableTokenFileIsPermanent(t *testing.T) {
 	for name, content := range map[string]string{
 		"no separators":    "s3cr3t-value",
