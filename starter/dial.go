@@ -39,7 +39,8 @@ const CodecKeyFileEnv = "PVEFLOW_CODEC_KEY_FILE"
 // TEMPORAL_PROFILE chooses (default "default") in TEMPORAL_CONFIG_FILE (default the temporal
 // CLI's file, temporalio/temporal.toml in os.UserConfigDir). getenv is os.Getenv outside tests,
 // and a variable set to "" counts as unset; the names of the TEMPORAL_GRPC_META_* variables,
-// which getenv cannot list, come from the process environment, their values through getenv.
+// which getenv cannot list, come from the process environment, their values through getenv (one
+// that is "" removes the profile's header of that name, as in envconfig).
 // TEMPORAL_CODEC_* (a remote codec) is not read: pveflow encrypts locally, see below.
 //
 // What envconfig leaves out, ClientOptions adds:
