@@ -1,7 +1,6 @@
 package starter_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,7 +10,6 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
-	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -22,9 +20,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/internal/testserver"
@@ -73,19 +74,12 @@ address = "staging.example.com:7233"
 namespace = "proxies-staging"
 `
 
-// clientOptions is starter.ClientOptionsWithLogger on env, with what it logged.
-func clientOptions(env map[string]string) (client.Options, string, error) {
-	var logs bytes.Buffer
-	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		},
-	}))
-	opts, err := starter.ClientOptionsWithLogger(func(k string) string { return env[k] }, logger)
-	return opts, logs.String(), err
+// clientOptions is starter.ClientOptions on env alone: isolate keeps the settings of whoever
+// runs the test out.
+func clientOptions(t *testing.T, env map[string]string) (client.Options, error) {
+	t.Helper()
+	isolate(t)
+	return starter.ClientOptions(func(k string) string { return env[k] })
 }
 
 // subject is the common name of the client certificate of opts.
@@ -103,8 +97,9 @@ func isolate(t *testing.T) {
 	for _, name := range []string{
 		"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_TLS",
 		"TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
-		"TEMPORAL_TLS_SERVER_NAME", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE",
-		"TEMPORAL_TLS_CERT", "TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CA", "PVEFLOW_CODEC_KEY_FILE",
+		"TEMPORAL_TLS_SERVER_NAME", "TEMPORAL_TLS_DISABLE_HOST_VERIFICATION", "TEMPORAL_TLS_CLIENT_CERT_DATA",
+		"TEMPORAL_TLS_CLIENT_KEY_DATA", "TEMPORAL_TLS_SERVER_CA_CERT_DATA", "TEMPORAL_CLIENT_AUTHORITY",
+		"TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE", "PVEFLOW_CODEC_KEY_FILE",
 	} {
 		t.Setenv(name, "")
 	}
@@ -115,7 +110,7 @@ func isolate(t *testing.T) {
 }
 
 func TestClientOptions_defaultsToTheLocalDevServer(t *testing.T) {
-	opts, err := starter.ClientOptions(func(string) string { return "" })
+	opts, err := clientOptions(t, nil)
 
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1:7233", opts.HostPort)
@@ -129,7 +124,7 @@ func TestClientOptions_readsTheVariablesOfTheTemporalCLI(t *testing.T) {
 	cert, key := writeCert(t, dir, "client")
 	ca, _ := writeCert(t, dir, "ca")
 
-	opts, logs, err := clientOptions(map[string]string{
+	opts, err := clientOptions(t, map[string]string{
 		"TEMPORAL_ADDRESS":                 "temporal.example.com:7233",
 		"TEMPORAL_NAMESPACE":               "proxies",
 		"TEMPORAL_TLS_CLIENT_CERT_PATH":    cert,
@@ -146,7 +141,6 @@ func TestClientOptions_readsTheVariablesOfTheTemporalCLI(t *testing.T) {
 	assert.NotNil(t, opts.ConnectionOptions.TLS.RootCAs)
 	assert.Equal(t, "frontend.temporal.internal", opts.ConnectionOptions.TLS.ServerName)
 	assert.NotNil(t, opts.Credentials)
-	assert.Empty(t, logs)
 }
 
 func TestClientOptions_TEMPORAL_TLSTurnsTLSOnOrOff(t *testing.T) {
@@ -162,7 +156,7 @@ func TestClientOptions_TEMPORAL_TLSTurnsTLSOnOrOff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts, _, err := clientOptions(tt.env)
+			opts, err := clientOptions(t, tt.env)
 
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantTLS, opts.ConnectionOptions.TLS != nil, "TLS")
@@ -172,7 +166,7 @@ func TestClientOptions_TEMPORAL_TLSTurnsTLSOnOrOff(t *testing.T) {
 }
 
 func TestClientOptions_TEMPORAL_PROFILEChoosesAProfileOfTEMPORAL_CONFIG_FILE(t *testing.T) {
-	opts, _, err := clientOptions(map[string]string{
+	opts, err := clientOptions(t, map[string]string{
 		"TEMPORAL_CONFIG_FILE": writeFile(t, "temporal.toml", profiles),
 		"TEMPORAL_PROFILE":     "staging",
 	})
@@ -183,7 +177,7 @@ func TestClientOptions_TEMPORAL_PROFILEChoosesAProfileOfTEMPORAL_CONFIG_FILE(t *
 }
 
 func TestClientOptions_variablesWinOverTheProfile(t *testing.T) {
-	opts, _, err := clientOptions(map[string]string{
+	opts, err := clientOptions(t, map[string]string{
 		"TEMPORAL_CONFIG_FILE": writeFile(t, "temporal.toml", profiles),
 		"TEMPORAL_ADDRESS":     "127.0.0.1:7233",
 	})
@@ -206,118 +200,68 @@ func TestClientOptions_readsTheProfilesFileOfTheTemporalCLIByDefault(t *testing.
 	assert.Equal(t, "staging.example.com:7233", opts.HostPort)
 }
 
-func TestClientOptions_deprecatedNamesStillWorkAndWarn(t *testing.T) {
-	dir := t.TempDir()
-	cert, key := writeCert(t, dir, "client")
-	tests := []struct {
-		name      string
-		env       map[string]string
-		check     func(t *testing.T, opts client.Options)
-		wantWarns []string
-	}{
-		{
-			name: "client certificate and key",
-			env:  map[string]string{"TEMPORAL_TLS_CERT": cert, "TEMPORAL_TLS_KEY": key},
-			check: func(t *testing.T, opts client.Options) {
-				assert.Equal(t, "client", subject(t, opts))
-			},
-			wantWarns: []string{
-				"TEMPORAL_TLS_CERT is deprecated: set TEMPORAL_TLS_CLIENT_CERT_PATH instead",
-				"TEMPORAL_TLS_KEY is deprecated: set TEMPORAL_TLS_CLIENT_KEY_PATH instead",
-			},
-		},
-		{
-			name: "server CA",
-			env:  map[string]string{"TEMPORAL_TLS_CA": cert},
-			check: func(t *testing.T, opts client.Options) {
-				require.NotNil(t, opts.ConnectionOptions.TLS)
-				assert.NotNil(t, opts.ConnectionOptions.TLS.RootCAs)
-			},
-			wantWarns: []string{"TEMPORAL_TLS_CA is deprecated: set TEMPORAL_TLS_SERVER_CA_CERT_PATH instead"},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			opts, logs, err := clientOptions(tt.env)
-
-			require.NoError(t, err)
-			tt.check(t, opts)
-			for _, want := range tt.wantWarns {
-				assert.Contains(t, logs, fmt.Sprintf("level=WARN msg=%q", want))
-			}
-		})
-	}
-}
-
-func TestClientOptions_newNamesWinOverDeprecatedOnes(t *testing.T) {
-	dir := t.TempDir()
-	newCert, newKey := writeCert(t, dir, "new")
-	oldCert, oldKey := writeCert(t, dir, "old")
-	ca, _ := writeCert(t, dir, "ca")
-
-	opts, logs, err := clientOptions(map[string]string{
-		"TEMPORAL_TLS_CLIENT_CERT_PATH":    newCert,
-		"TEMPORAL_TLS_CLIENT_KEY_PATH":     newKey,
-		"TEMPORAL_TLS_SERVER_CA_CERT_PATH": ca,
-		"TEMPORAL_TLS_CERT":                oldCert,
-		"TEMPORAL_TLS_KEY":                 oldKey,
-		"TEMPORAL_TLS_CA":                  filepath.Join(dir, "missing.pem"),
-	})
-
-	require.NoError(t, err)
-	assert.Equal(t, "new", subject(t, opts))
-	assert.Contains(t, logs, "TEMPORAL_TLS_CERT is deprecated and ignored: TEMPORAL_TLS_CLIENT_CERT_PATH is set")
-	assert.Contains(t, logs, "TEMPORAL_TLS_CA is deprecated and ignored: TEMPORAL_TLS_SERVER_CA_CERT_PATH is set")
-}
-
 func TestClientOptions_badSettingsAreOneLineNamingTheSetting(t *testing.T) {
 	dir := t.TempDir()
 	cert, key := writeCert(t, dir, "client")
 	notPEM := writeFile(t, "not.pem", "hello")
 	missing := filepath.Join(dir, "missing.pem")
 	file := writeFile(t, "temporal.toml", profiles)
-	halfPair := writeFile(t, "half.toml", "[profile.default.tls]\nclient_cert_path = \""+cert+"\"\n")
+	badAddress := writeFile(t, "bad.toml", "[profile.default]\naddress = \"localhost\"\n")
 	tests := []struct {
 		name string
 		env  map[string]string
 		want string
 	}{
 		{"cert without key", map[string]string{"TEMPORAL_TLS_CLIENT_CERT_PATH": cert},
-			"TEMPORAL_TLS_CLIENT_CERT_PATH is set but TEMPORAL_TLS_CLIENT_KEY_PATH is not: mTLS needs both"},
-		{"key without cert", map[string]string{"TEMPORAL_TLS_CLIENT_KEY_PATH": key},
-			"TEMPORAL_TLS_CLIENT_KEY_PATH is set but TEMPORAL_TLS_CLIENT_CERT_PATH is not"},
+			"if either client cert or key path is present, other must be present too"},
 		{"missing cert file", map[string]string{"TEMPORAL_TLS_CLIENT_CERT_PATH": missing, "TEMPORAL_TLS_CLIENT_KEY_PATH": key},
-			"TEMPORAL_TLS_CLIENT_CERT_PATH " + missing + " and TEMPORAL_TLS_CLIENT_KEY_PATH " + key + ": open " + missing + ": no such file"},
+			"open " + missing + ": no such file"},
 		{"key that is not the cert's", map[string]string{"TEMPORAL_TLS_CLIENT_CERT_PATH": cert, "TEMPORAL_TLS_CLIENT_KEY_PATH": notPEM},
-			"TEMPORAL_TLS_CLIENT_KEY_PATH " + notPEM},
+			"failed loading client cert/key path"},
 		{"missing CA file", map[string]string{"TEMPORAL_TLS_SERVER_CA_CERT_PATH": missing},
-			"TEMPORAL_TLS_SERVER_CA_CERT_PATH: open " + missing},
-		{"CA file without certificate", map[string]string{"TEMPORAL_TLS_SERVER_CA_CERT_PATH": notPEM},
-			"TEMPORAL_TLS_SERVER_CA_CERT_PATH " + notPEM + ": no PEM certificate"},
-		{"deprecated cert without key", map[string]string{"TEMPORAL_TLS_CERT": cert},
-			"TEMPORAL_TLS_CERT is set but TEMPORAL_TLS_KEY is not: mTLS needs both"},
-		{"deprecated missing CA file", map[string]string{"TEMPORAL_TLS_CA": missing},
-			"TEMPORAL_TLS_CA: open " + missing},
-		{"profile cert without key", map[string]string{"TEMPORAL_CONFIG_FILE": halfPair},
-			`tls.client_cert_path of profile "default" in ` + halfPair + " is set but tls.client_key_path is not"},
+			"open " + missing + ": no such file"},
 		{"missing config file", map[string]string{"TEMPORAL_CONFIG_FILE": missing},
 			"TEMPORAL_CONFIG_FILE: stat " + missing + ": no such file"},
 		{"config file that is not TOML", map[string]string{"TEMPORAL_CONFIG_FILE": notPEM},
-			"config file " + notPEM + ": "},
+			"failed parsing config"},
 		{"no such profile", map[string]string{"TEMPORAL_CONFIG_FILE": file, "TEMPORAL_PROFILE": "prod"},
-			"TEMPORAL_PROFILE prod: no such profile in " + file},
-		{"profile without a file", map[string]string{"TEMPORAL_PROFILE": "prod"},
-			"TEMPORAL_PROFILE prod: no profiles file: set TEMPORAL_CONFIG_FILE"},
+			"unable to find profile prod"},
 		{"TEMPORAL_TLS neither true nor false", map[string]string{"TEMPORAL_TLS": "yes"},
 			`TEMPORAL_TLS "yes": want true or false`},
+		{"TEMPORAL_TLS_DISABLE_HOST_VERIFICATION neither true nor false", map[string]string{"TEMPORAL_TLS_DISABLE_HOST_VERIFICATION": "on"},
+			`TEMPORAL_TLS_DISABLE_HOST_VERIFICATION "on": want true or false`},
+		{"profile address without port", map[string]string{"TEMPORAL_CONFIG_FILE": badAddress},
+			`address "localhost" of profile "default" in ` + badAddress + ": want host:port, such as 127.0.0.1:7233"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := clientOptions(tt.env)
+			_, err := clientOptions(t, tt.env)
 
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
 			assert.NotContains(t, err.Error(), "\n")
+		})
+	}
+}
+
+func TestClientOptions_TEMPORAL_ADDRESSThatIsNotHostPortIsOneLineNamingIt(t *testing.T) {
+	for _, addr := range []string{"localhost", "localhost:", "http://temporal:7233", ":::", "temporal:port", "temporal:70000"} {
+		t.Run(addr, func(t *testing.T) {
+			_, err := clientOptions(t, map[string]string{"TEMPORAL_ADDRESS": addr})
+
+			require.Error(t, err)
+			assert.Equal(t, fmt.Sprintf("TEMPORAL_ADDRESS %q: want host:port, such as 127.0.0.1:7233", addr), err.Error())
+		})
+	}
+}
+
+func TestClientOptions_TEMPORAL_ADDRESSMayBeHostPortOrAResolversTarget(t *testing.T) {
+	for _, addr := range []string{"temporal.example.com:7233", "10.0.0.5:7233", "[::1]:7233", ":7233", "dns:///temporal.example.com:7233"} {
+		t.Run(addr, func(t *testing.T) {
+			opts, err := clientOptions(t, map[string]string{"TEMPORAL_ADDRESS": addr})
+
+			require.NoError(t, err)
+			assert.Equal(t, addr, opts.HostPort)
 		})
 	}
 }
@@ -338,7 +282,7 @@ func TestDial_unreachableServerNamesTheAddress(t *testing.T) {
 	require.NoError(t, ln.Close()) // nothing listens there now
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	opts, err := starter.ClientOptions(func(k string) string { return map[string]string{"TEMPORAL_ADDRESS": addr}[k] })
+	opts, err := clientOptions(t, map[string]string{"TEMPORAL_ADDRESS": addr})
 	require.NoError(t, err)
 
 	_, err = starter.Dial(ctx, opts)
@@ -374,14 +318,14 @@ func TestDialFromEnv_missingClientCertificateFailsBeforeConnecting(t *testing.T)
 		c.Close()
 	}
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "TEMPORAL_TLS_CLIENT_CERT_PATH "+missing)
-	assert.Contains(t, err.Error(), "no such file or directory")
+	assert.Contains(t, err.Error(), "open "+missing+": no such file or directory")
 	assert.False(t, <-connected, "dialled the server without the client certificate")
 }
 
 func TestDialFromEnv_connectsToTheNamedServer(t *testing.T) {
-	isolate(t)
+	// The server first: isolate moves HOME, and with it the module cache a server build uses.
 	server := testserver.New(t)
+	isolate(t)
 	t.Setenv("TEMPORAL_ADDRESS", server.Address())
 	t.Setenv("TEMPORAL_NAMESPACE", server.Namespace())
 
@@ -391,6 +335,39 @@ func TestDialFromEnv_connectsToTheNamedServer(t *testing.T) {
 	defer c.Close()
 	_, err = c.CheckHealth(ctx(t), nil)
 	assert.NoError(t, err)
+}
+
+// systemInfoServer answers the one call Dial makes, GetSystemInfo.
+type systemInfoServer struct {
+	workflowservice.UnimplementedWorkflowServiceServer
+}
+
+func (systemInfoServer) GetSystemInfo(context.Context, *workflowservice.GetSystemInfoRequest) (*workflowservice.GetSystemInfoResponse, error) {
+	return &workflowservice.GetSystemInfoResponse{}, nil
+}
+
+func TestDialFromEnv_sendsTEMPORAL_GRPC_META_AsGRPCMetadata(t *testing.T) {
+	isolate(t)
+	calls := make(chan metadata.MD, 16)
+	srv := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		calls <- md
+		return handler(ctx, req)
+	}))
+	workflowservice.RegisterWorkflowServiceServer(srv, systemInfoServer{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	t.Setenv("TEMPORAL_ADDRESS", ln.Addr().String())
+	t.Setenv("TEMPORAL_GRPC_META_X_TENANT", "acme")
+
+	c, err := starter.DialFromEnv(ctx(t))
+
+	require.NoError(t, err)
+	defer c.Close()
+	md := <-calls
+	assert.Equal(t, []string{"acme"}, md.Get("x-tenant"))
 }
 
 // writeKeyFile writes a key file of one random key, as `pveflow codec-keygen` does, and returns
@@ -410,7 +387,7 @@ const sentinel = "hunter2-sentinel-7f3a9c"
 func TestClientOptions_codecKeyFileGivesConvertersThatEncrypt(t *testing.T) {
 	path, _ := writeKeyFile(t)
 
-	opts, _, err := clientOptions(map[string]string{"PVEFLOW_CODEC_KEY_FILE": path})
+	opts, err := clientOptions(t, map[string]string{"PVEFLOW_CODEC_KEY_FILE": path})
 
 	require.NoError(t, err)
 	require.NotNil(t, opts.DataConverter)
@@ -427,7 +404,7 @@ func TestClientOptions_codecKeyFileGivesConvertersThatEncrypt(t *testing.T) {
 
 func TestClientOptions_codecKeyFileEncryptsFailureMessages(t *testing.T) {
 	path, _ := writeKeyFile(t)
-	opts, _, err := clientOptions(map[string]string{"PVEFLOW_CODEC_KEY_FILE": path})
+	opts, err := clientOptions(t, map[string]string{"PVEFLOW_CODEC_KEY_FILE": path})
 	require.NoError(t, err)
 
 	f := opts.FailureConverter.ErrorToFailure(temporal.NewApplicationError("cloud-init rejected: "+sentinel, "Permanent"))
@@ -438,12 +415,12 @@ func TestClientOptions_codecKeyFileEncryptsFailureMessages(t *testing.T) {
 
 func TestClientOptions_withoutCodecKeyFilePayloadsArePlainAndEncryptedOnesSaySo(t *testing.T) {
 	path, _ := writeKeyFile(t)
-	keyed, _, err := clientOptions(map[string]string{"PVEFLOW_CODEC_KEY_FILE": path})
+	keyed, err := clientOptions(t, map[string]string{"PVEFLOW_CODEC_KEY_FILE": path})
 	require.NoError(t, err)
 	sealed, err := keyed.DataConverter.ToPayload("password: " + sentinel)
 	require.NoError(t, err)
 
-	opts, _, err := clientOptions(map[string]string{"PVEFLOW_CODEC_KEY_FILE": ""})
+	opts, err := clientOptions(t, map[string]string{"PVEFLOW_CODEC_KEY_FILE": ""})
 
 	require.NoError(t, err)
 	p, err := opts.DataConverter.ToPayload("x")
@@ -470,7 +447,7 @@ func TestClientOptions_badCodecKeyFileIsOneLineNamingTheVariableAndFile(t *testi
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := clientOptions(map[string]string{"PVEFLOW_CODEC_KEY_FILE": tt.path})
+			_, err := clientOptions(t, map[string]string{"PVEFLOW_CODEC_KEY_FILE": tt.path})
 
 			require.Error(t, err)
 			assert.True(t, strings.HasPrefix(err.Error(), "PVEFLOW_CODEC_KEY_FILE: "), err.Error())

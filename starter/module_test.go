@@ -11,6 +11,35 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// programOnly are the packages, by import path prefix, that only pveflow's programs (the worker,
+// the pveflow CLI) need: the OpenTelemetry SDK and exporters, the Prometheus client, the traced
+// HTTP transport. Package telemetry/export holds what uses them.
+var programOnly = []string{
+	"github.com/prometheus/",
+	"go.opentelemetry.io/otel/exporters/",
+	"go.opentelemetry.io/otel/sdk",
+	"go.opentelemetry.io/contrib/",
+}
+
+// TestLibraryPackagesPullNoExporter keeps the import graph of the packages a program imports to
+// drive pveflow free of what only pveflow's programs need, as README.md promises.
+func TestLibraryPackagesPullNoExporter(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "./starter", "./workflows", "./activities")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list -deps")
+
+	var pulled []string
+	for pkg := range strings.FieldsSeq(string(out)) {
+		for _, prefix := range programOnly {
+			if strings.HasPrefix(pkg, prefix) {
+				pulled = append(pulled, pkg)
+			}
+		}
+	}
+	assert.Empty(t, pulled, "imported by starter, workflows or activities: move its user to internal/telemetry/export")
+}
+
 // consumerClientGo is the client-go a Kubernetes controller importing the starter might pin:
 // older than the one the Temporal server's dependency graph would raise it to.
 const consumerClientGo = "v0.31.0"

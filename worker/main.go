@@ -10,7 +10,7 @@
 // by the TEMPORAL_* environment and the temporal CLI's profiles, as for the temporal CLI, and
 // PVEFLOW_CODEC_KEY_FILE turns payload encryption on (see starter.ClientOptions). With
 // -metrics-listen it serves Prometheus metrics, the SDK's and its own, at /metrics. The standard
-// OTEL_* environment turns span export on (see telemetry.SetupTracing). SIGINT or
+// OTEL_* environment turns span export on (see export.SetupTracing). SIGINT or
 // SIGTERM stops the worker once the activities in flight have finished; a second one ends it at
 // once.
 package main
@@ -37,7 +37,7 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/pvesim/simserver"
-	"github.com/pveflow/pveflow/internal/telemetry"
+	"github.com/pveflow/pveflow/internal/telemetry/export"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -91,7 +91,7 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	if err != nil {
 		return err
 	}
-	shutdownTracing, err := telemetry.SetupTracing(ctx, getenv, workerProgram, stderr)
+	shutdownTracing, err := export.SetupTracing(ctx, getenv, workerProgram, stderr)
 	if err != nil {
 		return err
 	}
@@ -112,9 +112,9 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		cfg.Proxmox.URL, cfg.Proxmox.CAFile, cfg.Proxmox.TokenFile = sim.URL(), sim.CAFile(), sim.TokenFile()
 		cfg.Proxmox.InsecureSkipTLSVerify = false
 	}
-	// The client reads the token file on every request, so a missing one would otherwise
+	// The client reads the token file on every request, so a bad one would otherwise
 	// surface only as the first activity's failure.
-	if err := checkReadable(cfg.Proxmox.TokenFile); err != nil {
+	if err := pve.CheckTokenFile(cfg.Proxmox.TokenFile); err != nil {
 		return fmt.Errorf("proxmox.tokenFile %s: %w", cfg.Proxmox.TokenFile, err)
 	}
 	clientConfig := pve.ClientConfig{
@@ -124,7 +124,7 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		InsecureSkipTLSVerify: cfg.Proxmox.InsecureSkipTLSVerify,
 		RequestTimeout:        time.Duration(cfg.Proxmox.RequestTimeoutSeconds) * time.Second,
 		Logger:                logger,
-		WrapTransport:         telemetry.PVETransport(otel.GetTracerProvider()),
+		WrapTransport:         export.PVETransport(otel.GetTracerProvider()),
 	}
 	clientOpts, err := starter.ClientOptionsWithLogger(getenv, logger)
 	if err != nil {
@@ -132,7 +132,7 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	}
 	var ready readiness
 	if opts.metricsListen != "" {
-		metrics, err := telemetry.NewMetrics(logger)
+		metrics, err := export.NewMetrics(logger)
 		if err != nil {
 			return err
 		}
@@ -242,18 +242,6 @@ func doneChan(ctx context.Context) <-chan any {
 		close(ch)
 	}()
 	return ch
-}
-
-func checkReadable(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		var pathErr *os.PathError
-		if errors.As(err, &pathErr) {
-			return pathErr.Err // the caller names the path
-		}
-		return err
-	}
-	return f.Close()
 }
 
 // simResourcesLag is how often the simulator refreshes the status cache behind cluster

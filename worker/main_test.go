@@ -58,6 +58,9 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 	token := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(token, []byte("pveflow@pve!test=secret\n"), 0o600))
 	missingToken := filepath.Join(dir, "no-token")
+	readableToken := filepath.Join(dir, "readable-token")
+	require.NoError(t, os.WriteFile(readableToken, []byte("pveflow@pve!test=secret\n"), 0o600))
+	require.NoError(t, os.Chmod(readableToken, 0o644))
 	missingConfig := filepath.Join(dir, "no-config.yaml")
 	readableKeyFile := filepath.Join(dir, "codec.key")
 	require.NoError(t, os.WriteFile(readableKeyFile, []byte("k1 "+base64.StdEncoding.EncodeToString(make([]byte, 32))+"\n"), 0o600))
@@ -88,10 +91,21 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 			want: "worker: proxmox.tokenFile " + missingToken + ": no such file or directory",
 		},
 		{
+			name: "token file others may read",
+			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", readableToken)},
+			want: "worker: proxmox.tokenFile " + readableToken + ": mode 0644 gives others access to it, or its group write access: chmod 600 " + readableToken,
+		},
+		{
 			name: "half an mTLS pair",
 			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
 			env:  map[string]string{"TEMPORAL_TLS_CLIENT_CERT_PATH": token},
-			want: "worker: TEMPORAL_TLS_CLIENT_CERT_PATH is set but TEMPORAL_TLS_CLIENT_KEY_PATH is not",
+			want: "worker: connection to Temporal: invalid TLS config: if either client cert or key path is present, other must be present too",
+		},
+		{
+			name: "Temporal address without a port",
+			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
+			env:  map[string]string{"TEMPORAL_ADDRESS": "localhost"},
+			want: `worker: TEMPORAL_ADDRESS "localhost": want host:port, such as 127.0.0.1:7233`,
 		},
 		{
 			name: "unreachable Temporal",

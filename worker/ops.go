@@ -9,12 +9,12 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/pveflow/pveflow/internal/telemetry"
+	"github.com/pveflow/pveflow/internal/telemetry/export"
 )
 
 // opsMux routes the worker's operations endpoints, all on the -metrics-listen address:
 // /metrics for Prometheus, /healthz for liveness and /readyz for readiness.
-func opsMux(metrics *telemetry.Metrics, ready *readiness) *http.ServeMux {
+func opsMux(metrics *export.Metrics, ready *readiness) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.HTTPHandler())
 	mux.HandleFunc("GET /healthz", healthz)

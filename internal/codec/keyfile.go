@@ -12,6 +12,8 @@ import (
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/pveflow/pveflow/internal/secretfile"
 )
 
 const (
@@ -69,9 +71,8 @@ func LoadKeyFile(path string) (*Codec, error) {
 	if !info.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w %s: not a regular file", ErrKeyFile, path)
 	}
-	if perm := info.Mode().Perm(); perm&0o027 != 0 {
-		return nil, fmt.Errorf("%w %s: mode %04o lets others read or write it, or its group write it: make it 0600, 0400 or 0440 (chmod 600 %s)",
-			ErrKeyFile, path, perm, path)
+	if err := secretfile.CheckMode(path, info.Mode()); err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrKeyFile, path, err)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxKeyFileSize+1))
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim/simserver"
 	"github.com/pveflow/pveflow/internal/telemetry"
+	"github.com/pveflow/pveflow/internal/telemetry/export"
 	"github.com/pveflow/pveflow/internal/telemetry/spantest"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -27,7 +28,7 @@ import (
 func tracedCreate(t *testing.T) ([]sdktrace.ReadOnlySpan, workflows.CreateProxyResult, string) {
 	t.Helper()
 	recorder := tracetest.NewSpanRecorder()
-	tp := telemetry.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	tp := export.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
 	tracing, err := telemetry.TracingInterceptor(tp)
 	require.NoError(t, err)
 	srv, err := simserver.Start(simserver.Options{API: newCluster(), Dir: t.TempDir()})
@@ -40,7 +41,7 @@ func tracedCreate(t *testing.T) ([]sdktrace.ReadOnlySpan, workflows.CreateProxyR
 	cfg := fastConfig(t)
 	cfg.Proxmox.URL, cfg.Proxmox.CAFile, cfg.Proxmox.TokenFile = srv.URL(), srv.CAFile(), srv.TokenFile()
 	api, err := pve.NewClient(pve.ClientConfig{
-		URL: srv.URL(), CAFile: srv.CAFile(), TokenFile: srv.TokenFile(), WrapTransport: telemetry.PVETransport(tp),
+		URL: srv.URL(), CAFile: srv.CAFile(), TokenFile: srv.TokenFile(), WrapTransport: export.PVETransport(tp),
 	})
 	require.NoError(t, err)
 	s := startStackWith(t, api, cfg, client.Options{Interceptors: []interceptor.ClientInterceptor{tracing}})

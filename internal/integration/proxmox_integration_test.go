@@ -33,6 +33,7 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/telemetry"
+	"github.com/pveflow/pveflow/internal/telemetry/export"
 	"github.com/pveflow/pveflow/internal/telemetry/spantest"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
@@ -240,7 +241,7 @@ func startHarness(t *testing.T, e hostEnv) *harness {
 	t.Helper()
 	cfg := e.config(t)
 	spans := tracetest.NewSpanRecorder()
-	tp := telemetry.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	tp := export.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	tracing, err := telemetry.TracingInterceptor(tp)
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: e.LogLevel}))
@@ -248,7 +249,7 @@ func startHarness(t *testing.T, e hostEnv) *harness {
 		Interceptors: []interceptor.ClientInterceptor{tracing},
 		Logger:       tlog.NewStructuredLogger(logger),
 	}))
-	api := e.client(t, telemetry.PVETransport(tp))
+	api := e.client(t, export.PVETransport(tp))
 	server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
 		r.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, StartInput: &activities.HistoryStartInput{

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"mime/multipart"
 	"net"
@@ -19,6 +20,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/pveflow/pveflow/internal/secretfile"
 )
 
 // ClientConfig configures a Client.
@@ -27,7 +30,8 @@ type ClientConfig struct {
 	// /api2/json.
 	URL string
 	// TokenFile holds one line, <user>@<realm>!<tokenid>=<secret>. It is read on every request,
-	// so a rotated token is used at once.
+	// so a rotated token is used at once, and refused when its mode gives others access to it
+	// (see CheckTokenFile).
 	TokenFile string
 	// CAFile is a PEM bundle trusted instead of the system's roots.
 	CAFile string
@@ -36,7 +40,10 @@ type ClientConfig struct {
 	// RequestTimeout bounds each request, from sending it to reading the whole answer; zero
 	// means 30 s.
 	RequestTimeout time.Duration
-	// Logger receives the InsecureSkipTLSVerify warning; nil means slog.Default().
+	// Logger receives the InsecureSkipTLSVerify warning and, at debug level, one line per
+	// request: its method and the schema's path template, the node, VMID and UPID, the HTTP
+	// status, the duration and the error; never a body, a query or a header. nil means
+	// slog.Default().
 	Logger *slog.Logger
 	// WrapTransport, when set, wraps the HTTP transport, e.g. to trace requests.
 	WrapTransport func(http.RoundTripper) http.RoundTripper
@@ -54,6 +61,7 @@ type Client struct {
 	timeout   time.Duration
 	http      *http.Client
 	observe   func(method, statusClass string, took time.Duration)
+	logger    *slog.Logger
 }
 
 var _ API = (*Client)(nil)
@@ -66,7 +74,9 @@ const (
 	// longer than this means a hung connection, whatever RequestTimeout allows.
 	responseHeaderTimeout = time.Minute
 	// maxAnswer caps a successful answer: the largest, cluster resources, stays far below it.
-	maxAnswer       = 32 << 20
+	maxAnswer = 32 << 20
+	// maxTokenFile caps what is read of the token file: a token is about 80 bytes.
+	maxTokenFile    = 4 << 10
 	formContentType = "application/x-www-form-urlencoded"
 )
 
@@ -102,11 +112,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		}
 		tlsConf.RootCAs = pool
 	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
 	if cfg.InsecureSkipTLSVerify {
-		logger := cfg.Logger
-		if logger == nil {
-			logger = slog.Default()
-		}
 		logger.Warn("proxmox api: TLS certificate verification is off (insecureSkipTLSVerify)", "url", u.Redacted())
 	}
 
@@ -133,6 +143,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		tokenFile: cfg.TokenFile,
 		timeout:   timeout,
 		observe:   cfg.ObserveRequest,
+		logger:    logger,
 		http: &http.Client{
 			Transport: rt,
 			// PVE never redirects; an answer that does is reported, not followed with the token.
@@ -144,14 +155,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // Version reads GET /version.
 func (c *Client) Version(ctx context.Context) (Version, error) {
 	var v Version
-	err := c.call(ctx, "Version", "version query", http.MethodGet, "/version", nil, &v)
+	err := c.call(ctx, "Version", "version query", http.MethodGet, endpoint{template: "/version"}, nil, &v)
 	return v, err
 }
 
 // NodeStatus reads GET /nodes/{node}/status.
 func (c *Client) NodeStatus(ctx context.Context, node string) (NodeStatus, error) {
 	var s NodeStatus
-	err := c.call(ctx, "NodeStatus", "status of node "+node, http.MethodGet, apiPath("nodes", node, "status"), nil, &s)
+	err := c.call(ctx, "NodeStatus", "status of node "+node, http.MethodGet, endpoint{template: "/nodes/{node}/status", node: node}, nil, &s)
 	return s, err
 }
 
@@ -159,21 +170,22 @@ func (c *Client) NodeStatus(ctx context.Context, node string) (NodeStatus, error
 func (c *Client) StorageStatus(ctx context.Context, node, storage string) (StorageStatus, error) {
 	var s StorageStatus
 	op := fmt.Sprintf("status of storage %s on node %s", storage, node)
-	err := c.call(ctx, "StorageStatus", op, http.MethodGet, apiPath("nodes", node, "storage", storage, "status"), nil, &s)
+	err := c.call(ctx, "StorageStatus", op, http.MethodGet,
+		endpoint{template: "/nodes/{node}/storage/{storage}/status", node: node, storage: storage}, nil, &s)
 	return s, err
 }
 
 // ClusterResources reads GET /cluster/resources?type=vm.
 func (c *Client) ClusterResources(ctx context.Context) ([]VMResource, error) {
 	var rs []VMResource
-	err := c.call(ctx, "ClusterResources", "cluster resources", http.MethodGet, "/cluster/resources", url.Values{"type": {"vm"}}, &rs)
+	err := c.call(ctx, "ClusterResources", "cluster resources", http.MethodGet, endpoint{template: "/cluster/resources"}, url.Values{"type": {"vm"}}, &rs)
 	return rs, err
 }
 
 // VMConfig reads GET /nodes/{node}/qemu/{vmid}/config.
 func (c *Client) VMConfig(ctx context.Context, node string, vmid int) (VMConfig, error) {
 	var cfg VMConfig
-	err := c.call(ctx, "VMConfig", vmOp("config", node, vmid), http.MethodGet, vmPath(node, vmid, "config"), nil, &cfg)
+	err := c.call(ctx, "VMConfig", vmOp("config", node, vmid), http.MethodGet, vmEndpoint("config", node, vmid), nil, &cfg)
 	return cfg, err
 }
 
@@ -183,7 +195,7 @@ func (c *Client) SetVMConfig(ctx context.Context, node string, vmid int, params 
 	for k, v := range params {
 		form.Set(k, v)
 	}
-	return c.call(ctx, "SetVMConfig", vmOp("config update", node, vmid), http.MethodPut, vmPath(node, vmid, "config"), form, nil)
+	return c.call(ctx, "SetVMConfig", vmOp("config update", node, vmid), http.MethodPut, vmEndpoint("config", node, vmid), form, nil)
 }
 
 // Clone starts POST /nodes/{node}/qemu/{vmid}/clone. It always sends full, as 0 or 1, so that
@@ -201,43 +213,44 @@ func (c *Client) Clone(ctx context.Context, node string, vmid int, p CloneParams
 			form.Set(k, v)
 		}
 	}
-	return c.task(ctx, "Clone", vmOp("clone", node, vmid), http.MethodPost, vmPath(node, vmid, "clone"), form)
+	return c.task(ctx, "Clone", vmOp("clone", node, vmid), http.MethodPost, vmEndpoint("clone", node, vmid), form)
 }
 
 // Resize starts PUT /nodes/{node}/qemu/{vmid}/resize.
 func (c *Client) Resize(ctx context.Context, node string, vmid int, disk, size string) (UPID, error) {
 	form := url.Values{"disk": {disk}, "size": {size}}
-	return c.task(ctx, "Resize", vmOp("resize of disk "+disk, node, vmid), http.MethodPut, vmPath(node, vmid, "resize"), form)
+	return c.task(ctx, "Resize", vmOp("resize of disk "+disk, node, vmid), http.MethodPut, vmEndpoint("resize", node, vmid), form)
 }
 
 // Start starts POST /nodes/{node}/qemu/{vmid}/status/start.
 func (c *Client) Start(ctx context.Context, node string, vmid int) (UPID, error) {
-	return c.task(ctx, "Start", vmOp("start", node, vmid), http.MethodPost, vmPath(node, vmid, "status", "start"), nil)
+	return c.task(ctx, "Start", vmOp("start", node, vmid), http.MethodPost, vmEndpoint("status/start", node, vmid), nil)
 }
 
 // Stop starts POST /nodes/{node}/qemu/{vmid}/status/stop.
 func (c *Client) Stop(ctx context.Context, node string, vmid int) (UPID, error) {
-	return c.task(ctx, "Stop", vmOp("stop", node, vmid), http.MethodPost, vmPath(node, vmid, "status", "stop"), nil)
+	return c.task(ctx, "Stop", vmOp("stop", node, vmid), http.MethodPost, vmEndpoint("status/stop", node, vmid), nil)
 }
 
 // VMStatus reads GET /nodes/{node}/qemu/{vmid}/status/current.
 func (c *Client) VMStatus(ctx context.Context, node string, vmid int) (VMStatus, error) {
 	var s VMStatus
-	err := c.call(ctx, "VMStatus", vmOp("status", node, vmid), http.MethodGet, vmPath(node, vmid, "status", "current"), nil, &s)
+	err := c.call(ctx, "VMStatus", vmOp("status", node, vmid), http.MethodGet, vmEndpoint("status/current", node, vmid), nil, &s)
 	return s, err
 }
 
 // Destroy starts DELETE /nodes/{node}/qemu/{vmid}?purge=1&destroy-unreferenced-disks=1.
 func (c *Client) Destroy(ctx context.Context, node string, vmid int) (UPID, error) {
 	query := url.Values{"purge": {"1"}, "destroy-unreferenced-disks": {"1"}}
-	return c.task(ctx, "Destroy", vmOp("destroy", node, vmid), http.MethodDelete, vmPath(node, vmid), query)
+	return c.task(ctx, "Destroy", vmOp("destroy", node, vmid), http.MethodDelete, vmEndpoint("", node, vmid), query)
 }
 
 // TaskStatus reads GET /nodes/{node}/tasks/{upid}/status.
 func (c *Client) TaskStatus(ctx context.Context, node string, upid UPID) (TaskStatus, error) {
 	var s TaskStatus
 	op := fmt.Sprintf("status of task %s on node %s", upid, node)
-	err := c.call(ctx, "TaskStatus", op, http.MethodGet, apiPath("nodes", node, "tasks", string(upid), "status"), nil, &s)
+	err := c.call(ctx, "TaskStatus", op, http.MethodGet,
+		endpoint{template: "/nodes/{node}/tasks/{upid}/status", node: node, upid: upid}, nil, &s)
 	return s, err
 }
 
@@ -247,7 +260,7 @@ func (c *Client) AgentNetworkInterfaces(ctx context.Context, node string, vmid i
 		Result []AgentInterface `json:"result"`
 	}
 	op := vmOp("guest agent network interfaces", node, vmid)
-	err := c.call(ctx, "AgentNetworkInterfaces", op, http.MethodGet, vmPath(node, vmid, "agent", "network-get-interfaces"), nil, &answer)
+	err := c.call(ctx, "AgentNetworkInterfaces", op, http.MethodGet, vmEndpoint("agent/network-get-interfaces", node, vmid), nil, &answer)
 	return answer.Result, err
 }
 
@@ -276,21 +289,23 @@ func (c *Client) UploadISO(ctx context.Context, node, storage, filename string, 
 	head, tail := frame.Bytes()[:headLen], frame.Bytes()[headLen:]
 
 	body := io.MultiReader(bytes.NewReader(head), &exactReader{r: r, size: size}, bytes.NewReader(tail))
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+apiPath("nodes", node, "storage", storage, "upload"), body)
+	ep := endpoint{template: "/nodes/{node}/storage/{storage}/upload", node: node, storage: storage}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+ep.path(), body)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", op, err)
 	}
 	req.ContentLength = int64(len(head)) + size + int64(len(tail))
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	var upid UPID
-	err = c.do("UploadISO", op, req, &upid)
+	err = c.do("UploadISO", op, ep, req, &upid)
 	return upid, err
 }
 
 // DeleteVolume starts DELETE /nodes/{node}/storage/{storage}/content/{volid}.
 func (c *Client) DeleteVolume(ctx context.Context, node, storage, volid string) (UPID, error) {
 	op := fmt.Sprintf("deletion of volume %s on storage %s on node %s", volid, storage, node)
-	return c.task(ctx, "DeleteVolume", op, http.MethodDelete, apiPath("nodes", node, "storage", storage, "content", volid), nil)
+	return c.task(ctx, "DeleteVolume", op, http.MethodDelete,
+		endpoint{template: "/nodes/{node}/storage/{storage}/content/{volume}", node: node, storage: storage, volume: volid}, nil)
 }
 
 // StorageContent reads GET /nodes/{node}/storage/{storage}/content.
@@ -301,22 +316,23 @@ func (c *Client) StorageContent(ctx context.Context, node, storage, content stri
 	if content != "" {
 		params = url.Values{"content": {content}}
 	}
-	err := c.call(ctx, "StorageContent", op, http.MethodGet, apiPath("nodes", node, "storage", storage, "content"), params, &vs)
+	err := c.call(ctx, "StorageContent", op, http.MethodGet,
+		endpoint{template: "/nodes/{node}/storage/{storage}/content", node: node, storage: storage}, params, &vs)
 	return vs, err
 }
 
 // task makes a call whose answer is a task's UPID.
-func (c *Client) task(ctx context.Context, apiMethod, op, method, path string, params url.Values) (UPID, error) {
+func (c *Client) task(ctx context.Context, apiMethod, op, method string, ep endpoint, params url.Values) (UPID, error) {
 	var upid UPID
-	err := c.call(ctx, apiMethod, op, method, path, params, &upid)
+	err := c.call(ctx, apiMethod, op, method, ep, params, &upid)
 	return upid, err
 }
 
-// call sends params form-encoded, in the body of a POST or PUT and in the query otherwise, and
-// decodes the answer's data into out unless out is nil. apiMethod is the API method making the
-// call, op says which call failed in its errors.
-func (c *Client) call(ctx context.Context, apiMethod, op, method, path string, params url.Values, out any) error {
-	target := c.base + path
+// call sends params form-encoded, in the body of a POST or PUT and in the query otherwise, to the
+// path of ep, and decodes the answer's data into out unless out is nil. apiMethod is the API
+// method making the call, op says which call failed in its errors.
+func (c *Client) call(ctx context.Context, apiMethod, op, method string, ep endpoint, params url.Values, out any) error {
+	target := c.base + ep.path()
 	var body io.Reader
 	if method == http.MethodPost || method == http.MethodPut {
 		body = strings.NewReader(params.Encode())
@@ -330,13 +346,17 @@ func (c *Client) call(ctx context.Context, apiMethod, op, method, path string, p
 	if body != nil {
 		req.Header.Set("Content-Type", formContentType)
 	}
-	return c.do(apiMethod, op, req, out)
+	return c.do(apiMethod, op, ep, req, out)
 }
 
-// do authenticates and sends req within the request timeout, turns a non-2xx answer into an
-// *APIError, and decodes the data of a 2xx answer into out unless out is nil. The request is
-// observed as apiMethod's.
-func (c *Client) do(apiMethod, op string, req *http.Request, out any) error {
+// do authenticates and sends req, the call of ep, within the request timeout, turns a non-2xx
+// answer into an *APIError, and decodes the data of a 2xx answer into out unless out is nil. The
+// request is observed as apiMethod's, and logged at debug level (logCall).
+func (c *Client) do(apiMethod, op string, ep endpoint, req *http.Request, out any) (err error) {
+	sent := time.Now()
+	status := 0 // until an answer has been read whole
+	answered := 0
+	defer func() { c.logCall(req, ep, out, answered, time.Since(sent), err) }()
 	header, secret, err := c.token()
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -345,9 +365,7 @@ func (c *Client) do(apiMethod, op string, req *http.Request, out any) error {
 	ctx, cancel := context.WithTimeout(req.Context(), c.timeout)
 	defer cancel()
 
-	status := 0 // until an answer has been read whole
 	if c.observe != nil {
-		sent := time.Now()
 		defer func() { c.observe(apiMethod, statusClass(status), time.Since(sent)) }()
 	}
 	resp, err := c.http.Do(req.WithContext(ctx))
@@ -355,6 +373,7 @@ func (c *Client) do(apiMethod, op string, req *http.Request, out any) error {
 		return fmt.Errorf("%s: %w", op, c.transportError(req.Context(), ctx, err))
 	}
 	defer resp.Body.Close()
+	answered = resp.StatusCode
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// A body cut short still leaves the status and reason to report.
@@ -381,6 +400,37 @@ func (c *Client) do(apiMethod, op string, req *http.Request, out any) error {
 	return nil
 }
 
+// logCall writes the debug line of a call of ep: its method and path template, the node, VMID
+// and UPID it names or answered, the HTTP status (0: no answer), how long it took and its error.
+// Nothing else of the request goes there: not its query or body (the seed ISO's user-data, a
+// config's values), not its headers (the token).
+func (c *Client) logCall(req *http.Request, ep endpoint, out any, status int, took time.Duration, err error) {
+	ctx := req.Context()
+	if !c.logger.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("method", req.Method), slog.String("path", ep.template))
+	if ep.node != "" {
+		attrs = append(attrs, slog.String("node", ep.node))
+	}
+	if ep.vmid != 0 {
+		attrs = append(attrs, slog.Int("vmid", ep.vmid))
+	}
+	upid := ep.upid
+	if answer, ok := out.(*UPID); ok && *answer != "" {
+		upid = *answer
+	}
+	if upid != "" {
+		attrs = append(attrs, slog.String("upid", string(upid)))
+	}
+	attrs = append(attrs, slog.Int("status", status), slog.Duration("duration", took))
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	c.logger.LogAttrs(ctx, slog.LevelDebug, "proxmox request", attrs...)
+}
+
 // statusClass is how metrics group an HTTP status: "2xx", "4xx", "5xx" and so on, or "error"
 // for a request that got no complete answer (status 0): refused, timed out, cut short.
 func statusClass(status int) string {
@@ -393,18 +443,69 @@ func statusClass(status int) string {
 // token reads the token file and returns the Authorization header and the secret, which must
 // never reach an error or a log.
 func (c *Client) token() (header, secret string, err error) {
-	data, err := os.ReadFile(c.tokenFile)
+	header, secret, err = readToken(c.tokenFile)
 	if err != nil {
-		return "", "", Classified(Transient, fmt.Errorf("read proxmox api token: %w", err))
+		return "", "", fmt.Errorf("proxmox api token file %s: %w", c.tokenFile, err)
+	}
+	return header, secret, nil
+}
+
+// CheckTokenFile reads the token file at path as every request does, for a program to refuse a
+// bad one when it starts rather than at its first request: one that cannot be read, whose mode
+// gives others access to it or its group write access (secretfile.CheckMode), or that is not one
+// line <user>@<realm>!<tokenid>=<secret>. Its errors do not name the file, which the caller does,
+// and never hold the secret.
+func CheckTokenFile(path string) error {
+	_, _, err := readToken(path)
+	return err
+}
+
+// readToken is CheckTokenFile returning the Authorization header and the secret. A file that
+// cannot be read, or is open to others, is Transient: the next attempt reads it again, once it is
+// fixed or its rotation is done. One that does not parse is Permanent.
+func readToken(path string) (header, secret string, err error) {
+	data, err := readSecretFile(path)
+	if err != nil {
+		return "", "", Classified(Transient, err)
 	}
 	token := strings.TrimSpace(string(data))
 	id, secret, hasSecret := strings.Cut(token, "=")
 	user, tokenID, hasTokenID := strings.Cut(id, "!")
 	if !hasSecret || !hasTokenID || secret == "" || tokenID == "" || !strings.Contains(user, "@") ||
 		strings.ContainsFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
-		return "", "", Classified(Permanent, fmt.Errorf("proxmox api token file %s: want one line <user>@<realm>!<tokenid>=<secret>", c.tokenFile))
+		return "", "", Classified(Permanent, errors.New("want one line <user>@<realm>!<tokenid>=<secret>"))
 	}
 	return "PVEAPIToken=" + token, secret, nil
+}
+
+// readSecretFile reads the file at path once secretfile.CheckMode accepts its mode. Its errors
+// do not name the file but in the chmod that fixes its mode.
+func readSecretFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if err := secretfile.CheckMode(path, info.Mode()); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxTokenFile))
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	return data, nil
+}
+
+// unwrapPath drops the *fs.PathError around err, whose text repeats the path the caller names.
+func unwrapPath(err error) error {
+	if pe, ok := errorsAs[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
 }
 
 // transportError drops the *url.Error around err, whose text repeats the URL and its query,
@@ -444,18 +545,39 @@ func redact(e *APIError, secret string) {
 	e.Errors = errs
 }
 
-// apiPath joins path segments, escaping each, so that a volume ID or a UPID stays one segment.
-func apiPath(segments ...string) string {
-	var b strings.Builder
-	for _, s := range segments {
-		b.WriteByte('/')
-		b.WriteString(url.PathEscape(s))
-	}
-	return b.String()
+// An endpoint is the path of a call as the API schema writes it, such as
+// /nodes/{node}/qemu/{vmid}/config, with the values of its variables: the request's path is made
+// from it, and the call's debug log line names the template and the values it knows to be no
+// secret.
+type endpoint struct {
+	template string
+	node     string
+	vmid     int
+	storage  string
+	volume   string
+	upid     UPID
 }
 
-func vmPath(node string, vmid int, rest ...string) string {
-	return apiPath(append([]string{"nodes", node, "qemu", strconv.Itoa(vmid)}, rest...)...)
+// path fills the template in, escaping each value, so that a volume ID or a UPID stays one
+// segment.
+func (e endpoint) path() string {
+	return strings.NewReplacer(
+		"{node}", url.PathEscape(e.node),
+		"{vmid}", strconv.Itoa(e.vmid),
+		"{storage}", url.PathEscape(e.storage),
+		"{volume}", url.PathEscape(e.volume),
+		"{upid}", url.PathEscape(string(e.upid)),
+	).Replace(e.template)
+}
+
+// vmEndpoint is the endpoint /nodes/{node}/qemu/{vmid}/<rest> of a VM, or the VM itself when rest
+// is empty.
+func vmEndpoint(rest, node string, vmid int) endpoint {
+	template := "/nodes/{node}/qemu/{vmid}"
+	if rest != "" {
+		template += "/" + rest
+	}
+	return endpoint{template: template, node: node, vmid: vmid}
 }
 
 func vmOp(what, node string, vmid int) string {

@@ -1,6 +1,7 @@
 package pve_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"mime"
@@ -72,7 +73,8 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 		// Every DTO decodes from null, so one answer serves all calls.
 		serveJSON(`{"data":null}`)(w, r)
 	})
-	c := newClient(t, ts)
+	var logs bytes.Buffer
+	c := newClient(t, ts, func(cfg *pve.ClientConfig) { cfg.Logger = debugLogger(&logs) })
 	const (
 		node = "pve1"
 		vmid = 123456
@@ -162,6 +164,9 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			ep, ok := pveschema.Lookup(req.method, req.path)
 			require.True(t, ok)
 			endpoints[ep.Method+" "+ep.Path] = true
+			lines := logLines(t, &logs)
+			require.Len(t, lines, 1)
+			assert.Equal(t, ep.Path, lines[0]["path"], "the debug line names the schema's path template")
 		})
 	}
 	assert.Len(t, endpoints, 17, "the 17 calls reach 17 distinct endpoints")

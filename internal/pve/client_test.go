@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -142,6 +143,73 @@ func TestClient_missingTokenFileIsTransient(t *testing.T) {
 	assert.Equal(t, pve.Transient, pve.Classify(err))
 	assert.ErrorIs(t, err, os.ErrNotExist)
 	assert.False(t, called.Load(), "no request without a token")
+}
+
+func TestClient_tokenFileOpenToOthersIsRefused(t *testing.T) {
+	for _, tt := range []struct {
+		mode   os.FileMode
+		refuse bool
+	}{
+		{0o600, false},
+		{0o400, false},
+		{0o640, false},
+		{0o440, false},
+		{0o644, true},
+		{0o604, true},
+		{0o660, true},
+		{0o666, true},
+	} {
+		t.Run(tt.mode.String(), func(t *testing.T) {
+			var called atomic.Bool
+			ts := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				called.Store(true)
+				serveJSON(`{"data":{"version":"9.2.11"}}`)(w, r)
+			})
+			tokenFile := writeFile(t, "token", testToken+"\n")
+			require.NoError(t, os.Chmod(tokenFile, tt.mode))
+			c := newClient(t, ts, func(cfg *pve.ClientConfig) { cfg.TokenFile = tokenFile })
+
+			_, err := c.Version(t.Context())
+			checkErr := pve.CheckTokenFile(tokenFile)
+
+			if !tt.refuse {
+				assert.NoError(t, err)
+				assert.NoError(t, checkErr)
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, pve.Transient, pve.Classify(err), "fixed by a chmod, without a new start")
+			assert.Contains(t, err.Error(), fmt.Sprintf("proxmox api token file %s: mode %04o gives others access", tokenFile, tt.mode))
+			assert.Contains(t, err.Error(), "chmod 600 "+tokenFile)
+			assert.NotContains(t, err.Error(), testSecret)
+			assert.False(t, called.Load(), "no request with a token others may read")
+			require.Error(t, checkErr)
+			assert.True(t, strings.HasPrefix(checkErr.Error(), fmt.Sprintf("mode %04o", tt.mode)), "the caller names the file: %v", checkErr)
+		})
+	}
+}
+
+func TestCheckTokenFile_errorsLeaveNamingTheFileToTheCaller(t *testing.T) {
+	for name, tt := range map[string]struct{ content, want string }{
+		"missing":     {"", "no such file or directory"},
+		"unparsable":  {"s3cr3t-value", "want one line <user>@<realm>!<tokenid>=<secret>"},
+		"a good file": {testToken + "\n", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "absent")
+			if tt.content != "" {
+				path = writeFile(t, "token", tt.content)
+			}
+
+			err := pve.CheckTokenFile(path)
+
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.EqualError(t, err, tt.want)
+		})
+	}
 }
 
 func TestClient_unparsableTokenFileIsPermanent(t *testing.T) {
@@ -802,4 +870,100 @@ func TestStatusClass(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, pve.StatusClass(tt.status), "status %d", tt.status)
 	}
+}
+
+// debugLogger logs everything, debug included, to w as JSON lines.
+func debugLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// logLines decodes the JSON lines logged to logs so far, without their time and duration, and
+// empties logs.
+func logLines(t *testing.T, logs *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for line := range strings.Lines(logs.String()) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		assert.Positive(t, m["duration"], "duration")
+		delete(m, "time")
+		delete(m, "duration")
+		lines = append(lines, m)
+	}
+	logs.Reset()
+	return lines
+}
+
+func TestClient_logsOneDebugLinePerRequestWithoutSecrets(t *testing.T) {
+	const (
+		sentinel = "user-data-sentinel-5e1f"
+		upid     = "UPID:pve1:000B41E2:0A4D4B24:6B005320:qmclone:9000:pveflow@pve!worker:"
+	)
+	ts := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/clone"):
+			serveJSON(`{"data":"`+upid+`"}`)(w, r)
+		case strings.HasSuffix(r.URL.Path, "/status/current"):
+			writeRaw(t, w, 500, "VM 4242 not running", `{"data":null}`)
+		default:
+			serveJSON(`{"data":null}`)(w, r)
+		}
+	})
+	var logs bytes.Buffer
+	c := newClient(t, ts, func(cfg *pve.ClientConfig) { cfg.Logger = debugLogger(&logs) })
+	ctx := t.Context()
+
+	_, err := c.Clone(ctx, "pve1", 9000, pve.CloneParams{NewID: 4242, Name: "proxy-1", Description: sentinel})
+	require.NoError(t, err)
+	_, err = c.TaskStatus(ctx, "pve1", upid)
+	require.NoError(t, err)
+	require.NoError(t, c.SetVMConfig(ctx, "pve1", 4242, pve.VMConfig{"description": sentinel}))
+	_, err = c.UploadISO(ctx, "pve1", "local", "proxy-1-seed.iso", strings.NewReader(sentinel), int64(len(sentinel)))
+	require.NoError(t, err)
+	_, err = c.VMStatus(ctx, "pve1", 4242)
+	require.Error(t, err)
+
+	text := logs.String()
+	assert.Equal(t, []map[string]any{
+		{"level": "DEBUG", "msg": "proxmox request", "method": "POST", "path": "/nodes/{node}/qemu/{vmid}/clone",
+			"node": "pve1", "vmid": 9000.0, "upid": upid, "status": 200.0},
+		{"level": "DEBUG", "msg": "proxmox request", "method": "GET", "path": "/nodes/{node}/tasks/{upid}/status",
+			"node": "pve1", "upid": upid, "status": 200.0},
+		{"level": "DEBUG", "msg": "proxmox request", "method": "PUT", "path": "/nodes/{node}/qemu/{vmid}/config",
+			"node": "pve1", "vmid": 4242.0, "status": 200.0},
+		{"level": "DEBUG", "msg": "proxmox request", "method": "POST", "path": "/nodes/{node}/storage/{storage}/upload",
+			"node": "pve1", "status": 200.0},
+		{"level": "DEBUG", "msg": "proxmox request", "method": "GET", "path": "/nodes/{node}/qemu/{vmid}/status/current",
+			"node": "pve1", "vmid": 4242.0, "status": 500.0, "error": err.Error()},
+	}, logLines(t, &logs))
+	assert.NotContains(t, text, sentinel)
+	assert.NotContains(t, text, testSecret)
+	assert.NotContains(t, text, "PVEAPIToken")
+}
+
+func TestClient_logsARequestWithNoAnswerWithItsError(t *testing.T) {
+	ts := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	url := ts.URL
+	ts.Close() // nothing answers there now
+	var logs bytes.Buffer
+	c := newClient(t, ts, func(cfg *pve.ClientConfig) { cfg.URL, cfg.Logger = url, debugLogger(&logs) })
+
+	_, err := c.VMConfig(t.Context(), "pve1", 4242)
+
+	require.Error(t, err)
+	assert.Equal(t, []map[string]any{
+		{"level": "DEBUG", "msg": "proxmox request", "method": "GET", "path": "/nodes/{node}/qemu/{vmid}/config",
+			"node": "pve1", "vmid": 4242.0, "status": 0.0, "error": err.Error()},
+	}, logLines(t, &logs))
+}
+
+func TestClient_logsNothingPerRequestAtInfo(t *testing.T) {
+	ts := newServer(t, serveJSON(`{"data":{"version":"9.2.11"}}`))
+	var logs bytes.Buffer
+	c := newClient(t, ts, func(cfg *pve.ClientConfig) { cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+
+	_, err := c.Version(t.Context())
+
+	require.NoError(t, err)
+	assert.Empty(t, logs.String())
 }

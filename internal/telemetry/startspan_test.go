@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -13,7 +14,7 @@ import (
 // invalid), at start, and returns its IDs.
 func spanUnder(parent trace.SpanContext, name string, start time.Time) trace.SpanContext {
 	ctx := trace.ContextWithSpanContext(context.Background(), parent)
-	span := startSpan(ctx, NewTracerProvider().Tracer("test"), name, trace.WithTimestamp(start))
+	span := startSpan(ctx, sdktrace.NewTracerProvider(sdktrace.WithIDGenerator(ReplaySafeIDs{})).Tracer("test"), name, trace.WithTimestamp(start))
 	span.End()
 	return span.SpanContext()
 }

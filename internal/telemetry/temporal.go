@@ -1,3 +1,7 @@
+// Package telemetry is what pveflow's library packages need of OpenTelemetry, on its API alone:
+// Temporal's tracing interceptor, the traced Proxmox transport and the attributes activities put
+// on their spans. A program chooses where spans go by setting the global tracer provider;
+// pveflow's own programs do it with package export, which holds the SDK and the exporters.
 package telemetry
 
 import (
@@ -33,12 +37,12 @@ func TracingInterceptor(tp trace.TracerProvider) (interceptor.Interceptor, error
 // replays it (after a restart, or once it left the worker's cache).
 const runWorkflowSpan = "RunWorkflow:"
 
-// spanSeedKey is the context key of the seed replaySafeIDs derives a span's IDs from.
+// spanSeedKey is the context key of the seed ReplaySafeIDs derives a span's IDs from.
 type spanSeedKey struct{}
 
 // startSpan starts the interceptor's spans as the contrib does, but gives a RunWorkflow span a
 // seed: its name and its start time, the workflow's start time from its history. A replayed
-// RunWorkflow span then has the IDs the first one had (replaySafeIDs), and the StartActivity
+// RunWorkflow span then has the IDs the first one had (ReplaySafeIDs), and the StartActivity
 // spans of the earlier run and those after the replay share one parent.
 func startSpan(ctx context.Context, t trace.Tracer, name string, opts ...trace.SpanStartOption) trace.Span {
 	if strings.HasPrefix(name, runWorkflowSpan) {
@@ -50,13 +54,14 @@ func startSpan(ctx context.Context, t trace.Tracer, name string, opts ...trace.S
 	return span
 }
 
-// replaySafeIDs gives a span started with a seed (startSpan's RunWorkflow spans) IDs hashed from
-// the seed and its parent: the same on every replay, on any worker. A RunWorkflow span without a
+// ReplaySafeIDs, the OpenTelemetry SDK's IDGenerator of pveflow's tracer provider
+// (export.NewTracerProvider), gives a span started with a seed (startSpan's RunWorkflow spans)
+// IDs hashed from the seed and its parent: the same on every replay, on any worker. A RunWorkflow span without a
 // parent (a workflow started by a client without tracing) gets a trace ID from its seed too.
 // Every other span gets random IDs, as the SDK's default generator gives.
-type replaySafeIDs struct{}
+type ReplaySafeIDs struct{}
 
-func (replaySafeIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
+func (ReplaySafeIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
 	seed, ok := ctx.Value(spanSeedKey{}).(string)
 	if !ok {
 		var tid trace.TraceID
@@ -70,7 +75,7 @@ func (replaySafeIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
 	return trace.TraceID(sum[8:24]), trace.SpanID(sum[:8])
 }
 
-func (replaySafeIDs) NewSpanID(ctx context.Context, traceID trace.TraceID) trace.SpanID {
+func (ReplaySafeIDs) NewSpanID(ctx context.Context, traceID trace.TraceID) trace.SpanID {
 	seed, ok := ctx.Value(spanSeedKey{}).(string)
 	if !ok {
 		return randomSpanID()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/telemetry"
+	"github.com/pveflow/pveflow/internal/telemetry/export"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -46,8 +47,8 @@ func replayedRunWorkflowSpan(t *testing.T, newProvider func(...sdktrace.TracerPr
 }
 
 func TestTracingInterceptor_aReplayedWorkflowSpanHasTheIDsItHadBefore(t *testing.T) {
-	first := replayedRunWorkflowSpan(t, telemetry.NewTracerProvider)
-	again := replayedRunWorkflowSpan(t, telemetry.NewTracerProvider)
+	first := replayedRunWorkflowSpan(t, export.NewTracerProvider)
+	again := replayedRunWorkflowSpan(t, export.NewTracerProvider)
 
 	assert.Equal(t, first.TraceID(), again.TraceID())
 	assert.Equal(t, first.SpanID(), again.SpanID())

@@ -24,7 +24,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
-	"github.com/pveflow/pveflow/internal/telemetry"
+	"github.com/pveflow/pveflow/internal/telemetry/export"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -313,7 +313,7 @@ const tracingFlushTimeout = 5 * time.Second
 func (c *cli) connect(ctx context.Context) (func(), error) {
 	// The SDK's own logs, and the starter's, are for warnings here: stdout carries results.
 	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	shutdownTracing, err := telemetry.SetupTracing(ctx, c.getenv, cliProgram, c.stderr)
+	shutdownTracing, err := export.SetupTracing(ctx, c.getenv, cliProgram, c.stderr)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package telemetry_test
+package export_test
 
 import (
 	"bytes"
@@ -11,11 +11,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pveflow/pveflow/internal/telemetry"
+	"github.com/pveflow/pveflow/internal/telemetry/export"
 )
 
 // scrape is what the metrics' HTTP handler serves, in Prometheus's text format.
-func scrape(t *testing.T, m *telemetry.Metrics) string {
+func scrape(t *testing.T, m *export.Metrics) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	m.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -25,9 +25,9 @@ func scrape(t *testing.T, m *telemetry.Metrics) string {
 	return string(body)
 }
 
-func newMetrics(t *testing.T, logTo io.Writer) *telemetry.Metrics {
+func newMetrics(t *testing.T, logTo io.Writer) *export.Metrics {
 	t.Helper()
-	m, err := telemetry.NewMetrics(slog.New(slog.NewTextHandler(logTo, nil)))
+	m, err := export.NewMetrics(slog.New(slog.NewTextHandler(logTo, nil)))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, m.Close(t.Context())) })
 	return m

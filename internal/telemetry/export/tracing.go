@@ -1,6 +1,10 @@
-// Package telemetry is pveflow's OpenTelemetry set-up: one place for the tracer provider, the
-// Temporal tracing interceptor and the traced Proxmox transport.
-package telemetry
+// Package export is the half of pveflow's telemetry that only its programs need, the worker and
+// the pveflow CLI: the tracer provider with its span exporters (OTLP, console) from the OTEL_*
+// environment, and the worker's Prometheus metrics. It holds the OpenTelemetry SDK, the
+// exporters and the Prometheus client, which the library packages (starter, workflows,
+// activities) must not pull into a program that imports them: those use package telemetry,
+// which needs only the OpenTelemetry API.
+package export
 
 import (
 	"cmp"
@@ -17,6 +21,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+
+	"github.com/pveflow/pveflow/internal/telemetry"
 )
 
 // The standard variables that choose the span exporters, and their values.
@@ -97,8 +103,9 @@ func chooseExport(getenv func(string) string) (exportChoice, error) {
 }
 
 // SetupTracing makes the tracer provider the standard environment asks for (see chooseExport)
-// the global one, for the Temporal interceptor (TracingInterceptor) and the Proxmox transport
-// (PVETransport) on otel.GetTracerProvider(), and returns the func that flushes and stops it.
+// the global one, for the Temporal interceptor (telemetry.TracingInterceptor) and the Proxmox
+// transport (PVETransport) on otel.GetTracerProvider(), and returns the func that flushes and
+// stops it.
 // The spans' resource names service, a default service.name that OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES override. The console exporter writes to console.
 //
@@ -153,7 +160,7 @@ func newExporter(ctx context.Context, name, protocol string, console io.Writer) 
 }
 
 // NewTracerProvider is sdktrace.NewTracerProvider with the replay-safe span IDs of workflow
-// spans (see replaySafeIDs): SetupTracing's provider, and a test's.
+// spans (telemetry.ReplaySafeIDs): SetupTracing's provider, and a test's.
 func NewTracerProvider(opts ...sdktrace.TracerProviderOption) *sdktrace.TracerProvider {
-	return sdktrace.NewTracerProvider(append(opts, sdktrace.WithIDGenerator(replaySafeIDs{}))...)
+	return sdktrace.NewTracerProvider(append(opts, sdktrace.WithIDGenerator(telemetry.ReplaySafeIDs{}))...)
 }
