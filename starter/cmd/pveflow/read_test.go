@@ -87,7 +87,8 @@ func TestRun_readCommands(t *testing.T) {
 		code, _, stderr := runCLI(env, "check", "--last")
 
 		assert.Equal(t, exitError, code)
-		assert.Contains(t, stderr, "health schedule "+workflows.HealthScheduleID(workflows.DefaultTaskQueue))
+		assert.Equal(t, "pveflow: no scheduled health check has completed yet: no worker of task queue pveflow has made the health schedule "+
+			"(worker --health-every); run 'pveflow check' to check now\n", stderr)
 	})
 }
 
@@ -105,7 +106,7 @@ func TestRun_readCommandsHelpSaysMoreThanTheirEntry(t *testing.T) {
 			code, stdout, _ := runCLI(nil, cmd, "--help")
 
 			assert.Equal(t, exitOK, code)
-			assert.Contains(t, stdout, "Usage:\n  "+cmd)
+			assert.Contains(t, stdout, "Usage:\n  pveflow "+cmd)
 			assert.Contains(t, stdout, want)
 		})
 	}
