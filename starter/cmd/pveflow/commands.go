@@ -317,7 +317,7 @@ func (c *cli) list(ctx context.Context, phase string) error {
 }
 
 func (c *cli) demoCommand() *cobra.Command {
-	in := workflows.CreateProxyInput{UID: newUID()}
+	var in workflows.CreateProxyInput
 	cmd := &cobra.Command{
 		Use:   "demo [flags]",
 		Short: "Create a proxy with a new UID, wait for it, then delete it",
@@ -325,7 +325,10 @@ func (c *cli) demoCommand() *cobra.Command {
 make run shows. A create that fails is deleted all the same, so the demo leaves nothing
 behind.`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return c.demo(cmd.Context(), in) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in.UID = newUID()
+			return c.demo(cmd.Context(), in)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&in.Image, "image", "debian13", "the `IMAGE`: a template of the configuration")
