@@ -73,7 +73,10 @@ func TestRun_exitCodes(t *testing.T) {
 			fast.FailTask("qmclone", "clone failed: not enough free space (1073741824 < 3221225472)")
 		}, create(queueFast, "exit-5", "--image", "debian13"), exitQuotaExceeded},
 		{"a create cancelled by its delete", func(t *testing.T) {
+			deleted := make(chan struct{})
+			t.Cleanup(func() { <-deleted })
 			go func() {
+				defer close(deleted)
 				// Once the create runs: a delete started first would make the create wait for it.
 				for {
 					if _, err := server.Client().DescribeWorkflowExecution(t.Context(), workflows.CreateWorkflowID("exit-6"), ""); err == nil {
