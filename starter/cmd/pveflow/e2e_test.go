@@ -209,7 +209,7 @@ func TestE2E_withTheWorkerStoppedStatusDescribesTheWaitAndWaitActsOnIt(t *testin
 
 	require.Equal(t, exitOK, status.code, status.stderr)
 	assert.Regexp(t, `(?m)^phase\s+cloning$`, status.stdout)
-	assert.Regexp(t, `(?m)^wait\s+TaskStatus \(activity wait-\d+\) scheduled, attempt \d+, budget 2m0s`, status.stdout)
+	assert.Regexp(t, `(?m)^wait\s+TaskStatus \(activity \S+\) scheduled, attempt \d+, budget 2m0s`, status.stdout)
 	assert.Regexp(t, `(?m)^last failure\s+clone task \S+ still running on node pve1`, status.stdout)
 	assert.Regexp(t, `(?m)^source\s+described by Temporal \(no worker answered the status query within 3s\)`, status.stdout)
 	assert.Regexp(t, `(?m)^workers\s+no worker polls task queue e2e-stalled`, status.stdout)
