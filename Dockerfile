@@ -5,7 +5,7 @@
 # user 65532; docker-compose.yaml builds it.
 #
 #   docker build -t pveflow .
-#   docker run --rm pveflow worker -help
+#   docker run --rm pveflow worker --help
 
 # The Go release pveflow is built and tested with (go.mod asks for 1.26.0 or later).
 FROM golang:1.26.8 AS build
@@ -22,11 +22,11 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 # static-debian12 holds CA certificates, /tmp and the nonroot user, and no shell.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/worker /out/pveflow /usr/local/bin/
-# The configuration of the simulator's cluster, for `worker -simulator -config` in the image.
+# The configuration of the simulator's cluster, for `worker --simulator --config` in the image.
 COPY testdata/config/simulator.yaml /usr/share/pveflow/simulator.yaml
-# The build's ID in its worker deployment (worker -deployment-name): the image has no VCS
+# The build's ID in its worker deployment (worker --deployment-name): the image has no VCS
 # stamp, so a release passes one, e.g. --build-arg BUILD_ID=$(git rev-parse --short=12 HEAD).
 ARG BUILD_ID=""
 ENV PVEFLOW_BUILD_ID=${BUILD_ID}
 USER nonroot:nonroot
-CMD ["worker", "-help"]
+CMD ["worker", "--help"]

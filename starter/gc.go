@@ -35,8 +35,9 @@ type GCOptions struct {
 	Grace time.Duration
 }
 
-// ErrEmptyKeep is what errors.Is finds when the kept set is empty and KeepNone is not set, or
-// KeepNone is set with a kept set. The call never reached Temporal.
+// ErrEmptyKeep is what errors.Is finds when the kept set is empty and KeepNone is not set (set
+// it to collect every proxy on purpose), or KeepNone is set with a kept set. The call never
+// reached Temporal.
 var ErrEmptyKeep = errors.New("refusing to collect garbage")
 
 // CollectGarbage asks the kept set of opts.Keep, then runs the CollectGarbage workflow with it
@@ -56,7 +57,7 @@ func (c *Client) CollectGarbage(ctx context.Context, opts GCOptions) (workflows.
 	case opts.Grace < 0:
 		return workflows.CollectGarbageResult{}, fmt.Errorf("collect garbage: grace period %s is negative", opts.Grace)
 	case len(in.Keep) == 0 && !in.KeepNone:
-		return workflows.CollectGarbageResult{}, fmt.Errorf("%w: the kept set is empty, which would delete every proxy; set KeepNone to mean it", ErrEmptyKeep)
+		return workflows.CollectGarbageResult{}, fmt.Errorf("%w: the kept set is empty, which would delete every proxy", ErrEmptyKeep)
 	case len(in.Keep) > 0 && in.KeepNone:
 		return workflows.CollectGarbageResult{}, fmt.Errorf("%w: KeepNone with a kept set of %d UIDs", ErrEmptyKeep, len(in.Keep))
 	}

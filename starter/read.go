@@ -11,6 +11,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -86,6 +87,12 @@ func requestID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// Workers describes who polls the Client's task queue, where a read or a garbage collection
+// waits for a worker.
+func (c *Client) Workers(ctx context.Context) (Workers, error) {
+	return c.workers(ctx, c.taskQueue)
+}
+
 // GetProxy finds the VM of a proxy, by its UID or its provider ID ("vms/<vmid>/<name>"), and
 // says what it is doing: Running with an IPv4, Provisioning, or Stopped. It runs the GetProxy
 // workflow under an ID of its own (workflows.GetProxyWorkflowID with a random request ID), so
@@ -126,15 +133,20 @@ func (c *Client) CheckHealth(ctx context.Context) (workflows.CheckHealthResult, 
 	return res, c.read(ctx, "check health", workflows.CheckHealthWorkflowID(requestID()), workflows.CheckHealthName, &res)
 }
 
-// ErrNoHealthResult is what LastHealth returns while the health schedule has no completed run.
+// ErrNoHealthResult is what errors.Is finds in LastHealth's error while the health schedule has
+// no completed run, or there is no health schedule yet.
 var ErrNoHealthResult = errors.New("no scheduled health check has completed yet")
 
 // LastHealth is the result of the latest completed run of the health schedule of the Client's
 // task queue, newest of the schedule's recent actions first. It fails with ErrNoHealthResult
-// while none has completed, and names the schedule when there is none.
+// while none has completed, saying how often the schedule runs, or that no worker made it.
 func (c *Client) LastHealth(ctx context.Context) (workflows.CheckHealthResult, error) {
 	id := workflows.HealthScheduleID(c.taskQueue)
 	desc, err := c.temporal.ScheduleClient().GetHandle(ctx, id).Describe(ctx)
+	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
+		return workflows.CheckHealthResult{}, fmt.Errorf("%w: no worker of task queue %s has made the health schedule (worker --health-every)",
+			ErrNoHealthResult, c.taskQueue)
+	}
 	if err != nil {
 		return workflows.CheckHealthResult{}, fmt.Errorf("health schedule %s: %w", id, err)
 	}
@@ -156,6 +168,10 @@ func (c *Client) LastHealth(ctx context.Context) (workflows.CheckHealthResult, e
 			return workflows.CheckHealthResult{}, fmt.Errorf("health check %s: %w", run.WorkflowID, err)
 		}
 		return res, nil
+	}
+	if spec := desc.Schedule.Spec; spec != nil && len(spec.Intervals) > 0 {
+		return workflows.CheckHealthResult{}, fmt.Errorf("%w: the worker runs one every %s (worker --health-every)",
+			ErrNoHealthResult, spec.Intervals[0].Every)
 	}
 	return workflows.CheckHealthResult{}, ErrNoHealthResult
 }

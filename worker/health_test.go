@@ -34,7 +34,7 @@ func TestRun_readyOncePollingAndNotWhileProxmoxOrTemporalIsUnreachable(t *testin
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sim.Close() })
 	server := testserver.New(t)
-	w := runWorker(t, server, "-config", writeSimConfig(t, sim, sim.TokenFile()), "-metrics-listen", "127.0.0.1:0")
+	w := runWorker(t, server, "--config", writeSimConfig(t, sim, sim.TokenFile()), "--metrics-listen", "127.0.0.1:0")
 	base := strings.TrimSuffix(metricsURL(t, w.stderr), "/metrics")
 	readyz := func() (int, string) { return get(t, base+"/readyz") }
 

@@ -1,15 +1,15 @@
 // Command worker runs pveflow's Temporal worker: the CreateProxy and DeleteProxy workflows, the
 // read workflows, and the activities that call Proxmox VE through the REST API client. At start
-// it creates or updates the Temporal Schedule that runs CheckHealth (-health-every).
+// it creates or updates the Temporal Schedule that runs CheckHealth (--health-every).
 //
-//	go run ./worker -config /etc/pveflow/config.yaml
-//	go run ./worker -simulator
+//	go run ./worker --config /etc/pveflow/config.yaml
+//	go run ./worker --simulator
 //
-// With -simulator it serves the Proxmox simulator on loopback in the same process and points
+// With --simulator it serves the Proxmox simulator on loopback in the same process and points
 // the real client at it, so the whole path runs without a cluster. The Temporal server is named
 // by the TEMPORAL_* environment and the temporal CLI's profiles, as for the temporal CLI, and
 // PVEFLOW_CODEC_KEY_FILE turns payload encryption on (see starter.ClientOptions). With
-// -metrics-listen it serves Prometheus metrics, the SDK's and its own, at /metrics. The standard
+// --metrics-listen it serves Prometheus metrics, the SDK's and its own, at /metrics. The standard
 // OTEL_* environment turns span export on (see export.SetupTracing). SIGINT or
 // SIGTERM stops the worker once the activities in flight have finished; a second one ends it at
 // once.
@@ -18,7 +18,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -71,7 +71,7 @@ const (
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	opts, err := parseFlags(args, getenv, stderr)
 	switch {
-	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, pflag.ErrHelp):
 		return exitOK
 	case err != nil:
 		return exitUsage

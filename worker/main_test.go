@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -77,56 +79,56 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 	}{
 		{
 			name: "missing config file",
-			args: []string{"-config", missingConfig},
+			args: []string{"--config", missingConfig},
 			want: "worker: read config: open " + missingConfig,
 		},
 		{
 			name: "invalid config",
-			args: []string{"-config", writeConfig(t, "ftp://pve.example.com", token)},
+			args: []string{"--config", writeConfig(t, "ftp://pve.example.com", token)},
 			want: `proxmox.url: "ftp://pve.example.com" must use http or https`,
 		},
 		{
 			name: "missing token file",
-			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", missingToken)},
+			args: []string{"--config", writeConfig(t, "https://127.0.0.1:8006", missingToken)},
 			want: "worker: proxmox.tokenFile " + missingToken + ": no such file or directory",
 		},
 		{
 			name: "token file others may read",
-			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", readableToken)},
+			args: []string{"--config", writeConfig(t, "https://127.0.0.1:8006", readableToken)},
 			want: "worker: proxmox.tokenFile " + readableToken + ": mode 0644 gives others access to it, or its group write access: chmod 600 " + readableToken,
 		},
 		{
 			name: "half an mTLS pair",
-			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
+			args: []string{"--config", writeConfig(t, "https://127.0.0.1:8006", token)},
 			env:  map[string]string{"TEMPORAL_TLS_CLIENT_CERT_PATH": token},
 			want: "worker: connection to Temporal: invalid TLS config: if either client cert or key path is present, other must be present too",
 		},
 		{
 			name: "Temporal address without a port",
-			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
+			args: []string{"--config", writeConfig(t, "https://127.0.0.1:8006", token)},
 			env:  map[string]string{"TEMPORAL_ADDRESS": "localhost"},
 			want: `worker: TEMPORAL_ADDRESS "localhost": want host:port, such as 127.0.0.1:7233`,
 		},
 		{
 			name: "unreachable Temporal",
-			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
+			args: []string{"--config", writeConfig(t, "https://127.0.0.1:8006", token)},
 			env:  map[string]string{"TEMPORAL_ADDRESS": temporal},
 			want: "worker: cannot reach Temporal at " + temporal + ": ",
 		},
 		{
 			name: "codec key file others may read",
-			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
+			args: []string{"--config", writeConfig(t, "https://127.0.0.1:8006", token)},
 			env:  map[string]string{"PVEFLOW_CODEC_KEY_FILE": readableKeyFile},
 			want: "worker: PVEFLOW_CODEC_KEY_FILE: codec: bad key file " + readableKeyFile + ": mode 0644",
 		},
 		{
 			name: "metrics address taken",
-			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token), "-metrics-listen", taken.Addr().String()},
-			want: "worker: -metrics-listen: listen tcp " + taken.Addr().String() + ": bind: address already in use",
+			args: []string{"--config", writeConfig(t, "https://127.0.0.1:8006", token), "--metrics-listen", taken.Addr().String()},
+			want: "worker: --metrics-listen: listen tcp " + taken.Addr().String() + ": bind: address already in use",
 		},
 		{
 			name: "unknown span exporter",
-			args: []string{"-config", writeConfig(t, "https://127.0.0.1:8006", token)},
+			args: []string{"--config", writeConfig(t, "https://127.0.0.1:8006", token)},
 			env:  map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"},
 			want: `worker: OTEL_TRACES_EXPORTER "zipkin": want otlp, console or none`,
 		},
@@ -149,31 +151,68 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 	}
 }
 
-func TestRun_usageErrorsExit2(t *testing.T) {
+func TestRun_usageErrorsExit2WithOneLine(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
+		env  map[string]string
 		want string
 	}{
-		{"no config", nil, "-config (or PVEFLOW_CONFIG) is required unless -simulator"},
-		{"unknown flag", []string{"-cluster", "x"}, "flag provided but not defined: -cluster"},
-		{"bad log level", []string{"-simulator", "-log-level", "chatty"}, `-log-level "chatty": want debug, info, warn or error`},
-		{"bad log format", []string{"-simulator", "-log-format", "xml"}, `-log-format "xml": want text or json`},
-		{"stray argument", []string{"-simulator", "now"}, `unexpected arguments ["now"]`},
-		{"negative clone time", []string{"-simulator", "-simulator-clone-time", "-1s"}, "must not be negative"},
-		{"promote without a deployment", []string{"-simulator", "-promote"}, "-promote needs -deployment-name"},
-		{"negative health interval", []string{"-simulator", "-health-every", "-1m"}, "-health-every must not be negative"},
+		{"no config", nil, nil, "--config (or PVEFLOW_CONFIG) is required unless --simulator"},
+		{"unknown flag", []string{"--cluster", "x"}, nil, "unknown flag: --cluster"},
+		{"unknown flag with one dash", []string{"-bogus"}, nil, "unknown flag: -bogus"},
+		{"a flag with one dash", []string{"-config", "x.yaml"}, nil, "-config: long flags take two dashes: --config"},
+		{"bad log level", []string{"--simulator", "--log-level", "chatty"}, nil, `--log-level "chatty": want debug, info, warn or error`},
+		{"bad log level from the environment", []string{"--simulator"}, map[string]string{"PVEFLOW_LOG_LEVEL": "chatty"},
+			`--log-level "chatty": want debug, info, warn or error`},
+		{"bad log format", []string{"--simulator", "--log-format", "xml"}, nil, `--log-format "xml": want text or json`},
+		{"bad duration from the environment", []string{"--simulator"}, map[string]string{"PVEFLOW_HEALTH_EVERY": "often"},
+			`PVEFLOW_HEALTH_EVERY "often": time: invalid duration "often"`},
+		{"stray argument", []string{"--simulator", "now"}, nil, `unexpected arguments ["now"]`},
+		{"negative clone time", []string{"--simulator", "--simulator-clone-time", "-1s"}, nil,
+			"--simulator-clone-time and --simulator-agent-delay must not be negative"},
+		{"promote without a deployment", []string{"--simulator", "--promote"}, nil, "--promote needs --deployment-name (or PVEFLOW_DEPLOYMENT_NAME)"},
+		{"negative health interval", []string{"--simulator", "--health-every", "-1m"}, nil, "--health-every must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr bytes.Buffer
 
-			code := run(context.Background(), tt.args, envOf(nil), &stderr)
+			code := run(context.Background(), tt.args, envOf(tt.env), &stderr)
 
 			assert.Equal(t, exitUsage, code)
-			assert.Contains(t, stderr.String(), tt.want)
+			assert.Equal(t, "worker: "+tt.want+"; run 'worker --help' for usage\n", stderr.String())
 		})
 	}
+}
+
+func TestRun_helpListsEveryFlagWithItsVariable(t *testing.T) {
+	var stderr bytes.Buffer
+
+	code := run(context.Background(), []string{"--help"}, envOf(nil), &stderr)
+
+	assert.Equal(t, exitOK, code)
+	var o options
+	var logFormat, logLevel string
+	flagSet(&o, &logFormat, &logLevel).VisitAll(func(f *pflag.Flag) {
+		if f.Name != "help" {
+			assert.Regexp(t, `(?m)^      --`+f.Name+` .*\(\$`+flagEnv(f.Name)+`\)`, stderr.String())
+		}
+	})
+}
+
+func TestParseFlags_aFlagWinsOverItsVariable(t *testing.T) {
+	env := envOf(map[string]string{"PVEFLOW_TASK_QUEUE": "from-env", "PVEFLOW_HEALTH_EVERY": "1m", "PVEFLOW_PROMOTE": "true",
+		"PVEFLOW_DEPLOYMENT_NAME": "pveflow", "PVEFLOW_BUILD_ID": "b1", "PVEFLOW_SIMULATOR": "true"})
+
+	o, err := parseFlags([]string{"--task-queue", "from-flag"}, env, io.Discard)
+
+	require.NoError(t, err)
+	assert.Equal(t, "from-flag", o.taskQueue)
+	assert.Equal(t, time.Minute, o.healthEvery)
+	assert.True(t, o.deployment.promote)
+	assert.True(t, o.simulator)
+	assert.Equal(t, simulatorConfig, o.configPath)
 }
 
 // workerRun is the worker run by a test against a test server, on task queue "worker-test".
@@ -189,8 +228,8 @@ func runSimWorker(t *testing.T, server *testserver.Server, args ...string) worke
 	t.Helper()
 	simDir := t.TempDir()
 	w := runWorker(t, server, append([]string{
-		"-simulator", "-config", simulatorYAML, "-simulator-dir", simDir,
-		"-simulator-clone-time", "500ms", "-simulator-agent-delay", "100ms",
+		"--simulator", "--config", simulatorYAML, "--simulator-dir", simDir,
+		"--simulator-clone-time", "500ms", "--simulator-agent-delay", "100ms",
 	}, args...)...)
 	w.simDir = simDir
 	return w
@@ -203,7 +242,7 @@ func runWorker(t *testing.T, server *testserver.Server, args ...string) workerRu
 	ctx, cancel := context.WithCancel(context.Background())
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run(ctx, append([]string{"-task-queue", "worker-test"}, args...), envOf(map[string]string{
+		exit <- run(ctx, append([]string{"--task-queue", "worker-test"}, args...), envOf(map[string]string{
 			"TEMPORAL_ADDRESS":   server.Address(),
 			"TEMPORAL_NAMESPACE": server.Namespace(),
 		}), w.stderr)
@@ -267,7 +306,7 @@ func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
 
 func TestRun_promotedWorkerIsItsDeploymentsCurrentBuildAndServesCreates(t *testing.T) {
 	server := testserver.New(t)
-	w := runSimWorker(t, server, "-deployment-name", "pveflow-test", "-build-id", "b1", "-promote")
+	w := runSimWorker(t, server, "--deployment-name", "pveflow-test", "--build-id", "b1", "--promote")
 
 	res := createProxy(t, server, w)
 

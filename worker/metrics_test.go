@@ -95,7 +95,7 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 	require.NoError(t, err)
 	configPath := filepath.Join(t.TempDir(), "config.yaml")
 	require.NoError(t, os.WriteFile(configPath, append(sim, "clones: {perStorage: 1}\n"...), 0o600))
-	w := runSimWorker(t, server, "-config", configPath, "-simulator-clone-time", "1s", "-metrics-listen", "127.0.0.1:0")
+	w := runSimWorker(t, server, "--config", configPath, "--simulator-clone-time", "1s", "--metrics-listen", "127.0.0.1:0")
 	url := metricsURL(t, w.stderr)
 	s := starter.New(server.Client(), "worker-test")
 	uids := []string{"6c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", "7d2e3f4a-5b6c-4d7e-8f9a-0b1c2d3e4f5a"}

@@ -12,7 +12,7 @@ import (
 	"github.com/pveflow/pveflow/internal/telemetry/export"
 )
 
-// opsMux routes the worker's operations endpoints, all on the -metrics-listen address:
+// opsMux routes the worker's operations endpoints, all on the --metrics-listen address:
 // /metrics for Prometheus, /healthz for liveness and /readyz for readiness.
 func opsMux(metrics *export.Metrics, ready *readiness) *http.ServeMux {
 	mux := http.NewServeMux()
@@ -30,7 +30,7 @@ const opsShutdownTimeout = 5 * time.Second
 func serveOps(addr string, handler http.Handler, logger *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("-metrics-listen: %w", err)
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan struct{})

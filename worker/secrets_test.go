@@ -65,8 +65,8 @@ func TestSecrets_userDataAndTokenAppearInNoLogErrorOrHistory(t *testing.T) {
 		done := make(chan int, 1)
 		go func() {
 			done <- run(ctx, []string{
-				"-config", writeSimConfig(t, sim, tokenFile), "-task-queue", "secrets",
-				"-log-level", "debug", "-log-format", "json",
+				"--config", writeSimConfig(t, sim, tokenFile), "--task-queue", "secrets",
+				"--log-level", "debug", "--log-format", "json",
 			}, envOf(env(server)), &logs)
 		}()
 		return func() {

@@ -13,7 +13,7 @@
 # refuses plain input, so a CLI in another shell needs the same PVEFLOW_CODEC_KEY_FILE: the
 # stack says so once it is up.
 # Each runs as its own process, so the worker can be killed and started again mid-clone
-# (PVEFLOW_CODEC_KEY_FILE=.run/codec.key bin/worker -config .run/config.yaml) and the workflow
+# (PVEFLOW_CODEC_KEY_FILE=.run/codec.key bin/worker --config .run/config.yaml) and the workflow
 # goes on. It stays up until Ctrl-C. Logs are in .run/.
 set -euo pipefail
 mode=${1:-demo}
@@ -53,10 +53,10 @@ waitfor() {
 
 # One key encrypts the payloads of every run: the histories in .run/temporal.db need it.
 if [ ! -e "$run/codec.key" ]; then
-  "$bin/pveflow" codec-keygen -out "$run/codec.key"
+  "$bin/pveflow" codec-keygen --out "$run/codec.key"
 fi
 export PVEFLOW_CODEC_KEY_FILE=$PWD/$run/codec.key
-"$bin/pveflow" codec-server -listen "${codec#http://}" -ui-origin "$ui" >"$run/codec-server.log" 2>&1 &
+"$bin/pveflow" codec-server --listen "${codec#http://}" --ui-origin "$ui" >"$run/codec-server.log" 2>&1 &
 pids+=($!)
 waitfor "$run/codec-server.log" "codec server listening" "${pids[-1]}"
 echo "Codec server: $codec, key file $run/codec.key (log $run/codec-server.log)"
@@ -79,9 +79,9 @@ sed -e "s|^  url: .*|  url: https://127.0.0.1:8006|" \
     testdata/config/simulator.yaml >"$run/config.yaml"
 echo "Proxmox simulator: https://127.0.0.1:8006 (CA $run/pvesim/ca.pem, token $run/pvesim/token)"
 
-TEMPORAL_ADDRESS=127.0.0.1:7233 "$bin/worker" -config "$run/config.yaml" >"$run/worker.log" 2>&1 &
+TEMPORAL_ADDRESS=127.0.0.1:7233 "$bin/worker" --config "$run/config.yaml" >"$run/worker.log" 2>&1 &
 pids+=($!)
-echo "Worker: bin/worker -config $run/config.yaml, log $run/worker.log, payloads encrypted with $run/codec.key"
+echo "Worker: bin/worker --config $run/config.yaml, log $run/worker.log, payloads encrypted with $run/codec.key"
 
 export TEMPORAL_ADDRESS=127.0.0.1:7233
 case $mode in

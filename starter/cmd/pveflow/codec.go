@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/starter"
 )
@@ -25,28 +27,29 @@ const (
 // told to stop.
 const codecShutdownTimeout = 5 * time.Second
 
-// repeatable is a flag that may be given many times, each value added to the list.
-type repeatable []string
-
-func (r *repeatable) String() string     { return strings.Join(*r, ",") }
-func (r *repeatable) Set(v string) error { *r = append(*r, v); return nil }
+func (c *cli) codecServerCommand() *cobra.Command {
+	var listen string
+	var uiOrigins []string
+	cmd := &cobra.Command{
+		Use:   "codec-server [--listen ADDR] [--ui-origin URL]...",
+		Short: "Serve /encode and /decode with the keys of $PVEFLOW_CODEC_KEY_FILE, for the Web UI",
+		Long: `Serves /encode and /decode with the keys of $PVEFLOW_CODEC_KEY_FILE (required), so the Temporal
+Web UI (and temporal workflow show --codec-endpoint) shows payloads decrypted. Runs until
+interrupted.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.codecServer(cmd.Context(), listen, uiOrigins) },
+	}
+	cmd.Flags().StringVar(&listen, "listen", defaultCodecListen, "the address `ADDR` to listen on")
+	// Its values are checked by codec.NewHTTPHandler.
+	cmd.Flags().StringArrayVar(&uiOrigins, "ui-origin", []string{defaultUIOrigin}, "the origin `URL` the Web UI is served from; repeats")
+	return cmd
+}
 
 // codecServer serves the codec's /encode and /decode, with the Web UI's CORS, until ctx is done.
-func (c *cli) codecServer(ctx context.Context, args []string) error {
-	fs := c.flagSet("codec-server")
-	listen := fs.String("listen", defaultCodecListen, "")
-	// Its values are checked by codec.NewHTTPHandler, after parsing.
-	var uiOrigins repeatable
-	fs.Var(&uiOrigins, "ui-origin", "")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
+func (c *cli) codecServer(ctx context.Context, listen string, uiOrigins []string) error {
 	path := c.getenv(starter.CodecKeyFileEnv)
 	if path == "" {
 		return usageError{fmt.Errorf("codec-server: %s is not set: it names the key file to decode with", starter.CodecKeyFileEnv)}
-	}
-	if len(uiOrigins) == 0 {
-		uiOrigins = repeatable{defaultUIOrigin}
 	}
 	keys, err := codec.LoadKeyFile(path)
 	if err != nil {
@@ -57,7 +60,7 @@ func (c *cli) codecServer(ctx context.Context, args []string) error {
 		return usageError{fmt.Errorf("codec-server: --ui-origin: %w", err)}
 	}
 
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("codec server: %w", err)
 	}
@@ -85,26 +88,34 @@ func (c *cli) codecServer(ctx context.Context, args []string) error {
 	return nil
 }
 
-// codecKeygen writes a new key file of one random key, refusing to replace a file.
-func (c *cli) codecKeygen(_ context.Context, args []string) error {
-	fs := c.flagSet("codec-keygen")
-	out := fs.String("out", "", "")
-	id := fs.String("id", "", "")
-	if err := parse(fs, args); err != nil {
-		return err
+func (c *cli) codecKeygenCommand() *cobra.Command {
+	var out, id string
+	cmd := &cobra.Command{
+		Use:   "codec-keygen --out FILE [--id ID]",
+		Short: "Write a new key file with one random key, mode 0600",
+		Long:  `Writes a new key file with one random key, mode 0600. An existing FILE is never replaced.`,
+		Args:  noArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return c.codecKeygen(out, id) },
 	}
-	if *out == "" {
+	cmd.Flags().StringVar(&out, "out", "", "the key `FILE` to write (required)")
+	cmd.Flags().StringVar(&id, "id", "", "the key's `ID`; the default says when it was made, such as pveflow-20260501-3fa2")
+	return cmd
+}
+
+// codecKeygen writes a new key file of one random key, refusing to replace a file.
+func (c *cli) codecKeygen(out, id string) error {
+	if out == "" {
 		return usageError{errors.New("codec-keygen: --out is required")}
 	}
-	if *id == "" {
-		*id = newKeyID(time.Now())
-	} else if !codec.ValidKeyID(*id) {
-		return usageError{fmt.Errorf("codec-keygen: --id %q: want 1 to 64 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", *id)}
+	if id == "" {
+		id = newKeyID(time.Now())
+	} else if !codec.ValidKeyID(id) {
+		return usageError{fmt.Errorf("codec-keygen: --id %q: want 1 to 64 characters of A-Z a-z 0-9 . _ - starting with a letter or digit", id)}
 	}
-	if err := codec.WriteNewKeyFile(*out, *id); err != nil {
+	if err := codec.WriteNewKeyFile(out, id); err != nil {
 		return fmt.Errorf("codec-keygen: %w", err)
 	}
-	c.say("wrote key %s to %s (mode 0600)", *id, *out)
+	c.say("wrote key %s to %s (mode 0600)", id, out)
 	return nil
 }
 

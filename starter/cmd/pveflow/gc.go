@@ -10,6 +10,9 @@ import (
 	"os/exec"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
@@ -62,42 +65,64 @@ func uidLines(data []byte) []string {
 // errGarbageLeft is gc's error when a deletion failed, after the result is printed.
 var errGarbageLeft = errors.New("collect garbage: a deletion failed (see DETAIL)")
 
-func (c *cli) gc(ctx context.Context, args []string) error {
-	fs := c.flagSet("gc")
+func (c *cli) gcCommand() *cobra.Command {
 	var keep keepSource
-	fs.Var((*repeatable)(&keep.uids), "keep", "")
-	fs.Var((*repeatable)(&keep.files), "keep-file", "")
-	fs.Var((*repeatable)(&keep.commands), "keep-command", "")
-	all := fs.Bool("all", false, "")
-	dryRun := fs.Bool("dry-run", false, "")
-	grace := fs.Duration("grace", workflows.DefaultGrace, "")
-	if err := parse(fs, args); err != nil {
-		return err
+	var all, dryRun bool
+	var grace time.Duration
+	cmd := &cobra.Command{
+		Use:   "gc (--keep UID | --keep-file F | --keep-command CMD)... | --all [--dry-run] [--grace D]",
+		Short: "Delete the VMs with pveflow's mark whose UID is not kept, and the seed ISOs no VM has",
+		Long: `Deletes the VMs with pveflow's mark whose UID is not kept, each through the DeleteProxy of its
+UID, and the seed ISOs no VM has. --keep, --keep-file (one UID a line, # comments) and
+--keep-command (run with sh -c, prints one UID a line) repeat, and add up; the kept set is read
+just before the run. An empty kept set is refused: --all keeps none. --dry-run lists what would
+be deleted. Nothing younger than --grace is taken; a UID whose create or delete runs is skipped.
+Exits 1 when a deletion failed, after printing what became of each.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case all && !keep.empty():
+				return usageError{errors.New("gc: --all keeps no proxy: give it without --keep, --keep-file and --keep-command")}
+			case !all && keep.empty():
+				return usageError{errors.New("gc: give the proxies to keep (--keep, --keep-file, --keep-command), or --all to keep none")}
+			case grace <= 0:
+				return usageError{fmt.Errorf("gc: --grace %s: want a positive duration", grace)}
+			}
+			for _, uid := range keep.uids {
+				if err := proxy.ValidateUID(uid); err != nil {
+					return usageError{fmt.Errorf("gc: --keep: %w", err)}
+				}
+			}
+			opts := starter.GCOptions{KeepNone: all, DryRun: dryRun, Grace: grace}
+			if !all {
+				opts.Keep = keep.read
+			}
+			return c.gc(cmd.Context(), opts)
+		},
 	}
-	switch {
-	case *all && !keep.empty():
-		return usageError{errors.New("gc: --all keeps no proxy: give it without --keep, --keep-file and --keep-command")}
-	case !*all && keep.empty():
-		return usageError{errors.New("gc: give the proxies to keep (--keep, --keep-file, --keep-command), or --all to keep none")}
-	case *grace <= 0:
-		return usageError{fmt.Errorf("gc: --grace %s: want a positive duration", *grace)}
-	}
-	for _, uid := range keep.uids {
-		if err := proxy.ValidateUID(uid); err != nil {
-			return usageError{fmt.Errorf("gc: --keep: %w", err)}
-		}
-	}
+	f := cmd.Flags()
+	f.StringArrayVar(&keep.uids, "keep", nil, "keep the proxy of this `UID`; repeats")
+	f.StringArrayVar(&keep.files, "keep-file", nil, "keep the proxies of the UIDs in file `F`, one a line; repeats")
+	f.StringArrayVar(&keep.commands, "keep-command", nil, "keep the proxies of the UIDs that command `CMD` prints, one a line; repeats")
+	f.BoolVar(&all, "all", false, "keep no proxy: collect every VM with pveflow's mark")
+	f.BoolVar(&dryRun, "dry-run", false, "list what would be deleted, and delete nothing")
+	f.DurationVar(&grace, "grace", workflows.DefaultGrace, "leave alone what is younger than `D`")
+	return cmd
+}
+
+func (c *cli) gc(ctx context.Context, opts starter.GCOptions) error {
 	closeConn, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
 
-	opts := starter.GCOptions{KeepNone: *all, DryRun: *dryRun, Grace: *grace}
-	if !*all {
-		opts.Keep = keep.read
+	res, err := awaitWorkflow(ctx, c, "collect garbage", func(ctx context.Context) (workflows.CollectGarbageResult, error) {
+		return c.starter.CollectGarbage(ctx, opts)
+	})
+	if errors.Is(err, starter.ErrEmptyKeep) {
+		return fmt.Errorf("gc: %w; give --all to collect every proxy on purpose", err)
 	}
-	res, err := c.starter.CollectGarbage(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,8 @@ func TestRun_gc(t *testing.T) {
 
 		assert.Equal(t, exitUsage, code, stderr)
 		assert.Empty(t, stdout)
-		assert.Contains(t, stderr, "the kept set is empty")
+		assert.Equal(t, "pveflow: gc: refusing to collect garbage: the kept set is empty, which would delete every proxy; "+
+			"give --all to collect every proxy on purpose\nRun 'pveflow help' for usage.\n", stderr, "names the flag, not the Go field KeepNone")
 	})
 	t.Run("dry run lists the proxy not kept", func(t *testing.T) {
 		code, stdout, stderr := runCLI(env, "gc", "--keep-file", keepFile, "--dry-run")

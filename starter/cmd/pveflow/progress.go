@@ -21,17 +21,20 @@ type progressLine struct {
 }
 
 // show writes p, unless the workflow has not said where it is yet: a run whose first task has
-// not run, or whose status predates its first phase, has nothing to show but its age.
+// not run, or whose status predates its first phase, has nothing to show but its age. A failed
+// attempt comes first, so that a terminal shows its cause however long the step; the cause's
+// context, which a terminal could not show, is only in a line per change.
 func (l *progressLine) show(p starter.Progress, now time.Time) {
 	if p.Phase == "" && p.Step == "" {
 		return
 	}
-	parts := []string{p.Phase, p.Step, now.Sub(p.StartedAt).Truncate(time.Second).String()}
-	key := p.Phase + " · " + p.Step
-	if wait := waitText(p); wait != "" {
+	var parts []string
+	wait := waitText(p, l.width == 0)
+	if wait != "" {
 		parts = append(parts, wait)
-		key += " · " + wait
 	}
+	parts = append(parts, p.Phase, p.Step, now.Sub(p.StartedAt).Truncate(time.Second).String())
+	key := wait + " · " + p.Phase + " · " + p.Step
 	line := strings.Join(parts, " · ")
 	if l.width > 0 {
 		// A line that wraps could no longer be rewritten with a carriage return.
@@ -45,6 +48,14 @@ func (l *progressLine) show(p starter.Progress, now time.Time) {
 	}
 }
 
+// note writes a line of its own, which the progress line, if shown, then continues below.
+func (l *progressLine) note(s string) {
+	if l.shown {
+		fmt.Fprint(l.w, "\r\x1b[K")
+	}
+	fmt.Fprintln(l.w, s)
+}
+
 // clear removes the line from a terminal, so that what follows starts on a clean line.
 func (l *progressLine) clear() {
 	if l.shown {
@@ -52,16 +63,25 @@ func (l *progressLine) clear() {
 	}
 }
 
-// waitText tells how the pending activity's attempts go, such as "attempt 5 (clone task
-// UPID:... still running on node pve1 (for 12s))"; it is empty while the first attempt runs.
-func waitText(p starter.Progress) string {
+// waitText tells how the pending activity's attempts go, such as "attempt 5: connection
+// refused": the last failure's cause, its last part, and, withContext, what it was the cause
+// of: "attempt 5: connection refused (list cluster resources: Get ...: dial tcp ...: connect)".
+// It is empty while the first attempt runs.
+func waitText(p starter.Progress, withContext bool) string {
 	if p.ActivityAttempt <= 1 && p.LastFailure == "" {
 		return ""
 	}
 	if p.LastFailure == "" {
 		return fmt.Sprintf("attempt %d", p.ActivityAttempt)
 	}
-	return fmt.Sprintf("attempt %d (%s)", p.ActivityAttempt, p.LastFailure)
+	i := strings.LastIndex(p.LastFailure, ": ")
+	switch {
+	case i < 0:
+		return fmt.Sprintf("attempt %d: %s", p.ActivityAttempt, p.LastFailure)
+	case !withContext:
+		return fmt.Sprintf("attempt %d: %s", p.ActivityAttempt, p.LastFailure[i+2:])
+	}
+	return fmt.Sprintf("attempt %d: %s (%s)", p.ActivityAttempt, p.LastFailure[i+2:], p.LastFailure[:i])
 }
 
 // clip shortens s to at most n runes, marking the cut with an ellipsis.

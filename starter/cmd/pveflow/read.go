@@ -8,66 +8,60 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
 
-// The read commands: get, ls and check. Each runs a short read workflow, and its help
-// (`pveflow get --help`) says more than its entry in the main help.
+// The read commands: get, ls and check. Each runs a short read workflow.
 
-const getDetails = `Finds the VM of a proxy and says what it is doing: Running (with its IPv4), Provisioning
+func (c *cli) getCommand() *cobra.Command {
+	var uid, providerID string
+	cmd := &cobra.Command{
+		Use:   "get (--uid UID | --provider-id vms/<vmid>/<name>)",
+		Short: "What the proxy's VM is doing: Running (with its IPv4), Provisioning or Stopped",
+		Long: `Finds the VM of a proxy and says what it is doing: Running (with its IPv4), Provisioning
 (running, no IPv4 yet) or Stopped, with its provider ID, node, VMID, UID and creation time
 from its mark. It runs the GetProxy workflow, which only reads: it needs no create to have
 run, and runs beside a create or delete of the same proxy.
 
 Exits 7 when there is no such VM (absent, its VMID now another VM's, or not marked as the
 proxy's), 4 when the VM is locked, being cloned or of unknown status (ask again later), 3 on
-bad input or when two VMs carry the proxy's mark.
-`
-
-const lsDetails = `Lists the VMs on the Proxmox cluster that carry pveflow's mark: provider ID, node, status (from
-PVE's status cache, which lags by seconds), UID and creation time. It runs the ListProxies
-workflow: one cluster resources read, and one config read per VM with pveflow's tag or name.
-A VM whose config cannot be read is skipped and named on stderr. (list lists workflows.)
-`
-
-const checkDetails = `Checks every configured node: the PVE version, the node's status, the ISO storage (on the node,
-holding ISO images) and the templates a proxy on the node is cloned from. It runs the
-CheckHealth workflow now; with --last it prints the latest completed run of the health
-schedule the worker keeps (worker -health-every) instead.
-
-An unhealthy node has a reason: Unauthorized, Forbidden, Unreachable, Timeout, APIError,
-StorageNotFound or TemplateNotFound. Exits 8 when a node is unhealthy.
-`
-
-func (c *cli) get(ctx context.Context, args []string) error {
-	fs := c.flagSet("get")
-	uid := fs.String("uid", "", "")
-	providerID := fs.String("provider-id", "", "")
-	if err := parse(fs, args); err != nil {
-		return err
+bad input or when two VMs carry the proxy's mark.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case (uid == "") == (providerID == ""):
+				return usageError{errors.New("get: give one of --uid and --provider-id")}
+			case uid != "":
+				if err := proxy.ValidateUID(uid); err != nil {
+					return usageError{fmt.Errorf("get: --uid: %w", err)}
+				}
+			default:
+				if _, _, err := proxy.ParseProviderID(providerID); err != nil {
+					return usageError{fmt.Errorf("get: --provider-id: %w", err)}
+				}
+			}
+			return c.get(cmd.Context(), uid+providerID)
+		},
 	}
-	key := *uid + *providerID
-	switch {
-	case (*uid == "") == (*providerID == ""):
-		return usageError{errors.New("get: give one of --uid and --provider-id")}
-	case *uid != "":
-		if err := proxy.ValidateUID(*uid); err != nil {
-			return usageError{fmt.Errorf("get: --uid: %w", err)}
-		}
-	default:
-		if _, _, err := proxy.ParseProviderID(*providerID); err != nil {
-			return usageError{fmt.Errorf("get: --provider-id: %w", err)}
-		}
-	}
+	cmd.Flags().StringVar(&uid, "uid", "", "the proxy's `UID`")
+	cmd.Flags().StringVar(&providerID, "provider-id", "", "the proxy's provider `ID`, vms/<vmid>/<name>")
+	return cmd
+}
+
+func (c *cli) get(ctx context.Context, key string) error {
 	closeConn, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
 
-	res, err := c.starter.GetProxy(ctx, key)
+	res, err := awaitWorkflow(ctx, c, "get proxy "+key, func(ctx context.Context) (workflows.GetProxyResult, error) {
+		return c.starter.GetProxy(ctx, key)
+	})
 	if err != nil {
 		return err
 	}
@@ -86,18 +80,27 @@ func (c *cli) get(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-func (c *cli) ls(ctx context.Context, args []string) error {
-	fs := c.flagSet("ls")
-	if err := parse(fs, args); err != nil {
-		return err
+func (c *cli) lsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "The VMs on the cluster that carry pveflow's mark",
+		Long: `Lists the VMs on the Proxmox cluster that carry pveflow's mark: provider ID, node, status (from
+PVE's status cache, which lags by seconds), UID and creation time. It runs the ListProxies
+workflow: one cluster resources read, and one config read per VM with pveflow's tag or name.
+A VM whose config cannot be read is skipped and named on stderr. (list lists workflows.)`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.ls(cmd.Context()) },
 	}
+}
+
+func (c *cli) ls(ctx context.Context) error {
 	closeConn, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
 
-	res, err := c.starter.ListProxies(ctx)
+	res, err := awaitWorkflow(ctx, c, "list proxies", c.starter.ListProxies)
 	if err != nil {
 		return err
 	}
@@ -127,23 +130,41 @@ func (u unhealthy) Error() string {
 	return "unhealthy: " + strings.Join(u.nodes, ", ")
 }
 
-func (c *cli) check(ctx context.Context, args []string) error {
-	fs := c.flagSet("check")
-	last := fs.Bool("last", false, "")
-	if err := parse(fs, args); err != nil {
-		return err
+func (c *cli) checkCommand() *cobra.Command {
+	var last bool
+	cmd := &cobra.Command{
+		Use:   "check [--last]",
+		Short: "Check every configured node: version, node, ISO storage, templates",
+		Long: `Checks every configured node: the PVE version, the node's status, the ISO storage (on the node,
+holding ISO images) and the templates a proxy on the node is cloned from. It runs the
+CheckHealth workflow now; with --last it prints the latest completed run of the health
+schedule the worker keeps (worker --health-every) instead.
+
+An unhealthy node has a reason: Unauthorized, Forbidden, Unreachable, Timeout, APIError,
+StorageNotFound or TemplateNotFound. Exits 8 when a node is unhealthy.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.check(cmd.Context(), last) },
 	}
+	cmd.Flags().BoolVar(&last, "last", false, "print the latest scheduled check instead of running one")
+	return cmd
+}
+
+func (c *cli) check(ctx context.Context, last bool) error {
 	closeConn, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
 
-	read := c.starter.CheckHealth
-	if *last {
-		read = c.starter.LastHealth
+	var res workflows.CheckHealthResult
+	if last {
+		res, err = c.starter.LastHealth(ctx)
+		if errors.Is(err, starter.ErrNoHealthResult) {
+			return fmt.Errorf("%w; run 'pveflow check' to check now", err)
+		}
+	} else {
+		res, err = awaitWorkflow(ctx, c, "check health", c.starter.CheckHealth)
 	}
-	res, err := read(ctx)
 	if err != nil {
 		return err
 	}
@@ -196,22 +217,4 @@ func timeOrDash(t time.Time) string {
 		return "-"
 	}
 	return t.Local().Format(time.DateTime)
-}
-
-// Exit codes of the read commands; `pveflow help` documents them beside the others.
-const (
-	exitNotFound  = 7
-	exitUnhealthy = 8
-)
-
-// readExitCode is the exit code of a read command's error, or 0 when it is not one of theirs.
-func readExitCode(err error) int {
-	var u unhealthy
-	switch {
-	case errors.Is(err, starter.ErrNotFound):
-		return exitNotFound
-	case errors.As(err, &u):
-		return exitUnhealthy
-	}
-	return 0
 }

@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/pveflow/pveflow/activities"
@@ -16,6 +19,7 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/testserver"
+	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -87,7 +91,21 @@ func TestRun_readCommands(t *testing.T) {
 		code, _, stderr := runCLI(env, "check", "--last")
 
 		assert.Equal(t, exitError, code)
-		assert.Contains(t, stderr, "health schedule "+workflows.HealthScheduleID(workflows.DefaultTaskQueue))
+		assert.Equal(t, "pveflow: no scheduled health check has completed yet: no worker of task queue pveflow has made the health schedule "+
+			"(worker --health-every); run 'pveflow check' to check now\n", stderr)
+	})
+	t.Run("check --last before the schedule's first run", func(t *testing.T) {
+		c, err := client.Dial(client.Options{HostPort: env["TEMPORAL_ADDRESS"], Namespace: env["TEMPORAL_NAMESPACE"],
+			Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+		require.NoError(t, err)
+		defer c.Close()
+		require.NoError(t, starter.New(c, workflows.DefaultTaskQueue).ApplyHealthSchedule(t.Context(), time.Hour))
+
+		code, _, stderr := runCLI(env, "check", "--last")
+
+		assert.Equal(t, exitError, code)
+		assert.Equal(t, "pveflow: no scheduled health check has completed yet: the worker runs one every 1h0m0s (worker --health-every); "+
+			"run 'pveflow check' to check now\n", stderr)
 	})
 }
 
@@ -105,7 +123,7 @@ func TestRun_readCommandsHelpSaysMoreThanTheirEntry(t *testing.T) {
 			code, stdout, _ := runCLI(nil, cmd, "--help")
 
 			assert.Equal(t, exitOK, code)
-			assert.Contains(t, stdout, "Usage:\n  "+cmd)
+			assert.Contains(t, stdout, "Usage:\n  pveflow "+cmd)
 			assert.Contains(t, stdout, want)
 		})
 	}

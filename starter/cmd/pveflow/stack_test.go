@@ -146,7 +146,7 @@ func (s *e2e) start(name string, args ...string) *process {
 // startWorker starts a worker polling the test's task queue.
 func (s *e2e) startWorker(args ...string) *process {
 	s.t.Helper()
-	return s.start("worker", append([]string{"-task-queue", s.taskQueue}, args...)...)
+	return s.start("worker", append([]string{"--task-queue", s.taskQueue}, args...)...)
 }
 
 // startSimulatorWorker starts a worker in simulator mode and returns it and its simulator's
@@ -154,8 +154,8 @@ func (s *e2e) startWorker(args ...string) *process {
 func (s *e2e) startSimulatorWorker() (*process, string) {
 	s.t.Helper()
 	dir := s.t.TempDir()
-	w := s.startWorker("-simulator", "-simulator-dir", dir, "-config", s.simulatorConfig(),
-		"-simulator-clone-time", "3s", "-simulator-agent-delay", "500ms")
+	w := s.startWorker("--simulator", "--simulator-dir", dir, "--config", s.simulatorConfig(),
+		"--simulator-clone-time", "3s", "--simulator-agent-delay", "500ms")
 	require.Eventually(s.t, func() bool {
 		_, err := os.Stat(filepath.Join(dir, "url"))
 		return err == nil

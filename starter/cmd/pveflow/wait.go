@@ -8,60 +8,71 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/pveflow/pveflow/starter"
 )
 
-// wait acts on the pending wait of a proxy's workflow: with Temporal's activity operations, and
-// with the workflow's extend-wait signal for --extend.
-func (c *cli) wait(ctx context.Context, args []string) error {
-	fs := c.flagSet("wait")
+func (c *cli) waitCommand() *cobra.Command {
 	var ref starter.WaitRef
-	fs.StringVar(&ref.UID, "uid", "", "")
-	fs.StringVar(&ref.ActivityID, "activity-id", "", "")
-	del := fs.Bool("delete", false, "")
-	retryNow := fs.Bool("retry-now", false, "")
-	extend := fs.Duration("extend", 0, "")
-	pause := fs.Bool("pause", false, "")
-	reason := fs.String("reason", "", "")
-	resume := fs.Bool("resume", false, "")
-	if err := parseWithUID(fs, args, &ref.UID); err != nil {
-		return err
+	var del, retryNow, pause, resume bool
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "wait --uid UID [--delete] [--activity-id ID] (--retry-now | --pause [--reason R] | --resume)",
+		Short: "Act on the wait the create (or the delete) of a UID is in: retry it now, pause or resume it",
+		Long: `Acts on the wait the create (or, with --delete, the delete) of UID is in, with Temporal's
+activity operations, also with no worker running: --retry-now polls again now with its
+attempts back at one; --pause stops its polls until --resume. --activity-id names the activity
+when several are pending. A wait that needs more time than its budget fails the run Transient,
+and a new create resumes on the same VM (see docs/operations.md).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkUID(cmd, ref.UID); err != nil {
+				return err
+			}
+			ref.Op = opOf(del)
+			actions := 0
+			for _, set := range []bool{retryNow, pause, resume} {
+				if set {
+					actions++
+				}
+			}
+			switch {
+			case actions != 1:
+				return usageError{errors.New("wait: give one of --retry-now, --pause, --resume")}
+			case reason != "" && !pause:
+				return usageError{errors.New("wait: --reason goes with --pause")}
+			}
+			return c.wait(cmd.Context(), ref, func(ctx context.Context) (starter.Wait, error) {
+				switch {
+				case retryNow:
+					return c.starter.RetryWait(ctx, ref)
+				case pause:
+					return c.starter.PauseWait(ctx, ref, reason)
+				}
+				return c.starter.ResumeWait(ctx, ref)
+			})
+		},
 	}
-	ref.Op = starter.Create
-	if *del {
-		ref.Op = starter.Delete
-	}
-	actions := 0
-	for _, set := range []bool{*retryNow, *extend != 0, *pause, *resume} {
-		if set {
-			actions++
-		}
-	}
-	switch {
-	case actions != 1:
-		return usageError{errors.New("wait: give one of --retry-now, --extend D, --pause, --resume")}
-	case *extend < 0:
-		return usageError{fmt.Errorf("wait: --extend %s: want a positive duration", *extend)}
-	case *reason != "" && !*pause:
-		return usageError{errors.New("wait: --reason goes with --pause")}
-	}
+	f := cmd.Flags()
+	proxyOpFlags(cmd, &ref.UID, &del)
+	f.StringVar(&ref.ActivityID, "activity-id", "", "the pending activity's `ID`, when several are pending")
+	f.BoolVar(&retryNow, "retry-now", false, "poll again now, with the attempts back at one")
+	f.BoolVar(&pause, "pause", false, "stop the polls until --resume")
+	f.StringVar(&reason, "reason", "", "the reason `R` the wait is paused, for whoever looks at it")
+	f.BoolVar(&resume, "resume", false, "resume the polls of a paused wait")
+	return cmd
+}
+
+// wait acts on the pending wait of a proxy's workflow with act, and prints the wait.
+func (c *cli) wait(ctx context.Context, ref starter.WaitRef, act func(context.Context) (starter.Wait, error)) error {
 	closeConn, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
 
-	var w starter.Wait
-	switch {
-	case *retryNow:
-		w, err = c.starter.RetryWait(ctx, ref)
-	case *extend != 0:
-		w, err = c.starter.ExtendWait(ctx, ref, *extend)
-	case *pause:
-		w, err = c.starter.PauseWait(ctx, ref, *reason)
-	default:
-		w, err = c.starter.ResumeWait(ctx, ref)
-	}
+	w, err := act(ctx)
 	if err != nil {
 		return err
 	}
@@ -72,12 +83,8 @@ func (c *cli) wait(ctx context.Context, args []string) error {
 		_, err := fmt.Fprintf(c.stdout, "the wait of the %s of proxy %s has ended\n", ref.Op, ref.UID)
 		return err
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "wait\t%s\n", waitLine(w))
-	if *extend != 0 {
-		fmt.Fprintf(tw, "extended\tby %s: the workflow moves the wait's deadline when a worker takes the signal, and `pveflow status` shows it\n", *extend)
-	}
-	return tw.Flush()
+	_, err = fmt.Fprintf(c.stdout, "wait  %s\n", waitLine(w))
+	return err
 }
 
 // waitLine describes a pending activity: "TaskStatus (activity 12) scheduled, attempt 3,
@@ -93,12 +100,17 @@ func waitLine(w starter.Wait) string {
 	return line
 }
 
-// version prints pveflow's module version and build, and the Temporal SDK it was built with.
-func (c *cli) version(args []string) error {
-	fs := c.flagSet("version")
-	if err := parse(fs, args); err != nil {
-		return err
+func (c *cli) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "pveflow's module version, build and Temporal SDK version",
+		Args:  noArgs,
+		RunE:  func(*cobra.Command, []string) error { return c.version() },
 	}
+}
+
+// version prints pveflow's module version and build, and the Temporal SDK it was built with.
+func (c *cli) version() error {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return errors.New("version: this binary carries no build information")
