@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -81,22 +80,17 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	if err := proxy.ValidateUID(in.UID); err != nil {
 		return CreateProxyResult{}, permanentf("create proxy: %v", err)
 	}
-	userDataOnce := workflow.GetVersion(ctx, userDataOnceChange, workflow.DefaultVersion, userDataOnceVersion) >= userDataOnceVersion
-	if userDataOnce {
-		if err := ValidateUserData(in.UserData); err != nil {
-			return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
-		}
+	if err := ValidateUserData(in.UserData); err != nil {
+		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
 	}
-	legacy := workflow.GetVersion(ctx, ownershipChange, workflow.DefaultVersion, ownershipVersion) == workflow.DefaultVersion
-	fleet := workflow.GetVersion(ctx, fleetChange, workflow.DefaultVersion, fleetVersion) >= fleetVersion
-	extensions := extendableWaits(ctx)
+	extensions := workflow.GetSignalChannel(ctx, ExtendWaitSignal)
 	started := opStarted{StartedAt: workflow.GetInfo(ctx).WorkflowStartTime}
 	// A later DeleteProxy of the same UID asks this run to stop by a signal (a cancel request
 	// would be accepted even by a closed run, leaving the delete to wait for an answer in vain).
 	// The run stops its work and then tells the delete which VM it was working on.
 	ctx, stop := workflow.WithCancel(ctx)
 	deleteRequests := workflow.GetSignalChannel(ctx, deleteRequestedSignal)
-	stopsThis := func(req opStarted) bool { return legacy || req.stopsCreate(started.StartedAt) }
+	stopsThis := func(req opStarted) bool { return req.stopsCreate(started.StartedAt) }
 	deleteRequested := false
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for !deleteRequested {
@@ -114,10 +108,8 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 		}
 	}
 
-	c, err := newCreate(ctx, w.Config, in, started, legacy)
+	c, err := newCreate(ctx, w.Config, in, started)
 	if c != nil {
-		c.fleet = fleet
-		c.userDataOnce = userDataOnce
 		c.t.waits.extensions = extensions
 	}
 	if err != nil {
@@ -156,20 +148,13 @@ type create struct {
 	in      CreateProxyInput
 	p       config.Placement
 	started opStarted
-	// legacy runs were recorded before ownershipVersion and replay on legacy.go's code.
-	legacy bool
-	// fleet runs (fleetVersion) wait out locks and take a clone lease.
-	fleet bool
-	// userDataOnce runs (userDataOnceVersion) have UploadISO read the user-data from the run's
-	// start event rather than send it in the activity's input.
-	userDataOnce bool
 	// vm is the VM being created, once it is known.
 	vm vm
 	// createdAt is written into the mark of the VM this run clones.
 	createdAt time.Time
 }
 
-func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, started opStarted, legacy bool) (*create, error) {
+func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, started opStarted) (*create, error) {
 	if in.Name == "" {
 		in.Name = proxy.NameFromUID(in.UID)
 	}
@@ -195,7 +180,6 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, sta
 		in:        in,
 		p:         r.Placement,
 		started:   started,
-		legacy:    legacy,
 		createdAt: workflow.Now(ctx).UTC().Truncate(time.Second),
 	}
 	if r.PlacementError != "" {
@@ -207,9 +191,6 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, sta
 }
 
 func (c *create) run() (CreateProxyResult, error) {
-	if c.legacy {
-		return c.runV0()
-	}
 	err := peer{
 		workflowID: DeleteWorkflowID(c.uid), announce: createStartedSignal, self: c.started, closed: deleteClosedSignal,
 		phase: PhaseAwaitingDelete, step: "wait for " + DeleteWorkflowID(c.uid) + ", which started earlier, to finish",
@@ -301,27 +282,25 @@ func (c *create) clone(h holdings) error {
 	if !ok {
 		return permanentf("create proxy %s: template %d (image %q) not found in the cluster", c.in.Name, c.p.TemplateVMID, c.p.Image)
 	}
-	if c.fleet {
-		storage, shared, err := c.cloneTarget(tmplNode)
+	storage, shared, err := c.cloneTarget(tmplNode)
+	if err != nil {
+		return err
+	}
+	if tmplNode != c.p.Node && !shared {
+		return permanentf("create proxy %s: template %d is on node %s, the proxy goes on node %s, and storage %s is local to %s: "+
+			"PVE refuses such a clone (can't clone VM to node '%s' (VM uses local storage)); give image %q a template on %s (templates.%s.nodes) or clone onto shared storage",
+			c.in.Name, c.p.TemplateVMID, tmplNode, c.p.Node, storage, tmplNode, c.p.Node, c.p.Image, c.p.Node, c.p.Image)
+	}
+	if c.s.Clones.PerStorage > 0 {
+		key := storage
+		if !shared {
+			key = tmplNode + "/" + storage // another node's storage of that name is another storage
+		}
+		l, err := c.admitClone(key)
 		if err != nil {
 			return err
 		}
-		if tmplNode != c.p.Node && !shared {
-			return permanentf("create proxy %s: template %d is on node %s, the proxy goes on node %s, and storage %s is local to %s: "+
-				"PVE refuses such a clone (can't clone VM to node '%s' (VM uses local storage)); give image %q a template on %s (templates.%s.nodes) or clone onto shared storage",
-				c.in.Name, c.p.TemplateVMID, tmplNode, c.p.Node, storage, tmplNode, c.p.Node, c.p.Image, c.p.Node, c.p.Image)
-		}
-		if c.s.Clones.PerStorage > 0 {
-			key := storage
-			if !shared {
-				key = tmplNode + "/" + storage // another node's storage of that name is another storage
-			}
-			l, err := c.admitClone(key)
-			if err != nil {
-				return err
-			}
-			defer l.release(c.ctx)
-		}
+		defer l.release(c.ctx)
 	}
 	begun := workflow.Now(c.ctx)
 	for attempt := 0; attempt < proxy.MaxProbes; attempt++ {
@@ -330,7 +309,7 @@ func (c *create) clone(h holdings) error {
 			continue
 		}
 		step, err := c.cloneOnto(tmplNode, vmid, attempt)
-		for c.fleet && isTaskFailedWith(err, activities.ErrLocked) && !vmidTaken(err, vmid) {
+		for isTaskFailedWith(err, activities.ErrLocked) && !vmidTaken(err, vmid) {
 			again, backOffErr := c.backOffFromLock(vmid, begun)
 			if backOffErr != nil {
 				step, err = "clone again onto VM "+fmt.Sprint(vmid), backOffErr
@@ -430,7 +409,7 @@ func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, err 
 // can be cloned to (the clone's storage is shared), with the most memory free after this proxy.
 // The facts it reads are in the history, the choice and why in the status.
 func (c *create) place(h holdings) error {
-	if c.p.Node != "" || !c.fleet {
+	if c.p.Node != "" {
 		return nil
 	}
 	var a *activities.Activities
@@ -501,10 +480,8 @@ func (c *create) cloneOnto(tmplNode string, vmid, attempt int) (step string, err
 		Description: proxy.FormatDescription(proxy.Mark{UID: c.in.UID, CreatedAt: c.createdAt}),
 		Full:        true,
 		Storage:     c.s.Storage,
+		Pool:        c.s.Pool,
 	}}
-	if c.fleet {
-		req.Params.Pool = c.s.Pool
-	}
 	if c.p.Node != tmplNode {
 		req.Params.Target = c.p.Node
 	}
@@ -538,18 +515,10 @@ func (c *create) provision() error {
 		StorageRef: activities.StorageRef{Node: c.vm.Node, Storage: c.s.ISOStorage},
 		Name:       c.in.Name,
 		InstanceID: c.in.UID,
-	}
-	if c.userDataOnce {
-		// A second copy in the history would be one more place for its secrets.
-		req.UserDataFromStart = true
-	} else {
-		req.UserData = c.in.UserData
-	}
-	if !c.legacy {
 		// Named after the UID, not the VM, so that a delete by UID alone finds it.
-		req.Seed = proxy.NameFromUID(c.in.UID)
+		Seed: proxy.NameFromUID(c.in.UID),
 	}
-	summary := fmt.Sprintf("upload seed ISO %s to %s on %s", proxy.SeedISOName(cmp.Or(req.Seed, req.Name)), c.s.ISOStorage, c.vm.Node)
+	summary := fmt.Sprintf("upload seed ISO %s to %s on %s", proxy.SeedISOName(req.Seed), c.s.ISOStorage, c.vm.Node)
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(summary)), a.UploadISO, req).Get(c.ctx, &seed)
 	if err != nil {
 		return fail(summary, err)
@@ -567,12 +536,9 @@ func (c *create) provision() error {
 		"cores":  fmt.Sprint(c.p.Cores),
 		"memory": fmt.Sprint(c.p.MemoryMiB),
 		"agent":  "1",
-		"tags":   proxy.Tag,
-		"ide2":   seed.VolID + ",media=cdrom",
-	}
-	if c.fleet {
 		// The template's tags stay, beside the configured ones and pveflow's own.
-		params["tags"] = proxy.MergeTags(cfg["tags"], append(slices.Clone(c.s.Tags), proxy.Tag)...)
+		"tags": proxy.MergeTags(cfg["tags"], append(slices.Clone(c.s.Tags), proxy.Tag)...),
+		"ide2": seed.VolID + ",media=cdrom",
 	}
 	if net0 := proxy.RewriteNet0(cfg["net0"], c.s.Bridge); net0 != cfg["net0"] {
 		params["net0"] = net0
@@ -597,7 +563,7 @@ func (c *create) provision() error {
 	c.t.task(upid)
 	summary = "wait for start of " + ref.String()
 	err = awaitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Start, summary)
-	if !c.legacy && isTaskFailedWith(err, activities.ErrAlreadyRunning) {
+	if isTaskFailedWith(err, activities.ErrAlreadyRunning) {
 		return nil // a start whose first answer was lost, or a VM someone else started
 	}
 	if err != nil {

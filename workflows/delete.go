@@ -41,8 +41,6 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 	if err := proxy.ValidateUID(in.UID); err != nil {
 		return DeleteProxyResult{}, permanentf("delete proxy: %v", err)
 	}
-	legacy := workflow.GetVersion(ctx, ownershipChange, workflow.DefaultVersion, ownershipVersion) == workflow.DefaultVersion
-	extensions := extendableWaits(ctx)
 	if in.ProviderID != "" {
 		_, name, err := proxy.ParseProviderID(in.ProviderID)
 		if err != nil {
@@ -59,7 +57,7 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 	if err != nil {
 		return DeleteProxyResult{}, err
 	}
-	t.waits.extensions = extensions
+	t.waits.extensions = workflow.GetSignalChannel(ctx, ExtendWaitSignal)
 	var s settings
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return settingsOf(w.Config) }).Get(&s); err != nil {
 		return DeleteProxyResult{}, err
@@ -68,12 +66,9 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 		proxyOps: proxyOps{ctx: ctx, s: s, t: t, uid: in.UID, name: in.Name},
 		in:       in,
 		started:  opStarted{StartedAt: workflow.GetInfo(ctx).WorkflowStartTime},
-		legacy:   legacy,
 	}
 	res, err := d.run()
-	if !legacy {
-		d.releaseLaterCreate()
-	}
+	d.releaseLaterCreate()
 	if err != nil {
 		t.failed(err)
 		return DeleteProxyResult{}, err
@@ -86,16 +81,11 @@ type deletion struct {
 	proxyOps
 	in      DeleteProxyInput
 	started opStarted
-	// legacy runs were recorded before ownershipVersion and replay on legacy.go's code.
-	legacy bool
 	// laterCreate is set when a create of the same proxy that started later waits for this run.
 	laterCreate bool
 }
 
 func (d *deletion) run() (DeleteProxyResult, error) {
-	if d.legacy {
-		return d.runV0()
-	}
 	err := peer{
 		workflowID: CreateWorkflowID(d.uid), announce: deleteRequestedSignal, self: d.started, closed: createClosedSignal,
 		theirs: createStartedSignal, onTheirs: d.noteCreate,

@@ -22,10 +22,9 @@ type opStarted struct {
 }
 
 // stopsCreate reports whether a delete that announced d stops a create that started at
-// created: it does when it started later. A tie goes to the delete, and so does a delete from
-// before ownershipVersion, which stopped any create and did not say when it started.
+// created: it does when it started later. A tie goes to the delete.
 func (d opStarted) stopsCreate(created time.Time) bool {
-	return d.StartedAt.IsZero() || !d.StartedAt.Before(created)
+	return !d.StartedAt.Before(created)
 }
 
 // maxAnnounceInterval caps the backoff between a waiting run's announcements. They matter only

@@ -50,38 +50,6 @@ const (
 // when it does not. A create ignores it.
 const gcProbeSignal = "gc-probe"
 
-// The change of both workflows that made a proxy's VMs found by UID on its probe VMIDs, owned
-// only by their mark, and its create and delete exclusive, recorded by workflow.GetVersion.
-// Runs recorded before it replay on the code in legacy.go.
-const (
-	ownershipChange  = "ownership"
-	ownershipVersion = 1
-)
-
-// The change of CreateProxy that made it wait out locks on the storage and the template, clone
-// again after a clone failed on one, and take a lease from the storage's CloneAdmission.
-const (
-	fleetChange  = "fleet"
-	fleetVersion = 1
-)
-
-// The change of CreateProxy that stores the user-data once per run, in the workflow's input:
-// UploadISO reads it from the run's start event instead of carrying it in its own input. It also
-// refuses user-data over MaxUserDataBytes before any other step. Runs recorded before it send
-// UploadISO the user-data as they did.
-const (
-	userDataOnceChange  = "userdata-once"
-	userDataOnceVersion = 1
-)
-
-// The change of CreateProxy and DeleteProxy that holds each wait to a deadline of its own,
-// which ExtendWaitSignal moves, and names the wait's activity after it ("wait-3"). Runs
-// recorded before it wait within the budget alone.
-const (
-	extendableWaitsChange  = "extendable-waits"
-	extendableWaitsVersion = 1
-)
-
 // CreateWorkflowID is the workflow ID of the CreateProxy of a Proxy UID.
 //
 // Create and delete have IDs of their own: with one ID for both, starting a delete while the

@@ -14,11 +14,8 @@ import (
 
 // vm is a VM the cluster holds for a proxy.
 type vm struct {
-	Node string
-	VMID int
-	// Status is the status cluster resources showed: a cache that lags. Only the runs recorded
-	// before ownershipVersion act on it.
-	Status string
+	Node   string
+	VMID   int
 	Lock   string
 	Config pve.VMConfig
 }

@@ -78,16 +78,6 @@ type waits struct {
 	count int
 }
 
-// extendableWaits is the channel of ExtendWaitSignal when the run started with
-// extendableWaitsVersion or later, and nil before: the tracker's waits.extensions. CreateProxy
-// and DeleteProxy call it once, as they start.
-func extendableWaits(ctx workflow.Context) workflow.ReceiveChannel {
-	if workflow.GetVersion(ctx, extendableWaitsChange, workflow.DefaultVersion, extendableWaitsVersion) < extendableWaitsVersion {
-		return nil
-	}
-	return workflow.GetSignalChannel(ctx, ExtendWaitSignal)
-}
-
 // wait runs activity with arg, a wait (see waitOptions), within budget, and stores its result
 // in out. It returns the activity's own error. In a run whose waits are extendable, the
 // status shows the wait's deadline, ExtendWaitSignal moves it while the wait runs, and a wait
