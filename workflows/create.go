@@ -83,7 +83,6 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	if err := ValidateUserData(in.UserData); err != nil {
 		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
 	}
-	extensions := workflow.GetSignalChannel(ctx, ExtendWaitSignal)
 	started := opStarted{StartedAt: workflow.GetInfo(ctx).WorkflowStartTime}
 	// A later DeleteProxy of the same UID asks this run to stop by a signal (a cancel request
 	// would be accepted even by a closed run, leaving the delete to wait for an answer in vain).
@@ -109,9 +108,6 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	}
 
 	c, err := newCreate(ctx, w.Config, in, started)
-	if c != nil {
-		c.t.waits.extensions = extensions
-	}
 	if err != nil {
 		if drainRequests(); deleteRequested {
 			tellClosed(ctx, DeleteWorkflowID(in.UID), createClosedSignal, createClosed{})

@@ -57,7 +57,6 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 	if err != nil {
 		return DeleteProxyResult{}, err
 	}
-	t.waits.extensions = workflow.GetSignalChannel(ctx, ExtendWaitSignal)
 	var s settings
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return settingsOf(w.Config) }).Get(&s); err != nil {
 		return DeleteProxyResult{}, err

@@ -132,9 +132,6 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	if p.ActivityID != "" {
 		fmt.Fprintf(tw, "wait\t%s\n", waitLine(p.Wait))
 	}
-	if !p.WaitDeadline.IsZero() {
-		fmt.Fprintf(tw, "deadline\t%s (pveflow wait --extend moves it)\n", p.WaitDeadline.Local().Format(time.DateTime))
-	}
 	if p.LastFailure != "" {
 		fmt.Fprintf(tw, "last failure\t%s\n", p.LastFailure)
 	}
@@ -152,7 +149,7 @@ func sourceText(p starter.Progress) string {
 	if p.Source == starter.SourceQuery {
 		return "live query"
 	}
-	return "described by Temporal (" + p.QueryError + "): no step, task, deadline or error"
+	return "described by Temporal (" + p.QueryError + "): no step, task or error"
 }
 
 // workersText says who polls a workflow's task queue, as of now. A worker that stopped or died

@@ -68,13 +68,11 @@ Commands:
                   from the workflow's status query, or, when no worker answers it,
                   from what Temporal keeps (its search attributes and pending wait),
                   with when a worker last polled its task queue
-  wait --uid UID [--delete] [--activity-id ID] --retry-now | --extend D | --pause
-       [--reason R] | --resume
+  wait --uid UID [--delete] [--activity-id ID] --retry-now | --pause [--reason R]
+       | --resume
                   act on the wait the create (or the delete) of UID is in:
                   --retry-now polls again now with its attempts back at one;
-                  --extend adds D (such as 30m) to its deadline, by the workflow's
-                  extend-wait signal, also with no worker running (see
-                  docs/operations.md); --pause stops its polls until --resume.
+                  --pause stops its polls until --resume.
                   --activity-id names the activity when several are pending
   result --uid UID [--delete]
                   wait for the create (or the delete) of UID and print its result

@@ -97,7 +97,7 @@ func TestRun_invalidUIDIsAUsageErrorBeforeConnecting(t *testing.T) {
 }
 
 // flagValues are values of the flags that "true" is not one of.
-var flagValues = map[string]string{"extend": "30m", "grace": "30m"}
+var flagValues = map[string]string{"grace": "30m"}
 
 func TestRun_everyFlagTheHelpListsIsAccepted(t *testing.T) {
 	commands := helpSynopses(t)
@@ -339,9 +339,8 @@ func TestRun_waitCommandLines(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no action", []string{"--uid", "u-1"}, "wait: give one of --retry-now, --extend D, --pause, --resume"},
+		{"no action", []string{"--uid", "u-1"}, "wait: give one of --retry-now, --pause, --resume"},
 		{"two actions", []string{"--uid", "u-1", "--pause", "--resume"}, "wait: give one of"},
-		{"negative extension", []string{"--uid", "u-1", "--extend", "-5m"}, "wait: --extend -5m0s: want a positive duration"},
 		{"reason without pause", []string{"--uid", "u-1", "--resume", "--reason", "why"}, "wait: --reason goes with --pause"},
 		{"no uid", []string{"--retry-now"}, "wait: --uid is required"},
 	}

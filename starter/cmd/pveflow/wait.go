@@ -11,8 +11,7 @@ import (
 	"github.com/pveflow/pveflow/starter"
 )
 
-// wait acts on the pending wait of a proxy's workflow: with Temporal's activity operations, and
-// with the workflow's extend-wait signal for --extend.
+// wait acts on the pending wait of a proxy's workflow with Temporal's activity operations.
 func (c *cli) wait(ctx context.Context, args []string) error {
 	fs := c.flagSet("wait")
 	var ref starter.WaitRef
@@ -20,7 +19,6 @@ func (c *cli) wait(ctx context.Context, args []string) error {
 	fs.StringVar(&ref.ActivityID, "activity-id", "", "")
 	del := fs.Bool("delete", false, "")
 	retryNow := fs.Bool("retry-now", false, "")
-	extend := fs.Duration("extend", 0, "")
 	pause := fs.Bool("pause", false, "")
 	reason := fs.String("reason", "", "")
 	resume := fs.Bool("resume", false, "")
@@ -32,16 +30,14 @@ func (c *cli) wait(ctx context.Context, args []string) error {
 		ref.Op = starter.Delete
 	}
 	actions := 0
-	for _, set := range []bool{*retryNow, *extend != 0, *pause, *resume} {
+	for _, set := range []bool{*retryNow, *pause, *resume} {
 		if set {
 			actions++
 		}
 	}
 	switch {
 	case actions != 1:
-		return usageError{errors.New("wait: give one of --retry-now, --extend D, --pause, --resume")}
-	case *extend < 0:
-		return usageError{fmt.Errorf("wait: --extend %s: want a positive duration", *extend)}
+		return usageError{errors.New("wait: give one of --retry-now, --pause, --resume")}
 	case *reason != "" && !*pause:
 		return usageError{errors.New("wait: --reason goes with --pause")}
 	}
@@ -55,8 +51,6 @@ func (c *cli) wait(ctx context.Context, args []string) error {
 	switch {
 	case *retryNow:
 		w, err = c.starter.RetryWait(ctx, ref)
-	case *extend != 0:
-		w, err = c.starter.ExtendWait(ctx, ref, *extend)
 	case *pause:
 		w, err = c.starter.PauseWait(ctx, ref, *reason)
 	default:
@@ -74,9 +68,6 @@ func (c *cli) wait(ctx context.Context, args []string) error {
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "wait\t%s\n", waitLine(w))
-	if *extend != 0 {
-		fmt.Fprintf(tw, "extended\tby %s: the workflow moves the wait's deadline when a worker takes the signal, and `pveflow status` shows it\n", *extend)
-	}
 	return tw.Flush()
 }
 
