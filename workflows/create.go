@@ -381,7 +381,7 @@ func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, err 
 		ref := activities.VMRef{Node: tmplNode, VMID: c.p.TemplateVMID}
 		var cfg pve.VMConfig
 		step := "read config of template " + ref.String()
-		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(step)), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
+		if err := execute(c.ctx, c.s.callOptions(step), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
 			return "", false, fail(step, err)
 		}
 		disk, err := proxy.BootDisk(cfg)
@@ -392,7 +392,7 @@ func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, err 
 	}
 	step := fmt.Sprintf("read status of storage %s on node %s", storage, tmplNode)
 	var st pve.StorageStatus
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(step)), a.StorageStatus,
+	err = execute(c.ctx, c.s.callOptions(step), a.StorageStatus,
 		activities.StorageRef{Node: tmplNode, Storage: storage}).Get(c.ctx, &st)
 	if err != nil {
 		return "", false, fail(step, err)
@@ -411,7 +411,7 @@ func (c *create) place(h holdings) error {
 	var a *activities.Activities
 	c.t.phase(PhasePlacing, fmt.Sprintf("choose a node among %v", c.p.Candidates))
 	probe := func(step string, activity any, arg any, out any) error {
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.probeOptions(step)), activity, arg).Get(c.ctx, out)
+		err := execute(c.ctx, c.s.probeOptions(step), activity, arg).Get(c.ctx, out)
 		if isType(err, activities.ErrPermanent) {
 			return fail(step, err) // a privilege missing: every node would say so
 		}
@@ -483,11 +483,11 @@ func (c *create) cloneOnto(tmplNode string, vmid, attempt int) (step string, err
 	}
 	step = fmt.Sprintf("clone template %d on %s to VM %d on %s", c.p.TemplateVMID, tmplNode, vmid, c.p.Node)
 	var upid pve.UPID
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(step)), a.Clone, req).Get(c.ctx, &upid); err != nil {
+	if err := execute(c.ctx, c.s.callOptions(step), a.Clone, req).Get(c.ctx, &upid); err != nil {
 		return step, err
 	}
 	step = fmt.Sprintf("wait for clone of %d to %d on %s", c.p.TemplateVMID, vmid, c.p.Node)
-	return step, awaitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Clone, step)
+	return step, waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Clone, step)
 }
 
 // vmidTaken reports whether a clone onto vmid failed because the VMID is taken: PVE found its
@@ -515,17 +515,18 @@ func (c *create) provision() error {
 		Seed: proxy.NameFromUID(c.in.UID),
 	}
 	summary := fmt.Sprintf("upload seed ISO %s to %s on %s", proxy.SeedISOName(req.Seed), c.s.ISOStorage, c.vm.Node)
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(summary)), a.UploadISO, req).Get(c.ctx, &seed)
+	err := execute(c.ctx, c.s.callOptions(summary), a.UploadISO, req).Get(c.ctx, &seed)
 	if err != nil {
 		return fail(summary, err)
 	}
-	if err := c.waitTask(seed.UPID, c.s.Budgets.Upload, "wait for upload of "+seed.VolID); err != nil {
-		return err
+	summary = "wait for upload of " + seed.VolID
+	if err := waitTask(c.ctx, c.s, c.t, seed.UPID, c.s.Budgets.Upload, summary); err != nil {
+		return fail(summary, err)
 	}
 
 	c.t.phase(PhaseConfiguring, "read config")
 	var cfg pve.VMConfig
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions("read config of "+ref.String())), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
+	if err := execute(c.ctx, c.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
 		return fail("read config of "+ref.String(), err)
 	}
 	params := pve.VMConfig{
@@ -541,7 +542,7 @@ func (c *create) provision() error {
 	}
 	c.t.step("set config")
 	summary = "configure " + ref.String()
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(summary)), a.SetVMConfig,
+	if err := execute(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
 		activities.SetVMConfigRequest{VMRef: ref, Params: params}).Get(c.ctx, nil); err != nil {
 		return fail(summary, err)
 	}
@@ -553,12 +554,12 @@ func (c *create) provision() error {
 	c.t.phase(PhaseStarting, "start VM")
 	var upid pve.UPID
 	summary = "start " + ref.String()
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(summary)), a.Start, ref).Get(c.ctx, &upid); err != nil {
+	if err := execute(c.ctx, c.s.callOptions(summary), a.Start, ref).Get(c.ctx, &upid); err != nil {
 		return fail(summary, err)
 	}
 	c.t.task(upid)
 	summary = "wait for start of " + ref.String()
-	err = awaitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Start, summary)
+	err = waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Start, summary)
 	if isTaskFailedWith(err, activities.ErrAlreadyRunning) {
 		return nil // a start whose first answer was lost, or a VM someone else started
 	}
@@ -591,12 +592,16 @@ func (c *create) resize() error {
 	summary := fmt.Sprintf("resize disk %s of %s to %s", disk, ref, size)
 	c.t.step(summary)
 	var upid pve.UPID
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(summary)), a.Resize,
+	if err := execute(c.ctx, c.s.callOptions(summary), a.Resize,
 		activities.ResizeRequest{VMRef: ref, Disk: disk, Size: size}).Get(c.ctx, &upid); err != nil {
 		return fail(summary, err)
 	}
 	c.t.task(upid)
-	return c.waitTask(upid, c.s.Budgets.Resize, "wait for "+summary)
+	summary = "wait for " + summary
+	if err := waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Resize, summary); err != nil {
+		return fail(summary, err)
+	}
+	return nil
 }
 
 // waitReady waits until the VM runs and its guest agent reports a routable IPv4.
@@ -605,21 +610,21 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 	ref := c.vm.ref()
 	c.t.phase(PhaseBooting, "wait for the VM to run")
 	summary := "wait for " + ref.String() + " to run"
-	if err := c.t.wait(c.ctx, c.s, c.s.Budgets.Running, summary, a.VMStatus,
-		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}, nil); err != nil {
+	if err := execute(c.ctx, c.s.waitOptions(c.s.Budgets.Running, summary), a.VMStatus,
+		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}).Get(c.ctx, nil); err != nil {
 		return CreateProxyResult{}, fail(summary, err)
 	}
 	if c.vm.Config == nil {
 		c.t.step("read config")
-		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions("read config of "+ref.String())), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &c.vm.Config); err != nil {
+		if err := execute(c.ctx, c.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &c.vm.Config); err != nil {
 			return CreateProxyResult{}, fail("read config of "+ref.String(), err)
 		}
 	}
 	summary = "wait for an IPv4 from the guest agent of " + ref.String()
 	c.t.step(summary)
 	var agent activities.AgentResult
-	if err := c.t.wait(c.ctx, c.s, c.s.Budgets.Agent, summary, a.AgentNetworkInterfaces,
-		activities.AgentRequest{VMRef: ref, WaitForIPv4: true, MAC: proxy.MACFromNet(c.vm.Config["net0"])}, &agent); err != nil {
+	if err := execute(c.ctx, c.s.waitOptions(c.s.Budgets.Agent, summary), a.AgentNetworkInterfaces,
+		activities.AgentRequest{VMRef: ref, WaitForIPv4: true, MAC: proxy.MACFromNet(c.vm.Config["net0"])}).Get(c.ctx, &agent); err != nil {
 		return CreateProxyResult{}, fail(summary, err)
 	}
 	createdAt := c.createdAt
@@ -636,11 +641,6 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 	}, nil
 }
 
-// waitTask waits for a Proxmox task within budget.
-func (c *create) waitTask(upid pve.UPID, budget time.Duration, summary string) error {
-	return waitTask(c.ctx, c.s, c.t, upid, budget, summary)
-}
-
 // createClosed is the createClosedSignal's payload.
 type createClosed struct {
 	Node string   `json:"node,omitempty"`
@@ -648,20 +648,11 @@ type createClosed struct {
 	UPID pve.UPID `json:"upid,omitempty"`
 }
 
-// waitTask waits for a Proxmox task within budget, showing it as the current step, and fails
-// the way the workflow fails.
+// waitTask waits for a Proxmox task within budget, showing it as the current step. It returns
+// the activity's own error: a caller acts on how the task failed, or wraps it with fail.
 func waitTask(ctx workflow.Context, s settings, t *tracker, upid pve.UPID, budget time.Duration, summary string) error {
-	if err := awaitTask(ctx, s, t, upid, budget, summary); err != nil {
-		return fail(summary, err)
-	}
-	return nil
-}
-
-// awaitTask waits for a Proxmox task within budget and returns the activity's own error, for a
-// caller that acts on how the task failed.
-func awaitTask(ctx workflow.Context, s settings, t *tracker, upid pve.UPID, budget time.Duration, summary string) error {
 	var a *activities.Activities
 	t.step(summary)
 	t.task(upid)
-	return t.wait(ctx, s, budget, summary+", "+string(upid), a.TaskStatus, activities.TaskStatusRequest{UPID: upid}, nil)
+	return execute(ctx, s.waitOptions(budget, summary+", "+string(upid)), a.TaskStatus, activities.TaskStatusRequest{UPID: upid}).Get(ctx, nil)
 }

@@ -189,24 +189,25 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 	if running {
 		summary := "stop " + ref.String()
 		var upid pve.UPID
-		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, d.s.callOptions(summary)), a.Stop, ref).Get(d.ctx, &upid); err != nil {
+		if err := execute(d.ctx, d.s.callOptions(summary), a.Stop, ref).Get(d.ctx, &upid); err != nil {
 			return false, fail(summary, err)
 		}
-		if err := waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Stop, "wait for stop of "+ref.String()); err != nil {
-			return false, err
+		summary = "wait for stop of " + ref.String()
+		if err := waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Stop, summary); err != nil {
+			return false, fail(summary, err)
 		}
 	}
 	d.t.phase(PhaseDestroying, "destroy "+ref.String())
 	summary := "destroy " + ref.String()
 	var upid pve.UPID
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, d.s.callOptions(summary)), a.Destroy, ref).Get(d.ctx, &upid)
+	err = execute(d.ctx, d.s.callOptions(summary), a.Destroy, ref).Get(d.ctx, &upid)
 	if isType(err, activities.ErrNotFound) {
 		return true, nil
 	}
 	if err != nil {
 		return false, fail(summary, err)
 	}
-	err = awaitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Destroy, "wait for destroy of "+ref.String())
+	err = waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Destroy, "wait for destroy of "+ref.String())
 	if isTaskFailedWith(err, activities.ErrNotFound) {
 		return true, nil
 	}
@@ -225,7 +226,7 @@ func (d *deletion) deleteSeed(nodes, volids []string) error {
 		for _, node := range nodes {
 			summary := fmt.Sprintf("delete seed ISO %s on %s", volid, node)
 			var upid pve.UPID
-			err := workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, d.s.callOptions(summary)), a.DeleteVolume,
+			err := execute(d.ctx, d.s.callOptions(summary), a.DeleteVolume,
 				activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: node, Storage: d.s.ISOStorage}, VolID: volid}).Get(d.ctx, &upid)
 			if isType(err, activities.ErrNotFound) {
 				continue
@@ -237,7 +238,7 @@ func (d *deletion) deleteSeed(nodes, volids []string) error {
 				continue
 			}
 			if err := waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Request, "wait for "+summary); err != nil {
-				return err
+				return fail("wait for "+summary, err)
 			}
 		}
 	}

@@ -186,7 +186,7 @@ func (g *collector) seedISOs() ([]GarbageISO, error) {
 		summary := fmt.Sprintf("list ISOs on storage %s on node %s", g.s.ISOStorage, node)
 		g.t.step(summary)
 		var vols []pve.StorageVolume
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(g.ctx, g.s.readOptions(summary)), a.StorageContent,
+		err := execute(g.ctx, g.s.readOptions(summary), a.StorageContent,
 			activities.StorageContentRequest{StorageRef: activities.StorageRef{Node: node, Storage: g.s.ISOStorage}, Content: "iso"}).Get(g.ctx, &vols)
 		if err != nil {
 			return nil, fail(summary, err)
@@ -309,7 +309,7 @@ func (g *collector) deleteISOs(isos []GarbageISO) error {
 		}
 		summary := fmt.Sprintf("delete seed ISO %s on %s", iso.VolID, iso.Node)
 		var upid pve.UPID
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(g.ctx, g.s.callOptions(summary)), a.DeleteVolume,
+		err := execute(g.ctx, g.s.callOptions(summary), a.DeleteVolume,
 			activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: iso.Node, Storage: iso.Storage}, VolID: iso.VolID}).Get(g.ctx, &upid)
 		switch {
 		case isType(err, activities.ErrNotFound):
@@ -317,7 +317,9 @@ func (g *collector) deleteISOs(isos []GarbageISO) error {
 		case err != nil:
 			err = fail(summary, err)
 		case upid != "":
-			err = waitTask(g.ctx, g.s, g.t, upid, g.s.Budgets.Request, "wait for "+summary)
+			if err = waitTask(g.ctx, g.s, g.t, upid, g.s.Budgets.Request, "wait for "+summary); err != nil {
+				err = fail("wait for "+summary, err)
+			}
 		}
 		switch {
 		case temporal.IsCanceledError(err):

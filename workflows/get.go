@@ -183,7 +183,7 @@ func (g *getter) state(v vm, status string) (GetProxyResult, error) {
 	step := "read the guest network interfaces of " + ref.String()
 	g.t.step(step)
 	var agent activities.AgentResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(g.ctx, g.s.readOptions(step)), a.AgentNetworkInterfaces,
+	err := execute(g.ctx, g.s.readOptions(step), a.AgentNetworkInterfaces,
 		activities.AgentRequest{VMRef: ref, MAC: proxy.MACFromNet(v.Config["net0"])}).Get(g.ctx, &agent)
 	switch {
 	case err == nil:

@@ -113,7 +113,7 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 	s := hs.Settings
 	var a *activities.Activities
 	call := func(summary string, activity any, args ...any) workflow.Future {
-		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, s.readOptions(summary)), activity, args...)
+		return execute(ctx, s.readOptions(summary), activity, args...)
 	}
 	version := call("read the PVE version", a.Version)
 	resources := call("list cluster resources", a.ClusterResources)

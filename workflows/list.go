@@ -80,7 +80,7 @@ func listMarked(ctx workflow.Context, s settings) (ListProxiesResult, []pve.VMRe
 		reads := make([]workflow.Future, len(batch))
 		for i, r := range batch {
 			ref := activities.VMRef{Node: r.Node, VMID: r.VMID}
-			reads[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, s.readOptions("read config of "+ref.String())),
+			reads[i] = execute(ctx, s.readOptions("read config of "+ref.String()),
 				a.VMConfig, activities.VMConfigRequest{VMRef: ref})
 		}
 		for i, r := range batch {

@@ -97,6 +97,11 @@ func (s settings) readOptions(summary string) workflow.ActivityOptions {
 //
 // MaximumAttempts is set explicitly: the test environment otherwise stops after 10 attempts
 // while the server would go on, and both must behave alike.
+//
+// Nothing moves a wait's budget once it is scheduled: Temporal's own actions on a pending
+// activity (UpdateActivityOptions, from the UI or the CLI) move the next attempt's timer but
+// not its ScheduleToClose deadline (server 1.32). A wait that runs out of budget fails the run
+// Transient, and starting it again resumes on the same VM.
 func (s settings) waitOptions(budget time.Duration, summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout:    s.Budgets.Request,
@@ -124,4 +129,9 @@ func attemptsWithin(budget time.Duration, p config.Poll) int32 {
 		}
 		interval = min(interval*p.BackoffCoefficient, float64(p.MaximumInterval))
 	}
+}
+
+// execute runs activity with args under opts: every activity of the workflows goes through it.
+func execute(ctx workflow.Context, opts workflow.ActivityOptions, activity any, args ...any) workflow.Future {
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, args...)
 }
