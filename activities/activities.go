@@ -275,7 +275,7 @@ func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 		return TaskResult{}, failure(what+" task", err)
 	}
 	if warnings > 0 {
-		activity.GetLogger(ctx).Warn("Proxmox task ended with warnings", "task", what, "upid", string(req.UPID), "node", node, "exitStatus", s.ExitStatus)
+		activity.GetLogger(ctx).Warn("proxmox task ended with warnings", "task", what, "upid", string(req.UPID), "node", node, "exitStatus", s.ExitStatus)
 	}
 	return TaskResult{UPID: req.UPID, ExitStatus: s.ExitStatus, Warnings: warnings}, nil
 }

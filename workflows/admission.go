@@ -178,7 +178,7 @@ func (a *admission) checkHolders() {
 	for i, alive := range a.tellAll(holders, cloneLeaseCheck, nil) {
 		if !alive {
 			h := holders[i]
-			workflow.GetLogger(a.ctx).Warn("Releasing the clone lease of a run that closed without giving it back", "workflowID", h.WorkflowID, "runID", h.RunID)
+			workflow.GetLogger(a.ctx).Warn("releasing the clone lease of a run that closed without giving it back", "workflowID", h.WorkflowID, "runID", h.RunID)
 			a.release(h)
 		}
 	}
@@ -316,7 +316,7 @@ func (l *lease) release(ctx workflow.Context) {
 	defer cancel()
 	err := workflow.SignalExternalWorkflow(ctx, l.admission, "", cloneReleaseSignal, l.req.Holder).Get(ctx, nil)
 	if err != nil {
-		workflow.GetLogger(ctx).Warn("The clone lease could not be given back; the admission finds it out", "storage", l.storage, "error", err)
+		workflow.GetLogger(ctx).Warn("clone lease not given back; the admission finds it out", "storage", l.storage, "error", err)
 	}
 	l.held = false
 }

@@ -76,7 +76,8 @@ type CreateProxyResult struct {
 // while a delete of the same proxy that started earlier runs, and a delete that starts later
 // stops it (see exclusion.go).
 func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ CreateProxyResult, err error) {
-	defer recordOutcome(ctx, createMetrics, &err)
+	var t *tracker
+	defer func() { recordOutcome(ctx, createMetrics, in.UID, t, err) }()
 	if err := proxy.ValidateUID(in.UID); err != nil {
 		return CreateProxyResult{}, permanentf("create proxy: %v", err)
 	}
@@ -108,6 +109,9 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	}
 
 	c, err := newCreate(ctx, w.Config, in, started)
+	if c != nil {
+		t = c.t
+	}
 	if err != nil {
 		if drainRequests(); deleteRequested {
 			tellClosed(ctx, DeleteWorkflowID(in.UID), createClosedSignal, createClosed{})

@@ -37,7 +37,8 @@ type DeleteProxyResult struct {
 // exclusion.go). A VM that is absent, or that does not carry the proxy's mark, is left alone.
 // Deleting twice succeeds twice.
 func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ DeleteProxyResult, err error) {
-	defer recordOutcome(ctx, deleteMetrics, &err)
+	var t *tracker
+	defer func() { recordOutcome(ctx, deleteMetrics, in.UID, t, err) }()
 	if err := proxy.ValidateUID(in.UID); err != nil {
 		return DeleteProxyResult{}, permanentf("delete proxy: %v", err)
 	}
@@ -53,7 +54,7 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 	if in.Name == "" {
 		in.Name = proxy.NameFromUID(in.UID)
 	}
-	t, err := newTracker(ctx, in.UID, in.Name)
+	t, err = newTracker(ctx, in.UID, in.Name)
 	if err != nil {
 		return DeleteProxyResult{}, err
 	}
@@ -103,7 +104,7 @@ func (d *deletion) run() (DeleteProxyResult, error) {
 	}
 	res := DeleteProxyResult{Destroyed: []activities.VMRef{}, Skipped: h.Foreign}
 	if len(h.Foreign) > 0 {
-		workflow.GetLogger(d.ctx).Info("Leaving VMs with the proxy's name but without its mark alone", "name", d.in.Name, "vmids", h.Foreign)
+		workflow.GetLogger(d.ctx).Debug("leaving VMs with the proxy's name but without its mark alone", "name", d.in.Name, "vmids", h.Foreign)
 	}
 	nodes := slices.Clone(d.s.Nodes)
 	for _, v := range h.Ours {
@@ -161,7 +162,7 @@ func (d *deletion) destroy(v *vm) (destroyed bool, err error) {
 			return gone, err
 		}
 		if owner, _ := proxy.OwnerOf(cfg); owner != d.uid {
-			workflow.GetLogger(d.ctx).Warn("Leaving a VM alone whose mark changed since it was looked up", "vmid", v.VMID, "node", v.Node)
+			workflow.GetLogger(d.ctx).Warn("leaving a VM alone whose mark changed since it was looked up", "vmid", v.VMID, "node", v.Node)
 			return false, nil
 		}
 		var st pve.VMStatus

@@ -93,6 +93,6 @@ func tellClosed(ctx workflow.Context, workflowID, signal string, payload any) {
 	ctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	if err := workflow.SignalExternalWorkflow(ctx, workflowID, "", signal, payload).Get(ctx, nil); err != nil {
-		workflow.GetLogger(ctx).Warn("The run waiting for this one could not be told that it closed", "workflowID", workflowID, "error", err)
+		workflow.GetLogger(ctx).Warn("the run waiting for this one could not be told that it closed", "workflowID", workflowID, "error", err)
 	}
 }

@@ -96,7 +96,8 @@ func (r CollectGarbageResult) Failed() bool {
 // Nothing younger than the grace period is taken. Everything is listed before anything is
 // deleted: a list call failing fails the run, and deletes nothing. A deletion that fails is
 // reported in the result, and the run goes on with the others.
-func (w *Workflows) CollectGarbage(ctx workflow.Context, in CollectGarbageInput) (CollectGarbageResult, error) {
+func (w *Workflows) CollectGarbage(ctx workflow.Context, in CollectGarbageInput) (res CollectGarbageResult, err error) {
+	defer func() { logCollection(ctx, res, err) }()
 	switch {
 	case len(in.Keep) == 0 && !in.KeepNone:
 		return CollectGarbageResult{}, permanentf("collect garbage: the kept set is empty; set KeepNone to collect every proxy")
@@ -110,7 +111,7 @@ func (w *Workflows) CollectGarbage(ctx workflow.Context, in CollectGarbageInput)
 		return CollectGarbageResult{}, err
 	}
 	g := &collector{ctx: ctx, s: s, t: &tracker{ctx: ctx}, in: in, cutoff: workflow.Now(ctx).Add(-in.Grace)}
-	res, err := g.find()
+	res, err = g.find()
 	if err != nil || in.DryRun {
 		return res, err
 	}
@@ -121,6 +122,35 @@ func (w *Workflows) CollectGarbage(ctx workflow.Context, in CollectGarbageInput)
 		return CollectGarbageResult{}, err
 	}
 	return res, nil
+}
+
+// logCollection logs at info how a collection ended: the one info line of a run, with how many
+// VMs and ISOs it found and deleted, and how long it took.
+func logCollection(ctx workflow.Context, res CollectGarbageResult, err error) {
+	took := workflow.Now(ctx).Sub(workflow.GetInfo(ctx).WorkflowStartTime)
+	if err != nil {
+		workflow.GetLogger(ctx).Info("gc failed", "duration", took, "error", err)
+		return
+	}
+	count := func(outcome string) (vms, isos int) {
+		for _, v := range res.VMs {
+			if v.Outcome == outcome {
+				vms++
+			}
+		}
+		for _, i := range res.ISOs {
+			if i.Outcome == outcome {
+				isos++
+			}
+		}
+		return vms, isos
+	}
+	foundVMs, foundISOs := count(GarbageFound)
+	deletedVMs, deletedISOs := count(GarbageDeleted)
+	failedVMs, failedISOs := count(GarbageFailed)
+	workflow.GetLogger(ctx).Info("gc completed", "dryRun", res.DryRun, "duration", took,
+		"vmsFound", foundVMs, "isosFound", foundISOs, "vmsDeleted", deletedVMs, "isosDeleted", deletedISOs,
+		"vmsFailed", failedVMs, "isosFailed", failedISOs)
 }
 
 type collector struct {
@@ -149,7 +179,7 @@ func (g *collector) find() (CollectGarbageResult, error) {
 	young := make(map[string]bool)
 	for _, p := range marked.Proxies {
 		if p.CreatedAt.After(g.cutoff) {
-			workflow.GetLogger(g.ctx).Info("Leaving the VMs of a UID with a VM younger than the grace period", "vmid", p.VMID, "uid", p.UID, "createdAt", p.CreatedAt)
+			workflow.GetLogger(g.ctx).Debug("leaving the VMs of a UID with a VM younger than the grace period", "vmid", p.VMID, "uid", p.UID, "createdAt", p.CreatedAt)
 			young[p.UID] = true
 		}
 	}

@@ -139,7 +139,7 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 	}
 	logger := workflow.GetLogger(ctx)
 	for _, n := range res.Nodes {
-		logger.Info("Node checked", "node", n.Name, "healthy", n.Healthy, "reason", n.Reason, "message", n.Message)
+		logger.Info("node checked", "node", n.Name, "healthy", n.Healthy, "reason", n.Reason, "message", n.Message)
 	}
 	return res, nil
 }

@@ -90,10 +90,10 @@ func listMarked(ctx workflow.Context, s settings) (ListProxiesResult, []pve.VMRe
 			case temporal.IsCanceledError(err):
 				return ListProxiesResult{}, nil, err
 			case isType(err, activities.ErrNotFound):
-				logger.Info("Leaving out a VM gone since cluster resources listed it", "vmid", r.VMID, "node", r.Node)
+				logger.Debug("leaving out a VM gone since cluster resources listed it", "vmid", r.VMID, "node", r.Node)
 				continue
 			case err != nil:
-				logger.Warn("Skipping a VM whose config cannot be read", "vmid", r.VMID, "node", r.Node, "error", err)
+				logger.Warn("skipping a VM whose config cannot be read", "vmid", r.VMID, "node", r.Node, "error", err)
 				res.Unreadable = append(res.Unreadable, r.VMID)
 				continue
 			}

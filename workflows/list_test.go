@@ -146,7 +146,7 @@ func TestListByTag_unreadableVMSkippedWithALogLine(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int{100200}, listedVMIDs(res))
 	assert.Equal(t, []int{100100}, res.Unreadable)
-	assert.Regexp(t, `Skipping a VM whose config cannot be read.*vmid=100100.*got no worker`, w.log.String())
+	assert.Regexp(t, `skipping a VM whose config cannot be read.*vmid=100100.*got no worker`, w.log.String())
 }
 
 // configFails is a cluster on which the config of one VM cannot be read.

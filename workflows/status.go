@@ -106,6 +106,6 @@ func (t *tracker) upsert(updates ...temporal.SearchAttributeUpdate) error {
 // itself goes on.
 func (t *tracker) logErr(err error) {
 	if err != nil {
-		workflow.GetLogger(t.ctx).Warn("Search attribute update failed", "error", err)
+		workflow.GetLogger(t.ctx).Warn("search attribute update failed", "error", err)
 	}
 }
