@@ -1,6 +1,6 @@
-// Package activities is the only place where pveflow touches Proxmox. Each activity maps one to
-// one to a method of the pve.API seam, so a workflow history and the Temporal UI read like the
-// Proxmox calls they are.
+// Package activities is the only place where pveflow touches Proxmox. Each activity but
+// DescribeRun, which asks Temporal about a workflow run, maps one to one to a method of the
+// pve.API seam, so a workflow history and the Temporal UI read like the Proxmox calls they are.
 //
 // The method names are recorded in workflow histories as activity types: renaming one breaks the
 // replay of every history that used it. Activities is registered as a whole, so it has no other
@@ -24,13 +24,15 @@ import (
 	"github.com/pveflow/pveflow/internal/telemetry"
 )
 
-// Activities holds what the activities need: the seam, the provider config, and where UploadISO
-// reads the user-data of a run.
+// Activities holds what the activities need: the seam, the provider config, where UploadISO
+// reads the user-data of a run, and where DescribeRun asks Temporal about a run.
 type Activities struct {
 	API     pve.API
 	Proxmox config.Proxmox
 	// StartInput reads the user-data from a run's input; a worker's is a HistoryStartInput.
 	StartInput StartInput
+	// Runs describes workflow runs; a worker's is the same HistoryStartInput.
+	Runs Runs
 	// Now is the clock used to say how long a task has been running; time.Now when nil.
 	Now func() time.Time
 }

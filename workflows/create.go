@@ -84,46 +84,28 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	if err := ValidateUserData(in.UserData); err != nil {
 		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
 	}
-	started := opStarted{StartedAt: workflow.GetInfo(ctx).WorkflowStartTime}
 	// A later DeleteProxy of the same UID asks this run to stop by a signal (a cancel request
-	// would be accepted even by a closed run, leaving the delete to wait for an answer in vain).
-	// The run stops its work and then tells the delete which VM it was working on.
+	// would be accepted even by a closed run); the delete then waits for the run to close.
 	ctx, stop := workflow.WithCancel(ctx)
 	deleteRequests := workflow.GetSignalChannel(ctx, deleteRequestedSignal)
-	stopsThis := func(req opStarted) bool { return req.stopsCreate(started.StartedAt) }
 	deleteRequested := false
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		for !deleteRequested {
-			var req opStarted
-			deleteRequests.Receive(ctx, &req)
-			deleteRequested = stopsThis(req)
-		}
+		deleteRequests.Receive(ctx, nil)
+		deleteRequested = true
 		stop()
 	})
-	// A request that arrived with the last step's result has not reached the goroutine yet.
-	drainRequests := func() {
-		var req opStarted
-		for deleteRequests.ReceiveAsync(&req) {
-			deleteRequested = deleteRequested || stopsThis(req)
-		}
-	}
 
-	c, err := newCreate(ctx, w.Config, in, started)
-	if c != nil {
-		t = c.t
-	}
+	c, err := newCreate(ctx, w.Config, in, workflow.GetInfo(ctx).WorkflowStartTime)
 	if err != nil {
-		if drainRequests(); deleteRequested {
-			tellClosed(ctx, DeleteWorkflowID(in.UID), createClosedSignal, createClosed{})
-		}
 		return CreateProxyResult{}, err
 	}
+	t = c.t
 	res, err := c.run()
-	drainRequests()
+	// A request that arrived with the last step's result has not reached the goroutine yet.
+	deleteRequested = deleteRequested || deleteRequests.ReceiveAsync(nil)
 	switch {
 	case deleteRequested:
 		c.t.phase(PhaseCancelled, "stopped for a delete of the same proxy")
-		tellClosed(ctx, DeleteWorkflowID(in.UID), createClosedSignal, createClosed{Node: c.t.status.Node, VMID: c.t.status.VMID, UPID: c.t.status.UPID})
 		return CreateProxyResult{}, temporal.NewCanceledError("a DeleteProxy of the same proxy stopped this create")
 	case ctx.Err() != nil:
 		c.t.phase(PhaseCancelled, c.t.status.Step)
@@ -145,16 +127,17 @@ type resolved struct {
 
 type create struct {
 	proxyOps
-	in      CreateProxyInput
-	p       config.Placement
-	started opStarted
+	in CreateProxyInput
+	p  config.Placement
+	// started is when the run started, as Temporal recorded it.
+	started time.Time
 	// vm is the VM being created, once it is known.
 	vm vm
 	// createdAt is written into the mark of the VM this run clones.
 	createdAt time.Time
 }
 
-func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, started opStarted) (*create, error) {
+func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, started time.Time) (*create, error) {
 	if in.Name == "" {
 		in.Name = proxy.NameFromUID(in.UID)
 	}
@@ -191,11 +174,7 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, sta
 }
 
 func (c *create) run() (CreateProxyResult, error) {
-	err := peer{
-		workflowID: DeleteWorkflowID(c.uid), announce: createStartedSignal, self: c.started, closed: deleteClosedSignal,
-		phase: PhaseAwaitingDelete, step: "wait for " + DeleteWorkflowID(c.uid) + ", which started earlier, to finish",
-	}.await(c.ctx, c.s, c.t)
-	if err != nil {
+	if err := c.awaitEarlierDelete(); err != nil {
 		return CreateProxyResult{}, err
 	}
 	c.t.phase(PhaseLookingUp, "look up the proxy's VMs")
@@ -643,13 +622,6 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 		CreatedAt:  createdAt,
 		IPv4:       agent.IPv4,
 	}, nil
-}
-
-// createClosed is the createClosedSignal's payload.
-type createClosed struct {
-	Node string   `json:"node,omitempty"`
-	VMID int      `json:"vmid,omitempty"`
-	UPID pve.UPID `json:"upid,omitempty"`
 }
 
 // waitTask waits for a Proxmox task within budget, showing it as the current step. It returns

@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -65,10 +66,9 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 	d := &deletion{
 		proxyOps: proxyOps{ctx: ctx, s: s, t: t, uid: in.UID, name: in.Name},
 		in:       in,
-		started:  opStarted{StartedAt: workflow.GetInfo(ctx).WorkflowStartTime},
+		started:  workflow.GetInfo(ctx).WorkflowStartTime,
 	}
 	res, err := d.run()
-	d.releaseLaterCreate()
 	if err != nil {
 		t.failed(err)
 		return DeleteProxyResult{}, err
@@ -79,19 +79,13 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 
 type deletion struct {
 	proxyOps
-	in      DeleteProxyInput
-	started opStarted
-	// laterCreate is set when a create of the same proxy that started later waits for this run.
-	laterCreate bool
+	in DeleteProxyInput
+	// started is when the run started, as Temporal recorded it.
+	started time.Time
 }
 
 func (d *deletion) run() (DeleteProxyResult, error) {
-	err := peer{
-		workflowID: CreateWorkflowID(d.uid), announce: deleteRequestedSignal, self: d.started, closed: createClosedSignal,
-		theirs: createStartedSignal, onTheirs: d.noteCreate,
-		phase: PhaseStoppingCreate, step: "stop " + CreateWorkflowID(d.uid) + ", which started earlier, and wait for it to close",
-	}.await(d.ctx, d.s, d.t)
-	if err != nil {
+	if err := d.stopEarlierCreate(); err != nil {
 		return DeleteProxyResult{}, err
 	}
 	d.t.phase(PhaseLookingUp, "look up the proxy's VMs")
@@ -126,27 +120,6 @@ func (d *deletion) run() (DeleteProxyResult, error) {
 		volids = append(volids, proxy.SeedVolID(d.s.ISOStorage, d.in.Name))
 	}
 	return res, d.deleteSeed(slices.Compact(nodes), volids)
-}
-
-// noteCreate takes a create's announcement: one that started later waits for this run, which
-// then stops waiting for it and tells it when it closes.
-func (d *deletion) noteCreate(create opStarted) (stopWaiting bool) {
-	later := !d.started.stopsCreate(create.StartedAt)
-	d.laterCreate = d.laterCreate || later
-	return later
-}
-
-// releaseLaterCreate tells a create of the same proxy that started later, and waits, that this
-// run has closed.
-func (d *deletion) releaseLaterCreate() {
-	announcements := workflow.GetSignalChannel(d.ctx, createStartedSignal)
-	var create opStarted
-	for announcements.ReceiveAsync(&create) {
-		d.noteCreate(create)
-	}
-	if d.laterCreate {
-		tellClosed(d.ctx, CreateWorkflowID(d.uid), deleteClosedSignal, nil)
-	}
 }
 
 // destroy stops and destroys a VM of the proxy: once no lock (a clone still copying, a backup)

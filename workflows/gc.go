@@ -87,9 +87,8 @@ func (r CollectGarbageResult) Failed() bool {
 //   - VMs with pveflow's mark whose UID is not in Keep, through a DeleteProxy of that UID, a child
 //     with the delete's own workflow ID, so that a create and a delete of the UID still exclude
 //     each other and only VMs with the UID's mark go. A UID whose create runs is skipped: it is
-//     not garbage yet. It is found by announcing this run to the create's workflow ID (the probe
-//     signal), which fails when no create runs, as exclusion.go's announcements do. A UID whose
-//     delete runs is skipped too: the child's start finds it running.
+//     not garbage yet: DescribeRun asks Temporal, as exclusion.go does. A UID whose delete runs
+//     is skipped too: the child's start finds it running.
 //   - seed ISOs named after a UID (proxy.SeedISOOwner) of a name that no VM has, with the
 //     DeleteVolume call, after the VMs and only if a fresh look still finds no VM of the name.
 //
@@ -191,11 +190,18 @@ func (g *collector) find() (CollectGarbageResult, error) {
 		v := GarbageVM{UID: p.UID, VMID: p.VMID, Node: p.Node, Name: p.Name, Outcome: GarbageFound}
 		if p.UID == "" {
 			v.Outcome, v.Detail = GarbageSkipped, "its mark carries no UID: delete it by hand"
-		} else if runs, probed := creating[p.UID]; runs || !probed && g.createRuns(p.UID) {
-			creating[p.UID] = true
+			res.VMs = append(res.VMs, v)
+			continue
+		}
+		runs, asked := creating[p.UID]
+		if !asked {
+			if runs, err = g.createRuns(p.UID); err != nil {
+				return res, err
+			}
+			creating[p.UID] = runs
+		}
+		if runs {
 			v.Outcome, v.Detail = GarbageSkipped, CreateWorkflowID(p.UID)+" runs"
-		} else {
-			creating[p.UID] = false
 		}
 		res.VMs = append(res.VMs, v)
 	}
@@ -249,10 +255,16 @@ func seedOwners(marked ListProxiesResult, resources []pve.VMResource) map[string
 	return owners
 }
 
-// createRuns reports whether the CreateProxy of uid runs, by announcing this run to it: the
-// signal fails when no create runs. A running create receives the probe and ignores it.
-func (g *collector) createRuns(uid string) bool {
-	return workflow.SignalExternalWorkflow(g.ctx, CreateWorkflowID(uid), "", gcProbeSignal, nil).Get(g.ctx, nil) == nil
+// createRuns reports whether the CreateProxy of uid runs, as Temporal describes it.
+func (g *collector) createRuns(uid string) (bool, error) {
+	var a *activities.Activities
+	step := "describe workflow " + CreateWorkflowID(uid)
+	g.t.step(step)
+	var run activities.RunInfo
+	if err := execute(g.ctx, g.s.readOptions(step), a.DescribeRun, activities.DescribeRunRequest{WorkflowID: CreateWorkflowID(uid)}).Get(g.ctx, &run); err != nil {
+		return false, fail(step, err)
+	}
+	return run.Running, nil
 }
 
 // deleteVMs deletes the VMs found, one DeleteProxy per UID, listConcurrency UIDs at a time.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
 
@@ -186,10 +185,8 @@ func TestCollectGarbage_uidWithRunningCreateSkipped(t *testing.T) {
 	w := newWorld(t)
 	orphan := proxyVM(w, otherUID, true)
 	w.add(orphan)
-	env := w.bareEnv()
-	// The create of otherUID runs: the probe reaches it.
-	env.OnSignalExternalWorkflow(mock.Anything, workflows.CreateWorkflowID(otherUID), "", "gc-probe", mock.Anything).Return(nil)
-	w.peersDoNotRun(env)
+	env := w.env()
+	w.runs.start(workflows.CreateWorkflowID(otherUID), w.clock.Now().Add(-time.Minute))
 
 	res, err := w.collectIn(env, workflows.CollectGarbageInput{Keep: []string{uid}})
 

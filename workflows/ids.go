@@ -35,20 +35,9 @@ const (
 // StatusQuery is the query both workflows answer with their Status.
 const StatusQuery = "status"
 
-// Signals between the CreateProxy and the DeleteProxy of one UID (see exclusion.go). Each
-// announces itself with its start time when it starts: a delete's announcement stops an earlier
-// create, which answers, once none of its activities runs any more, with the VM it was working
-// on; a create's announcement makes it wait for an earlier delete, which answers when it closes.
-const (
-	deleteRequestedSignal = "delete-requested"
-	createClosedSignal    = "create-closed"
-	createStartedSignal   = "create-started"
-	deleteClosedSignal    = "delete-closed"
-)
-
-// gcProbeSignal is how CollectGarbage asks whether the create of a UID runs: the signal fails
-// when it does not. A create ignores it.
-const gcProbeSignal = "gc-probe"
+// deleteRequestedSignal is how a DeleteProxy stops the CreateProxy of the same UID that started
+// before it (see exclusion.go).
+const deleteRequestedSignal = "delete-requested"
 
 // CreateWorkflowID is the workflow ID of the CreateProxy of a Proxy UID.
 //
