@@ -54,6 +54,8 @@ type GarbageVM struct {
 	Name    string `json:"name"`
 	Outcome string `json:"outcome"`
 	Detail  string `json:"detail,omitempty"`
+	// Age is how old the VM was by its mark when the run looked; it is set on the young ones.
+	Age time.Duration `json:"age,omitempty"`
 }
 
 // GarbageISO is a seed ISO of a name no VM has.
@@ -64,6 +66,8 @@ type GarbageISO struct {
 	CreatedAt time.Time `json:"createdAt"`
 	Outcome   string    `json:"outcome"`
 	Detail    string    `json:"detail,omitempty"`
+	// Age is how old the ISO was when the run looked; it is set on the young ones.
+	Age time.Duration `json:"age,omitempty"`
 }
 
 // CollectGarbageResult is what CollectGarbage returns.
@@ -74,6 +78,13 @@ type CollectGarbageResult struct {
 	// Unreadable are the VMIDs of candidates whose config could not be read: they may be
 	// proxies, and are left alone.
 	Unreadable []int `json:"unreadable,omitempty"`
+	// Grace is the grace period the run applied.
+	Grace time.Duration `json:"grace"`
+	// YoungVMs and YoungISOs would be garbage but are younger than the grace period, and are
+	// left alone (GarbageSkipped), each with its age: the VMs of a UID with a young VM, and
+	// young seed ISOs of a name no VM has.
+	YoungVMs  []GarbageVM  `json:"youngVMs,omitempty"`
+	YoungISOs []GarbageISO `json:"youngISOs,omitempty"`
 }
 
 // Failed reports whether deleting any piece of garbage failed.
@@ -163,7 +174,7 @@ type collector struct {
 
 // find lists the garbage, each piece GarbageFound, or GarbageSkipped with the reason.
 func (g *collector) find() (CollectGarbageResult, error) {
-	res := CollectGarbageResult{DryRun: g.in.DryRun, VMs: []GarbageVM{}, ISOs: []GarbageISO{}}
+	res := CollectGarbageResult{DryRun: g.in.DryRun, Grace: g.in.Grace, VMs: []GarbageVM{}, ISOs: []GarbageISO{}}
 	marked, resources, err := listMarked(g.ctx, g.s)
 	if err != nil {
 		return res, err
@@ -178,16 +189,24 @@ func (g *collector) find() (CollectGarbageResult, error) {
 	young := make(map[string]bool)
 	for _, p := range marked.Proxies {
 		if p.CreatedAt.After(g.cutoff) {
-			workflow.GetLogger(g.ctx).Debug("leaving the VMs of a UID with a VM younger than the grace period", "vmid", p.VMID, "uid", p.UID, "createdAt", p.CreatedAt)
 			young[p.UID] = true
 		}
 	}
+	now := workflow.Now(g.ctx)
 	creating := make(map[string]bool)
 	for _, p := range marked.Proxies {
-		if young[p.UID] || slices.Contains(g.in.Keep, p.UID) {
+		if slices.Contains(g.in.Keep, p.UID) {
 			continue
 		}
 		v := GarbageVM{UID: p.UID, VMID: p.VMID, Node: p.Node, Name: p.Name, Outcome: GarbageFound}
+		if young[p.UID] {
+			v.Outcome, v.Detail, v.Age = GarbageSkipped, "younger than the grace period", now.Sub(p.CreatedAt)
+			if !p.CreatedAt.After(g.cutoff) {
+				v.Detail = "its UID has a VM younger than the grace period"
+			}
+			res.YoungVMs = append(res.YoungVMs, v)
+			continue
+		}
 		if p.UID == "" {
 			v.Outcome, v.Detail = GarbageSkipped, "its mark carries no UID: delete it by hand"
 			res.VMs = append(res.VMs, v)
@@ -207,14 +226,19 @@ func (g *collector) find() (CollectGarbageResult, error) {
 	}
 	owners := seedOwners(marked, resources)
 	for _, iso := range isos {
-		if name, _ := proxy.SeedISOOwner(iso.VolID); !owners[name] {
+		switch name, _ := proxy.SeedISOOwner(iso.VolID); {
+		case owners[name]:
+		case iso.CreatedAt.After(g.cutoff):
+			iso.Outcome, iso.Detail, iso.Age = GarbageSkipped, "younger than the grace period", now.Sub(iso.CreatedAt)
+			res.YoungISOs = append(res.YoungISOs, iso)
+		default:
 			res.ISOs = append(res.ISOs, iso)
 		}
 	}
 	return res, nil
 }
 
-// seedISOs lists the seed ISOs on every configured node that are older than the grace period.
+// seedISOs lists the seed ISOs on every configured node.
 func (g *collector) seedISOs() ([]GarbageISO, error) {
 	var a *activities.Activities
 	var out []GarbageISO
@@ -229,7 +253,7 @@ func (g *collector) seedISOs() ([]GarbageISO, error) {
 		}
 		for _, v := range vols {
 			created := time.Unix(v.CTime, 0).UTC()
-			if _, seed := proxy.SeedISOOwner(v.VolID); !seed || created.After(g.cutoff) {
+			if _, seed := proxy.SeedISOOwner(v.VolID); !seed {
 				continue
 			}
 			out = append(out, GarbageISO{VolID: v.VolID, Node: node, Storage: g.s.ISOStorage, CreatedAt: created, Outcome: GarbageFound})
