@@ -16,15 +16,19 @@ type Workflows struct {
 	Config config.Config
 }
 
-// Register registers every workflow under its recorded name.
+// Register registers every workflow under its recorded name, with its versioning behavior
+// (deployment.go): the short workflows Pinned, CloneAdmission AutoUpgrade.
 func (w *Workflows) Register(r worker.WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(w.CreateProxy, workflow.RegisterOptions{Name: CreateProxyName})
-	r.RegisterWorkflowWithOptions(w.DeleteProxy, workflow.RegisterOptions{Name: DeleteProxyName})
-	r.RegisterWorkflowWithOptions(w.CloneAdmission, workflow.RegisterOptions{Name: CloneAdmissionName})
-	r.RegisterWorkflowWithOptions(w.GetProxy, workflow.RegisterOptions{Name: GetProxyName})
-	r.RegisterWorkflowWithOptions(w.ListProxies, workflow.RegisterOptions{Name: ListProxiesName})
-	r.RegisterWorkflowWithOptions(w.CheckHealth, workflow.RegisterOptions{Name: CheckHealthName})
-	r.RegisterWorkflowWithOptions(w.CollectGarbage, workflow.RegisterOptions{Name: CollectGarbageName})
+	short := func(name string) workflow.RegisterOptions {
+		return workflow.RegisterOptions{Name: name, VersioningBehavior: shortWorkflowBehavior}
+	}
+	r.RegisterWorkflowWithOptions(w.CreateProxy, short(CreateProxyName))
+	r.RegisterWorkflowWithOptions(w.DeleteProxy, short(DeleteProxyName))
+	r.RegisterWorkflowWithOptions(w.GetProxy, short(GetProxyName))
+	r.RegisterWorkflowWithOptions(w.ListProxies, short(ListProxiesName))
+	r.RegisterWorkflowWithOptions(w.CheckHealth, short(CheckHealthName))
+	r.RegisterWorkflowWithOptions(w.CollectGarbage, short(CollectGarbageName))
+	r.RegisterWorkflowWithOptions(w.CloneAdmission, workflow.RegisterOptions{Name: CloneAdmissionName, VersioningBehavior: cloneAdmissionBehavior})
 }
 
 // settings is what a run takes from the worker's configuration. It is read once, in a side
