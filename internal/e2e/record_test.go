@@ -1,9 +1,11 @@
 //go:build record
 
-// Recording the histories that TestReplay_recordedHistories replays: `make histories`.
-// Record new files beside the old ones when a workflow changes. A history is never recorded
-// again: a scenario whose file exists is skipped, since a re-recorded history replays the code
-// that recorded it and so cannot catch a change that breaks the runs already out there.
+// Recording the histories that TestReplay_recordedHistories replays: `make histories`. A
+// scenario whose file exists is skipped. A change that breaks the replay of a short workflow's
+// history (they run pinned to their build) deletes the files of the scenarios it changes and
+// records them again in the same commit; a change to the auto-upgrading CloneAdmission keeps its
+// old histories, as their runs move to the new code (docs/architecture.md, "Changing a
+// workflow").
 
 package e2e_test
 
