@@ -1,6 +1,6 @@
-// Package activities is the only place where pveflow touches Proxmox. Each activity maps one to
-// one to a method of the pve.API seam, so a workflow history and the Temporal UI read like the
-// Proxmox calls they are.
+// Package activities is the only place where pveflow touches Proxmox. Each activity but
+// DescribeRun, which asks Temporal about a workflow run, maps one to one to a method of the
+// pve.API seam, so a workflow history and the Temporal UI read like the Proxmox calls they are.
 //
 // The method names are recorded in workflow histories as activity types: renaming one breaks the
 // replay of every history that used it. Activities is registered as a whole, so it has no other
@@ -24,13 +24,15 @@ import (
 	"github.com/pveflow/pveflow/internal/telemetry"
 )
 
-// Activities holds what the activities need: the seam, the provider config, and where UploadISO
-// reads the user-data of a run.
+// Activities holds what the activities need: the seam, the provider config, where UploadISO
+// reads the user-data of a run, and where DescribeRun asks Temporal about a run.
 type Activities struct {
 	API     pve.API
 	Proxmox config.Proxmox
 	// StartInput reads the user-data from a run's input; a worker's is a HistoryStartInput.
 	StartInput StartInput
+	// Runs describes workflow runs; a worker's is the same HistoryStartInput.
+	Runs Runs
 	// Now is the clock used to say how long a task has been running; time.Now when nil.
 	Now func() time.Time
 }
@@ -154,12 +156,7 @@ type CloneRequest struct {
 // Clone starts a clone of a template and returns its task.
 func (a *Activities) Clone(ctx context.Context, req CloneRequest) (pve.UPID, error) {
 	telemetry.PVETarget{Node: req.Node, VMID: req.Params.NewID}.Annotate(ctx)
-	upid, err := a.API.Clone(ctx, req.Node, req.TemplateVMID, req.Params)
-	if err != nil {
-		return "", failure(fmt.Sprintf("clone template %d on node %s to VM %d", req.TemplateVMID, req.Node, req.Params.NewID), err)
-	}
-	telemetry.PVETarget{UPID: upid}.Annotate(ctx)
-	return upid, nil
+	return startTask(ctx, fmt.Sprintf("clone template %d on node %s to VM %d", req.TemplateVMID, req.Node, req.Params.NewID), func() (pve.UPID, error) { return a.API.Clone(ctx, req.Node, req.TemplateVMID, req.Params) })
 }
 
 // ResizeRequest is the input of Resize.
@@ -173,45 +170,25 @@ type ResizeRequest struct {
 // Resize starts growing a VM's disk and returns its task.
 func (a *Activities) Resize(ctx context.Context, req ResizeRequest) (pve.UPID, error) {
 	req.annotate(ctx)
-	upid, err := a.API.Resize(ctx, req.Node, req.VMID, req.Disk, req.Size)
-	if err != nil {
-		return "", failure(fmt.Sprintf("resize disk %s of %s to %s", req.Disk, req.VMRef, req.Size), err)
-	}
-	telemetry.PVETarget{UPID: upid}.Annotate(ctx)
-	return upid, nil
+	return startTask(ctx, fmt.Sprintf("resize disk %s of %s to %s", req.Disk, req.VMRef, req.Size), func() (pve.UPID, error) { return a.API.Resize(ctx, req.Node, req.VMID, req.Disk, req.Size) })
 }
 
 // Start starts a VM and returns the start task.
 func (a *Activities) Start(ctx context.Context, ref VMRef) (pve.UPID, error) {
 	ref.annotate(ctx)
-	upid, err := a.API.Start(ctx, ref.Node, ref.VMID)
-	if err != nil {
-		return "", failure("start "+ref.String(), err)
-	}
-	telemetry.PVETarget{UPID: upid}.Annotate(ctx)
-	return upid, nil
+	return startTask(ctx, "start "+ref.String(), func() (pve.UPID, error) { return a.API.Start(ctx, ref.Node, ref.VMID) })
 }
 
 // Stop stops a VM and returns the stop task.
 func (a *Activities) Stop(ctx context.Context, ref VMRef) (pve.UPID, error) {
 	ref.annotate(ctx)
-	upid, err := a.API.Stop(ctx, ref.Node, ref.VMID)
-	if err != nil {
-		return "", failure("stop "+ref.String(), err)
-	}
-	telemetry.PVETarget{UPID: upid}.Annotate(ctx)
-	return upid, nil
+	return startTask(ctx, "stop "+ref.String(), func() (pve.UPID, error) { return a.API.Stop(ctx, ref.Node, ref.VMID) })
 }
 
 // Destroy destroys a stopped VM with its unreferenced disks and returns the destroy task.
 func (a *Activities) Destroy(ctx context.Context, ref VMRef) (pve.UPID, error) {
 	ref.annotate(ctx)
-	upid, err := a.API.Destroy(ctx, ref.Node, ref.VMID)
-	if err != nil {
-		return "", failure("destroy "+ref.String(), err)
-	}
-	telemetry.PVETarget{UPID: upid}.Annotate(ctx)
-	return upid, nil
+	return startTask(ctx, "destroy "+ref.String(), func() (pve.UPID, error) { return a.API.Destroy(ctx, ref.Node, ref.VMID) })
 }
 
 // What a VMStatus call can wait for.
@@ -300,7 +277,7 @@ func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 		return TaskResult{}, failure(what+" task", err)
 	}
 	if warnings > 0 {
-		activity.GetLogger(ctx).Warn("Proxmox task ended with warnings", "task", what, "upid", string(req.UPID), "node", node, "exitStatus", s.ExitStatus)
+		activity.GetLogger(ctx).Warn("proxmox task ended with warnings", "task", what, "upid", string(req.UPID), "node", node, "exitStatus", s.ExitStatus)
 	}
 	return TaskResult{UPID: req.UPID, ExitStatus: s.ExitStatus, Warnings: warnings}, nil
 }
@@ -406,9 +383,15 @@ type DeleteVolumeRequest struct {
 // finished within the request.
 func (a *Activities) DeleteVolume(ctx context.Context, req DeleteVolumeRequest) (pve.UPID, error) {
 	req.annotate(ctx)
-	upid, err := a.API.DeleteVolume(ctx, req.Node, req.Storage, req.VolID)
+	return startTask(ctx, fmt.Sprintf("delete volume %s on node %s", req.VolID, req.Node), func() (pve.UPID, error) { return a.API.DeleteVolume(ctx, req.Node, req.Storage, req.VolID) })
+}
+
+// startTask makes call, which starts a Proxmox task, and puts the task on the activity's span.
+// A failed call is the failure of step.
+func startTask(ctx context.Context, step string, call func() (pve.UPID, error)) (pve.UPID, error) {
+	upid, err := call()
 	if err != nil {
-		return "", failure(fmt.Sprintf("delete volume %s on node %s", req.VolID, req.Node), err)
+		return "", failure(step, err)
 	}
 	telemetry.PVETarget{UPID: upid}.Annotate(ctx)
 	return upid, nil

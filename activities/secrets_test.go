@@ -69,8 +69,7 @@ func TestSecrets_neverInLogsErrorsOrResults(t *testing.T) {
 			{"Destroy", acts.Destroy, activities.VMRef{Node: "pve1", VMID: 999}},
 			{"TaskStatus", acts.TaskStatus, activities.TaskStatusRequest{UPID: "UPID:pve1:00000001:00000001:00000001:qmstart:1:root@pam:"}},
 			{"AgentNetworkInterfaces", acts.AgentNetworkInterfaces, activities.AgentRequest{VMRef: ref}},
-			{"UploadISO", acts.UploadISO, activities.UploadISORequest{StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"}, Name: "proxy-test", InstanceID: "uid", UserData: "#cloud-config\npassword: " + userDataSecret + "\n"}},
-			{"UploadISO", acts.UploadISO, activities.UploadISORequest{StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"}, Name: "proxy-test", InstanceID: "uid", UserDataFromStart: true}},
+			{"UploadISO", acts.UploadISO, activities.UploadISORequest{StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"}, Name: "proxy-test", Seed: "proxy-test", InstanceID: "uid"}},
 			{"DeleteVolume", acts.DeleteVolume, activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"}, VolID: "local:iso/proxy-test-seed.iso"}},
 		}
 		for _, failing := range []bool{false, true} {

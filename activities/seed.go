@@ -2,7 +2,6 @@ package activities
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,23 +17,18 @@ import (
 	"github.com/pveflow/pveflow/internal/telemetry"
 )
 
-// UploadISORequest is the input of UploadISO. The user-data may hold secrets: it goes onto the
-// ISO and nowhere else (no log line, error message or result carries it).
+// UploadISORequest is the input of UploadISO. It carries no user-data: the activity reads it
+// from the input the workflow run was started with (Activities.StartInput), so that the history
+// holds it once. The user-data may hold secrets: it goes onto the ISO and nowhere else (no log
+// line, error message or result carries it).
 type UploadISORequest struct {
 	StorageRef
 	// Name is the VM's name, and so the guest's hostname.
 	Name string `json:"name"`
-	// Seed names the ISO: it is stored as "<seed>-seed.iso". Empty means Name, as requests
-	// recorded before seed ISOs were named after the UID's default name have it.
-	Seed string `json:"seed,omitempty"`
+	// Seed names the ISO: it is stored as "<seed>-seed.iso".
+	Seed string `json:"seed"`
 	// InstanceID is cloud-init's instance-id; pveflow uses the Proxy UID.
 	InstanceID string `json:"instanceID"`
-	// UserDataFromStart has the activity read the user-data from the input the workflow run was
-	// started with (Activities.StartInput), so that the history holds it once. UserData is then
-	// empty.
-	UserDataFromStart bool `json:"userDataFromStart,omitempty"`
-	// UserData is the user-data, as requests recorded before UserDataFromStart carry it.
-	UserData string `json:"userData,omitempty"`
 }
 
 // UploadISOResult describes the uploaded seed ISO without its content.
@@ -50,17 +44,15 @@ type UploadISOResult struct {
 // ID, size and SHA-256 say what was uploaded without repeating it.
 func (a *Activities) UploadISO(ctx context.Context, req UploadISORequest) (UploadISOResult, error) {
 	req.annotate(ctx)
-	seed := cmp.Or(req.Seed, req.Name)
+	seed := req.Seed
 	step := fmt.Sprintf("upload seed ISO %s to storage %s on node %s", proxy.SeedISOName(seed), req.Storage, req.Node)
 	vendorData, err := nocloud.VendorData(a.Proxmox.VendorData, a.Proxmox.InstallGuestAgent)
 	if err != nil {
 		return UploadISOResult{}, failure(step, pve.Classified(pve.Permanent, fmt.Errorf("vendor-data: %w", err)))
 	}
-	userData := req.UserData
-	if req.UserDataFromStart {
-		if userData, err = a.startUserData(ctx); err != nil {
-			return UploadISOResult{}, failure(step, err)
-		}
+	userData, err := a.startUserData(ctx)
+	if err != nil {
+		return UploadISOResult{}, failure(step, err)
 	}
 	var iso bytes.Buffer
 	size, err := nocloud.Write(&iso, nocloud.Seed{

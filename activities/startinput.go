@@ -20,7 +20,8 @@ type StartInput interface {
 	UserData(ctx context.Context, workflowID, runID string) (string, error)
 }
 
-// HistoryStartInput is the StartInput of a worker: it reads the first event of the run's history
+// HistoryStartInput is the StartInput and the Runs of a worker, through the worker's client.
+// As a StartInput it reads the first event of the run's history
 // (WorkflowExecutionStarted, which holds the workflow's input) and decodes the input with the
 // data converter of the worker's client, so it reads an encrypted input as the workflow does.
 // Workers read histories anyway (to replay a workflow whose history is not cached), so the

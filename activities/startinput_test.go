@@ -161,7 +161,7 @@ func (s *startInput) UserData(_ context.Context, workflowID, runID string) (stri
 func seedRequest() activities.UploadISORequest {
 	return activities.UploadISORequest{
 		StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"},
-		Name:       "proxy-test", InstanceID: "uid-1", UserDataFromStart: true,
+		Name:       "proxy-test", Seed: "proxy-test", InstanceID: "uid-1",
 	}
 }
 

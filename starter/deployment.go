@@ -15,8 +15,9 @@ import (
 const promoteRetry = 500 * time.Millisecond
 
 // PromoteBuild makes buildID the current version of the worker deployment named deployment:
-// new runs start on it, and running ones move to it at their next workflow task (see
-// workflows.VersioningBehavior). The build's workers must be polling; until the server has
+// new runs start on it; running CloneAdmissions move to it at their next workflow task, and
+// the short workflows' runs stay on the build they started on (see workflows.DeploymentOptions).
+// The build's workers must be polling; until the server has
 // seen them, PromoteBuild asks again until ctx ends.
 func PromoteBuild(ctx context.Context, c client.Client, deployment, buildID string) error {
 	handle := c.WorkerDeploymentClient().GetHandle(deployment)

@@ -72,9 +72,8 @@ func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options, 
 		starter: starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(server.Namespace())),
 		register: func(r worker.Registry) {
 			(&workflows.Workflows{Config: cfg}).Register(r)
-			r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: &activities.HistoryStartInput{
-				Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter,
-			}})
+			temporalSide := &activities.HistoryStartInput{Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter}
+			r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide})
 		},
 	}
 	s.startWorker()

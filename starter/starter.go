@@ -116,8 +116,8 @@ func WithDataConverter(dc converter.DataConverter) Option {
 }
 
 // WithNamespace tells the Client the namespace its Temporal client was dialled with (the
-// Namespace of the options ClientOptions returns), which RetryWait, ExtendWait, PauseWait and
-// ResumeWait name in their calls. An empty namespace is the SDK's default, "default".
+// Namespace of the options ClientOptions returns), which RetryWait, PauseWait and ResumeWait
+// name in their calls. An empty namespace is the SDK's default, "default".
 func WithNamespace(namespace string) Option {
 	return func(c *Client) {
 		if namespace != "" {
@@ -266,9 +266,7 @@ type Wait struct {
 	// ScheduleToClose timeout).
 	Budget time.Duration `json:"budget,omitempty"`
 	// RetryDeadline is the end of Budget, from the activity's first attempt: Temporal retries no
-	// failed attempt past it. The workflow holds the wait to a deadline of its own
-	// (Status.WaitDeadline), which ExtendWait moves: when that is later, the workflow schedules
-	// the wait again, as a new activity, once this one gives up.
+	// failed attempt past it, and the run fails Transient; starting it again resumes.
 	RetryDeadline time.Time `json:"retryDeadline,omitzero"`
 }
 

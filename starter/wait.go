@@ -6,18 +6,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
-
-	"github.com/pveflow/pveflow/workflows"
 )
 
 // ErrNoPendingWait is what errors.Is finds in the error of a wait operation (RetryWait,
-// ExtendWait, PauseWait, ResumeWait) on a workflow that has no such wait: it has closed, it runs
+// PauseWait, ResumeWait) on a workflow that has no such wait: it has closed, it runs
 // no activity at the moment, or no pending activity has the ID asked for. The error's message
 // says which.
 var ErrNoPendingWait = errors.New("no pending wait")
@@ -44,30 +41,6 @@ func (c *Client) RetryWait(ctx context.Context, ref WaitRef) (Wait, error) {
 			Namespace: c.namespace, Execution: exec, Activity: &workflowservice.ResetActivityRequest_Id{Id: a.GetActivityId()},
 		})
 		return err
-	})
-}
-
-// ExtendWait gives the wait by more time: it sends the latest run of the workflow the
-// workflows.ExtendWaitSignal, naming the wait by its activity ID, and the workflow moves the
-// wait's deadline by by when it takes the signal. A signal is accepted with no worker running:
-// a wait whose budget runs out meanwhile is polled again, up to its new deadline, when a worker
-// comes back. Status.WaitDeadline shows the deadline once a worker has taken the signal; the
-// returned Wait is the pending activity, whose own Budget and RetryDeadline stay as they were
-// scheduled.
-//
-// A run started before waits could be extended, or a pending activity that is not a wait (a
-// Proxmox call retried on a lock), is refused: the workflow would ignore the signal.
-func (c *Client) ExtendWait(ctx context.Context, ref WaitRef, by time.Duration) (Wait, error) {
-	if by <= 0 {
-		return Wait{}, fmt.Errorf("extend wait by %s: the extension must be positive", by)
-	}
-	return c.actOnWait(ctx, ref, "extend", func(ctx context.Context, exec *commonpb.WorkflowExecution, a *workflowpb.PendingActivityInfo) error {
-		if !workflows.IsExtendableWait(a.GetActivityId()) {
-			return errors.New("it is not a wait the workflow can extend: a Proxmox call, or a wait of a run started before pveflow could extend waits " +
-				"(let the run fail and start it again, with budgets raised if need be)")
-		}
-		return c.temporal.SignalWorkflow(ctx, exec.GetWorkflowId(), exec.GetRunId(), workflows.ExtendWaitSignal,
-			workflows.ExtendWait{Extra: by.String(), ActivityID: a.GetActivityId()})
 	})
 }
 

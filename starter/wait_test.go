@@ -48,12 +48,6 @@ func (s *stack) awaitCloneEnd(t *testing.T) {
 	})
 }
 
-// awaitPast waits until the wall clock is past deadline.
-func awaitPast(t *testing.T, deadline time.Time) {
-	t.Helper()
-	eventually(t, "the clock passes "+deadline.String(), func() bool { return time.Now().After(deadline) })
-}
-
 func TestClient_progressWithTheWorkerStoppedIsDescribed(t *testing.T) {
 	s := startStack(t, time.Minute)
 	live := s.awaitCloneWait(t)
@@ -102,61 +96,6 @@ func TestClient_progressWithAWorkerSaysWhenItLastPolled(t *testing.T) {
 	assert.Empty(t, p.QueryError)
 	assert.Equal(t, 1, p.Workers.Pollers)
 	assert.WithinDuration(t, time.Now(), p.Workers.LastPoll, time.Minute)
-}
-
-func TestClient_extendWaitMovesTheDeadlineOfThePendingWait(t *testing.T) {
-	s := startStack(t, time.Minute)
-	before := s.awaitCloneWait(t)
-	require.False(t, before.WaitDeadline.IsZero(), "the status shows the wait's deadline")
-
-	w, err := s.starter.ExtendWait(ctx(t), starter.WaitRef{UID: uid, Op: starter.Create}, 30*time.Minute)
-
-	require.NoError(t, err)
-	assert.Equal(t, before.ActivityID, w.ActivityID)
-	assert.Equal(t, time.Minute, w.Budget, "the pending activity keeps the budget it was scheduled with")
-	eventually(t, "the workflow moves the wait's deadline", func() bool {
-		p, err := s.starter.Progress(ctx(t), uid, starter.Create)
-		return err == nil && p.WaitDeadline.Equal(before.WaitDeadline.Add(30*time.Minute))
-	})
-}
-
-// The acceptance of issue 12: a clone wait whose budget runs out while no worker runs, and
-// that was extended meanwhile, is polled again when a worker comes back, and the create
-// completes.
-func TestClient_anExtendedWaitOutlastsItsBudgetWhileNoWorkerRuns(t *testing.T) {
-	s := startStackWith(t, 4*time.Second, client.Options{}, cloneBudget(3*time.Second))
-	s.awaitCloneWait(t)
-	s.stopWorker()
-
-	w, err := s.starter.ExtendWait(ctx(t), starter.WaitRef{UID: uid, Op: starter.Create}, time.Minute)
-	require.NoError(t, err)
-	awaitPast(t, w.RetryDeadline.Add(time.Second))
-	s.awaitCloneEnd(t)
-	lapsed, err := s.starter.Progress(ctx(t), uid, starter.Create)
-	require.NoError(t, err)
-	s.startWorker()
-	_, err = s.starter.CreateResult(ctx(t), uid)
-
-	require.NoError(t, err)
-	assert.Empty(t, lapsed.ActivityID, "Temporal gave up on the wait's activity at its original budget")
-	assert.Equal(t, "running", lapsed.State)
-}
-
-func TestClient_extendWaitRefusesAnActivityThatIsNotAWait(t *testing.T) {
-	s := startStack(t, time.Minute)
-	require.NoError(t, s.cluster.HoldLock(9000, "backup", time.Minute))
-	_, err := s.starter.Create(ctx(t), createInput(uid))
-	require.NoError(t, err)
-	var p starter.Progress
-	eventually(t, "the clone call meets the template's lock", func() bool {
-		p, err = s.starter.Progress(ctx(t), uid, starter.Create)
-		return err == nil && p.ActivityType == "Clone" && p.LastFailure != ""
-	})
-
-	_, err = s.starter.ExtendWait(ctx(t), starter.WaitRef{UID: uid, Op: starter.Create}, time.Minute)
-
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "activity "+p.ActivityID+" (Clone): it is not a wait the workflow can extend")
 }
 
 func TestClient_retryWaitPollsNowWithTheAttemptsReset(t *testing.T) {
@@ -231,13 +170,4 @@ func TestClient_waitOperationsOnAnActivityThatIsNotPending(t *testing.T) {
 
 	require.ErrorIs(t, err, starter.ErrNoPendingWait)
 	assert.Contains(t, err.Error(), "no pending activity 999; pending: "+p.ActivityID+" (TaskStatus)")
-}
-
-func TestClient_extendWaitRefusesANonPositiveExtension(t *testing.T) {
-	c := starter.New(nil, workflows.DefaultTaskQueue)
-
-	_, err := c.ExtendWait(t.Context(), starter.WaitRef{UID: uid, Op: starter.Create}, 0)
-
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "must be positive")
 }

@@ -34,7 +34,7 @@ type options struct {
 	deployment  deploymentOptions
 }
 
-// deploymentOptions put the worker in a worker deployment (see workflows.VersioningBehavior).
+// deploymentOptions put the worker in a worker deployment (see workflows.DeploymentOptions).
 type deploymentOptions struct {
 	name    string // "" leaves the worker unversioned
 	buildID string

@@ -168,9 +168,10 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	}
 	w := worker.New(c, opts.taskQueue, workerOpts)
 	(&workflows.Workflows{Config: cfg}).Register(w)
-	w.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, StartInput: &activities.HistoryStartInput{
+	temporalSide := &activities.HistoryStartInput{
 		Service: c.WorkflowService(), Namespace: clientOpts.Namespace, DataConverter: clientOpts.DataConverter,
-	}})
+	}
+	w.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide})
 	logger.Info("pveflow worker starting",
 		slog.String("temporal", clientOpts.HostPort),
 		slog.String("namespace", clientOpts.Namespace),

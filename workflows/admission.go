@@ -178,7 +178,7 @@ func (a *admission) checkHolders() {
 	for i, alive := range a.tellAll(holders, cloneLeaseCheck, nil) {
 		if !alive {
 			h := holders[i]
-			workflow.GetLogger(a.ctx).Warn("Releasing the clone lease of a run that closed without giving it back", "workflowID", h.WorkflowID, "runID", h.RunID)
+			workflow.GetLogger(a.ctx).Warn("releasing the clone lease of a run that closed without giving it back", "workflowID", h.WorkflowID, "runID", h.RunID)
 			a.release(h)
 		}
 	}
@@ -257,7 +257,7 @@ func (c *create) admitClone(storage string) (*lease, error) {
 					return
 				}
 				askErr = c.askForLease(l)
-				every = min(2*every, maxAnnounceInterval)
+				every = min(2*every, maxAskInterval)
 				timer = workflow.NewTimer(timerCtx, every)
 			}).
 			Select(c.ctx)
@@ -273,14 +273,22 @@ func (c *create) admitClone(storage string) (*lease, error) {
 	return l, nil
 }
 
+// maxAskInterval caps the backoff between a queued create's repeated lease requests. They
+// matter only when a grant was lost, so they can be rare.
+const maxAskInterval = 2 * time.Minute
+
 // askForLease sends the lease request to the storage's admission, starting the admission
-// when none runs.
+// when none runs. Whether it runs is asked of Temporal first: a signal to an admission that
+// does not run would fail, and leave a failed event in the history of a create that succeeds.
 func (c *create) askForLease(l *lease) error {
-	if workflow.SignalExternalWorkflow(c.ctx, l.admission, "", cloneAcquireSignal, l.req).Get(c.ctx, nil) == nil {
-		return nil
-	}
-	if err := c.startAdmission(l); err != nil {
+	admission, err := c.describeRun(l.admission)
+	if err != nil {
 		return err
+	}
+	if !admission.Running {
+		if err := c.startAdmission(l); err != nil {
+			return err
+		}
 	}
 	if err := workflow.SignalExternalWorkflow(c.ctx, l.admission, "", cloneAcquireSignal, l.req).Get(c.ctx, nil); err != nil {
 		return transientf("create proxy %s: ask %s for a clone lease: %v", c.in.Name, l.admission, err)
@@ -316,7 +324,7 @@ func (l *lease) release(ctx workflow.Context) {
 	defer cancel()
 	err := workflow.SignalExternalWorkflow(ctx, l.admission, "", cloneReleaseSignal, l.req.Holder).Get(ctx, nil)
 	if err != nil {
-		workflow.GetLogger(ctx).Warn("The clone lease could not be given back; the admission finds it out", "storage", l.storage, "error", err)
+		workflow.GetLogger(ctx).Warn("clone lease not given back; the admission finds it out", "storage", l.storage, "error", err)
 	}
 	l.held = false
 }

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -77,61 +76,36 @@ type CreateProxyResult struct {
 // while a delete of the same proxy that started earlier runs, and a delete that starts later
 // stops it (see exclusion.go).
 func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ CreateProxyResult, err error) {
-	defer recordOutcome(ctx, createMetrics, &err)
+	var t *tracker
+	defer func() { recordOutcome(ctx, createMetrics, in.UID, t, err) }()
 	if err := proxy.ValidateUID(in.UID); err != nil {
 		return CreateProxyResult{}, permanentf("create proxy: %v", err)
 	}
-	userDataOnce := workflow.GetVersion(ctx, userDataOnceChange, workflow.DefaultVersion, userDataOnceVersion) >= userDataOnceVersion
-	if userDataOnce {
-		if err := ValidateUserData(in.UserData); err != nil {
-			return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
-		}
+	if err := ValidateUserData(in.UserData); err != nil {
+		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
 	}
-	legacy := workflow.GetVersion(ctx, ownershipChange, workflow.DefaultVersion, ownershipVersion) == workflow.DefaultVersion
-	fleet := workflow.GetVersion(ctx, fleetChange, workflow.DefaultVersion, fleetVersion) >= fleetVersion
-	extensions := extendableWaits(ctx)
-	started := opStarted{StartedAt: workflow.GetInfo(ctx).WorkflowStartTime}
 	// A later DeleteProxy of the same UID asks this run to stop by a signal (a cancel request
-	// would be accepted even by a closed run, leaving the delete to wait for an answer in vain).
-	// The run stops its work and then tells the delete which VM it was working on.
+	// would be accepted even by a closed run); the delete then waits for the run to close.
 	ctx, stop := workflow.WithCancel(ctx)
 	deleteRequests := workflow.GetSignalChannel(ctx, deleteRequestedSignal)
-	stopsThis := func(req opStarted) bool { return legacy || req.stopsCreate(started.StartedAt) }
 	deleteRequested := false
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		for !deleteRequested {
-			var req opStarted
-			deleteRequests.Receive(ctx, &req)
-			deleteRequested = stopsThis(req)
-		}
+		deleteRequests.Receive(ctx, nil)
+		deleteRequested = true
 		stop()
 	})
-	// A request that arrived with the last step's result has not reached the goroutine yet.
-	drainRequests := func() {
-		var req opStarted
-		for deleteRequests.ReceiveAsync(&req) {
-			deleteRequested = deleteRequested || stopsThis(req)
-		}
-	}
 
-	c, err := newCreate(ctx, w.Config, in, started, legacy)
-	if c != nil {
-		c.fleet = fleet
-		c.userDataOnce = userDataOnce
-		c.t.waits.extensions = extensions
-	}
+	c, err := newCreate(ctx, w.Config, in, workflow.GetInfo(ctx).WorkflowStartTime)
 	if err != nil {
-		if drainRequests(); deleteRequested {
-			tellClosed(ctx, DeleteWorkflowID(in.UID), createClosedSignal, createClosed{})
-		}
 		return CreateProxyResult{}, err
 	}
+	t = c.t
 	res, err := c.run()
-	drainRequests()
+	// A request that arrived with the last step's result has not reached the goroutine yet.
+	deleteRequested = deleteRequested || deleteRequests.ReceiveAsync(nil)
 	switch {
 	case deleteRequested:
 		c.t.phase(PhaseCancelled, "stopped for a delete of the same proxy")
-		tellClosed(ctx, DeleteWorkflowID(in.UID), createClosedSignal, createClosed{Node: c.t.status.Node, VMID: c.t.status.VMID, UPID: c.t.status.UPID})
 		return CreateProxyResult{}, temporal.NewCanceledError("a DeleteProxy of the same proxy stopped this create")
 	case ctx.Err() != nil:
 		c.t.phase(PhaseCancelled, c.t.status.Step)
@@ -153,23 +127,17 @@ type resolved struct {
 
 type create struct {
 	proxyOps
-	in      CreateProxyInput
-	p       config.Placement
-	started opStarted
-	// legacy runs were recorded before ownershipVersion and replay on legacy.go's code.
-	legacy bool
-	// fleet runs (fleetVersion) wait out locks and take a clone lease.
-	fleet bool
-	// userDataOnce runs (userDataOnceVersion) have UploadISO read the user-data from the run's
-	// start event rather than send it in the activity's input.
-	userDataOnce bool
+	in CreateProxyInput
+	p  config.Placement
+	// started is when the run started, as Temporal recorded it.
+	started time.Time
 	// vm is the VM being created, once it is known.
 	vm vm
 	// createdAt is written into the mark of the VM this run clones.
 	createdAt time.Time
 }
 
-func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, started opStarted, legacy bool) (*create, error) {
+func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, started time.Time) (*create, error) {
 	if in.Name == "" {
 		in.Name = proxy.NameFromUID(in.UID)
 	}
@@ -195,7 +163,6 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, sta
 		in:        in,
 		p:         r.Placement,
 		started:   started,
-		legacy:    legacy,
 		createdAt: workflow.Now(ctx).UTC().Truncate(time.Second),
 	}
 	if r.PlacementError != "" {
@@ -207,14 +174,7 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, sta
 }
 
 func (c *create) run() (CreateProxyResult, error) {
-	if c.legacy {
-		return c.runV0()
-	}
-	err := peer{
-		workflowID: DeleteWorkflowID(c.uid), announce: createStartedSignal, self: c.started, closed: deleteClosedSignal,
-		phase: PhaseAwaitingDelete, step: "wait for " + DeleteWorkflowID(c.uid) + ", which started earlier, to finish",
-	}.await(c.ctx, c.s, c.t)
-	if err != nil {
+	if err := c.awaitEarlierDelete(); err != nil {
 		return CreateProxyResult{}, err
 	}
 	c.t.phase(PhaseLookingUp, "look up the proxy's VMs")
@@ -301,27 +261,25 @@ func (c *create) clone(h holdings) error {
 	if !ok {
 		return permanentf("create proxy %s: template %d (image %q) not found in the cluster", c.in.Name, c.p.TemplateVMID, c.p.Image)
 	}
-	if c.fleet {
-		storage, shared, err := c.cloneTarget(tmplNode)
+	storage, shared, err := c.cloneTarget(tmplNode)
+	if err != nil {
+		return err
+	}
+	if tmplNode != c.p.Node && !shared {
+		return permanentf("create proxy %s: template %d is on node %s, the proxy goes on node %s, and storage %s is local to %s: "+
+			"PVE refuses such a clone (can't clone VM to node '%s' (VM uses local storage)); give image %q a template on %s (templates.%s.nodes) or clone onto shared storage",
+			c.in.Name, c.p.TemplateVMID, tmplNode, c.p.Node, storage, tmplNode, c.p.Node, c.p.Image, c.p.Node, c.p.Image)
+	}
+	if c.s.Clones.PerStorage > 0 {
+		key := storage
+		if !shared {
+			key = tmplNode + "/" + storage // another node's storage of that name is another storage
+		}
+		l, err := c.admitClone(key)
 		if err != nil {
 			return err
 		}
-		if tmplNode != c.p.Node && !shared {
-			return permanentf("create proxy %s: template %d is on node %s, the proxy goes on node %s, and storage %s is local to %s: "+
-				"PVE refuses such a clone (can't clone VM to node '%s' (VM uses local storage)); give image %q a template on %s (templates.%s.nodes) or clone onto shared storage",
-				c.in.Name, c.p.TemplateVMID, tmplNode, c.p.Node, storage, tmplNode, c.p.Node, c.p.Image, c.p.Node, c.p.Image)
-		}
-		if c.s.Clones.PerStorage > 0 {
-			key := storage
-			if !shared {
-				key = tmplNode + "/" + storage // another node's storage of that name is another storage
-			}
-			l, err := c.admitClone(key)
-			if err != nil {
-				return err
-			}
-			defer l.release(c.ctx)
-		}
+		defer l.release(c.ctx)
 	}
 	begun := workflow.Now(c.ctx)
 	for attempt := 0; attempt < proxy.MaxProbes; attempt++ {
@@ -330,7 +288,7 @@ func (c *create) clone(h holdings) error {
 			continue
 		}
 		step, err := c.cloneOnto(tmplNode, vmid, attempt)
-		for c.fleet && isTaskFailedWith(err, activities.ErrLocked) && !vmidTaken(err, vmid) {
+		for isTaskFailedWith(err, activities.ErrLocked) && !vmidTaken(err, vmid) {
 			again, backOffErr := c.backOffFromLock(vmid, begun)
 			if backOffErr != nil {
 				step, err = "clone again onto VM "+fmt.Sprint(vmid), backOffErr
@@ -406,7 +364,7 @@ func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, err 
 		ref := activities.VMRef{Node: tmplNode, VMID: c.p.TemplateVMID}
 		var cfg pve.VMConfig
 		step := "read config of template " + ref.String()
-		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(step)), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
+		if err := execute(c.ctx, c.s.callOptions(step), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
 			return "", false, fail(step, err)
 		}
 		disk, err := proxy.BootDisk(cfg)
@@ -417,7 +375,7 @@ func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, err 
 	}
 	step := fmt.Sprintf("read status of storage %s on node %s", storage, tmplNode)
 	var st pve.StorageStatus
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(step)), a.StorageStatus,
+	err = execute(c.ctx, c.s.callOptions(step), a.StorageStatus,
 		activities.StorageRef{Node: tmplNode, Storage: storage}).Get(c.ctx, &st)
 	if err != nil {
 		return "", false, fail(step, err)
@@ -430,13 +388,13 @@ func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, err 
 // can be cloned to (the clone's storage is shared), with the most memory free after this proxy.
 // The facts it reads are in the history, the choice and why in the status.
 func (c *create) place(h holdings) error {
-	if c.p.Node != "" || !c.fleet {
+	if c.p.Node != "" {
 		return nil
 	}
 	var a *activities.Activities
 	c.t.phase(PhasePlacing, fmt.Sprintf("choose a node among %v", c.p.Candidates))
 	probe := func(step string, activity any, arg any, out any) error {
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.probeOptions(step)), activity, arg).Get(c.ctx, out)
+		err := execute(c.ctx, c.s.probeOptions(step), activity, arg).Get(c.ctx, out)
 		if isType(err, activities.ErrPermanent) {
 			return fail(step, err) // a privilege missing: every node would say so
 		}
@@ -501,20 +459,18 @@ func (c *create) cloneOnto(tmplNode string, vmid, attempt int) (step string, err
 		Description: proxy.FormatDescription(proxy.Mark{UID: c.in.UID, CreatedAt: c.createdAt}),
 		Full:        true,
 		Storage:     c.s.Storage,
+		Pool:        c.s.Pool,
 	}}
-	if c.fleet {
-		req.Params.Pool = c.s.Pool
-	}
 	if c.p.Node != tmplNode {
 		req.Params.Target = c.p.Node
 	}
 	step = fmt.Sprintf("clone template %d on %s to VM %d on %s", c.p.TemplateVMID, tmplNode, vmid, c.p.Node)
 	var upid pve.UPID
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(step)), a.Clone, req).Get(c.ctx, &upid); err != nil {
+	if err := execute(c.ctx, c.s.callOptions(step), a.Clone, req).Get(c.ctx, &upid); err != nil {
 		return step, err
 	}
 	step = fmt.Sprintf("wait for clone of %d to %d on %s", c.p.TemplateVMID, vmid, c.p.Node)
-	return step, awaitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Clone, step)
+	return step, waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Clone, step)
 }
 
 // vmidTaken reports whether a clone onto vmid failed because the VMID is taken: PVE found its
@@ -538,48 +494,38 @@ func (c *create) provision() error {
 		StorageRef: activities.StorageRef{Node: c.vm.Node, Storage: c.s.ISOStorage},
 		Name:       c.in.Name,
 		InstanceID: c.in.UID,
-	}
-	if c.userDataOnce {
-		// A second copy in the history would be one more place for its secrets.
-		req.UserDataFromStart = true
-	} else {
-		req.UserData = c.in.UserData
-	}
-	if !c.legacy {
 		// Named after the UID, not the VM, so that a delete by UID alone finds it.
-		req.Seed = proxy.NameFromUID(c.in.UID)
+		Seed: proxy.NameFromUID(c.in.UID),
 	}
-	summary := fmt.Sprintf("upload seed ISO %s to %s on %s", proxy.SeedISOName(cmp.Or(req.Seed, req.Name)), c.s.ISOStorage, c.vm.Node)
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(summary)), a.UploadISO, req).Get(c.ctx, &seed)
+	summary := fmt.Sprintf("upload seed ISO %s to %s on %s", proxy.SeedISOName(req.Seed), c.s.ISOStorage, c.vm.Node)
+	err := execute(c.ctx, c.s.callOptions(summary), a.UploadISO, req).Get(c.ctx, &seed)
 	if err != nil {
 		return fail(summary, err)
 	}
-	if err := c.waitTask(seed.UPID, c.s.Budgets.Upload, "wait for upload of "+seed.VolID); err != nil {
-		return err
+	summary = "wait for upload of " + seed.VolID
+	if err := waitTask(c.ctx, c.s, c.t, seed.UPID, c.s.Budgets.Upload, summary); err != nil {
+		return fail(summary, err)
 	}
 
 	c.t.phase(PhaseConfiguring, "read config")
 	var cfg pve.VMConfig
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions("read config of "+ref.String())), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
+	if err := execute(c.ctx, c.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
 		return fail("read config of "+ref.String(), err)
 	}
 	params := pve.VMConfig{
 		"cores":  fmt.Sprint(c.p.Cores),
 		"memory": fmt.Sprint(c.p.MemoryMiB),
 		"agent":  "1",
-		"tags":   proxy.Tag,
-		"ide2":   seed.VolID + ",media=cdrom",
-	}
-	if c.fleet {
 		// The template's tags stay, beside the configured ones and pveflow's own.
-		params["tags"] = proxy.MergeTags(cfg["tags"], append(slices.Clone(c.s.Tags), proxy.Tag)...)
+		"tags": proxy.MergeTags(cfg["tags"], append(slices.Clone(c.s.Tags), proxy.Tag)...),
+		"ide2": seed.VolID + ",media=cdrom",
 	}
 	if net0 := proxy.RewriteNet0(cfg["net0"], c.s.Bridge); net0 != cfg["net0"] {
 		params["net0"] = net0
 	}
 	c.t.step("set config")
 	summary = "configure " + ref.String()
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(summary)), a.SetVMConfig,
+	if err := execute(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
 		activities.SetVMConfigRequest{VMRef: ref, Params: params}).Get(c.ctx, nil); err != nil {
 		return fail(summary, err)
 	}
@@ -591,13 +537,13 @@ func (c *create) provision() error {
 	c.t.phase(PhaseStarting, "start VM")
 	var upid pve.UPID
 	summary = "start " + ref.String()
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(summary)), a.Start, ref).Get(c.ctx, &upid); err != nil {
+	if err := execute(c.ctx, c.s.callOptions(summary), a.Start, ref).Get(c.ctx, &upid); err != nil {
 		return fail(summary, err)
 	}
 	c.t.task(upid)
 	summary = "wait for start of " + ref.String()
-	err = awaitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Start, summary)
-	if !c.legacy && isTaskFailedWith(err, activities.ErrAlreadyRunning) {
+	err = waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Start, summary)
+	if isTaskFailedWith(err, activities.ErrAlreadyRunning) {
 		return nil // a start whose first answer was lost, or a VM someone else started
 	}
 	if err != nil {
@@ -629,12 +575,16 @@ func (c *create) resize() error {
 	summary := fmt.Sprintf("resize disk %s of %s to %s", disk, ref, size)
 	c.t.step(summary)
 	var upid pve.UPID
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions(summary)), a.Resize,
+	if err := execute(c.ctx, c.s.callOptions(summary), a.Resize,
 		activities.ResizeRequest{VMRef: ref, Disk: disk, Size: size}).Get(c.ctx, &upid); err != nil {
 		return fail(summary, err)
 	}
 	c.t.task(upid)
-	return c.waitTask(upid, c.s.Budgets.Resize, "wait for "+summary)
+	summary = "wait for " + summary
+	if err := waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Resize, summary); err != nil {
+		return fail(summary, err)
+	}
+	return nil
 }
 
 // waitReady waits until the VM runs and its guest agent reports a routable IPv4.
@@ -643,21 +593,21 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 	ref := c.vm.ref()
 	c.t.phase(PhaseBooting, "wait for the VM to run")
 	summary := "wait for " + ref.String() + " to run"
-	if err := c.t.wait(c.ctx, c.s, c.s.Budgets.Running, summary, a.VMStatus,
-		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}, nil); err != nil {
+	if err := execute(c.ctx, c.s.waitOptions(c.s.Budgets.Running, summary), a.VMStatus,
+		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}).Get(c.ctx, nil); err != nil {
 		return CreateProxyResult{}, fail(summary, err)
 	}
 	if c.vm.Config == nil {
 		c.t.step("read config")
-		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(c.ctx, c.s.callOptions("read config of "+ref.String())), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &c.vm.Config); err != nil {
+		if err := execute(c.ctx, c.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &c.vm.Config); err != nil {
 			return CreateProxyResult{}, fail("read config of "+ref.String(), err)
 		}
 	}
 	summary = "wait for an IPv4 from the guest agent of " + ref.String()
 	c.t.step(summary)
 	var agent activities.AgentResult
-	if err := c.t.wait(c.ctx, c.s, c.s.Budgets.Agent, summary, a.AgentNetworkInterfaces,
-		activities.AgentRequest{VMRef: ref, WaitForIPv4: true, MAC: proxy.MACFromNet(c.vm.Config["net0"])}, &agent); err != nil {
+	if err := execute(c.ctx, c.s.waitOptions(c.s.Budgets.Agent, summary), a.AgentNetworkInterfaces,
+		activities.AgentRequest{VMRef: ref, WaitForIPv4: true, MAC: proxy.MACFromNet(c.vm.Config["net0"])}).Get(c.ctx, &agent); err != nil {
 		return CreateProxyResult{}, fail(summary, err)
 	}
 	createdAt := c.createdAt
@@ -674,32 +624,11 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 	}, nil
 }
 
-// waitTask waits for a Proxmox task within budget.
-func (c *create) waitTask(upid pve.UPID, budget time.Duration, summary string) error {
-	return waitTask(c.ctx, c.s, c.t, upid, budget, summary)
-}
-
-// createClosed is the createClosedSignal's payload.
-type createClosed struct {
-	Node string   `json:"node,omitempty"`
-	VMID int      `json:"vmid,omitempty"`
-	UPID pve.UPID `json:"upid,omitempty"`
-}
-
-// waitTask waits for a Proxmox task within budget, showing it as the current step, and fails
-// the way the workflow fails.
+// waitTask waits for a Proxmox task within budget, showing it as the current step. It returns
+// the activity's own error: a caller acts on how the task failed, or wraps it with fail.
 func waitTask(ctx workflow.Context, s settings, t *tracker, upid pve.UPID, budget time.Duration, summary string) error {
-	if err := awaitTask(ctx, s, t, upid, budget, summary); err != nil {
-		return fail(summary, err)
-	}
-	return nil
-}
-
-// awaitTask waits for a Proxmox task within budget and returns the activity's own error, for a
-// caller that acts on how the task failed.
-func awaitTask(ctx workflow.Context, s settings, t *tracker, upid pve.UPID, budget time.Duration, summary string) error {
 	var a *activities.Activities
 	t.step(summary)
 	t.task(upid)
-	return t.wait(ctx, s, budget, summary+", "+string(upid), a.TaskStatus, activities.TaskStatusRequest{UPID: upid}, nil)
+	return execute(ctx, s.waitOptions(budget, summary+", "+string(upid)), a.TaskStatus, activities.TaskStatusRequest{UPID: upid}).Get(ctx, nil)
 }

@@ -1,13 +1,11 @@
 package workflows_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
@@ -369,35 +367,19 @@ func TestCreate_statusQueryShowsWhereItWaits(t *testing.T) {
 	assert.Contains(t, seen.Step, "wait for clone")
 }
 
-func TestCreate_deleteRequestStopsItAndItTellsTheDeleteWhichVMItCloned(t *testing.T) {
+func TestCreate_deleteRequestStopsIt(t *testing.T) {
 	w := newWorld(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 5 * time.Minute} })
-	env := w.bareEnv()
-	var notice []byte
-	env.OnSignalExternalWorkflow(mock.Anything, workflows.DeleteWorkflowID(uid), "", "create-closed", mock.Anything).
-		Return(func(_, _, _, _ string, arg any) error {
-			var err error
-			notice, err = json.Marshal(arg)
-			return err
-		})
-	w.peersDoNotRun(env)
-	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow("delete-requested", map[string]any{"startedAt": env.Now()})
-	}, time.Minute)
+	env := w.env()
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow("delete-requested", nil) }, time.Minute)
 
 	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
 
 	require.Error(t, env.GetWorkflowError())
 	assert.True(t, temporal.IsCanceledError(env.GetWorkflowError()), "got %v", env.GetWorkflowError())
-	require.NotNil(t, notice, "the stopped create signals the delete")
-	var got struct {
-		Node string
-		VMID int
-		UPID pve.UPID
-	}
-	require.NoError(t, json.Unmarshal(notice, &got))
-	assert.Equal(t, "pve1", got.Node)
-	assert.Equal(t, firstVMID(w), got.VMID)
-	info, err := pve.ParseUPID(got.UPID)
+	v, err := env.QueryWorkflow(workflows.StatusQuery)
 	require.NoError(t, err)
-	assert.Equal(t, "qmclone", info.Type)
+	var st workflows.Status
+	require.NoError(t, v.Get(&st))
+	assert.Equal(t, workflows.PhaseCancelled, st.Phase)
+	assert.Less(t, env.Now().Sub(st.StartedAt), 2*time.Minute, "stopped within the clone, not after it")
 }

@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -37,12 +38,11 @@ type DeleteProxyResult struct {
 // exclusion.go). A VM that is absent, or that does not carry the proxy's mark, is left alone.
 // Deleting twice succeeds twice.
 func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ DeleteProxyResult, err error) {
-	defer recordOutcome(ctx, deleteMetrics, &err)
+	var t *tracker
+	defer func() { recordOutcome(ctx, deleteMetrics, in.UID, t, err) }()
 	if err := proxy.ValidateUID(in.UID); err != nil {
 		return DeleteProxyResult{}, permanentf("delete proxy: %v", err)
 	}
-	legacy := workflow.GetVersion(ctx, ownershipChange, workflow.DefaultVersion, ownershipVersion) == workflow.DefaultVersion
-	extensions := extendableWaits(ctx)
 	if in.ProviderID != "" {
 		_, name, err := proxy.ParseProviderID(in.ProviderID)
 		if err != nil {
@@ -55,11 +55,10 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 	if in.Name == "" {
 		in.Name = proxy.NameFromUID(in.UID)
 	}
-	t, err := newTracker(ctx, in.UID, in.Name)
+	t, err = newTracker(ctx, in.UID, in.Name)
 	if err != nil {
 		return DeleteProxyResult{}, err
 	}
-	t.waits.extensions = extensions
 	var s settings
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return settingsOf(w.Config) }).Get(&s); err != nil {
 		return DeleteProxyResult{}, err
@@ -67,13 +66,9 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 	d := &deletion{
 		proxyOps: proxyOps{ctx: ctx, s: s, t: t, uid: in.UID, name: in.Name},
 		in:       in,
-		started:  opStarted{StartedAt: workflow.GetInfo(ctx).WorkflowStartTime},
-		legacy:   legacy,
+		started:  workflow.GetInfo(ctx).WorkflowStartTime,
 	}
 	res, err := d.run()
-	if !legacy {
-		d.releaseLaterCreate()
-	}
 	if err != nil {
 		t.failed(err)
 		return DeleteProxyResult{}, err
@@ -84,24 +79,13 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 
 type deletion struct {
 	proxyOps
-	in      DeleteProxyInput
-	started opStarted
-	// legacy runs were recorded before ownershipVersion and replay on legacy.go's code.
-	legacy bool
-	// laterCreate is set when a create of the same proxy that started later waits for this run.
-	laterCreate bool
+	in DeleteProxyInput
+	// started is when the run started, as Temporal recorded it.
+	started time.Time
 }
 
 func (d *deletion) run() (DeleteProxyResult, error) {
-	if d.legacy {
-		return d.runV0()
-	}
-	err := peer{
-		workflowID: CreateWorkflowID(d.uid), announce: deleteRequestedSignal, self: d.started, closed: createClosedSignal,
-		theirs: createStartedSignal, onTheirs: d.noteCreate,
-		phase: PhaseStoppingCreate, step: "stop " + CreateWorkflowID(d.uid) + ", which started earlier, and wait for it to close",
-	}.await(d.ctx, d.s, d.t)
-	if err != nil {
+	if err := d.stopEarlierCreate(); err != nil {
 		return DeleteProxyResult{}, err
 	}
 	d.t.phase(PhaseLookingUp, "look up the proxy's VMs")
@@ -114,7 +98,7 @@ func (d *deletion) run() (DeleteProxyResult, error) {
 	}
 	res := DeleteProxyResult{Destroyed: []activities.VMRef{}, Skipped: h.Foreign}
 	if len(h.Foreign) > 0 {
-		workflow.GetLogger(d.ctx).Info("Leaving VMs with the proxy's name but without its mark alone", "name", d.in.Name, "vmids", h.Foreign)
+		workflow.GetLogger(d.ctx).Debug("leaving VMs with the proxy's name but without its mark alone", "name", d.in.Name, "vmids", h.Foreign)
 	}
 	nodes := slices.Clone(d.s.Nodes)
 	for _, v := range h.Ours {
@@ -138,27 +122,6 @@ func (d *deletion) run() (DeleteProxyResult, error) {
 	return res, d.deleteSeed(slices.Compact(nodes), volids)
 }
 
-// noteCreate takes a create's announcement: one that started later waits for this run, which
-// then stops waiting for it and tells it when it closes.
-func (d *deletion) noteCreate(create opStarted) (stopWaiting bool) {
-	later := !d.started.stopsCreate(create.StartedAt)
-	d.laterCreate = d.laterCreate || later
-	return later
-}
-
-// releaseLaterCreate tells a create of the same proxy that started later, and waits, that this
-// run has closed.
-func (d *deletion) releaseLaterCreate() {
-	announcements := workflow.GetSignalChannel(d.ctx, createStartedSignal)
-	var create opStarted
-	for announcements.ReceiveAsync(&create) {
-		d.noteCreate(create)
-	}
-	if d.laterCreate {
-		tellClosed(d.ctx, CreateWorkflowID(d.uid), deleteClosedSignal, nil)
-	}
-}
-
 // destroy stops and destroys a VM of the proxy: once no lock (a clone still copying, a backup)
 // holds it, and only if it still carries the proxy's mark then. It follows the VM to the node
 // it moves to, and reports it destroyed only when it exists no more.
@@ -172,7 +135,7 @@ func (d *deletion) destroy(v *vm) (destroyed bool, err error) {
 			return gone, err
 		}
 		if owner, _ := proxy.OwnerOf(cfg); owner != d.uid {
-			workflow.GetLogger(d.ctx).Warn("Leaving a VM alone whose mark changed since it was looked up", "vmid", v.VMID, "node", v.Node)
+			workflow.GetLogger(d.ctx).Warn("leaving a VM alone whose mark changed since it was looked up", "vmid", v.VMID, "node", v.Node)
 			return false, nil
 		}
 		var st pve.VMStatus
@@ -200,24 +163,25 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 	if running {
 		summary := "stop " + ref.String()
 		var upid pve.UPID
-		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, d.s.callOptions(summary)), a.Stop, ref).Get(d.ctx, &upid); err != nil {
+		if err := execute(d.ctx, d.s.callOptions(summary), a.Stop, ref).Get(d.ctx, &upid); err != nil {
 			return false, fail(summary, err)
 		}
-		if err := waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Stop, "wait for stop of "+ref.String()); err != nil {
-			return false, err
+		summary = "wait for stop of " + ref.String()
+		if err := waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Stop, summary); err != nil {
+			return false, fail(summary, err)
 		}
 	}
 	d.t.phase(PhaseDestroying, "destroy "+ref.String())
 	summary := "destroy " + ref.String()
 	var upid pve.UPID
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, d.s.callOptions(summary)), a.Destroy, ref).Get(d.ctx, &upid)
+	err = execute(d.ctx, d.s.callOptions(summary), a.Destroy, ref).Get(d.ctx, &upid)
 	if isType(err, activities.ErrNotFound) {
 		return true, nil
 	}
 	if err != nil {
 		return false, fail(summary, err)
 	}
-	err = awaitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Destroy, "wait for destroy of "+ref.String())
+	err = waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Destroy, "wait for destroy of "+ref.String())
 	if isTaskFailedWith(err, activities.ErrNotFound) {
 		return true, nil
 	}
@@ -236,7 +200,7 @@ func (d *deletion) deleteSeed(nodes, volids []string) error {
 		for _, node := range nodes {
 			summary := fmt.Sprintf("delete seed ISO %s on %s", volid, node)
 			var upid pve.UPID
-			err := workflow.ExecuteActivity(workflow.WithActivityOptions(d.ctx, d.s.callOptions(summary)), a.DeleteVolume,
+			err := execute(d.ctx, d.s.callOptions(summary), a.DeleteVolume,
 				activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: node, Storage: d.s.ISOStorage}, VolID: volid}).Get(d.ctx, &upid)
 			if isType(err, activities.ErrNotFound) {
 				continue
@@ -248,7 +212,7 @@ func (d *deletion) deleteSeed(nodes, volids []string) error {
 				continue
 			}
 			if err := waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Request, "wait for "+summary); err != nil {
-				return err
+				return fail("wait for "+summary, err)
 			}
 		}
 	}

@@ -5,25 +5,31 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// VersioningBehavior is how a run of pveflow's workflows follows worker deployments: it moves
-// to the deployment's current build at its next workflow task (auto-upgrade), rather than
-// staying on the build it started on (pinned).
+// How runs follow worker deployments (see docs/architecture.md, "Changing a workflow").
 //
-// Pinned would keep every run on its build until it closes. A create can wait out a stalled
-// clone for its whole budget, a delete can wait behind a create, and a CloneAdmission run
-// lives as long as its storage has clones to admit, so a rollout would have to keep old workers
-// running for as long as the longest of those, and a fix for a stuck wait would not reach the
-// run that is stuck. Auto-upgrade lets old workers drain in minutes. What it asks in return
-// is what pveflow does anyway: every change to workflow code goes behind workflow.GetVersion,
-// and the replay of every recorded history (workflows/replay_test.go) gates each release.
-const VersioningBehavior = workflow.VersioningBehaviorAutoUpgrade
+// The short workflows (CreateProxy, DeleteProxy, GetProxy, ListProxies, CheckHealth,
+// CollectGarbage) run Pinned: a run stays on the build it started on until it closes, so a new
+// build never replays an old run and a change to them needs no workflow.GetVersion. A rollout
+// keeps the old build's workers until its pinned runs have drained (minutes, bounded by the
+// budgets).
+//
+// CloneAdmission lives as long as its storage has clones to admit, so it auto-upgrades: it moves
+// to the deployment's current build at its next workflow task, and any change to its commands
+// goes behind workflow.GetVersion, with a recorded history of the old shape kept for replay.
+const (
+	shortWorkflowBehavior     = workflow.VersioningBehaviorPinned
+	cloneAdmissionBehavior    = workflow.VersioningBehaviorAutoUpgrade
+	defaultVersioningBehavior = workflow.VersioningBehaviorUnspecified
+)
 
 // DeploymentOptions are the options of a worker that is build buildID of the worker
-// deployment named deployment, running the workflows with VersioningBehavior.
+// deployment named deployment. Every workflow registers its own versioning behavior (Register),
+// so the default is left unspecified: a workflow registered without one fails its tasks rather
+// than run under a behavior nobody chose.
 func DeploymentOptions(deployment, buildID string) worker.DeploymentOptions {
 	return worker.DeploymentOptions{
 		UseVersioning:             true,
 		Version:                   worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: buildID},
-		DefaultVersioningBehavior: VersioningBehavior,
+		DefaultVersioningBehavior: defaultVersioningBehavior,
 	}
 }

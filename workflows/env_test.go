@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -54,6 +54,42 @@ type world struct {
 	// userData is the user-data of the CreateProxy the world runs, which UploadISO reads from
 	// the run's input: createInput's, or what create was given.
 	userData string
+	// runs are the other workflows as Temporal would describe them.
+	runs *runs
+}
+
+// runs stands for what Temporal knows of workflow runs, which DescribeRun asks: the runs a
+// test sets, by workflow ID. A workflow ID it does not hold never ran. It is the Temporal side
+// of the activities, not Proxmox's, so it is a fake beside the simulator.
+type runs struct {
+	mu   sync.Mutex
+	byID map[string]activities.RunInfo
+}
+
+func (r *runs) DescribeRun(_ context.Context, workflowID, runID string) (activities.RunInfo, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	run := r.byID[workflowID]
+	if runID != "" && run.RunID != runID {
+		return activities.RunInfo{}, errors.New("describe " + workflowID + ": no run " + runID)
+	}
+	return run, nil
+}
+
+// start records a run of workflowID that started at startedAt and runs.
+func (r *runs) start(workflowID string, startedAt time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byID[workflowID] = activities.RunInfo{RunID: workflowID + "/run", Running: true, StartedAt: startedAt}
+}
+
+// close closes the run of workflowID.
+func (r *runs) close(workflowID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	run := r.byID[workflowID]
+	run.Running = false
+	r.byID[workflowID] = run
 }
 
 // startInput stands for the history a worker reads a run's user-data from, which a test
@@ -96,38 +132,21 @@ func newWorld(t *testing.T, change ...func(*pvesim.Options)) *world {
 	for _, c := range change {
 		c(&opts)
 	}
-	return &world{t: t, cfg: testConfig(t), cluster: pvesim.New(opts), clock: clock, log: &bytes.Buffer{}, userData: createInput().UserData}
+	return &world{t: t, cfg: testConfig(t), cluster: pvesim.New(opts), clock: clock, log: &bytes.Buffer{}, userData: createInput().UserData,
+		runs: &runs{byID: make(map[string]activities.RunInfo)}}
 }
 
 // env is a fresh workflow environment on the world's cluster, with real activities.
 func (w *world) env() *testsuite.TestWorkflowEnvironment {
-	env := w.bareEnv()
-	// No DeleteProxy runs beside these tests' CreateProxy, and no CreateProxy beside their
-	// DeleteProxy: an announcement to the other operation finds nothing.
-	w.peersDoNotRun(env)
-	return env
-}
-
-// bareEnv is env without the other operations' answers, for a test that gives its own.
-func (w *world) bareEnv() *testsuite.TestWorkflowEnvironment {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(w.log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	env := suite.NewTestWorkflowEnvironment()
 	// Time goes on from where the last environment left the cluster.
 	env.SetStartTime(w.clock.Now())
 	w.clock.env = env
-	env.RegisterActivity(&activities.Activities{API: w.api(), Proxmox: w.cfg.Proxmox, Now: env.Now, StartInput: startInput{w}})
+	env.RegisterActivity(&activities.Activities{API: w.api(), Proxmox: w.cfg.Proxmox, Now: env.Now, StartInput: startInput{w}, Runs: w.runs})
 	(&workflows.Workflows{Config: w.cfg}).Register(env)
 	return env
-}
-
-// peersDoNotRun answers every announcement to another workflow as Temporal does when that
-// workflow does not run.
-func (w *world) peersDoNotRun(env *testsuite.TestWorkflowEnvironment) {
-	for _, signal := range []string{"delete-requested", "create-started", "delete-closed", "create-closed", "gc-probe"} {
-		env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", signal, mock.Anything).
-			Return(errors.New("workflow execution already completed")).Maybe()
-	}
 }
 
 // advance lets time pass on the cluster between two workflow runs.

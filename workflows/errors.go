@@ -38,8 +38,12 @@ func notFoundf(format string, args ...any) error {
 }
 
 // fail turns an activity's failure at a step into the workflow's failure: Permanent,
-// QuotaExceeded or Transient, with the step and Proxmox's message. A cancellation stays a
-// cancellation.
+// QuotaExceeded or Transient, with Proxmox's message. A cancellation stays a cancellation.
+//
+// An activity's message already names its call ("list cluster resources: ...", see
+// activities.failure), so fail adds the step only where it says more than the activity could:
+// what a wait that ran out of budget waited for, which of the workflow's tasks failed, or the
+// step of a failure that carries no activity message (a timeout with no worker polling).
 func fail(step string, err error) error {
 	if temporal.IsCanceledError(err) {
 		return err
@@ -48,25 +52,32 @@ func fail(step string, err error) error {
 	if !errors.As(err, &appErr) {
 		return transientf("%s: %v", step, err)
 	}
+	msg := appErr.Message()
 	switch appErr.Type() {
 	case activities.ErrPermanent:
-		return permanentf("%s: %s", step, appErr.Message())
+		return permanentf("%s", msg)
 	case activities.ErrQuotaExceeded:
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %s", step, appErr.Message()), FailQuotaExceeded, nil)
+		return quotaExceededf("%s", msg)
 	case activities.ErrTaskFailed:
 		switch taskFailureClass(appErr) {
 		case activities.ErrPermanent:
-			return permanentf("%s: %s", step, appErr.Message())
+			return permanentf("%s: %s", step, msg)
 		case activities.ErrQuotaExceeded:
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %s", step, appErr.Message()), FailQuotaExceeded, nil)
+			return quotaExceededf("%s: %s", step, msg)
 		}
+		return transientf("%s: %s", step, msg)
 	case activities.ErrLocked:
-		return transientf("%s: still locked when its budget ran out: %s", step, appErr.Message())
+		return transientf("still locked when its budget ran out: %s", msg)
 	case activities.ErrTaskRunning, activities.ErrNotReady, activities.ErrAgentNotRunning:
 		// A wait that reaches workflow code has used up its budget.
-		return transientf("%s did not finish within its budget: %s", step, appErr.Message())
+		return transientf("%s did not finish within its budget: %s", step, msg)
 	}
-	return transientf("%s: %s", step, appErr.Message())
+	return transientf("%s", msg)
+}
+
+// quotaExceededf is a QuotaExceeded workflow failure.
+func quotaExceededf(format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), FailQuotaExceeded, nil)
 }
 
 // isType reports whether err is an activity failure of the given ApplicationError type.

@@ -3,97 +3,77 @@ package workflows
 import (
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/pveflow/pveflow/activities"
 )
 
 // A proxy's create and delete never act on Proxmox at the same time, and the one started later
 // wins: a delete stops a create that started before it, and a create waits for a delete that
-// started before it. Each run, when it starts, announces itself to the other operation's
-// workflow ID with its start time (as recorded by Temporal), and the two compare: start order,
-// not the order in which their first steps happen to run, decides. The earlier one, when it
-// closes, tells the later one. A message can be lost only in the instant the earlier run closes;
-// the waiting run therefore announces itself again from time to time, and an announcement that
-// fails means the other run has closed.
+// started no later than itself (a tie goes to the delete). Start order, as Temporal recorded
+// it, decides, not the order in which their first steps happen to run.
+//
+// Each run, as it starts, asks Temporal about the other operation's workflow ID (the
+// DescribeRun activity): whether its latest run runs, and when it started. A create that finds
+// an earlier delete waits for that run to close; a delete that finds an earlier create signals
+// that run delete-requested, which stops it, and waits for it to close. Both waits poll
+// DescribeRun by retries (see waitOptions) within the budget of what the other run may still
+// do; one that runs out fails Transient. Asking needs no signal, so a run that finds no other
+// leaves no failed event in its history; the delete's signal fails only when the create closed
+// in the instant since it was described, and the wait then ends at once.
+//
+// The budgets: a create waits for a delete within what the delete's own waits take at most
+// (settling a clone, its lock, the stop and the destroy: budgets clone + unlock + stop +
+// destroy); a delete waits for the create it stopped within budgets.unlock, as a stopped create
+// closes once its current activity attempt ends.
 
-// opStarted is what a create and a delete of one proxy announce to each other.
-type opStarted struct {
-	StartedAt time.Time `json:"startedAt"`
-}
-
-// stopsCreate reports whether a delete that announced d stops a create that started at
-// created: it does when it started later. A tie goes to the delete, and so does a delete from
-// before ownershipVersion, which stopped any create and did not say when it started.
-func (d opStarted) stopsCreate(created time.Time) bool {
-	return d.StartedAt.IsZero() || !d.StartedAt.Before(created)
-}
-
-// maxAnnounceInterval caps the backoff between a waiting run's announcements. They matter only
-// when the other run's closing message was lost, so they can be rare.
-const maxAnnounceInterval = 2 * time.Minute
-
-// peer is the other operation of the same proxy, as a run that may have to wait for it sees it.
-type peer struct {
-	// workflowID is the other operation's.
-	workflowID string
-	// announce is the signal by which this run announces itself.
-	announce string
-	self     opStarted
-	// closed is the signal by which the other run says it has closed.
-	closed string
-	// theirs, when set, is the signal by which the other run announces itself, and onTheirs
-	// says whether that ends the wait: it does when the other run turns out to be the later.
-	theirs   string
-	onTheirs func(opStarted) (stopWaiting bool)
-	// phase and step are what this run shows while it waits.
-	phase, step string
-}
-
-// await announces this run to the other operation, and if that one runs, waits until it has
-// closed. A cancelled ctx ends the wait with a cancellation.
-func (p peer) await(ctx workflow.Context, s settings, t *tracker) error {
-	if !p.tell(ctx) {
-		return nil // the other operation does not run
+// describeRun asks Temporal about the latest run of workflowID.
+func (o *proxyOps) describeRun(workflowID string) (activities.RunInfo, error) {
+	var a *activities.Activities
+	step := "describe workflow " + workflowID
+	o.t.step(step)
+	var run activities.RunInfo
+	if err := execute(o.ctx, o.callOptions(step), a.DescribeRun, activities.DescribeRunRequest{WorkflowID: workflowID}).Get(o.ctx, &run); err != nil {
+		return run, fail(step, err)
 	}
-	t.phase(p.phase, p.step)
-	every := s.Poll.MaximumInterval
-	for done := false; !done; every = min(2*every, maxAnnounceInterval) {
-		timerCtx, cancelTimer := workflow.WithCancel(ctx)
-		sel := workflow.NewSelector(ctx).
-			AddReceive(workflow.GetSignalChannel(ctx, p.closed), func(ch workflow.ReceiveChannel, _ bool) {
-				ch.Receive(ctx, nil)
-				done = true
-			}).
-			AddFuture(workflow.NewTimer(timerCtx, every), func(workflow.Future) {
-				done = ctx.Err() != nil || !p.tell(ctx)
-			})
-		if p.theirs != "" {
-			sel.AddReceive(workflow.GetSignalChannel(ctx, p.theirs), func(ch workflow.ReceiveChannel, _ bool) {
-				var theirs opStarted
-				ch.Receive(ctx, &theirs)
-				done = p.onTheirs(theirs)
-			})
-		}
-		sel.Select(ctx)
-		cancelTimer()
-	}
-	if ctx.Err() != nil {
-		return temporal.NewCanceledError(p.step)
+	return run, nil
+}
+
+// awaitClosed waits within budget until run of workflowID has closed.
+func (o *proxyOps) awaitClosed(workflowID string, run activities.RunInfo, budget time.Duration) error {
+	var a *activities.Activities
+	step := "wait for workflow " + workflowID + " to close"
+	err := execute(o.ctx, o.s.waitOptions(budget, step), a.DescribeRun,
+		activities.DescribeRunRequest{WorkflowID: workflowID, RunID: run.RunID, WaitClosed: true}).Get(o.ctx, nil)
+	if err != nil {
+		return fail(step, err)
 	}
 	return nil
 }
 
-// tell announces this run; it fails when the other operation does not run.
-func (p peer) tell(ctx workflow.Context) bool {
-	return workflow.SignalExternalWorkflow(ctx, p.workflowID, "", p.announce, p.self).Get(ctx, nil) == nil
+// awaitEarlierDelete waits for a delete of the proxy that started no later than this create to
+// close.
+func (c *create) awaitEarlierDelete() error {
+	id := DeleteWorkflowID(c.uid)
+	del, err := c.describeRun(id)
+	if err != nil || !del.Running || del.StartedAt.After(c.started) {
+		return err
+	}
+	c.t.phase(PhaseAwaitingDelete, "wait for "+id+", which started earlier, to finish")
+	return c.awaitClosed(id, del, c.s.Budgets.Clone+c.s.Budgets.Unlock+c.s.Budgets.Stop+c.s.Budgets.Destroy)
 }
 
-// tellClosed tells the other operation of the same proxy, waiting for this run, that it has
-// closed. It runs on a disconnected context, so a cancelled run still says so.
-func tellClosed(ctx workflow.Context, workflowID, signal string, payload any) {
-	ctx, cancel := workflow.NewDisconnectedContext(ctx)
-	defer cancel()
-	if err := workflow.SignalExternalWorkflow(ctx, workflowID, "", signal, payload).Get(ctx, nil); err != nil {
-		workflow.GetLogger(ctx).Warn("The run waiting for this one could not be told that it closed", "workflowID", workflowID, "error", err)
+// stopEarlierCreate stops a create of the proxy that started before this delete, and waits for
+// it to close.
+func (d *deletion) stopEarlierCreate() error {
+	id := CreateWorkflowID(d.uid)
+	create, err := d.describeRun(id)
+	if err != nil || !create.Running || !create.StartedAt.Before(d.started) {
+		return err
 	}
+	d.t.phase(PhaseStoppingCreate, "stop "+id+", which started earlier, and wait for it to close")
+	if err := workflow.SignalExternalWorkflow(d.ctx, id, create.RunID, deleteRequestedSignal, nil).Get(d.ctx, nil); err != nil {
+		workflow.GetLogger(d.ctx).Debug("the create closed before it was asked to stop", "workflowID", id, "runID", create.RunID, "error", err)
+	}
+	return d.awaitClosed(id, create, d.s.Budgets.Unlock)
 }

@@ -54,6 +54,8 @@ type GarbageVM struct {
 	Name    string `json:"name"`
 	Outcome string `json:"outcome"`
 	Detail  string `json:"detail,omitempty"`
+	// Age is how old the VM was by its mark when the run looked; it is set on the young ones.
+	Age time.Duration `json:"age,omitempty"`
 }
 
 // GarbageISO is a seed ISO of a name no VM has.
@@ -64,6 +66,8 @@ type GarbageISO struct {
 	CreatedAt time.Time `json:"createdAt"`
 	Outcome   string    `json:"outcome"`
 	Detail    string    `json:"detail,omitempty"`
+	// Age is how old the ISO was when the run looked; it is set on the young ones.
+	Age time.Duration `json:"age,omitempty"`
 }
 
 // CollectGarbageResult is what CollectGarbage returns.
@@ -74,6 +78,13 @@ type CollectGarbageResult struct {
 	// Unreadable are the VMIDs of candidates whose config could not be read: they may be
 	// proxies, and are left alone.
 	Unreadable []int `json:"unreadable,omitempty"`
+	// Grace is the grace period the run applied.
+	Grace time.Duration `json:"grace"`
+	// YoungVMs and YoungISOs would be garbage but are younger than the grace period, and are
+	// left alone (GarbageSkipped), each with its age: the VMs of a UID with a young VM, and
+	// young seed ISOs of a name no VM has.
+	YoungVMs  []GarbageVM  `json:"youngVMs,omitempty"`
+	YoungISOs []GarbageISO `json:"youngISOs,omitempty"`
 }
 
 // Failed reports whether deleting any piece of garbage failed.
@@ -87,16 +98,16 @@ func (r CollectGarbageResult) Failed() bool {
 //   - VMs with pveflow's mark whose UID is not in Keep, through a DeleteProxy of that UID, a child
 //     with the delete's own workflow ID, so that a create and a delete of the UID still exclude
 //     each other and only VMs with the UID's mark go. A UID whose create runs is skipped: it is
-//     not garbage yet. It is found by announcing this run to the create's workflow ID (the probe
-//     signal), which fails when no create runs, as exclusion.go's announcements do. A UID whose
-//     delete runs is skipped too: the child's start finds it running.
+//     not garbage yet: DescribeRun asks Temporal, as exclusion.go does. A UID whose delete runs
+//     is skipped too: the child's start finds it running.
 //   - seed ISOs named after a UID (proxy.SeedISOOwner) of a name that no VM has, with the
 //     DeleteVolume call, after the VMs and only if a fresh look still finds no VM of the name.
 //
 // Nothing younger than the grace period is taken. Everything is listed before anything is
 // deleted: a list call failing fails the run, and deletes nothing. A deletion that fails is
 // reported in the result, and the run goes on with the others.
-func (w *Workflows) CollectGarbage(ctx workflow.Context, in CollectGarbageInput) (CollectGarbageResult, error) {
+func (w *Workflows) CollectGarbage(ctx workflow.Context, in CollectGarbageInput) (res CollectGarbageResult, err error) {
+	defer func() { logCollection(ctx, res, err) }()
 	switch {
 	case len(in.Keep) == 0 && !in.KeepNone:
 		return CollectGarbageResult{}, permanentf("collect garbage: the kept set is empty; set KeepNone to collect every proxy")
@@ -110,7 +121,7 @@ func (w *Workflows) CollectGarbage(ctx workflow.Context, in CollectGarbageInput)
 		return CollectGarbageResult{}, err
 	}
 	g := &collector{ctx: ctx, s: s, t: &tracker{ctx: ctx}, in: in, cutoff: workflow.Now(ctx).Add(-in.Grace)}
-	res, err := g.find()
+	res, err = g.find()
 	if err != nil || in.DryRun {
 		return res, err
 	}
@@ -121,6 +132,35 @@ func (w *Workflows) CollectGarbage(ctx workflow.Context, in CollectGarbageInput)
 		return CollectGarbageResult{}, err
 	}
 	return res, nil
+}
+
+// logCollection logs at info how a collection ended: the one info line of a run, with how many
+// VMs and ISOs it found and deleted, and how long it took.
+func logCollection(ctx workflow.Context, res CollectGarbageResult, err error) {
+	took := workflow.Now(ctx).Sub(workflow.GetInfo(ctx).WorkflowStartTime)
+	if err != nil {
+		workflow.GetLogger(ctx).Info("gc failed", "duration", took, "error", err)
+		return
+	}
+	count := func(outcome string) (vms, isos int) {
+		for _, v := range res.VMs {
+			if v.Outcome == outcome {
+				vms++
+			}
+		}
+		for _, i := range res.ISOs {
+			if i.Outcome == outcome {
+				isos++
+			}
+		}
+		return vms, isos
+	}
+	foundVMs, foundISOs := count(GarbageFound)
+	deletedVMs, deletedISOs := count(GarbageDeleted)
+	failedVMs, failedISOs := count(GarbageFailed)
+	workflow.GetLogger(ctx).Info("gc completed", "dryRun", res.DryRun, "duration", took,
+		"vmsFound", foundVMs, "isosFound", foundISOs, "vmsDeleted", deletedVMs, "isosDeleted", deletedISOs,
+		"vmsFailed", failedVMs, "isosFailed", failedISOs)
 }
 
 type collector struct {
@@ -134,7 +174,7 @@ type collector struct {
 
 // find lists the garbage, each piece GarbageFound, or GarbageSkipped with the reason.
 func (g *collector) find() (CollectGarbageResult, error) {
-	res := CollectGarbageResult{DryRun: g.in.DryRun, VMs: []GarbageVM{}, ISOs: []GarbageISO{}}
+	res := CollectGarbageResult{DryRun: g.in.DryRun, Grace: g.in.Grace, VMs: []GarbageVM{}, ISOs: []GarbageISO{}}
 	marked, resources, err := listMarked(g.ctx, g.s)
 	if err != nil {
 		return res, err
@@ -149,36 +189,56 @@ func (g *collector) find() (CollectGarbageResult, error) {
 	young := make(map[string]bool)
 	for _, p := range marked.Proxies {
 		if p.CreatedAt.After(g.cutoff) {
-			workflow.GetLogger(g.ctx).Info("Leaving the VMs of a UID with a VM younger than the grace period", "vmid", p.VMID, "uid", p.UID, "createdAt", p.CreatedAt)
 			young[p.UID] = true
 		}
 	}
+	now := workflow.Now(g.ctx)
 	creating := make(map[string]bool)
 	for _, p := range marked.Proxies {
-		if young[p.UID] || slices.Contains(g.in.Keep, p.UID) {
+		if slices.Contains(g.in.Keep, p.UID) {
 			continue
 		}
 		v := GarbageVM{UID: p.UID, VMID: p.VMID, Node: p.Node, Name: p.Name, Outcome: GarbageFound}
+		if young[p.UID] {
+			v.Outcome, v.Detail, v.Age = GarbageSkipped, "younger than the grace period", now.Sub(p.CreatedAt)
+			if !p.CreatedAt.After(g.cutoff) {
+				v.Detail = "its UID has a VM younger than the grace period"
+			}
+			res.YoungVMs = append(res.YoungVMs, v)
+			continue
+		}
 		if p.UID == "" {
 			v.Outcome, v.Detail = GarbageSkipped, "its mark carries no UID: delete it by hand"
-		} else if runs, probed := creating[p.UID]; runs || !probed && g.createRuns(p.UID) {
-			creating[p.UID] = true
+			res.VMs = append(res.VMs, v)
+			continue
+		}
+		runs, asked := creating[p.UID]
+		if !asked {
+			if runs, err = g.createRuns(p.UID); err != nil {
+				return res, err
+			}
+			creating[p.UID] = runs
+		}
+		if runs {
 			v.Outcome, v.Detail = GarbageSkipped, CreateWorkflowID(p.UID)+" runs"
-		} else {
-			creating[p.UID] = false
 		}
 		res.VMs = append(res.VMs, v)
 	}
 	owners := seedOwners(marked, resources)
 	for _, iso := range isos {
-		if name, _ := proxy.SeedISOOwner(iso.VolID); !owners[name] {
+		switch name, _ := proxy.SeedISOOwner(iso.VolID); {
+		case owners[name]:
+		case iso.CreatedAt.After(g.cutoff):
+			iso.Outcome, iso.Detail, iso.Age = GarbageSkipped, "younger than the grace period", now.Sub(iso.CreatedAt)
+			res.YoungISOs = append(res.YoungISOs, iso)
+		default:
 			res.ISOs = append(res.ISOs, iso)
 		}
 	}
 	return res, nil
 }
 
-// seedISOs lists the seed ISOs on every configured node that are older than the grace period.
+// seedISOs lists the seed ISOs on every configured node.
 func (g *collector) seedISOs() ([]GarbageISO, error) {
 	var a *activities.Activities
 	var out []GarbageISO
@@ -186,14 +246,14 @@ func (g *collector) seedISOs() ([]GarbageISO, error) {
 		summary := fmt.Sprintf("list ISOs on storage %s on node %s", g.s.ISOStorage, node)
 		g.t.step(summary)
 		var vols []pve.StorageVolume
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(g.ctx, g.s.readOptions(summary)), a.StorageContent,
+		err := execute(g.ctx, g.s.readOptions(summary), a.StorageContent,
 			activities.StorageContentRequest{StorageRef: activities.StorageRef{Node: node, Storage: g.s.ISOStorage}, Content: "iso"}).Get(g.ctx, &vols)
 		if err != nil {
 			return nil, fail(summary, err)
 		}
 		for _, v := range vols {
 			created := time.Unix(v.CTime, 0).UTC()
-			if _, seed := proxy.SeedISOOwner(v.VolID); !seed || created.After(g.cutoff) {
+			if _, seed := proxy.SeedISOOwner(v.VolID); !seed {
 				continue
 			}
 			out = append(out, GarbageISO{VolID: v.VolID, Node: node, Storage: g.s.ISOStorage, CreatedAt: created, Outcome: GarbageFound})
@@ -219,10 +279,16 @@ func seedOwners(marked ListProxiesResult, resources []pve.VMResource) map[string
 	return owners
 }
 
-// createRuns reports whether the CreateProxy of uid runs, by announcing this run to it: the
-// signal fails when no create runs. A running create receives the probe and ignores it.
-func (g *collector) createRuns(uid string) bool {
-	return workflow.SignalExternalWorkflow(g.ctx, CreateWorkflowID(uid), "", gcProbeSignal, nil).Get(g.ctx, nil) == nil
+// createRuns reports whether the CreateProxy of uid runs, as Temporal describes it.
+func (g *collector) createRuns(uid string) (bool, error) {
+	var a *activities.Activities
+	step := "describe workflow " + CreateWorkflowID(uid)
+	g.t.step(step)
+	var run activities.RunInfo
+	if err := execute(g.ctx, g.s.readOptions(step), a.DescribeRun, activities.DescribeRunRequest{WorkflowID: CreateWorkflowID(uid)}).Get(g.ctx, &run); err != nil {
+		return false, fail(step, err)
+	}
+	return run.Running, nil
 }
 
 // deleteVMs deletes the VMs found, one DeleteProxy per UID, listConcurrency UIDs at a time.
@@ -309,7 +375,7 @@ func (g *collector) deleteISOs(isos []GarbageISO) error {
 		}
 		summary := fmt.Sprintf("delete seed ISO %s on %s", iso.VolID, iso.Node)
 		var upid pve.UPID
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(g.ctx, g.s.callOptions(summary)), a.DeleteVolume,
+		err := execute(g.ctx, g.s.callOptions(summary), a.DeleteVolume,
 			activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: iso.Node, Storage: iso.Storage}, VolID: iso.VolID}).Get(g.ctx, &upid)
 		switch {
 		case isType(err, activities.ErrNotFound):
@@ -317,7 +383,9 @@ func (g *collector) deleteISOs(isos []GarbageISO) error {
 		case err != nil:
 			err = fail(summary, err)
 		case upid != "":
-			err = waitTask(g.ctx, g.s, g.t, upid, g.s.Budgets.Request, "wait for "+summary)
+			if err = waitTask(g.ctx, g.s, g.t, upid, g.s.Budgets.Request, "wait for "+summary); err != nil {
+				err = fail("wait for "+summary, err)
+			}
 		}
 		switch {
 		case temporal.IsCanceledError(err):

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
 
@@ -131,6 +130,11 @@ func TestCollectGarbage_vmYoungerThanGraceKept(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, res.VMs)
 	assert.Equal(t, []int{young.VMID}, w.vmids())
+	require.Len(t, res.YoungVMs, 1, "reported as kept for its age")
+	assert.Equal(t, young.VMID, res.YoungVMs[0].VMID)
+	assert.Equal(t, 10*time.Minute, res.YoungVMs[0].Age)
+	assert.Equal(t, workflows.GarbageSkipped, res.YoungVMs[0].Outcome)
+	assert.Equal(t, workflows.DefaultGrace, res.Grace)
 }
 
 func TestCollectGarbage_orphanISO(t *testing.T) {
@@ -156,8 +160,12 @@ func TestCollectGarbage_orphanISO(t *testing.T) {
 			if !tt.deleted {
 				assert.Empty(t, res.ISOs)
 				assert.Equal(t, []string{volid}, w.isos())
+				require.Len(t, res.YoungISOs, 1, "reported as kept for its age")
+				assert.Equal(t, volid, res.YoungISOs[0].VolID)
+				assert.InDelta(t, tt.age, res.YoungISOs[0].Age, float64(2*time.Minute), "its age, from the upload's end")
 				return
 			}
+			assert.Empty(t, res.YoungISOs)
 			require.Len(t, res.ISOs, 1)
 			assert.Equal(t, volid, res.ISOs[0].VolID)
 			assert.Equal(t, workflows.GarbageDeleted, res.ISOs[0].Outcome)
@@ -186,10 +194,8 @@ func TestCollectGarbage_uidWithRunningCreateSkipped(t *testing.T) {
 	w := newWorld(t)
 	orphan := proxyVM(w, otherUID, true)
 	w.add(orphan)
-	env := w.bareEnv()
-	// The create of otherUID runs: the probe reaches it.
-	env.OnSignalExternalWorkflow(mock.Anything, workflows.CreateWorkflowID(otherUID), "", "gc-probe", mock.Anything).Return(nil)
-	w.peersDoNotRun(env)
+	env := w.env()
+	w.runs.start(workflows.CreateWorkflowID(otherUID), w.clock.Now().Add(-time.Minute))
 
 	res, err := w.collectIn(env, workflows.CollectGarbageInput{Keep: []string{uid}})
 

@@ -40,11 +40,12 @@ type GetProxyResult struct {
 // the name, the lock) and, for a running VM, the guest agent: three in the common case. The
 // status comes from cluster resources, a cache that lags by seconds; the agent confirms a
 // running VM, and only when it does not answer does a fourth call, the VM's status, tell a
-// paused VM from one that is still booting.
+// paused VM from one that is still booting. A VM the cache shows as not running is read live
+// before it is reported stopped: the cache may not have seen it start.
 //
 // It fails NotFound when there is no such VM (absent, its VMID now holds a VM of another name,
-// or the VM lacks the mark), Transient when the VM is locked, still being cloned, or of unknown
-// status (its node is down, or the status cache has not seen it yet), and Permanent on bad
+// or the VM lacks the mark), Transient when the VM is locked, still being cloned, or of a
+// status neither the cache nor a live read knows (its node is down), and Permanent on bad
 // input or when two VMs carry the proxy's mark.
 func (w *Workflows) GetProxy(ctx workflow.Context, in GetProxyInput) (GetProxyResult, error) {
 	g := &getter{in: in}
@@ -169,21 +170,35 @@ func (g *getter) state(v vm, status string) (GetProxyResult, error) {
 		UID:        mark.UID,
 		CreatedAt:  mark.CreatedAt,
 	}
-	switch lock := v.Config["lock"]; {
-	case lock != "":
+	if lock := v.Config["lock"]; lock != "" {
 		return GetProxyResult{}, transientf("get proxy %s: VM %d on node %s is locked (%s)", g.what(), v.VMID, v.Node, lock)
-	case status == "unknown":
-		return GetProxyResult{}, transientf("get proxy %s: Proxmox does not know the status of VM %d on node %s: the node may be down, or the status cache has not seen the VM yet", g.what(), v.VMID, v.Node)
-	case status != "running":
-		res.State = proxy.Stopped
-		return res, nil
+	}
+	if status != "running" {
+		// Cluster resources lag: a VM they show as stopped, or have not seen yet, may run
+		// already, as one just created does. Only a live read may call it stopped.
+		var st pve.VMStatus
+		gone, err := g.readVM(&v, readStatus, activities.WaitNone, 0, &st)
+		switch {
+		case err != nil && status == "unknown":
+			return GetProxyResult{}, transientf("get proxy %s: Proxmox does not know the status of VM %d on node %s, and reading it failed: the node may be down: %v", g.what(), v.VMID, v.Node, err)
+		case err != nil:
+			return GetProxyResult{}, err
+		case gone:
+			return GetProxyResult{}, notFoundf("get proxy %s: VM %d is gone", g.what(), v.VMID)
+		}
+		res.Node = v.Node
+		if st.Status != "running" {
+			res.State = proxy.Stopped
+			return res, nil
+		}
+		status = st.Status
 	}
 	var a *activities.Activities
 	ref := v.ref()
 	step := "read the guest network interfaces of " + ref.String()
 	g.t.step(step)
 	var agent activities.AgentResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(g.ctx, g.s.readOptions(step)), a.AgentNetworkInterfaces,
+	err := execute(g.ctx, g.s.readOptions(step), a.AgentNetworkInterfaces,
 		activities.AgentRequest{VMRef: ref, MAC: proxy.MACFromNet(v.Config["net0"])}).Get(g.ctx, &agent)
 	switch {
 	case err == nil:

@@ -196,17 +196,46 @@ func TestGet_pausedIsStopped(t *testing.T) {
 	assert.Equal(t, proxy.Stopped, res.State)
 }
 
-func TestGet_unknownStatusIsTransient(t *testing.T) {
+func TestGet_unknownStatusIsReadLive(t *testing.T) {
 	// The status cache refreshes once an hour, so a VM cloned since the last refresh shows as
 	// "unknown", as one on a node that is down does.
 	w := newWorld(t, func(o *pvesim.Options) { o.ResourcesLag = time.Hour })
 	cloneInProgress(t, w, uid, proxy.VMIDFor(uid, w.cfg.Proxmox.VMIDRange, 0), "")
 	w.advance(time.Minute) // the clone has ended
 
+	res, err := w.get(byProviderID(w))
+
+	require.NoError(t, err)
+	assert.Equal(t, proxy.Stopped, res.State)
+}
+
+func TestGet_unknownStatusThatCannotBeReadIsTransient(t *testing.T) {
+	w := newWorld(t, func(o *pvesim.Options) { o.ResourcesLag = time.Hour })
+	cloneInProgress(t, w, uid, proxy.VMIDFor(uid, w.cfg.Proxmox.VMIDRange, 0), "")
+	w.advance(time.Minute)
+	for range 2 { // the read and its one retry
+		w.cluster.FailNext("VMStatus", &pve.APIError{Status: 595, Reason: "No route to host"})
+	}
+
 	_, err := w.get(byProviderID(w))
 
 	assert.Equal(t, workflows.FailTransient, failureType(t, err))
 	assert.ErrorContains(t, err, "does not know the status")
+}
+
+// Right after a create the status cache still shows the VM as it was before it started: get
+// reads it live rather than call it stopped.
+func TestGet_rightAfterACreateWithTheCacheLaggingIsRunning(t *testing.T) {
+	w := newWorld(t, func(o *pvesim.Options) { o.ResourcesLag = time.Hour })
+	w.advance(time.Hour) // the cache was refreshed before the create, which it has not seen since
+	created, err := w.create(createInput())
+	require.NoError(t, err)
+
+	res, err := w.get(workflows.GetProxyInput{UID: uid})
+
+	require.NoError(t, err)
+	assert.Equal(t, proxy.Running, res.State)
+	assert.Equal(t, created.IPv4, res.IPv4)
 }
 
 func TestGet_lockedIsTransientNeverNotFound(t *testing.T) {

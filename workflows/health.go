@@ -113,7 +113,7 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 	s := hs.Settings
 	var a *activities.Activities
 	call := func(summary string, activity any, args ...any) workflow.Future {
-		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, s.readOptions(summary)), activity, args...)
+		return execute(ctx, s.readOptions(summary), activity, args...)
 	}
 	version := call("read the PVE version", a.Version)
 	resources := call("list cluster resources", a.ClusterResources)
@@ -139,7 +139,7 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 	}
 	logger := workflow.GetLogger(ctx)
 	for _, n := range res.Nodes {
-		logger.Info("Node checked", "node", n.Name, "healthy", n.Healthy, "reason", n.Reason, "message", n.Message)
+		logger.Info("node checked", "node", n.Name, "healthy", n.Healthy, "reason", n.Reason, "message", n.Message)
 	}
 	return res, nil
 }

@@ -185,6 +185,6 @@ func TestCheck_logsVerdictPerNode(t *testing.T) {
 
 	w.check()
 
-	assert.Regexp(t, `msg="Node checked".*node=pve2 healthy=true`, w.log.String())
-	assert.Regexp(t, `msg="Node checked".*node=pve1 healthy=true`, w.log.String())
+	assert.Regexp(t, `msg="node checked".*node=pve2 healthy=true`, w.log.String())
+	assert.Regexp(t, `msg="node checked".*node=pve1 healthy=true`, w.log.String())
 }

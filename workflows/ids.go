@@ -35,52 +35,9 @@ const (
 // StatusQuery is the query both workflows answer with their Status.
 const StatusQuery = "status"
 
-// Signals between the CreateProxy and the DeleteProxy of one UID (see exclusion.go). Each
-// announces itself with its start time when it starts: a delete's announcement stops an earlier
-// create, which answers, once none of its activities runs any more, with the VM it was working
-// on; a create's announcement makes it wait for an earlier delete, which answers when it closes.
-const (
-	deleteRequestedSignal = "delete-requested"
-	createClosedSignal    = "create-closed"
-	createStartedSignal   = "create-started"
-	deleteClosedSignal    = "delete-closed"
-)
-
-// gcProbeSignal is how CollectGarbage asks whether the create of a UID runs: the signal fails
-// when it does not. A create ignores it.
-const gcProbeSignal = "gc-probe"
-
-// The change of both workflows that made a proxy's VMs found by UID on its probe VMIDs, owned
-// only by their mark, and its create and delete exclusive, recorded by workflow.GetVersion.
-// Runs recorded before it replay on the code in legacy.go.
-const (
-	ownershipChange  = "ownership"
-	ownershipVersion = 1
-)
-
-// The change of CreateProxy that made it wait out locks on the storage and the template, clone
-// again after a clone failed on one, and take a lease from the storage's CloneAdmission.
-const (
-	fleetChange  = "fleet"
-	fleetVersion = 1
-)
-
-// The change of CreateProxy that stores the user-data once per run, in the workflow's input:
-// UploadISO reads it from the run's start event instead of carrying it in its own input. It also
-// refuses user-data over MaxUserDataBytes before any other step. Runs recorded before it send
-// UploadISO the user-data as they did.
-const (
-	userDataOnceChange  = "userdata-once"
-	userDataOnceVersion = 1
-)
-
-// The change of CreateProxy and DeleteProxy that holds each wait to a deadline of its own,
-// which ExtendWaitSignal moves, and names the wait's activity after it ("wait-3"). Runs
-// recorded before it wait within the budget alone.
-const (
-	extendableWaitsChange  = "extendable-waits"
-	extendableWaitsVersion = 1
-)
+// deleteRequestedSignal is how a DeleteProxy stops the CreateProxy of the same UID that started
+// before it (see exclusion.go).
+const deleteRequestedSignal = "delete-requested"
 
 // CreateWorkflowID is the workflow ID of the CreateProxy of a Proxy UID.
 //

@@ -23,8 +23,10 @@ type ListedProxy struct {
 	// without one.
 	UID       string    `json:"uid"`
 	CreatedAt time.Time `json:"createdAt,omitzero"`
-	// Status is PVE's status in cluster resources ("running", "stopped", "unknown"): a cache
-	// that lags by seconds. GetProxy tells what a VM is doing.
+	// Status is PVE's status ("running", "stopped", "unknown"): from cluster resources, a cache
+	// that lags by seconds, when it says running, and else read live, as the cache may not have
+	// seen the VM start. "unknown" is a VM whose status no read could give (its node is down).
+	// GetProxy tells what a VM is doing.
 	Status string `json:"status"`
 }
 
@@ -37,17 +39,57 @@ type ListProxiesResult struct {
 	Unreadable []int `json:"unreadable,omitempty"`
 }
 
-// ListProxies lists the VMs that carry pveflow's mark, with one cluster resources call and one
-// config read per candidate (proxy.MayBeProxy: a VM with pveflow's tag or name). It reads and
-// never changes anything. The resources call failing fails the list; a candidate whose config
-// cannot be read is skipped with a log line and reported in Unreadable.
+// ListProxies lists the VMs that carry pveflow's mark, with one cluster resources call, one
+// config read per candidate (proxy.MayBeProxy: a VM with pveflow's tag or name) and one live
+// status read per proxy the cache does not show running. It reads and never changes anything.
+// The resources call failing fails the list; a candidate whose config cannot be read is skipped
+// with a log line and reported in Unreadable.
 func (w *Workflows) ListProxies(ctx workflow.Context) (ListProxiesResult, error) {
 	var s settings
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return settingsOf(w.Config) }).Get(&s); err != nil {
 		return ListProxiesResult{}, err
 	}
 	res, _, err := listMarked(ctx, s)
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	return res, readLiveStatus(ctx, s, res.Proxies)
+}
+
+// readLiveStatus reads, listConcurrency at a time, the status of each proxy the cache does not
+// show running: it lags, and a VM just created shows stopped, or unknown, for seconds. A read
+// that fails leaves the cache's status, with a log line.
+func readLiveStatus(ctx workflow.Context, s settings, proxies []ListedProxy) error {
+	var a *activities.Activities
+	t := readTracker(ctx)
+	var stale []int
+	for i, p := range proxies {
+		if p.Status != "running" {
+			stale = append(stale, i)
+		}
+	}
+	for start := 0; start < len(stale); start += listConcurrency {
+		batch := stale[start:min(start+listConcurrency, len(stale))]
+		t.step("read the status of proxies the cache does not show running")
+		reads := make([]workflow.Future, len(batch))
+		for i, j := range batch {
+			ref := activities.VMRef{Node: proxies[j].Node, VMID: proxies[j].VMID}
+			reads[i] = execute(ctx, s.readOptions("read status of "+ref.String()), a.VMStatus, activities.VMStatusRequest{VMRef: ref})
+		}
+		for i, j := range batch {
+			var st pve.VMStatus
+			err := reads[i].Get(ctx, &st)
+			switch {
+			case temporal.IsCanceledError(err):
+				return err
+			case err != nil:
+				workflow.GetLogger(ctx).Warn("keeping the cached status of a VM whose status cannot be read", "vmid", proxies[j].VMID, "node", proxies[j].Node, "error", err)
+			default:
+				proxies[j].Status = st.Status
+			}
+		}
+	}
+	return nil
 }
 
 // listConcurrency bounds the config reads a list has in flight.
@@ -80,7 +122,7 @@ func listMarked(ctx workflow.Context, s settings) (ListProxiesResult, []pve.VMRe
 		reads := make([]workflow.Future, len(batch))
 		for i, r := range batch {
 			ref := activities.VMRef{Node: r.Node, VMID: r.VMID}
-			reads[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, s.readOptions("read config of "+ref.String())),
+			reads[i] = execute(ctx, s.readOptions("read config of "+ref.String()),
 				a.VMConfig, activities.VMConfigRequest{VMRef: ref})
 		}
 		for i, r := range batch {
@@ -90,10 +132,10 @@ func listMarked(ctx workflow.Context, s settings) (ListProxiesResult, []pve.VMRe
 			case temporal.IsCanceledError(err):
 				return ListProxiesResult{}, nil, err
 			case isType(err, activities.ErrNotFound):
-				logger.Info("Leaving out a VM gone since cluster resources listed it", "vmid", r.VMID, "node", r.Node)
+				logger.Debug("leaving out a VM gone since cluster resources listed it", "vmid", r.VMID, "node", r.Node)
 				continue
 			case err != nil:
-				logger.Warn("Skipping a VM whose config cannot be read", "vmid", r.VMID, "node", r.Node, "error", err)
+				logger.Warn("skipping a VM whose config cannot be read", "vmid", r.VMID, "node", r.Node, "error", err)
 				res.Unreadable = append(res.Unreadable, r.VMID)
 				continue
 			}

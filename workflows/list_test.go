@@ -146,7 +146,7 @@ func TestListByTag_unreadableVMSkippedWithALogLine(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int{100200}, listedVMIDs(res))
 	assert.Equal(t, []int{100100}, res.Unreadable)
-	assert.Regexp(t, `Skipping a VM whose config cannot be read.*vmid=100100.*got no worker`, w.log.String())
+	assert.Regexp(t, `skipping a VM whose config cannot be read.*vmid=100100.*got no worker`, w.log.String())
 }
 
 // configFails is a cluster on which the config of one VM cannot be read.
@@ -175,20 +175,35 @@ func TestListByTag_unknownStatusStillAttempted(t *testing.T) {
 
 	require.NoError(t, err)
 	require.Len(t, res.Proxies, 1)
-	assert.Equal(t, "unknown", res.Proxies[0].Status)
+	assert.Equal(t, "stopped", res.Proxies[0].Status, "read live")
 	assert.Equal(t, uid, res.Proxies[0].UID)
 }
 
-func TestListByTag_doesNotReadStatusOrAgent(t *testing.T) {
+func TestListByTag_readsTheStatusOnlyOfProxiesTheCacheDoesNotShowRunning(t *testing.T) {
 	w := newWorld(t)
 	w.add(proxyVM(w, uid, true), proxyVM(w, otherUID, false))
 
 	_, err := w.list()
 
 	require.NoError(t, err)
-	assert.Zero(t, w.cluster.CallCount("VMStatus"))
+	assert.Equal(t, 1, w.cluster.CallCount("VMStatus"), "the stopped one")
 	assert.Zero(t, w.cluster.CallCount("AgentNetworkInterfaces"))
 	assert.Equal(t, 1, w.cluster.CallCount("ClusterResources"))
+}
+
+// Right after a create the status cache still shows the VM as it was before it started: list
+// reads it live rather than report it stopped.
+func TestList_rightAfterACreateWithTheCacheLaggingShowsTheProxyRunning(t *testing.T) {
+	w := newWorld(t, func(o *pvesim.Options) { o.ResourcesLag = time.Hour })
+	w.advance(time.Hour) // the cache was refreshed before the create, which it has not seen since
+	_, err := w.create(createInput())
+	require.NoError(t, err)
+
+	res, err := w.list()
+
+	require.NoError(t, err)
+	require.Len(t, res.Proxies, 1)
+	assert.Equal(t, "running", res.Proxies[0].Status)
 }
 
 func TestListByTag_idsAcceptedByGet(t *testing.T) {

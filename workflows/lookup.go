@@ -14,11 +14,8 @@ import (
 
 // vm is a VM the cluster holds for a proxy.
 type vm struct {
-	Node string
-	VMID int
-	// Status is the status cluster resources showed: a cache that lags. Only the runs recorded
-	// before ownershipVersion act on it.
-	Status string
+	Node   string
+	VMID   int
 	Lock   string
 	Config pve.VMConfig
 }
@@ -163,12 +160,11 @@ func (o *proxyOps) readVM(v *vm, what, waitFor string, budget time.Duration, out
 		if what == readStatus {
 			activity, arg = a.VMStatus, activities.VMStatusRequest{VMRef: ref, WaitFor: waitFor}
 		}
-		var err error
-		if waitFor == activities.WaitNone {
-			err = workflow.ExecuteActivity(workflow.WithActivityOptions(o.ctx, o.callOptions(step)), activity, arg).Get(o.ctx, out)
-		} else {
-			err = o.t.wait(o.ctx, o.s, budget, step, activity, arg, out)
+		opts := o.callOptions(step)
+		if waitFor != activities.WaitNone {
+			opts = o.s.waitOptions(budget, step)
 		}
+		err := execute(o.ctx, opts, activity, arg).Get(o.ctx, out)
 		if !isType(err, activities.ErrNotFound) {
 			if err != nil {
 				return false, fail(step, err)
@@ -201,7 +197,7 @@ func (o *proxyOps) locate(vmid int) (node string, found bool, err error) {
 func (o *proxyOps) listResources(out *[]pve.VMResource) error {
 	var a *activities.Activities
 	o.t.step("list cluster resources")
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(o.ctx, o.callOptions("list cluster resources")),
+	err := execute(o.ctx, o.callOptions("list cluster resources"),
 		a.ClusterResources).Get(o.ctx, out)
 	if err != nil {
 		return fail("list cluster resources", err)

@@ -27,21 +27,33 @@ const (
 	outcomeCanceled  = "canceled"
 )
 
-// operationMetrics names an operation's counter and its timer.
-type operationMetrics struct{ count, duration string }
+// operationMetrics names an operation, its counter and its timer.
+type operationMetrics struct{ op, count, duration string }
 
 var (
-	createMetrics = operationMetrics{count: proxiesCreatedMetric, duration: createDurationMetric}
-	deleteMetrics = operationMetrics{count: proxiesDeletedMetric, duration: deleteDurationMetric}
+	createMetrics = operationMetrics{op: "create", count: proxiesCreatedMetric, duration: createDurationMetric}
+	deleteMetrics = operationMetrics{op: "delete", count: proxiesDeletedMetric, duration: deleteDurationMetric}
 )
 
-// recordOutcome counts the run's end by outcome and failure type, and records by outcome how
-// long the run took since it started. It is deferred with the run's error, so every return is counted.
-func recordOutcome(ctx workflow.Context, m operationMetrics, err *error) {
-	outcome, failureType := outcomeOf(*err)
+// recordOutcome counts the run's end by outcome and failure type, records by outcome how long
+// the run took since it started, and logs it at info: the one info line of an operation, with
+// the proxy's UID and, once t knows it, the VM's VMID and node. It is deferred with the run's
+// error, so every return is counted. t is nil when the run ended before it had one.
+func recordOutcome(ctx workflow.Context, m operationMetrics, uid string, t *tracker, err error) {
+	outcome, failureType := outcomeOf(err)
+	took := workflow.Now(ctx).Sub(workflow.GetInfo(ctx).WorkflowStartTime)
 	h := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"outcome": outcome})
 	h.WithTags(map[string]string{"failure_type": failureType}).Counter(m.count).Inc(1)
-	h.Timer(m.duration).Record(workflow.Now(ctx).Sub(workflow.GetInfo(ctx).WorkflowStartTime))
+	h.Timer(m.duration).Record(took)
+
+	attrs := []any{"uid", uid, "duration", took}
+	if t != nil && t.status.VMID != 0 {
+		attrs = append(attrs, "vmid", t.status.VMID, "node", t.status.Node)
+	}
+	if err != nil {
+		attrs = append(attrs, "failureType", failureType, "error", err)
+	}
+	workflow.GetLogger(ctx).Info(m.op+" "+outcome, attrs...)
 }
 
 // outcomeOf is how a run that returns err ended, and for a failure its type (Permanent,

@@ -16,15 +16,19 @@ type Workflows struct {
 	Config config.Config
 }
 
-// Register registers every workflow under its recorded name.
+// Register registers every workflow under its recorded name, with its versioning behavior
+// (deployment.go): the short workflows Pinned, CloneAdmission AutoUpgrade.
 func (w *Workflows) Register(r worker.WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(w.CreateProxy, workflow.RegisterOptions{Name: CreateProxyName})
-	r.RegisterWorkflowWithOptions(w.DeleteProxy, workflow.RegisterOptions{Name: DeleteProxyName})
-	r.RegisterWorkflowWithOptions(w.CloneAdmission, workflow.RegisterOptions{Name: CloneAdmissionName})
-	r.RegisterWorkflowWithOptions(w.GetProxy, workflow.RegisterOptions{Name: GetProxyName})
-	r.RegisterWorkflowWithOptions(w.ListProxies, workflow.RegisterOptions{Name: ListProxiesName})
-	r.RegisterWorkflowWithOptions(w.CheckHealth, workflow.RegisterOptions{Name: CheckHealthName})
-	r.RegisterWorkflowWithOptions(w.CollectGarbage, workflow.RegisterOptions{Name: CollectGarbageName})
+	short := func(name string) workflow.RegisterOptions {
+		return workflow.RegisterOptions{Name: name, VersioningBehavior: shortWorkflowBehavior}
+	}
+	r.RegisterWorkflowWithOptions(w.CreateProxy, short(CreateProxyName))
+	r.RegisterWorkflowWithOptions(w.DeleteProxy, short(DeleteProxyName))
+	r.RegisterWorkflowWithOptions(w.GetProxy, short(GetProxyName))
+	r.RegisterWorkflowWithOptions(w.ListProxies, short(ListProxiesName))
+	r.RegisterWorkflowWithOptions(w.CheckHealth, short(CheckHealthName))
+	r.RegisterWorkflowWithOptions(w.CollectGarbage, short(CollectGarbageName))
+	r.RegisterWorkflowWithOptions(w.CloneAdmission, workflow.RegisterOptions{Name: CloneAdmissionName, VersioningBehavior: cloneAdmissionBehavior})
 }
 
 // settings is what a run takes from the worker's configuration. It is read once, in a side
@@ -97,6 +101,11 @@ func (s settings) readOptions(summary string) workflow.ActivityOptions {
 //
 // MaximumAttempts is set explicitly: the test environment otherwise stops after 10 attempts
 // while the server would go on, and both must behave alike.
+//
+// Nothing moves a wait's budget once it is scheduled: Temporal's own actions on a pending
+// activity (UpdateActivityOptions, from the UI or the CLI) move the next attempt's timer but
+// not its ScheduleToClose deadline (server 1.32). A wait that runs out of budget fails the run
+// Transient, and starting it again resumes on the same VM.
 func (s settings) waitOptions(budget time.Duration, summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout:    s.Budgets.Request,
@@ -124,4 +133,9 @@ func attemptsWithin(budget time.Duration, p config.Poll) int32 {
 		}
 		interval = min(interval*p.BackoffCoefficient, float64(p.MaximumInterval))
 	}
+}
+
+// execute runs activity with args under opts: every activity of the workflows goes through it.
+func execute(ctx workflow.Context, opts workflow.ActivityOptions, activity any, args ...any) workflow.Future {
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, args...)
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
@@ -89,19 +88,18 @@ func TestOwnership_deleteAfterACreateStoppedOnACollisionLeavesTheOtherProxysVM(t
 	w := newWorld(t, templateDisks(1))
 	home := firstVMID(w)
 	cloneInProgress(t, w, otherUID, home, "")
-	env := w.bareEnv()
-	// The create of this proxy, stopped while it waited on the other proxy's clone, reports the
-	// VMID it was waiting on.
-	env.OnSignalExternalWorkflow(mock.Anything, workflows.CreateWorkflowID(uid), "", "delete-requested", mock.Anything).
+	env := w.env()
+	// The create of this proxy started earlier, and waits on the other proxy's clone; it closes
+	// a second after the delete asks it to stop.
+	w.runs.start(workflows.CreateWorkflowID(uid), w.clock.Now().Add(-time.Minute))
+	env.OnSignalExternalWorkflow(mock.Anything, workflows.CreateWorkflowID(uid), mock.Anything, "delete-requested", mock.Anything).
 		Return(nil).Once()
-	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow("create-closed", map[string]any{"node": "pve1", "vmid": home})
-	}, time.Second)
-	w.peersDoNotRun(env)
+	env.RegisterDelayedCallback(func() { w.runs.close(workflows.CreateWorkflowID(uid)) }, time.Second)
 
 	env.ExecuteWorkflow(workflows.DeleteProxyName, workflows.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, env.GetWorkflowError())
+	env.AssertExpectations(t)
 	var res workflows.DeleteProxyResult
 	require.NoError(t, env.GetWorkflowResult(&res))
 	assert.Empty(t, res.Destroyed)
@@ -175,84 +173,79 @@ func TestOwnership_crossNodeCloneFollowedToItsTargetNode(t *testing.T) {
 	})
 }
 
-func TestOwnership_createWaitsForAnEarlierDeleteToClose(t *testing.T) {
-	w := newWorld(t)
-	env := w.bareEnv()
-	env.OnSignalExternalWorkflow(mock.Anything, workflows.DeleteWorkflowID(uid), "", "create-started", mock.Anything).Return(nil)
-	w.peersDoNotRun(env)
-	callsWhileDeleteRan := -1
-	env.RegisterDelayedCallback(func() {
-		callsWhileDeleteRan = len(w.cluster.Calls())
-		env.SignalWorkflow("delete-closed", nil)
-	}, 10*time.Minute)
-
-	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
-
-	require.NoError(t, env.GetWorkflowError())
-	assert.Zero(t, callsWhileDeleteRan, "no Proxmox call while the delete ran")
-	assert.Len(t, w.vms(), 1)
-}
-
-func TestOwnership_createGoesOnWhenTheEarlierDeleteClosedUnheard(t *testing.T) {
-	w := newWorld(t)
-	env := w.bareEnv()
-	// The delete runs when the create announces itself, and has closed when it does so again:
-	// its closing message crossed the create's start.
-	env.OnSignalExternalWorkflow(mock.Anything, workflows.DeleteWorkflowID(uid), "", "create-started", mock.Anything).Return(nil).Once()
-	w.peersDoNotRun(env)
-
-	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
-
-	require.NoError(t, env.GetWorkflowError())
-	assert.Len(t, w.vms(), 1)
-}
-
-func TestOwnership_createStoppedOnlyByALaterDelete(t *testing.T) {
+func TestOwnership_createWaitsOnlyForADeleteThatStartedNoLater(t *testing.T) {
 	tests := map[string]struct {
 		deleteStarted time.Duration // relative to the create's start
-		wantStopped   bool
+		wantWait      bool
 	}{
-		"a delete that started later":            {deleteStarted: time.Minute, wantStopped: true},
-		"a delete that started at the same time": {deleteStarted: 0, wantStopped: true},
-		"a delete that started earlier":          {deleteStarted: -time.Minute, wantStopped: false},
+		"a delete that started earlier":          {deleteStarted: -time.Minute, wantWait: true},
+		"a delete that started at the same time": {deleteStarted: 0, wantWait: true},
+		"a delete that started later":            {deleteStarted: time.Second, wantWait: false},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t)
 			env := w.env()
-			start := w.clock.Now()
+			w.runs.start(workflows.DeleteWorkflowID(uid), w.clock.Now().Add(tt.deleteStarted))
+			callsWhileDeleteRan := -1
 			env.RegisterDelayedCallback(func() {
-				env.SignalWorkflow("delete-requested", map[string]any{"startedAt": start.Add(tt.deleteStarted)})
-			}, 10*time.Second)
+				callsWhileDeleteRan = len(w.cluster.Calls())
+				w.runs.close(workflows.DeleteWorkflowID(uid))
+			}, 10*time.Minute)
 
 			env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
 
-			if tt.wantStopped {
-				assert.True(t, temporal.IsCanceledError(env.GetWorkflowError()), "got %v", env.GetWorkflowError())
+			require.NoError(t, env.GetWorkflowError())
+			assert.Len(t, w.vms(), 1)
+			if tt.wantWait {
+				assert.Zero(t, callsWhileDeleteRan, "no Proxmox call while the delete ran")
 			} else {
-				assert.NoError(t, env.GetWorkflowError())
+				assert.Equal(t, -1, callsWhileDeleteRan, "done before the delete closed")
 			}
 		})
 	}
 }
 
-func TestOwnership_deleteTellsALaterCreateWaitingForItThatItClosed(t *testing.T) {
-	w, _ := created(t)
-	env := w.bareEnv()
-	var told atomic.Bool
-	env.OnSignalExternalWorkflow(mock.Anything, workflows.CreateWorkflowID(uid), "", "delete-closed", mock.Anything).
-		Return(func(_, _, _, _ string, _ any) error { told.Store(true); return nil })
-	w.peersDoNotRun(env)
-	start := w.clock.Now()
-	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow("create-started", map[string]any{"startedAt": start.Add(time.Second)})
-	}, time.Second)
+func TestOwnership_createWaitingForADeleteThatDoesNotCloseFailsTransient(t *testing.T) {
+	w := newWorld(t)
+	w.runs.start(workflows.DeleteWorkflowID(uid), w.clock.Now().Add(-time.Minute))
 
-	env.ExecuteWorkflow(workflows.DeleteProxyName, workflows.DeleteProxyInput{UID: uid})
+	_, err := w.create(createInput())
 
-	require.NoError(t, env.GetWorkflowError())
-	assert.True(t, told.Load(), "the waiting create is told")
-	assert.Empty(t, w.vms())
+	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Contains(t, err.Error(), "wait for workflow "+workflows.DeleteWorkflowID(uid)+" to close did not finish within its budget")
+	assert.Empty(t, w.cluster.Calls())
+}
+
+func TestOwnership_deleteStopsOnlyAnEarlierCreate(t *testing.T) {
+	tests := map[string]struct {
+		createStarted time.Duration // relative to the delete's start
+		wantStop      bool
+	}{
+		"a create that started earlier":          {createStarted: -time.Minute, wantStop: true},
+		"a create that started at the same time": {createStarted: 0, wantStop: false},
+		"a create that started later":            {createStarted: time.Second, wantStop: false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			w, _ := created(t)
+			env := w.env()
+			w.runs.start(workflows.CreateWorkflowID(uid), w.clock.Now().Add(tt.createStarted))
+			var stopped atomic.Bool
+			env.OnSignalExternalWorkflow(mock.Anything, workflows.CreateWorkflowID(uid), workflows.CreateWorkflowID(uid)+"/run", "delete-requested", mock.Anything).
+				Return(func(_, _, _, _ string, _ any) error {
+					stopped.Store(true)
+					w.runs.close(workflows.CreateWorkflowID(uid))
+					return nil
+				}).Maybe()
+
+			env.ExecuteWorkflow(workflows.DeleteProxyName, workflows.DeleteProxyInput{UID: uid})
+
+			require.NoError(t, env.GetWorkflowError())
+			assert.Equal(t, tt.wantStop, stopped.Load())
+			assert.Empty(t, w.vms())
+		})
+	}
 }
 
 func TestOwnership_deleteByUIDAloneRemovesAProxyWithItsOwnName(t *testing.T) {

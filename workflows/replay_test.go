@@ -65,18 +65,6 @@ func codecReplayer(t *testing.T, c *codec.Codec) worker.WorkflowReplayer {
 	return r
 }
 
-// TestReplay_recordedHistoriesWithTheCodec replays the histories recorded before payloads were
-// encrypted on a worker that encrypts them: its codec passes plain payloads through, so turning
-// encryption on does not break the workflows that run.
-func TestReplay_recordedHistoriesWithTheCodec(t *testing.T) {
-	c := newCodec(t)
-	for _, file := range recordedHistories(t) {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			require.NoError(t, codecReplayer(t, c).ReplayWorkflowHistoryFromJSONFile(nil, file))
-		})
-	}
-}
-
 // encrypted is the recorded history of file with every payload encrypted by c, as a worker and
 // a starter with the codec write it: search attributes stay plain, as the server needs them.
 func encrypted(t *testing.T, file string, c *codec.Codec) *historypb.History {

@@ -49,13 +49,9 @@ type Status struct {
 	// Placement says why the create chose its node when no zone named one.
 	Placement string `json:"placement,omitempty"`
 	// LockRetries counts the clones made again after one failed on a lock.
-	LockRetries int `json:"lockRetries,omitempty"`
-	// WaitDeadline is when the wait the workflow is in gives up: its budget from when it
-	// began, moved by ExtendWaitSignal. It is zero between waits, and in runs started before
-	// waits could be extended.
-	WaitDeadline time.Time `json:"waitDeadline,omitzero"`
-	LastError    string    `json:"lastError,omitempty"`
-	StartedAt    time.Time `json:"startedAt"`
+	LockRetries int       `json:"lockRetries,omitempty"`
+	LastError   string    `json:"lastError,omitempty"`
+	StartedAt   time.Time `json:"startedAt"`
 }
 
 // tracker keeps a workflow's Status current: in the status query, in the search attributes and
@@ -63,7 +59,6 @@ type Status struct {
 type tracker struct {
 	ctx    workflow.Context
 	status Status
-	waits  waits
 }
 
 func newTracker(ctx workflow.Context, uid, name string) (*tracker, error) {
@@ -111,6 +106,6 @@ func (t *tracker) upsert(updates ...temporal.SearchAttributeUpdate) error {
 // itself goes on.
 func (t *tracker) logErr(err error) {
 	if err != nil {
-		workflow.GetLogger(t.ctx).Warn("Search attribute update failed", "error", err)
+		workflow.GetLogger(t.ctx).Warn("search attribute update failed", "error", err)
 	}
 }

@@ -72,7 +72,6 @@ func TestCreate_uploadISOInputCarriesNoUserData(t *testing.T) {
 
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, uploads, 1)
-	assert.Equal(t, true, uploads[0]["userDataFromStart"])
 	assert.NotContains(t, uploads[0], "userData")
 	data, err := json.Marshal(uploads[0])
 	require.NoError(t, err)

@@ -16,39 +16,48 @@ import (
 	"github.com/pveflow/pveflow/workflows"
 )
 
-// TestE2E_aRunningCreateMovesToThePromotedBuildAndCompletes rolls a worker deployment from one
-// build to the next while a create waits for its clone: the create carries on on the new build
-// (workflows.VersioningBehavior is auto-upgrade) and completes with the old build's worker gone.
-func TestE2E_aRunningCreateMovesToThePromotedBuildAndCompletes(t *testing.T) {
+// TestE2E_aRunningCreateStaysPinnedToItsBuildWhileNewCreatesGoToThePromotedOne rolls a worker
+// deployment from one build to the next while a create waits for its clone: the create is
+// pinned to the build it started on and completes there, while a create started after the
+// promotion runs on the new build.
+func TestE2E_aRunningCreateStaysPinnedToItsBuildWhileNewCreatesGoToThePromotedOne(t *testing.T) {
+	const freshUID = "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b"
 	cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second} })
 	s := newStack(t, cluster, fastConfig(t), client.Options{})
 	c := s.client
 	const deployment = "pveflow-e2e"
-	startBuild := func(buildID string) worker.Worker {
-		w := s.server.NewWorkerWithOptions(workflows.DefaultTaskQueue, s.register,
+	startBuild := func(buildID string) {
+		s.server.NewWorkerWithOptions(workflows.DefaultTaskQueue, s.register,
 			worker.Options{DeploymentOptions: workflows.DeploymentOptions(deployment, buildID)})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		require.NoError(t, starter.PromoteBuild(ctx, c, deployment, buildID))
-		return w
 	}
-	first := startBuild("build-1")
-	run, err := c.ExecuteWorkflow(context.Background(), workflows.CreateOptions(uid, workflows.DefaultTaskQueue), workflows.CreateProxyName, createInput(uid))
+	startBuild("build-1")
+	old, err := c.ExecuteWorkflow(context.Background(), workflows.CreateOptions(uid, workflows.DefaultTaskQueue), workflows.CreateProxyName, createInput(uid))
 	require.NoError(t, err)
-	eventually(t, "the create waits for its clone", func() bool { return query(t, c, run.GetID()).Phase == workflows.PhaseCloning })
+	eventually(t, "the create waits for its clone", func() bool { return query(t, c, old.GetID()).Phase == workflows.PhaseCloning })
 
 	startBuild("build-2")
-	first.Stop()
-	_, err = result[workflows.CreateProxyResult](t, run)
+	fresh, err := c.ExecuteWorkflow(context.Background(), workflows.CreateOptions(freshUID, workflows.DefaultTaskQueue), workflows.CreateProxyName, createInput(freshUID))
+	require.NoError(t, err)
+	_, oldErr := result[workflows.CreateProxyResult](t, old)
+	_, freshErr := result[workflows.CreateProxyResult](t, fresh)
 
-	require.NoError(t, err)
-	desc, err := c.DescribeWorkflowExecution(context.Background(), run.GetID(), run.GetRunID())
-	require.NoError(t, err)
-	versioning := desc.GetWorkflowExecutionInfo().GetVersioningInfo()
-	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, versioning.GetBehavior())
-	assert.Equal(t, "build-2", versioning.GetDeploymentVersion().GetBuildId())
-	assert.Equal(t, []string{"build-1", "build-2"}, workflowTaskBuilds(t, c, run.GetID(), run.GetRunID()),
-		"workflow tasks ran on the first build, then on the second")
+	require.NoError(t, oldErr)
+	require.NoError(t, freshErr)
+	for _, tt := range []struct {
+		run   client.WorkflowRun
+		build string
+	}{{old, "build-1"}, {fresh, "build-2"}} {
+		desc, err := c.DescribeWorkflowExecution(context.Background(), tt.run.GetID(), tt.run.GetRunID())
+		require.NoError(t, err)
+		versioning := desc.GetWorkflowExecutionInfo().GetVersioningInfo()
+		assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_PINNED, versioning.GetBehavior(), tt.run.GetID())
+		assert.Equal(t, tt.build, versioning.GetDeploymentVersion().GetBuildId(), tt.run.GetID())
+		assert.Equal(t, []string{tt.build}, workflowTaskBuilds(t, c, tt.run.GetID(), tt.run.GetRunID()),
+			"%s: every workflow task ran on %s", tt.run.GetID(), tt.build)
+	}
 }
 
 // workflowTaskBuilds lists the builds that completed the run's workflow tasks, in order, each

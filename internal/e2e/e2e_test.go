@@ -3,11 +3,13 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/pveflow/pveflow/internal/pve"
@@ -77,10 +79,56 @@ func TestE2E_createQueryResultDeleteThroughTheRESTAPI(t *testing.T) {
 	assert.NotEmpty(t, res.IPv4)
 	assert.Equal(t, workflows.PhaseCreated, query(t, s.client, workflows.CreateWorkflowID(uid)).Phase)
 
-	del, err := result[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid, ProviderID: res.ProviderID}))
+	delRun := s.startDelete(workflows.DeleteProxyInput{UID: uid, ProviderID: res.ProviderID})
+	del, err := result[workflows.DeleteProxyResult](t, delRun)
 	require.NoError(t, err)
 	assert.Len(t, del.Destroyed, 1)
 	assert.Empty(t, leftovers(cluster))
+	assertNoFailureEvents(t, s, run)
+	assertNoFailureEvents(t, s, delRun)
+}
+
+// assertNoFailureEvents asserts that the history of a run that succeeded holds no event of a
+// failure (a *Failed or *TimedOut event): the UI shows those in red, and an operator reads red
+// as trouble.
+func assertNoFailureEvents(t *testing.T, s *stack, run client.WorkflowRun) {
+	t.Helper()
+	iter := s.client.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	events := 0
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		events++
+		name := ev.GetEventType().String()
+		assert.False(t, strings.HasSuffix(name, "Failed") || strings.HasSuffix(name, "TimedOut"),
+			"%s: event %d is %s", run.GetID(), ev.GetEventId(), name)
+	}
+	require.NotZero(t, events)
+}
+
+func TestE2E_createStartedDuringADeleteWaitsForItAndNeitherHistoryHoldsAFailure(t *testing.T) {
+	cluster := newCluster(func(o *pvesim.Options) {
+		o.TaskDurations = map[string]time.Duration{"qmclone": 2 * time.Second, "qmdestroy": 3 * time.Second}
+	})
+	s := startStack(t, cluster, fastConfig(t))
+	first := s.startCreate(createInput(uid))
+	_, err := result[workflows.CreateProxyResult](t, first)
+	require.NoError(t, err)
+	del := s.startDelete(workflows.DeleteProxyInput{UID: uid})
+	eventually(t, "the delete destroys the VM", func() bool { return cluster.CallCount("Destroy") > 0 })
+
+	second := s.startCreate(createInput(uid))
+	_, delErr := result[workflows.DeleteProxyResult](t, del)
+	res, err := result[workflows.CreateProxyResult](t, second)
+
+	require.NoError(t, delErr)
+	require.NoError(t, err)
+	assert.Equal(t, 2, cluster.CallCount("Clone"), "the second create cloned anew after the delete")
+	assert.Len(t, leftovers(cluster), 2, "the second create's VM and seed ISO")
+	assert.NotZero(t, res.VMID)
+	for _, run := range []client.WorkflowRun{first, del, second} {
+		assertNoFailureEvents(t, s, run)
+	}
 }
 
 func TestE2E_workerRestartMidCloneDoesNotCloneTwice(t *testing.T) {

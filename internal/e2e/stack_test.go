@@ -27,8 +27,9 @@ type stack struct {
 	client client.Client
 	cfg    config.Config
 	api    pve.API
-	// startInput reads a run's user-data through the server's default client, the workers'.
-	startInput activities.StartInput
+	// startInput reads a run's user-data, and describes runs, through the server's default
+	// client, the workers'.
+	startInput *activities.HistoryStartInput
 	worker     worker.Worker
 }
 
@@ -91,7 +92,7 @@ func (s *stack) startWorker() {
 // register registers the workflows and the activities, as the worker does.
 func (s *stack) register(r worker.Registry) {
 	(&workflows.Workflows{Config: s.cfg}).Register(r)
-	r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, StartInput: s.startInput})
+	r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, StartInput: s.startInput, Runs: s.startInput})
 }
 
 func (s *stack) startCreate(in workflows.CreateProxyInput) client.WorkflowRun {

@@ -95,14 +95,16 @@ func TestE2E_tracesNestHTTPUnderActivitiesUnderTheWorkflow(t *testing.T) {
 			httpSpans++
 			assert.True(t, strings.HasPrefix(parentName(s), "RunActivity:"), "%s under %s", s.Name(), parentName(s))
 		case kind == "RunActivity":
-			activitySpans++
+			if s.Name() != "RunActivity:DescribeRun" { // asks Temporal, not Proxmox
+				activitySpans++
+			}
 			assert.Equal(t, "StartActivity"+strings.TrimPrefix(s.Name(), "RunActivity"), parentName(s))
 		case kind == "StartActivity":
 			assert.Equal(t, run[0].SpanContext().SpanID(), s.Parent().SpanID(), "%s under RunWorkflow", s.Name())
 		}
 	}
 	assert.Positive(t, activitySpans)
-	assert.GreaterOrEqual(t, httpSpans, activitySpans, "every activity calls Proxmox at least once")
+	assert.GreaterOrEqual(t, httpSpans, activitySpans, "every activity but DescribeRun calls Proxmox at least once")
 
 	upload := named(spans, "PVE POST /nodes/{node}/storage/{storage}/upload")
 	require.Len(t, upload, 1)

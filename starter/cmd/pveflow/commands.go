@@ -197,7 +197,7 @@ func sourceText(p starter.Progress) string {
 	if p.Source == starter.SourceQuery {
 		return "live query"
 	}
-	return "described by Temporal (" + p.QueryError + "): no step, task, deadline or error"
+	return "described by Temporal (" + p.QueryError + "): no step, task or error"
 }
 
 // workersText says who polls a workflow's task queue, as of now. A worker that stopped or died

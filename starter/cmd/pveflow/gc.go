@@ -143,16 +143,42 @@ func (c *cli) printGarbage(res workflows.CollectGarbageResult) error {
 		return c.printJSON(res)
 	}
 	if len(res.VMs)+len(res.ISOs) == 0 {
-		_, err := fmt.Fprintln(c.stdout, "no garbage found")
+		fmt.Fprintln(c.stdout, "no garbage found")
+	} else {
+		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tID\tNODE\tUID\tOUTCOME\tDETAIL")
+		for _, v := range res.VMs {
+			fmt.Fprintf(tw, "vm\t%s\t%s\t%s\t%s\t%s\n", proxy.FormatProviderID(v.VMID, v.Name), v.Node, orDash(v.UID), v.Outcome, orDash(v.Detail))
+		}
+		for _, iso := range res.ISOs {
+			fmt.Fprintf(tw, "iso\t%s\t%s\t-\t%s\t%s\n", iso.VolID, iso.Node, iso.Outcome, orDash(iso.Detail))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if young := youngLine(res); young != "" {
+		_, err := fmt.Fprintln(c.stdout, young)
 		return err
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tID\tNODE\tUID\tOUTCOME\tDETAIL")
-	for _, v := range res.VMs {
-		fmt.Fprintf(tw, "vm\t%s\t%s\t%s\t%s\t%s\n", proxy.FormatProviderID(v.VMID, v.Name), v.Node, orDash(v.UID), v.Outcome, orDash(v.Detail))
+	return nil
+}
+
+// youngLine says what the grace period hid: "2 items younger than the 1h0m0s grace were left:
+// VM 124973 (proxy-x, 5m0s old), local:iso/proxy-y-seed.iso on pve1 (10m0s old)".
+func youngLine(res workflows.CollectGarbageResult) string {
+	var items []string
+	for _, v := range res.YoungVMs {
+		items = append(items, fmt.Sprintf("VM %d (%s, %s old)", v.VMID, v.Name, v.Age.Round(time.Second)))
 	}
-	for _, iso := range res.ISOs {
-		fmt.Fprintf(tw, "iso\t%s\t%s\t-\t%s\t%s\n", iso.VolID, iso.Node, iso.Outcome, orDash(iso.Detail))
+	for _, iso := range res.YoungISOs {
+		items = append(items, fmt.Sprintf("%s on %s (%s old)", iso.VolID, iso.Node, iso.Age.Round(time.Second)))
 	}
-	return tw.Flush()
+	switch len(items) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("1 item younger than the %s grace was left: %s", res.Grace, items[0])
+	}
+	return fmt.Sprintf("%d items younger than the %s grace were left: %s", len(items), res.Grace, strings.Join(items, ", "))
 }

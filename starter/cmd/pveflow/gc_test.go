@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -91,4 +93,31 @@ func TestKeepSource_failingCommandOrMissingFileIsNamed(t *testing.T) {
 
 	_, err = keepSource{files: []string{"/nonexistent/keep"}}.read(t.Context())
 	assert.ErrorContains(t, err, "--keep-file: open /nonexistent/keep")
+}
+
+func TestPrintGarbage_saysWhatTheGracePeriodLeft(t *testing.T) {
+	tests := []struct {
+		name string
+		res  workflows.CollectGarbageResult
+		want string
+	}{
+		{"nothing young", workflows.CollectGarbageResult{Grace: time.Hour}, "no garbage found\n"},
+		{"one young VM", workflows.CollectGarbageResult{Grace: time.Hour,
+			YoungVMs: []workflows.GarbageVM{{VMID: 124973, Name: "proxy-x", Age: 5 * time.Minute}},
+		}, "no garbage found\n1 item younger than the 1h0m0s grace was left: VM 124973 (proxy-x, 5m0s old)\n"},
+		{"a young VM and a young ISO", workflows.CollectGarbageResult{Grace: time.Hour,
+			YoungVMs:  []workflows.GarbageVM{{VMID: 124973, Name: "proxy-x", Age: 5 * time.Minute}},
+			YoungISOs: []workflows.GarbageISO{{VolID: "local:iso/proxy-y-seed.iso", Node: "pve1", Age: 10*time.Minute + 300*time.Millisecond}},
+		}, "no garbage found\n2 items younger than the 1h0m0s grace were left: VM 124973 (proxy-x, 5m0s old), local:iso/proxy-y-seed.iso on pve1 (10m0s old)\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout strings.Builder
+			c := &cli{stdout: &stdout}
+
+			require.NoError(t, c.printGarbage(tt.res))
+
+			assert.Equal(t, tt.want, stdout.String())
+		})
+	}
 }

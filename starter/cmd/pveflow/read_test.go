@@ -44,7 +44,8 @@ func readServer(t *testing.T) (env map[string]string, cfg config.Config) {
 	server := testserver.New(t)
 	server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
-		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox})
+		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox,
+			Runs: &activities.HistoryStartInput{Service: server.Client().WorkflowService(), Namespace: server.Namespace()}})
 	})
 	return map[string]string{"TEMPORAL_ADDRESS": server.Address(), "TEMPORAL_NAMESPACE": server.Namespace()}, cfg
 }

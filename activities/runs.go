@@ -1,0 +1,78 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+// Runs describes workflow runs as Temporal keeps them. The create and the delete of a proxy ask
+// it whether the other runs, and since when, and wait for it to close; CollectGarbage asks
+// whether a create runs. Asking needs no signal, so a success leaves no failed event in history.
+type Runs interface {
+	DescribeRun(ctx context.Context, workflowID, runID string) (RunInfo, error)
+}
+
+// RunInfo is a workflow run as Temporal describes it. A workflow ID that never ran is a RunInfo
+// with Running false and no RunID.
+type RunInfo struct {
+	RunID     string    `json:"runID,omitempty"`
+	Running   bool      `json:"running"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+}
+
+// DescribeRunRequest is the input of DescribeRun.
+type DescribeRunRequest struct {
+	WorkflowID string `json:"workflowID"`
+	// RunID names the run; empty means the latest run of WorkflowID.
+	RunID string `json:"runID,omitempty"`
+	// WaitClosed makes the activity fail with a retryable NotReady error while the run runs, so
+	// the activity's retry policy polls until it has closed.
+	WaitClosed bool `json:"waitClosed,omitempty"`
+}
+
+// DescribeRun describes a workflow run: whether it runs and when it started.
+func (a *Activities) DescribeRun(ctx context.Context, req DescribeRunRequest) (RunInfo, error) {
+	step := "describe workflow " + req.WorkflowID
+	if a.Runs == nil {
+		return RunInfo{}, failure(step, pve.Classified(pve.Permanent, errors.New("the worker was built without Activities.Runs, so it cannot ask Temporal about a workflow")))
+	}
+	run, err := a.Runs.DescribeRun(ctx, req.WorkflowID, req.RunID)
+	if err != nil {
+		return RunInfo{}, failure(step, err)
+	}
+	if req.WaitClosed && run.Running {
+		return run, notReady(ErrNotReady, "workflow %s run %s, started %s, still runs", req.WorkflowID, run.RunID, run.StartedAt.Format(time.RFC3339))
+	}
+	return run, nil
+}
+
+// DescribeRun describes run runID of workflowID, or its latest run when runID is empty, with
+// the worker's client. A workflow that never ran does not run.
+func (h *HistoryStartInput) DescribeRun(ctx context.Context, workflowID, runID string) (RunInfo, error) {
+	resp, err := h.Service.DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+		Namespace: h.Namespace,
+		Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID},
+	})
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return RunInfo{}, nil
+	case err != nil:
+		return RunInfo{}, pve.Classified(historyErrorClass(err), fmt.Errorf("describe workflow %s: %w", workflowID, err))
+	}
+	info := resp.GetWorkflowExecutionInfo()
+	return RunInfo{
+		RunID:     info.GetExecution().GetRunId(),
+		Running:   info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
+		StartedAt: info.GetStartTime().AsTime(),
+	}, nil
+}
