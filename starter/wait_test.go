@@ -110,8 +110,13 @@ func TestClient_retryWaitPollsNowWithTheAttemptsReset(t *testing.T) {
 	w, err := s.starter.RetryWait(ctx(t), starter.WaitRef{UID: uid, Op: starter.Create})
 
 	require.NoError(t, err)
-	assert.Equal(t, p.ActivityID, w.ActivityID)
-	assert.Equal(t, int32(1), w.ActivityAttempt)
+	// The reset attempt may poll and complete before RetryWait describes the run again: then
+	// there is no wait left to show.
+	if w.ActivityID != "" {
+		assert.Equal(t, p.ActivityID, w.ActivityID)
+		assert.Equal(t, int32(1), w.ActivityAttempt)
+	}
+	// Within 30 s, well before the next poll a minute away.
 	eventually(t, "the create moves past its clone", func() bool {
 		p, err := s.starter.Progress(ctx(t), uid, starter.Create)
 		return err == nil && p.Phase != workflows.PhaseCloning

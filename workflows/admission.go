@@ -285,15 +285,21 @@ func (c *create) askForLease(l *lease) error {
 	if err != nil {
 		return err
 	}
-	if !admission.Running {
-		if err := c.startAdmission(l); err != nil {
-			return err
-		}
+	if admission.Running && c.signalAcquire(l) == nil {
+		return nil
 	}
-	if err := workflow.SignalExternalWorkflow(c.ctx, l.admission, "", cloneAcquireSignal, l.req).Get(c.ctx, nil); err != nil {
+	// None runs, or the one that ran has closed since it was described.
+	if err := c.startAdmission(l); err != nil {
+		return err
+	}
+	if err := c.signalAcquire(l); err != nil {
 		return transientf("create proxy %s: ask %s for a clone lease: %v", c.in.Name, l.admission, err)
 	}
 	return nil
+}
+
+func (c *create) signalAcquire(l *lease) error {
+	return workflow.SignalExternalWorkflow(c.ctx, l.admission, "", cloneAcquireSignal, l.req).Get(c.ctx, nil)
 }
 
 // startAdmission starts the admission workflow of the lease's storage, on this run's task

@@ -32,9 +32,10 @@ const (
 func serveWorkflows(server *testserver.Server, taskQueue string, cfg config.Config, cluster *pvesim.Cluster) {
 	server.NewWorker(taskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
-		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: &activities.HistoryStartInput{
+		history := &activities.HistoryStartInput{
 			Service: server.Client().WorkflowService(), Namespace: server.Namespace(), DataConverter: converter.GetDefaultDataConverter(),
-		}})
+		}
+		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: history, Runs: history})
 	})
 }
 
