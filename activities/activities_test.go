@@ -547,3 +547,26 @@ func (timeoutErr) Temporary() bool { return true }
 func apiErr(status int, msg string) *pve.APIError {
 	return &pve.APIError{Status: status, Reason: msg, Message: msg}
 }
+
+func TestErrors_aFailedCallNamesItsStepOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"the client's error names its call", &pve.CallError{Op: "version", Err: apiErr(500, "proxy loop")}, "version: proxmox api: 500 proxy loop"},
+		{"any other error gets the step", apiErr(500, "proxy loop"), "read version: proxmox api: 500 proxy loop"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.cluster.FailNext("Version", tt.err)
+
+			err := f.run(t, f.acts.Version, nil)
+
+			var appErr *temporal.ApplicationError
+			require.ErrorAs(t, err, &appErr)
+			assert.Equal(t, tt.want, appErr.Message())
+		})
+	}
+}

@@ -91,7 +91,10 @@ func FaultOf(err error) (Fault, bool) {
 // the client and the simulator, which never put the token or cloud-init text into it.
 func failure(step string, err error) error {
 	class := pve.Classify(err)
-	msg := fmt.Sprintf("%s: %v", step, err)
+	msg := err.Error()
+	if _, named := errors.AsType[*pve.CallError](err); !named {
+		msg = step + ": " + msg // the Proxmox client names its call; anything else gets the step
+	}
 	if te, ok := asTaskError(err); ok {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", step, te), ErrTaskFailed, nil, string(class))
 	}

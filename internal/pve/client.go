@@ -270,21 +270,21 @@ func (c *Client) AgentNetworkInterfaces(ctx context.Context, node string, vmid i
 func (c *Client) UploadISO(ctx context.Context, node, storage, filename string, r io.Reader, size int64) (UPID, error) {
 	op := fmt.Sprintf("upload of ISO %s to storage %s on node %s", filename, storage, node)
 	if size < 0 {
-		return "", fmt.Errorf("%s: negative size %d", op, size)
+		return "", callError(op, fmt.Errorf("negative size %d", size))
 	}
 	// PVE parses the upload as a stream: the content field must precede the file, whose part
 	// must be named "filename"; its file name is the stored name.
 	var frame bytes.Buffer
 	mw := multipart.NewWriter(&frame)
 	if err := mw.WriteField("content", "iso"); err != nil {
-		return "", fmt.Errorf("%s: %w", op, err)
+		return "", callError(op, err)
 	}
 	if _, err := mw.CreateFormFile("filename", filename); err != nil {
-		return "", fmt.Errorf("%s: %w", op, err)
+		return "", callError(op, err)
 	}
 	headLen := frame.Len()
 	if err := mw.Close(); err != nil {
-		return "", fmt.Errorf("%s: %w", op, err)
+		return "", callError(op, err)
 	}
 	head, tail := frame.Bytes()[:headLen], frame.Bytes()[headLen:]
 
@@ -292,7 +292,7 @@ func (c *Client) UploadISO(ctx context.Context, node, storage, filename string, 
 	ep := endpoint{template: "/nodes/{node}/storage/{storage}/upload", node: node, storage: storage}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+ep.path(), body)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", op, err)
+		return "", callError(op, err)
 	}
 	req.ContentLength = int64(len(head)) + size + int64(len(tail))
 	req.Header.Set("Content-Type", mw.FormDataContentType())
@@ -341,7 +341,7 @@ func (c *Client) call(ctx context.Context, apiMethod, op, method string, ep endp
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, body)
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return callError(op, err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", formContentType)
@@ -359,7 +359,7 @@ func (c *Client) do(apiMethod, op string, ep endpoint, req *http.Request, out an
 	defer func() { c.logCall(req, ep, out, answered, time.Since(sent), err) }()
 	header, secret, err := c.token()
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return callError(op, err)
 	}
 	req.Header.Set("Authorization", header)
 	ctx, cancel := context.WithTimeout(req.Context(), c.timeout)
@@ -370,7 +370,7 @@ func (c *Client) do(apiMethod, op string, ep endpoint, req *http.Request, out an
 	}
 	resp, err := c.http.Do(req.WithContext(ctx))
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, c.transportError(req.Context(), ctx, err))
+		return callError(op, c.transportError(req.Context(), ctx, err))
 	}
 	defer resp.Body.Close()
 	answered = resp.StatusCode
@@ -382,20 +382,20 @@ func (c *Client) do(apiMethod, op string, ep endpoint, req *http.Request, out an
 		reason := strings.TrimPrefix(resp.Status, strconv.Itoa(resp.StatusCode))
 		apiErr := ErrorFromResponse(resp.StatusCode, reason, body)
 		redact(apiErr, secret)
-		return fmt.Errorf("%s: %w", op, apiErr)
+		return callError(op, apiErr)
 	}
 	var answer struct {
 		Data json.RawMessage `json:"data"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&answer); err != nil {
-		return fmt.Errorf("%s: read answer: %w", op, c.transportError(req.Context(), ctx, err))
+		return callError(op, fmt.Errorf("read answer: %w", c.transportError(req.Context(), ctx, err)))
 	}
 	status = resp.StatusCode
 	if out == nil || len(answer.Data) == 0 {
 		return nil
 	}
 	if err := decodeData(answer.Data, out); err != nil {
-		return fmt.Errorf("%s: decode answer: %w", op, err)
+		return callError(op, fmt.Errorf("decode answer: %w", err))
 	}
 	return nil
 }

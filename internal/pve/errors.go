@@ -55,6 +55,20 @@ func (e *APIError) Text() string {
 	return e.Reason
 }
 
+// CallError is the error of one call of the Client: Op names the call and what it acts on
+// ("status of VM 100 on node pve1"), Err says what went wrong. A caller that reports the error
+// needs no context of its own: Op is it.
+type CallError struct {
+	Op  string
+	Err error
+}
+
+func (e *CallError) Error() string { return e.Op + ": " + e.Err.Error() }
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+func callError(op string, err error) error { return &CallError{Op: op, Err: err} }
+
 // TaskError is a Proxmox task that stopped with an exit status other than OK or WARNINGS.
 type TaskError struct {
 	UPID       UPID

@@ -261,6 +261,15 @@ func TestProgressLine_showsNothingBeforeTheWorkflowSaysWhereItIs(t *testing.T) {
 	assert.Equal(t, "cloning · wait for clone of 9000 to 124973 on pve1 · 1s\n", out.String())
 }
 
+func TestProgressLine_aStepBeforeAnyPhaseStandsAlone(t *testing.T) {
+	var out bytes.Buffer
+	line := &progressLine{w: &out}
+
+	line.show(starter.Progress{Status: workflows.Status{StartedAt: started, Step: "describe workflow proxy/u/create"}, State: "running"}, started)
+
+	assert.Equal(t, "describe workflow proxy/u/create · 0s\n", out.String())
+}
+
 func TestProgressLine_onATerminalRewritesOneClippedLine(t *testing.T) {
 	var out bytes.Buffer
 	line := &progressLine{w: &out, width: 30}

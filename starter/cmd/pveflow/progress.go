@@ -28,14 +28,15 @@ func (l *progressLine) show(p starter.Progress, now time.Time) {
 	if p.Phase == "" && p.Step == "" {
 		return
 	}
-	var parts []string
 	wait := waitText(p, l.width == 0)
-	if wait != "" {
-		parts = append(parts, wait)
+	var parts []string
+	for _, part := range []string{wait, p.Phase, p.Step} {
+		if part != "" {
+			parts = append(parts, part)
+		}
 	}
-	parts = append(parts, p.Phase, p.Step, now.Sub(p.StartedAt).Truncate(time.Second).String())
-	key := wait + " · " + p.Phase + " · " + p.Step
-	line := strings.Join(parts, " · ")
+	key := strings.Join(parts, " · ")
+	line := key + " · " + now.Sub(p.StartedAt).Truncate(time.Second).String()
 	if l.width > 0 {
 		// A line that wraps could no longer be rewritten with a carriage return.
 		fmt.Fprintf(l.w, "\r%s\x1b[K", clip(line, l.width-1))
