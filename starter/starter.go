@@ -26,6 +26,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -275,7 +276,8 @@ type Wait struct {
 // moment ago among them.
 type Workers struct {
 	TaskQueue string `json:"taskQueue"`
-	// Pollers counts the workers that poll it.
+	// Pollers counts the workers that poll it: those that polled within pollerLiveness. Temporal
+	// lists a worker that stopped for minutes after its last poll.
 	Pollers int `json:"pollers"`
 	// LastPoll is when one of them last began or ended a poll, zero when none did. A live
 	// worker polls again as soon as a poll ends, and a poll waits up to a minute for a task.
@@ -349,13 +351,26 @@ func (c *Client) workers(ctx context.Context, taskQueue string) (Workers, error)
 	if err != nil {
 		return Workers{}, fmt.Errorf("describe task queue %s: %w", taskQueue, err)
 	}
-	w := Workers{TaskQueue: taskQueue, Pollers: len(resp.GetPollers())}
-	for _, poller := range resp.GetPollers() {
-		if last := poller.GetLastAccessTime().AsTime(); last.After(w.LastPoll) {
+	return workersOf(taskQueue, resp.GetPollers(), time.Now()), nil
+}
+
+// pollerLiveness is how recently a worker must have polled to count as polling: a live worker
+// polls again as soon as a poll ends, and a poll waits up to a minute for a task.
+const pollerLiveness = 75 * time.Second
+
+// workersOf describes the pollers Temporal lists for taskQueue, as of now.
+func workersOf(taskQueue string, pollers []*taskqueuepb.PollerInfo, now time.Time) Workers {
+	w := Workers{TaskQueue: taskQueue}
+	for _, poller := range pollers {
+		last := poller.GetLastAccessTime().AsTime()
+		if now.Sub(last) <= pollerLiveness {
+			w.Pollers++
+		}
+		if last.After(w.LastPoll) {
 			w.LastPoll = last
 		}
 	}
-	return w, nil
+	return w
 }
 
 // waitOf is what a pending activity tells of the wait it is.
