@@ -402,14 +402,18 @@ var activityStates = map[enumspb.PendingActivityState]string{
 
 // failureMessage is f's message, decrypted when a failure converter with EncodeCommonAttributes
 // (PVEFLOW_CODEC_KEY_FILE's) left "Encoded failure" in its place. A message c's data converter
-// cannot decode stays as the history has it.
+// cannot decrypt reads as the converter's reason: which key it needs, and what to set.
 func (c *Client) failureMessage(f *failurepb.Failure) string {
 	if f.GetEncodedAttributes() == nil {
 		return f.GetMessage()
 	}
-	decoded := &failurepb.Failure{Message: f.GetMessage(), EncodedAttributes: f.GetEncodedAttributes()}
-	converter.DecodeCommonFailureAttributes(c.dc, decoded)
-	return decoded.GetMessage()
+	var attrs struct {
+		Message string `json:"message"`
+	}
+	if err := c.dc.FromPayload(f.GetEncodedAttributes(), &attrs); err != nil {
+		return "the failure's message: " + err.Error()
+	}
+	return attrs.Message
 }
 
 var runStates = map[enumspb.WorkflowExecutionStatus]string{

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
@@ -80,6 +81,12 @@ func TestClient_progressDecryptsTheLastFailureWithTheCodecsDataConverter(t *test
 	require.NoError(t, err)
 	require.NotEmpty(t, desc.GetPendingActivities())
 	assert.Equal(t, "Encoded failure", desc.GetPendingActivities()[0].GetLastFailure().GetMessage(), "what the server holds")
+
+	keyless, _ := codec.KeylessConverters()
+	withoutKey := starter.New(s.server.Client(), workflows.DefaultTaskQueue, starter.WithDataConverter(keyless), starter.WithNamespace(s.server.Namespace()))
+	p, err = withoutKey.Progress(ctx(t), uid, starter.Create)
+	require.NoError(t, err)
+	assert.Contains(t, p.LastFailure, "PVEFLOW_CODEC_KEY_FILE is not set", "a client without the key is told what to set")
 }
 
 func TestClient_statusOfAProxyWithoutWorkflowNamesIt(t *testing.T) {

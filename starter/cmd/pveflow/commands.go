@@ -42,7 +42,7 @@ printed.`,
 				// The file may hold secrets: an error names the file, never its content.
 				data, err := os.ReadFile(userDataFile)
 				if err != nil {
-					return fmt.Errorf("user-data: %w", err)
+					return usageError{fmt.Errorf("create: --user-data-file: %w", err)}
 				}
 				in.UserData = string(data)
 				if err := workflows.ValidateUserData(in.UserData); err != nil {

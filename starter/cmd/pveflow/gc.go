@@ -34,7 +34,7 @@ func (k keepSource) read(ctx context.Context) ([]string, error) {
 	for _, f := range k.files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("--keep-file: %w", err)
+			return nil, usageError{fmt.Errorf("--keep-file: %w", err)}
 		}
 		uids = append(uids, uidLines(data)...)
 	}

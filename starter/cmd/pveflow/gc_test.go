@@ -93,6 +93,7 @@ func TestKeepSource_failingCommandOrMissingFileIsNamed(t *testing.T) {
 
 	_, err = keepSource{files: []string{"/nonexistent/keep"}}.read(t.Context())
 	assert.ErrorContains(t, err, "--keep-file: open /nonexistent/keep")
+	assert.Equal(t, exitUsage, exitCode(err), "a file the operator named that is not there is their mistake")
 }
 
 func TestPrintGarbage_saysWhatTheGracePeriodLeft(t *testing.T) {

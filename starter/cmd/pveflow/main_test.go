@@ -53,6 +53,7 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 		{"unknown help topic", []string{"help", "resize"}, `help: unknown command "resize"`},
 		{"unknown shell", []string{"completion", "tcsh"}, `completion: want bash or zsh, not "tcsh"`},
 		{"bad duration", []string{"gc", "--all", "--grace", "soon"}, `gc: invalid argument "soon" for "--grace" flag`},
+		{"user-data file that is not there", []string{"create", "--uid", "x", "--user-data-file", "no-such-proxy.yaml"}, "create: --user-data-file: open no-such-proxy.yaml: no such file or directory"},
 		{"phase that is none", []string{"list", "--phase", "clonning"}, `list: --phase "clonning" is not a phase: want one of validating, `},
 	}
 	for _, tt := range tests {
@@ -159,15 +160,6 @@ func TestRun_unreachableTemporalExits1(t *testing.T) {
 
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, stderr, "pveflow: cannot reach Temporal at "+addr+": ")
-}
-
-func TestRun_missingUserDataFileIsNamed(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "user-data")
-
-	code, _, stderr := runCLI(nil, "create", "--uid", "x", "--user-data-file", missing)
-
-	assert.Equal(t, exitError, code)
-	assert.Contains(t, stderr, "pveflow: user-data: open "+missing+": no such file or directory")
 }
 
 func TestRun_userDataFileOverTheLimitIsAUsageErrorBeforeConnecting(t *testing.T) {
