@@ -30,7 +30,45 @@ const (
 	ListProxiesName    = "ListProxies"
 	CheckHealthName    = "CheckHealth"
 	CollectGarbageName = "CollectGarbage"
+	ProxyName          = "Proxy"
+	ChangeProxyName    = "ChangeProxy"
+	RolloutName        = "Rollout"
 )
+
+// The Updates a Proxy entity takes (see proxy.go). Their names are recorded in histories.
+const (
+	// CreateUpdate asks for the proxy to be present with a CreateProxyInput's spec; its result
+	// is a CreateProxyResult.
+	CreateUpdate = "create"
+	// ChangeUpdate asks for a present proxy to change (a ChangeRequest); its result is a
+	// ChangeProxyResult.
+	ChangeUpdate = "change"
+	// DeleteUpdate asks for the proxy to be absent (a DeleteProxyInput); its result is a
+	// DeleteProxyResult.
+	DeleteUpdate = "delete"
+)
+
+// ProxyWorkflowID is the workflow ID of the Proxy entity of a Proxy UID. Its operations are its
+// children, under IDs of their own: CreateWorkflowID, ChangeWorkflowID, DeleteWorkflowID.
+func ProxyWorkflowID(uid string) string { return "proxy/" + uid }
+
+// ChangeWorkflowID is the workflow ID of the ChangeProxy of a Proxy UID.
+func ChangeWorkflowID(uid string) string { return "proxy/" + uid + "/change" }
+
+// RolloutWorkflowID is the workflow ID of one Rollout.
+func RolloutWorkflowID(requestID string) string { return "rollout/" + requestID }
+
+// ProxyOptions are the start options of the Proxy entity of uid, for UpdateWithStart: the
+// entity that runs takes the request, and one is started when none runs.
+func ProxyOptions(uid, taskQueue string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       ProxyWorkflowID(uid),
+		TaskQueue:                taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes:    temporal.NewSearchAttributes(ProxyUIDKey.ValueSet(uid)),
+	}
+}
 
 // StatusQuery is the query both workflows answer with their Status.
 const StatusQuery = "status"

@@ -1,0 +1,94 @@
+package workflows
+
+import "time"
+
+// ChangeRequest is the argument of the change Update: what to change in a present proxy. An
+// empty field leaves that part as it is.
+type ChangeRequest struct {
+	UID         string `json:"uid"`
+	Image       string `json:"image,omitempty"`
+	MachineType string `json:"machineType,omitempty"`
+	// UserData, when set, replaces the user-data: a new seed ISO with a new instance-id, and a
+	// reboot, so cloud-init runs it. It may hold secrets, as CreateProxyInput.UserData may.
+	UserData *string `json:"userData,omitempty"`
+}
+
+// Proxy phases: what a Proxy entity's ProxyPhase search attribute and status say.
+const (
+	ProxyAbsent   = "absent"
+	ProxyCreating = "creating"
+	ProxyPresent  = "present"
+	ProxyChanging = "changing"
+	ProxyHealing  = "healing"
+	ProxyDeleting = "deleting"
+	ProxyFailed   = "failed"
+)
+
+// Operation kinds, as a Proxy entity runs them.
+const (
+	OpCreate = "create"
+	OpChange = "change"
+	OpDelete = "delete"
+)
+
+// ProxyStatus is what a Proxy entity's status query answers: the whole proxy. It never holds
+// the user-data, only its SHA-256.
+type ProxyStatus struct {
+	UID   string `json:"uid"`
+	Phase string `json:"phase"`
+	// Desired is what the operator last asked for.
+	Desired DesiredState `json:"desired"`
+	// Observed is what the last operation or check found.
+	Observed ObservedState `json:"observed"`
+	// Operation is the operation that runs, nil when none does. Its step and wait are the
+	// child's own: query its WorkflowID.
+	Operation *OperationRecord `json:"operation,omitempty"`
+	// Queued counts the requests accepted and not yet served.
+	Queued int `json:"queued,omitempty"`
+	// LastFailure is the error of the last operation that failed, until one succeeds.
+	LastFailure string `json:"lastFailure,omitempty"`
+	// Operations are the latest operations, oldest first.
+	Operations []OperationRecord `json:"operations"`
+	// Runs counts the entity's runs: one more at each continue-as-new.
+	Runs      int       `json:"runs"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// DesiredState is what an operator asked a proxy to be.
+type DesiredState struct {
+	Present     bool   `json:"present"`
+	Name        string `json:"name,omitempty"`
+	Zone        string `json:"zone,omitempty"`
+	Image       string `json:"image,omitempty"`
+	MachineType string `json:"machineType,omitempty"`
+	// UserDataSHA256 identifies the user-data without holding it.
+	UserDataSHA256 string `json:"userDataSHA256,omitempty"`
+	// InstanceID is cloud-init's instance-id of the current user-data.
+	InstanceID string `json:"instanceID,omitempty"`
+}
+
+// ObservedState is the proxy's VM as pveflow last saw it.
+type ObservedState struct {
+	VMID  int    `json:"vmid,omitempty"`
+	Node  string `json:"node,omitempty"`
+	State string `json:"state,omitempty"`
+	IPv4  string `json:"ipv4,omitempty"`
+	// Drift lists where the VM's config differs from the spec, such as "cores 2, spec 4".
+	Drift     []string  `json:"drift,omitempty"`
+	CheckedAt time.Time `json:"checkedAt,omitzero"`
+}
+
+// OperationRecord is one operation of a Proxy entity: a child workflow, and why it ran.
+type OperationRecord struct {
+	Seq  int    `json:"seq"`
+	Kind string `json:"kind"`
+	// Reason says why it ran: "requested", or what a check found ("VM 1234 was stopped").
+	Reason     string    `json:"reason"`
+	WorkflowID string    `json:"workflowID"`
+	RunID      string    `json:"runID,omitempty"`
+	StartedAt  time.Time `json:"startedAt"`
+	ClosedAt   time.Time `json:"closedAt,omitzero"`
+	// Outcome is empty while it runs, then completed, failed or cancelled.
+	Outcome string `json:"outcome,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
