@@ -100,20 +100,19 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 	s := starter.New(server.Client(), "worker-test")
 	uids := []string{"6c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", "7d2e3f4a-5b6c-4d7e-8f9a-0b1c2d3e4f5a"}
 	const badUID = "8e3f4a5b-6c7d-4e8f-9a0b-1c2d3e4f5a6b"
+	var reqs []*starter.Request
 	for _, uid := range uids {
-		_, err := s.Create(context.Background(), workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
+		req, err := s.Create(context.Background(), workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
 		require.NoError(t, err)
+		reqs = append(reqs, req)
 	}
-	_, err = s.Create(context.Background(), workflows.CreateProxyInput{UID: badUID, Image: "no-such-image", MachineType: "small"})
+	bad, err := s.Create(context.Background(), workflows.CreateProxyInput{UID: badUID, Image: "no-such-image", MachineType: "small"})
 	require.NoError(t, err)
 	waitCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	created := make(chan error, len(uids))
-	for _, uid := range uids {
-		go func() {
-			_, err := s.CreateResult(waitCtx, uid)
-			created <- err
-		}()
+	for _, req := range reqs {
+		go func() { created <- req.Get(waitCtx, nil) }()
 	}
 
 	// While the creates run, the admission of their storage shows one clone running and the
@@ -132,12 +131,10 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 		running, _ := m.value("pveflow_clones_running", map[string]string{"storage": storage})
 		mostQueued, mostRunning = max(mostQueued, queued), max(mostRunning, running)
 	}
-	_, err = s.CreateResult(waitCtx, badUID)
-	require.Error(t, err)
-	_, err = s.Delete(context.Background(), workflows.DeleteProxyInput{UID: uids[0]})
+	require.Error(t, bad.Get(waitCtx, nil))
+	del, err := s.Delete(context.Background(), workflows.DeleteProxyInput{UID: uids[0]})
 	require.NoError(t, err)
-	_, err = s.DeleteResult(waitCtx, uids[0])
-	require.NoError(t, err, w.stderr.String())
+	require.NoError(t, del.Get(waitCtx, nil), w.stderr.String())
 	m := scrape(t, url)
 
 	assert.Equal(t, 1.0, mostQueued, "clones queued")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -31,9 +34,11 @@ func startedInput[T any](t *testing.T, server *testserver.Server, workflowID str
 	return in
 }
 
-func TestRun_deleteStartsTheWorkflowWithItsFlags(t *testing.T) {
-	// No worker: the test reads what the CLI started the workflow with from its history.
+func TestRun_deleteAsksWithItsFlags(t *testing.T) {
+	cfg, err := config.Load(filepath.Join("..", "..", "..", "testdata", "config", "simulator.yaml"))
+	require.NoError(t, err)
 	server := testserver.New(t)
+	serveWorkflows(server, workflows.DefaultTaskQueue, cfg, pvesim.New(pvesim.Default()))
 	env := map[string]string{"TEMPORAL_ADDRESS": server.Address(), "TEMPORAL_NAMESPACE": server.Namespace()}
 
 	tests := []struct {
@@ -52,11 +57,12 @@ func TestRun_deleteStartsTheWorkflowWithItsFlags(t *testing.T) {
 			uid := "proxy-" + strings.Repeat("x", i+1)
 			tt.want.UID = uid
 
-			code, stdout, stderr := runCLI(env, append([]string{"delete", "--uid", uid}, tt.flags...)...)
+			code, stdout, stderr := runCLI(env, append([]string{"delete", "--uid", uid, "--wait"}, tt.flags...)...)
 
 			require.Equal(t, exitOK, code, stderr)
-			assert.Contains(t, stdout, "delete of proxy "+uid+" running: workflow "+workflows.DeleteWorkflowID(uid)+", run ")
-			assert.Equal(t, tt.want, startedInput[workflows.DeleteProxyInput](t, server, workflows.DeleteWorkflowID(uid)))
+			assert.Contains(t, stdout, "proxy deleted: "+uid+"\n")
+			assert.Equal(t, tt.want, startedInput[workflows.DeleteProxyInput](t, server, workflows.DeleteWorkflowID(uid)),
+				"the input of the DeleteProxy that served the request")
 		})
 	}
 }

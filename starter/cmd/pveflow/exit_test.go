@@ -73,12 +73,12 @@ func TestRun_exitCodes(t *testing.T) {
 		{"a create onto a full storage", func(*testing.T) {
 			fast.FailTask("qmclone", "clone failed: not enough free space (1073741824 < 3221225472)")
 		}, create(queueFast, "exit-5", "--image", "debian13"), exitQuotaExceeded},
-		{"a create cancelled by its delete", func(t *testing.T) {
+		{"a create superseded by its delete", func(t *testing.T) {
 			deleted := make(chan struct{})
 			t.Cleanup(func() { <-deleted })
 			go func() {
 				defer close(deleted)
-				// Once the create runs: a delete started first would make the create wait for it.
+				// Once the create runs: a delete sent first would make the create wait for it.
 				for {
 					if _, err := server.Client().DescribeWorkflowExecution(t.Context(), workflows.CreateWorkflowID("exit-6"), ""); err == nil {
 						break
@@ -111,12 +111,11 @@ func TestRun_exitCodes(t *testing.T) {
 
 	t.Run("waiting commands say so when no worker polls", func(t *testing.T) {
 		const queue = "no-worker"
-		started, _, stderr := runCLI(env, "--task-queue", queue, "create", "--uid", "nobody-runs", "--image", "debian13")
-		require.Equal(t, exitOK, started, stderr)
 		for name, args := range map[string][]string{
+			"create":        {"create", "--uid", "nobody-accepts", "--image", "debian13", "--machine-type", "small"},
 			"create --wait": {"create", "--uid", "nobody-creates", "--image", "debian13", "--machine-type", "small", "--wait"},
-			"delete --wait": {"delete", "--uid", "nobody-deletes", "--wait"},
-			"result":        {"result", "--uid", "nobody-runs"},
+			"update":        {"update", "--uid", "nobody-changes", "--machine-type", "small"},
+			"delete":        {"delete", "--uid", "nobody-deletes"},
 			"get":           {"get", "--uid", "nobody-gets"},
 			"ls":            {"ls"},
 			"check":         {"check"},
