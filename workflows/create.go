@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -34,6 +35,9 @@ type CreateProxyInput struct {
 	// results). This input is the one place Temporal's history holds it: UploadISO reads it from
 	// here.
 	UserData string `json:"userData,omitempty"`
+	// InstanceID is cloud-init's instance-id on the seed ISO; empty means the UID. The proxy's
+	// entity gives a new one with each new user-data, so cloud-init runs it again.
+	InstanceID string `json:"instanceID,omitempty"`
 }
 
 // MaxUserDataBytes is the most cloud-init user-data, in bytes, a CreateProxy takes: 64 KiB.
@@ -72,41 +76,29 @@ type CreateProxyResult struct {
 
 // CreateProxy creates the proxy VM of a Proxy UID: clone the template, upload the seed ISO,
 // configure, start, and wait for the guest's IPv4. Every step is idempotent: running it again
-// for the same UID, or resuming it after any partial step, returns the same VM. It never acts
-// while a delete of the same proxy that started earlier runs, and a delete that starts later
-// stops it (see exclusion.go).
+// for the same UID, or resuming it after any partial step, returns the same VM, and a VM found
+// stopped is provisioned and started again. It runs only as a child of the proxy's entity
+// (Proxy), which never runs it beside another operation of the proxy and cancels it when a
+// delete supersedes it.
 func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ CreateProxyResult, err error) {
 	var t *tracker
 	defer func() { recordOutcome(ctx, createMetrics, in.UID, t, err) }()
 	if err := proxy.ValidateUID(in.UID); err != nil {
 		return CreateProxyResult{}, permanentf("create proxy: %v", err)
 	}
+	if err := underEntity(ctx, "create", in.UID); err != nil {
+		return CreateProxyResult{}, err
+	}
 	if err := ValidateUserData(in.UserData); err != nil {
 		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
 	}
-	// A later DeleteProxy of the same UID asks this run to stop by a signal (a cancel request
-	// would be accepted even by a closed run); the delete then waits for the run to close.
-	ctx, stop := workflow.WithCancel(ctx)
-	deleteRequests := workflow.GetSignalChannel(ctx, deleteRequestedSignal)
-	deleteRequested := false
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		deleteRequests.Receive(ctx, nil)
-		deleteRequested = true
-		stop()
-	})
-
-	c, err := newCreate(ctx, w.Config, in, workflow.GetInfo(ctx).WorkflowStartTime)
+	c, err := newCreate(ctx, w.Config, in)
 	if err != nil {
 		return CreateProxyResult{}, err
 	}
 	t = c.t
 	res, err := c.run()
-	// A request that arrived with the last step's result has not reached the goroutine yet.
-	deleteRequested = deleteRequested || deleteRequests.ReceiveAsync(nil)
 	switch {
-	case deleteRequested:
-		c.t.phase(PhaseCancelled, "stopped for a delete of the same proxy")
-		return CreateProxyResult{}, temporal.NewCanceledError("a DeleteProxy of the same proxy stopped this create")
 	case ctx.Err() != nil:
 		c.t.phase(PhaseCancelled, c.t.status.Step)
 	case err != nil:
@@ -115,6 +107,17 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 		c.t.phase(PhaseCreated, "done")
 	}
 	return res, err
+}
+
+// underEntity refuses an operation that was not started by the proxy's entity: beside it, it
+// could act on the VM while another operation does.
+func underEntity(ctx workflow.Context, op, uid string) error {
+	if parent := workflow.GetInfo(ctx).ParentWorkflowExecution; parent != nil && parent.ID == ProxyWorkflowID(uid) {
+		return nil
+	}
+	return permanentf("%s proxy %s: runs only as a child of the proxy's entity %s, which keeps its operations one at a time; "+
+		"send the request there: pveflow %s --uid %s, or an Update with start on %s (starter.Client)",
+		op, uid, ProxyWorkflowID(uid), map[string]string{"create": "create", "change": "update", "delete": "delete"}[op], uid, ProxyWorkflowID(uid))
 }
 
 // resolved is the side effect CreateProxy records: the settings and the placement, or why the
@@ -129,15 +132,13 @@ type create struct {
 	proxyOps
 	in CreateProxyInput
 	p  config.Placement
-	// started is when the run started, as Temporal recorded it.
-	started time.Time
 	// vm is the VM being created, once it is known.
 	vm vm
 	// createdAt is written into the mark of the VM this run clones.
 	createdAt time.Time
 }
 
-func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, started time.Time) (*create, error) {
+func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput) (*create, error) {
 	if in.Name == "" {
 		in.Name = proxy.NameFromUID(in.UID)
 	}
@@ -162,7 +163,6 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, sta
 		proxyOps:  proxyOps{ctx: ctx, s: r.Settings, t: t, uid: in.UID, name: in.Name},
 		in:        in,
 		p:         r.Placement,
-		started:   started,
 		createdAt: workflow.Now(ctx).UTC().Truncate(time.Second),
 	}
 	if r.PlacementError != "" {
@@ -174,9 +174,6 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, sta
 }
 
 func (c *create) run() (CreateProxyResult, error) {
-	if err := c.awaitEarlierDelete(); err != nil {
-		return CreateProxyResult{}, err
-	}
 	c.t.phase(PhaseLookingUp, "look up the proxy's VMs")
 	h, err := c.lookup()
 	if err != nil {
@@ -493,7 +490,7 @@ func (c *create) provision() error {
 	req := activities.UploadISORequest{
 		StorageRef: activities.StorageRef{Node: c.vm.Node, Storage: c.s.ISOStorage},
 		Name:       c.in.Name,
-		InstanceID: c.in.UID,
+		InstanceID: cmp.Or(c.in.InstanceID, c.in.UID),
 		// Named after the UID, not the VM, so that a delete by UID alone finds it.
 		Seed: proxy.NameFromUID(c.in.UID),
 	}

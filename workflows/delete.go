@@ -3,7 +3,6 @@ package workflows
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -33,15 +32,17 @@ type DeleteProxyResult struct {
 
 // DeleteProxy deletes the proxy VM of a Proxy UID and its seed ISO. The UID alone finds them:
 // the VM by its mark on the proxy's probe VMIDs, whatever its name and state, the seed ISO by
-// the UID's default name. A CreateProxy of the same UID that started earlier is stopped first,
-// and the delete waits until it has closed; one that starts later waits for the delete (see
-// exclusion.go). A VM that is absent, or that does not carry the proxy's mark, is left alone.
-// Deleting twice succeeds twice.
+// the UID's default name. It runs only as a child of the proxy's entity (Proxy), which stops a
+// running create first. A VM that is absent, or that does not carry the proxy's mark, is left
+// alone. Deleting twice succeeds twice.
 func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ DeleteProxyResult, err error) {
 	var t *tracker
 	defer func() { recordOutcome(ctx, deleteMetrics, in.UID, t, err) }()
 	if err := proxy.ValidateUID(in.UID); err != nil {
 		return DeleteProxyResult{}, permanentf("delete proxy: %v", err)
+	}
+	if err := underEntity(ctx, "delete", in.UID); err != nil {
+		return DeleteProxyResult{}, err
 	}
 	if in.ProviderID != "" {
 		_, name, err := proxy.ParseProviderID(in.ProviderID)
@@ -66,7 +67,6 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 	d := &deletion{
 		proxyOps: proxyOps{ctx: ctx, s: s, t: t, uid: in.UID, name: in.Name},
 		in:       in,
-		started:  workflow.GetInfo(ctx).WorkflowStartTime,
 	}
 	res, err := d.run()
 	if err != nil {
@@ -80,14 +80,9 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 type deletion struct {
 	proxyOps
 	in DeleteProxyInput
-	// started is when the run started, as Temporal recorded it.
-	started time.Time
 }
 
 func (d *deletion) run() (DeleteProxyResult, error) {
-	if err := d.stopEarlierCreate(); err != nil {
-		return DeleteProxyResult{}, err
-	}
 	d.t.phase(PhaseLookingUp, "look up the proxy's VMs")
 	h, err := d.lookup()
 	if err != nil {

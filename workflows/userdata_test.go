@@ -68,7 +68,7 @@ func TestCreate_uploadISOInputCarriesNoUserData(t *testing.T) {
 		}
 	})
 
-	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
+	runOp(env, workflows.CreateProxyName, createInput())
 
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, uploads, 1)

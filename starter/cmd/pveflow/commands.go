@@ -255,9 +255,9 @@ func (c *cli) result(ctx context.Context, uid string, op starter.Op) error {
 
 // phases are the phases of workflows.Status, which list --phase takes.
 var phases = []string{
-	workflows.PhaseValidating, workflows.PhaseAwaitingDelete, workflows.PhaseLookingUp, workflows.PhasePlacing,
+	workflows.PhaseValidating, workflows.PhaseLookingUp, workflows.PhasePlacing,
 	workflows.PhaseQueued, workflows.PhaseCloning, workflows.PhaseSeeding, workflows.PhaseConfiguring,
-	workflows.PhaseStarting, workflows.PhaseBooting, workflows.PhaseCreated, workflows.PhaseStoppingCreate,
+	workflows.PhaseStarting, workflows.PhaseBooting, workflows.PhaseCreated,
 	workflows.PhaseStopping, workflows.PhaseDestroying, workflows.PhaseCleaning, workflows.PhaseDeleted,
 	workflows.PhaseFailed, workflows.PhaseCancelled,
 }
