@@ -43,7 +43,7 @@ type Options struct {
 	// Clock tells the time; nil is the real clock.
 	Clock Clock
 	// TaskDurations is how long a task of each type runs (qmclone, qmstart, qmstop,
-	// qmdestroy, resize, imgcopy, imgdel); a type left out keeps its default of tens of
+	// qmreboot, qmdestroy, resize, imgcopy, imgdel); a type left out keeps its default of tens of
 	// milliseconds. A worker that cannot take a VM's flock fails after its type's duration.
 	TaskDurations map[string]time.Duration
 	// AgentBootDelay is how long a VM runs before its guest agent answers.
@@ -236,6 +236,7 @@ var defaultTaskDurations = map[string]time.Duration{
 	"qmclone":   60 * time.Millisecond,
 	"qmstart":   30 * time.Millisecond,
 	"qmstop":    20 * time.Millisecond,
+	"qmreboot":  40 * time.Millisecond,
 	"qmdestroy": 30 * time.Millisecond,
 	"resize":    20 * time.Millisecond,
 	"imgcopy":   20 * time.Millisecond,

@@ -301,6 +301,43 @@ func (c *Cluster) Stop(ctx context.Context, node string, vmid int) (pve.UPID, er
 	})
 }
 
+// Reboot reboots a running VM as PVE's qmreboot task does: the guest shuts down and starts
+// again when the task ends, so its agent is silent for AgentBootDelay after it. The model
+// applies config writes at once, as GET config shows them, so there are no pending changes
+// left for the reboot to apply. A paused or stopped VM is refused before the task starts; the
+// task fails on the config's flock or lock, as a stop does.
+func (c *Cluster) Reboot(ctx context.Context, node string, vmid int) (pve.UPID, error) {
+	return call(c, ctx, Call{Method: "Reboot", Node: node, VMID: vmid}, func(now time.Time) (pve.UPID, error) {
+		if err := c.allow(vmPath(vmid), "VM.PowerMgmt"); err != nil {
+			return "", err
+		}
+		g, err := c.vmOn(node, vmid)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case g.paused:
+			return "", serverErr("VM is paused - cannot shutdown")
+		case !g.running:
+			return "", serverErr(fmt.Sprintf("VM %d not running", vmid))
+		}
+		exit := workerLockText(g)
+		if exit == "" {
+			exit = "OK"
+		}
+		t := c.startTask(now, node, "qmreboot", strconv.Itoa(vmid), exit)
+		if succeeded(t.exit) {
+			c.onEnd(t, func() {
+				if c.vms[vmid] == g && g.running {
+					c.pid++
+					g.pid, g.startedAt, g.paused = c.pid, t.end, false
+				}
+			})
+		}
+		return t.upid, nil
+	})
+}
+
 // Destroy removes a stopped VM and every disk it owns on its node's storages (purge and
 // destroy-unreferenced-disks); CD-ROM ISOs stay. The running check is synchronous, the locks
 // are the task's.
