@@ -67,6 +67,28 @@ func (o *proxyOps) uploadSeed(node, instanceID string) (activities.UploadISOResu
 	return seed, nil
 }
 
+// deleteSeedISO deletes seed ISO volid from the ISO storage of node and waits for the deletion.
+// PVE ends the deletion of a missing ISO with task OK, so absence costs nothing.
+func (o *proxyOps) deleteSeedISO(node, volid string) error {
+	var a *activities.Activities
+	summary := fmt.Sprintf("delete seed ISO %s on %s", volid, node)
+	var upid pve.UPID
+	err := execute(o.ctx, o.s.callOptions(summary), a.DeleteVolume,
+		activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: node, Storage: o.s.ISOStorage}, VolID: volid}).Get(o.ctx, &upid)
+	switch {
+	case isType(err, activities.ErrNotFound):
+		return nil
+	case err != nil:
+		return fail(summary, err)
+	case upid == "":
+		return nil // deleted within the request
+	}
+	if err := waitTask(o.ctx, o.s, o.t, upid, o.s.Budgets.Request, "wait for "+summary); err != nil {
+		return fail("wait for "+summary, err)
+	}
+	return nil
+}
+
 // resizeDisk grows disk of the VM to gib GiB and waits for the resize task. PVE grows a disk
 // online: a running guest sees the larger disk at once, without a reboot.
 func (o *proxyOps) resizeDisk(ref activities.VMRef, disk string, gib int64) error {
