@@ -56,6 +56,10 @@ func TestChange_machineTypeSetsCoresAndMemoryAndReboots(t *testing.T) {
 	assert.Equal(t, "4", cfg["cores"])
 	assert.Equal(t, "4096", cfg["memory"])
 	assert.Equal(t, 1, w.cluster.CallCount("Reboot"))
+	st, err := w.cluster.VMStatus(t.Context(), vm.Node, vm.VMID)
+	require.NoError(t, err)
+	assert.Equal(t, 4, st.CPUs, "the guest runs with the new cores")
+	assert.Equal(t, int64(4096<<20), st.MaxMem)
 }
 
 func TestChange_largerDiskGrowsWithoutReboot(t *testing.T) {

@@ -219,6 +219,11 @@ type vm struct {
 	running   bool
 	pid       int
 	startedAt time.Time
+	// bootCPUs and bootMemMiB are the cores and memory the running QEMU started with. PVE keeps
+	// a config write of them pending on a running VM (neither hot-plugs by default) until the VM
+	// starts again: GET config shows the new values, the status the ones in effect.
+	bootCPUs   int
+	bootMemMiB int64
 	// clone is the running clone writing this VM: it holds the config file's flock since
 	// cloneStart.
 	clone      *task
@@ -456,7 +461,7 @@ func (c *Cluster) addVM(v VM, now time.Time) error {
 	}
 	if v.Running {
 		c.pid++
-		g.running, g.pid, g.startedAt = true, c.pid, now.Add(-c.bootDelay)
+		g.boot(c.pid, now.Add(-c.bootDelay))
 	}
 	c.vms[v.VMID] = g
 	return nil

@@ -306,6 +306,43 @@ func TestReboot_uptimeStartsAgainWhenTheTaskEnds(t *testing.T) {
 	assert.NotEqual(t, before.PID, after.PID, "a new QEMU process")
 }
 
+func TestReboot_appliesTheCoresAndMemoryPendingOnARunningVM(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	startVM(t, c, clk, newID)
+
+	require.NoError(t, c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"cores": "4", "memory": "4096"}))
+	cfg, err := c.VMConfig(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, "4", cfg["cores"], "GET config shows the pending value")
+	pending, err := c.VMStatus(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, 2, pending.CPUs, "the running QEMU keeps its cores")
+	assert.Equal(t, int64(2048*mib), pending.MaxMem)
+
+	upid, err := c.Reboot(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	finish(t, c, clk, upid)
+
+	applied, err := c.VMStatus(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, 4, applied.CPUs)
+	assert.Equal(t, int64(4096*mib), applied.MaxMem)
+}
+
+func TestStart_runsWithTheConfigsCoresAndMemory(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	require.NoError(t, c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"cores": "4", "memory": "4096"}))
+
+	startVM(t, c, clk, newID)
+
+	st, err := c.VMStatus(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, 4, st.CPUs)
+	assert.Equal(t, int64(4096*mib), st.MaxMem)
+}
+
 func TestReboot_stoppedVMRefusedBeforeATask(t *testing.T) {
 	c, clk := newCluster(t)
 	createVM(t, c, clk, newID)
