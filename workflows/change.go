@@ -187,18 +187,8 @@ func (c *change) run() (ChangeProxyResult, error) {
 		}
 	}
 
-	switch {
-	case st.Status != "running":
-		c.t.phase(PhaseStarting, "start VM")
-		if err := c.start(ref); err != nil {
-			return ChangeProxyResult{}, err
-		}
-		res.Restarted = true
-	case pending || c.in.Reseed:
-		if err := c.reboot(ref); err != nil {
-			return ChangeProxyResult{}, err
-		}
-		res.Restarted = true
+	if res.Restarted, err = c.restart(st.Status == "running", pending || c.in.Reseed); err != nil {
+		return ChangeProxyResult{}, err
 	}
 	ipv4, err := c.awaitReady(&c.vm)
 	if err != nil {
@@ -244,6 +234,20 @@ func (c *change) reseed() (activities.UploadISOResult, error) {
 	}
 	c.t.step("upload the new seed ISO")
 	return c.uploadSeed(c.vm.Node, c.in.InstanceID)
+}
+
+// restart starts the VM if it is stopped, or reboots it if it runs and the change needs a reboot
+// to reach the guest, and reports whether it did either.
+func (c *change) restart(running, needsReboot bool) (bool, error) {
+	ref := c.vm.ref()
+	switch {
+	case !running:
+		c.t.phase(PhaseStarting, "start VM")
+		return true, c.start(ref)
+	case needsReboot:
+		return true, c.reboot(ref)
+	}
+	return false, nil
 }
 
 // reboot reboots the VM and waits for the reboot task: the guest shuts down and PVE starts it
