@@ -128,6 +128,21 @@ type resolved struct {
 	PlacementError string           `json:"placementError,omitempty"`
 }
 
+// resolve records, in a side effect, the worker's settings and the placement of zone, image
+// and machine type, or why that placement is invalid.
+func resolve(ctx workflow.Context, cfg config.Config, zone, image, machineType string) (resolved, error) {
+	var r resolved
+	err := workflow.SideEffect(ctx, func(workflow.Context) any {
+		p, err := cfg.Proxmox.ResolvePlacement(zone, image, machineType)
+		r := resolved{Settings: settingsOf(cfg), Placement: p}
+		if err != nil {
+			r.PlacementError = err.Error()
+		}
+		return r
+	}).Get(&r)
+	return r, err
+}
+
 type create struct {
 	proxyOps
 	in CreateProxyInput
@@ -147,15 +162,7 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput) (*c
 		return nil, err
 	}
 	t.phase(PhaseValidating, "resolve placement")
-	var r resolved
-	err = workflow.SideEffect(ctx, func(workflow.Context) any {
-		p, err := cfg.Proxmox.ResolvePlacement(in.Zone, in.Image, in.MachineType)
-		r := resolved{Settings: settingsOf(cfg), Placement: p}
-		if err != nil {
-			r.PlacementError = err.Error()
-		}
-		return r
-	}).Get(&r)
+	r, err := resolve(ctx, cfg, in.Zone, in.Image, in.MachineType)
 	if err != nil {
 		return nil, err
 	}
@@ -179,13 +186,13 @@ func (c *create) run() (CreateProxyResult, error) {
 	if err != nil {
 		return CreateProxyResult{}, err
 	}
-	if err := c.refuseForeign(h.Foreign); err != nil {
+	if err := c.refuseForeign("create", h.Foreign); err != nil {
 		return CreateProxyResult{}, err
 	}
 	if err := c.settle(&h); err != nil {
 		return CreateProxyResult{}, err
 	}
-	if err := c.refuseMany(h.Ours); err != nil {
+	if err := c.refuseMany("create", h.Ours); err != nil {
 		return CreateProxyResult{}, err
 	}
 	if len(h.Ours) == 0 {
@@ -201,7 +208,7 @@ func (c *create) run() (CreateProxyResult, error) {
 	// Whether the VM runs is read live: cluster resources lag, and a running VM they show as
 	// stopped would be provisioned again.
 	var st pve.VMStatus
-	if err := c.readOurVM(readStatus, activities.WaitUnlocked, c.s.Budgets.Unlock, &st); err != nil {
+	if err := c.readOurVM("create", &c.vm, readStatus, activities.WaitUnlocked, c.s.Budgets.Unlock, &st); err != nil {
 		return CreateProxyResult{}, err
 	}
 	if st.Status != "running" {
@@ -212,41 +219,9 @@ func (c *create) run() (CreateProxyResult, error) {
 	return c.waitReady()
 }
 
-// refuseForeign fails when the proxy's name is taken by VMs that are not this proxy's: a person
-// has to resolve that.
-func (c *create) refuseForeign(foreign []int) error {
-	if len(foreign) > 0 {
-		return permanentf("create proxy %s: VM(s) %v already carry the name %s without this proxy's mark (uid %s)", c.in.Name, foreign, c.in.Name, c.in.UID)
-	}
-	return nil
-}
-
-// refuseMany fails when more than one VM carries the proxy's mark: a person has to choose.
-func (c *create) refuseMany(ours []vm) error {
-	if len(ours) > 1 {
-		ids := make([]int, len(ours))
-		for i, v := range ours {
-			ids[i] = v.VMID
-		}
-		return permanentf("create proxy %s: VMs %v all carry this proxy's mark; keep one and destroy the others", c.in.Name, ids)
-	}
-	return nil
-}
-
 func (c *create) adopt(v vm) {
 	c.vm = v
 	c.t.vm(v.Node, v.VMID)
-}
-
-// readOurVM reads the config or status of the proxy's VM, following it if it has moved. A VM
-// that is gone is Transient: it was there a moment ago, and a new create makes a new one.
-func (c *create) readOurVM(what, waitFor string, budget time.Duration, out any) error {
-	gone, err := c.readVM(&c.vm, what, waitFor, budget, out)
-	if gone {
-		return transientf("create proxy %s: VM %d disappeared while it was being created", c.in.Name, c.vm.VMID)
-	}
-	c.t.vm(c.vm.Node, c.vm.VMID)
-	return err
 }
 
 // clone clones the template onto the first VMID of the proxy's probe sequence that the lookup
@@ -486,22 +461,9 @@ func (c *create) provision() error {
 	ref := c.vm.ref()
 
 	c.t.phase(PhaseSeeding, "upload seed ISO")
-	var seed activities.UploadISOResult
-	req := activities.UploadISORequest{
-		StorageRef: activities.StorageRef{Node: c.vm.Node, Storage: c.s.ISOStorage},
-		Name:       c.in.Name,
-		InstanceID: cmp.Or(c.in.InstanceID, c.in.UID),
-		// Named after the UID, not the VM, so that a delete by UID alone finds it.
-		Seed: proxy.NameFromUID(c.in.UID),
-	}
-	summary := fmt.Sprintf("upload seed ISO %s to %s on %s", proxy.SeedISOName(req.Seed), c.s.ISOStorage, c.vm.Node)
-	err := execute(c.ctx, c.s.callOptions(summary), a.UploadISO, req).Get(c.ctx, &seed)
+	seed, err := c.uploadSeed(c.vm.Node, cmp.Or(c.in.InstanceID, c.in.UID))
 	if err != nil {
-		return fail(summary, err)
-	}
-	summary = "wait for upload of " + seed.VolID
-	if err := waitTask(c.ctx, c.s, c.t, seed.UPID, c.s.Budgets.Upload, summary); err != nil {
-		return fail(summary, err)
+		return err
 	}
 
 	c.t.phase(PhaseConfiguring, "read config")
@@ -521,7 +483,7 @@ func (c *create) provision() error {
 		params["net0"] = net0
 	}
 	c.t.step("set config")
-	summary = "configure " + ref.String()
+	summary := "configure " + ref.String()
 	if err := execute(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
 		activities.SetVMConfigRequest{VMRef: ref, Params: params}).Get(c.ctx, nil); err != nil {
 		return fail(summary, err)
@@ -532,21 +494,7 @@ func (c *create) provision() error {
 	}
 
 	c.t.phase(PhaseStarting, "start VM")
-	var upid pve.UPID
-	summary = "start " + ref.String()
-	if err := execute(c.ctx, c.s.callOptions(summary), a.Start, ref).Get(c.ctx, &upid); err != nil {
-		return fail(summary, err)
-	}
-	c.t.task(upid)
-	summary = "wait for start of " + ref.String()
-	err = waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Start, summary)
-	if isTaskFailedWith(err, activities.ErrAlreadyRunning) {
-		return nil // a start whose first answer was lost, or a VM someone else started
-	}
-	if err != nil {
-		return fail(summary, err)
-	}
-	return nil
+	return c.start(ref)
 }
 
 // resize grows the boot disk to the machine type's size; a disk already that large is left
@@ -566,46 +514,14 @@ func (c *create) resize() error {
 	if !grow {
 		return nil
 	}
-	var a *activities.Activities
-	ref := c.vm.ref()
-	size := fmt.Sprintf("%dG", c.p.DiskGiB)
-	summary := fmt.Sprintf("resize disk %s of %s to %s", disk, ref, size)
-	c.t.step(summary)
-	var upid pve.UPID
-	if err := execute(c.ctx, c.s.callOptions(summary), a.Resize,
-		activities.ResizeRequest{VMRef: ref, Disk: disk, Size: size}).Get(c.ctx, &upid); err != nil {
-		return fail(summary, err)
-	}
-	c.t.task(upid)
-	summary = "wait for " + summary
-	if err := waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Resize, summary); err != nil {
-		return fail(summary, err)
-	}
-	return nil
+	return c.resizeDisk(c.vm.ref(), disk, c.p.DiskGiB)
 }
 
 // waitReady waits until the VM runs and its guest agent reports a routable IPv4.
 func (c *create) waitReady() (CreateProxyResult, error) {
-	var a *activities.Activities
-	ref := c.vm.ref()
-	c.t.phase(PhaseBooting, "wait for the VM to run")
-	summary := "wait for " + ref.String() + " to run"
-	if err := execute(c.ctx, c.s.waitOptions(c.s.Budgets.Running, summary), a.VMStatus,
-		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}).Get(c.ctx, nil); err != nil {
-		return CreateProxyResult{}, fail(summary, err)
-	}
-	if c.vm.Config == nil {
-		c.t.step("read config")
-		if err := execute(c.ctx, c.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &c.vm.Config); err != nil {
-			return CreateProxyResult{}, fail("read config of "+ref.String(), err)
-		}
-	}
-	summary = "wait for an IPv4 from the guest agent of " + ref.String()
-	c.t.step(summary)
-	var agent activities.AgentResult
-	if err := execute(c.ctx, c.s.waitOptions(c.s.Budgets.Agent, summary), a.AgentNetworkInterfaces,
-		activities.AgentRequest{VMRef: ref, WaitForIPv4: true, MAC: proxy.MACFromNet(c.vm.Config["net0"])}).Get(c.ctx, &agent); err != nil {
-		return CreateProxyResult{}, fail(summary, err)
+	ipv4, err := c.awaitReady(&c.vm)
+	if err != nil {
+		return CreateProxyResult{}, err
 	}
 	createdAt := c.createdAt
 	if mark, ok := proxy.ParseDescription(c.vm.Config["description"]); ok && !mark.CreatedAt.IsZero() {
@@ -617,7 +533,7 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 		Node:       c.vm.Node,
 		Name:       c.in.Name,
 		CreatedAt:  createdAt,
-		IPv4:       agent.IPv4,
+		IPv4:       ipv4,
 	}, nil
 }
 

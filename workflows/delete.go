@@ -186,28 +186,13 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 	return false, nil
 }
 
-// deleteSeed deletes the proxy's seed ISOs on every node that may hold them. PVE ends the
-// deletion of a missing ISO with task OK, so absence costs nothing.
+// deleteSeed deletes the proxy's seed ISOs on every node that may hold them.
 func (d *deletion) deleteSeed(nodes, volids []string) error {
-	var a *activities.Activities
 	d.t.phase(PhaseCleaning, "delete seed ISO")
 	for _, volid := range volids {
 		for _, node := range nodes {
-			summary := fmt.Sprintf("delete seed ISO %s on %s", volid, node)
-			var upid pve.UPID
-			err := execute(d.ctx, d.s.callOptions(summary), a.DeleteVolume,
-				activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: node, Storage: d.s.ISOStorage}, VolID: volid}).Get(d.ctx, &upid)
-			if isType(err, activities.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return fail(summary, err)
-			}
-			if upid == "" {
-				continue
-			}
-			if err := waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Request, "wait for "+summary); err != nil {
-				return fail("wait for "+summary, err)
+			if err := d.deleteSeedISO(node, volid); err != nil {
+				return err
 			}
 		}
 	}

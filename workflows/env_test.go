@@ -54,8 +54,8 @@ type world struct {
 	log     *bytes.Buffer
 	// wrap, when set, stands between the activities and the cluster, as a network would.
 	wrap func(pve.API) pve.API
-	// userData is the user-data of the CreateProxy the world runs, which UploadISO reads from
-	// the run's input: createInput's, or what create was given.
+	// userData is the user-data of the CreateProxy or ChangeProxy the world runs, which
+	// UploadISO reads from the run's input: createInput's, or what create or change was given.
 	userData string
 	// runs are the other workflows as Temporal would describe them.
 	runs *runs
@@ -192,6 +192,19 @@ func (w *world) create(in workflows.CreateProxyInput) (workflows.CreateProxyResu
 	runOp(env, workflows.CreateProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
 	var res workflows.CreateProxyResult
+	if err := env.GetWorkflowError(); err != nil {
+		return res, err
+	}
+	require.NoError(w.t, env.GetWorkflowResult(&res))
+	return res, nil
+}
+
+func (w *world) change(in workflows.ChangeProxyInput) (workflows.ChangeProxyResult, error) {
+	w.userData = in.UserData
+	env := w.env()
+	runOp(env, workflows.ChangeProxyName, in)
+	require.True(w.t, env.IsWorkflowCompleted())
+	var res workflows.ChangeProxyResult
 	if err := env.GetWorkflowError(); err != nil {
 		return res, err
 	}

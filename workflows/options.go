@@ -25,6 +25,7 @@ func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	}
 	r.RegisterWorkflowWithOptions(w.CreateProxy, short(CreateProxyName))
 	r.RegisterWorkflowWithOptions(w.DeleteProxy, short(DeleteProxyName))
+	r.RegisterWorkflowWithOptions(w.ChangeProxy, short(ChangeProxyName))
 	r.RegisterWorkflowWithOptions(w.GetProxy, short(GetProxyName))
 	r.RegisterWorkflowWithOptions(w.ListProxies, short(ListProxiesName))
 	r.RegisterWorkflowWithOptions(w.CheckHealth, short(CheckHealthName))
