@@ -185,6 +185,14 @@ func (a *Activities) Stop(ctx context.Context, ref VMRef) (pve.UPID, error) {
 	return startTask(ctx, "stop "+ref.String(), func() (pve.UPID, error) { return a.API.Stop(ctx, ref.Node, ref.VMID) })
 }
 
+// Reboot reboots a running VM and returns the reboot task: the guest shuts down and starts
+// again, which applies the config's pending changes. A VM that is not running is a
+// non-retryable NotRunning error.
+func (a *Activities) Reboot(ctx context.Context, ref VMRef) (pve.UPID, error) {
+	ref.annotate(ctx)
+	return startTask(ctx, "reboot "+ref.String(), func() (pve.UPID, error) { return a.API.Reboot(ctx, ref.Node, ref.VMID) })
+}
+
 // Destroy destroys a stopped VM with its unreferenced disks and returns the destroy task.
 func (a *Activities) Destroy(ctx context.Context, ref VMRef) (pve.UPID, error) {
 	ref.annotate(ctx)
@@ -308,6 +316,8 @@ func taskName(taskType string) string {
 		return "start"
 	case "qmstop":
 		return "stop"
+	case "qmreboot":
+		return "reboot"
 	case "qmdestroy":
 		return "destroy"
 	case "imgdel":

@@ -288,6 +288,50 @@ func TestStartAndStop_changeStatus(t *testing.T) {
 	assert.Equal(t, "stopped", st.Status)
 }
 
+func TestReboot_restartsTheGuest(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	f.start(t, ref)
+	f.clock.Advance(time.Minute)
+	var before pve.VMStatus
+	require.NoError(t, f.run(t, f.acts.VMStatus, &before, activities.VMStatusRequest{VMRef: ref}))
+
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Reboot, &upid, ref))
+	res, err := f.waitTask(t, upid)
+
+	require.NoError(t, err)
+	assert.Equal(t, "OK", res.ExitStatus)
+	var after pve.VMStatus
+	require.NoError(t, f.run(t, f.acts.VMStatus, &after, activities.VMStatusRequest{VMRef: ref}))
+	assert.Equal(t, "running", after.Status)
+	assert.Less(t, after.Uptime, before.Uptime, "the guest started again")
+}
+
+func TestReboot_stoppedVMIsNonRetryableNotRunning(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+
+	err := f.run(t, f.acts.Reboot, nil, ref)
+
+	appErr := appError(t, err)
+	assert.Equal(t, activities.ErrNotRunning, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+	assert.Contains(t, appErr.Message(), "VM 123456 not running")
+}
+
+func TestTaskStatus_rebootTaskReadsReboot(t *testing.T) {
+	f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmreboot": 30 * time.Second} })
+	ref := f.clone(t)
+	f.start(t, ref)
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Reboot, &upid, ref))
+
+	err := f.run(t, f.acts.TaskStatus, nil, activities.TaskStatusRequest{UPID: upid})
+
+	assert.Contains(t, appError(t, err).Message(), "reboot task "+string(upid)+" still running on node pve1")
+}
+
 func TestVMStatus_waitRunningIsNotReadyUntilRunning(t *testing.T) {
 	f := newFixture(t)
 	ref := f.clone(t)

@@ -24,8 +24,10 @@ type Runs interface {
 // RunInfo is a workflow run as Temporal describes it. A workflow ID that never ran is a RunInfo
 // with Running false and no RunID.
 type RunInfo struct {
-	RunID     string    `json:"runID,omitempty"`
-	Running   bool      `json:"running"`
+	RunID   string `json:"runID,omitempty"`
+	Running bool   `json:"running"`
+	// Status is how the run stands (RunStatus); empty for a workflow ID that never ran.
+	Status    string    `json:"status,omitempty"`
 	StartedAt time.Time `json:"startedAt,omitzero"`
 }
 
@@ -73,6 +75,27 @@ func (h *HistoryStartInput) DescribeRun(ctx context.Context, workflowID, runID s
 	return RunInfo{
 		RunID:     info.GetExecution().GetRunId(),
 		Running:   info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
+		Status:    RunStatus(info.GetStatus()),
 		StartedAt: info.GetStartTime().AsTime(),
 	}, nil
+}
+
+// RunStatus is how a run's status reads: running, completed, failed, canceled, terminated,
+// continued-as-new, timed-out or paused; unknown for any other.
+func RunStatus(s enumspb.WorkflowExecutionStatus) string {
+	if name, ok := runStatuses[s]; ok {
+		return name
+	}
+	return "unknown"
+}
+
+var runStatuses = map[enumspb.WorkflowExecutionStatus]string{
+	enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:          "running",
+	enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:        "completed",
+	enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:           "failed",
+	enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:         "canceled",
+	enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:       "terminated",
+	enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW: "continued-as-new",
+	enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:        "timed-out",
+	enumspb.WORKFLOW_EXECUTION_STATUS_PAUSED:           "paused",
 }

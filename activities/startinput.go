@@ -13,9 +13,9 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
-// StartInput reads the user-data a CreateProxy run was started with. UploadISO asks it rather
-// than carry the user-data in its own input, so that Temporal's history holds the user-data once
-// per run, in the workflow's input.
+// StartInput reads the user-data a CreateProxy or ChangeProxy run was started with. UploadISO
+// asks it rather than carry the user-data in its own input, so that Temporal's history holds the
+// user-data once per run, in the workflow's input.
 type StartInput interface {
 	UserData(ctx context.Context, workflowID, runID string) (string, error)
 }
@@ -36,8 +36,9 @@ type HistoryStartInput struct {
 	DataConverter converter.DataConverter
 }
 
-// startedInput is the part of workflows.CreateProxyInput read here (importing package workflows
-// would be an import cycle).
+// startedInput is the part of workflows.CreateProxyInput and workflows.ChangeProxyInput read
+// here: both hold the user-data as userData (importing package workflows would be an import
+// cycle).
 type startedInput struct {
 	UserData string `json:"userData"`
 }
@@ -66,7 +67,7 @@ func (h *HistoryStartInput) UserData(ctx context.Context, workflowID, runID stri
 	var in startedInput
 	if err := dc.FromPayloads(events[0].GetWorkflowExecutionStartedEventAttributes().GetInput(), &in); err != nil {
 		// The converter's error may quote the payload it could not parse: it is not passed on.
-		return "", pve.Classified(pve.Permanent, fmt.Errorf("decode the input of %s: not a CreateProxy input, or encrypted with keys the worker's PVEFLOW_CODEC_KEY_FILE does not have", run))
+		return "", pve.Classified(pve.Permanent, fmt.Errorf("decode the input of %s: not a CreateProxy or ChangeProxy input, or encrypted with keys the worker's PVEFLOW_CODEC_KEY_FILE does not have", run))
 	}
 	return in.UserData, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/workflows"
 )
 
 // startSecret stands for a password in the user-data.
@@ -42,7 +43,13 @@ func (s *historyService) GetWorkflowExecutionHistory(_ context.Context, req *wor
 // started is a history that begins with the start event of a CreateProxy whose input dc encodes.
 func started(t *testing.T, dc converter.DataConverter, userData string) []*historypb.HistoryEvent {
 	t.Helper()
-	input, err := dc.ToPayloads(map[string]string{"uid": "uid-1", "image": "debian13", "userData": userData})
+	return startedWith(t, dc, map[string]string{"uid": "uid-1", "image": "debian13", "userData": userData})
+}
+
+// startedWith is a history that begins with the start event of a run whose input dc encodes.
+func startedWith(t *testing.T, dc converter.DataConverter, in any) []*historypb.HistoryEvent {
+	t.Helper()
+	input, err := dc.ToPayloads(in)
 	require.NoError(t, err)
 	return []*historypb.HistoryEvent{{
 		EventId: 1,
@@ -97,6 +104,17 @@ func TestHistoryStartInput_decodesWithTheWorkersConverter(t *testing.T) {
 			assert.Equal(t, userData, got)
 		})
 	}
+}
+
+func TestHistoryStartInput_readsTheUserDataOfAChangeProxy(t *testing.T) {
+	userData := "#cloud-config\npassword: " + startSecret + "\n"
+	in := workflows.ChangeProxyInput{UID: "uid-1", Image: "debian13", MachineType: "small", Reseed: true, UserData: userData, InstanceID: "uid-1-2"}
+	h := &activities.HistoryStartInput{Service: &historyService{events: startedWith(t, converter.GetDefaultDataConverter(), in)}}
+
+	got, err := h.UserData(context.Background(), workflows.ChangeWorkflowID("uid-1"), "run-1")
+
+	require.NoError(t, err)
+	assert.Equal(t, userData, got)
 }
 
 func TestHistoryStartInput_inputItCannotDecodeIsPermanentWithoutTheUserData(t *testing.T) {

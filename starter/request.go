@@ -17,7 +17,7 @@ var ErrRejected = errors.New("request refused")
 
 // FailSuperseded is the FailureType of a request that a later one of the same proxy superseded
 // before it was served, as a delete supersedes a running create.
-const FailSuperseded = "Superseded"
+const FailSuperseded = workflows.FailSuperseded
 
 // A RequestOption changes a request that Create, Change or Delete sends.
 type RequestOption func(*requestOptions)
@@ -120,7 +120,8 @@ func (c *Client) request(ctx context.Context, r *Request, update string, arg any
 	for _, opt := range opts {
 		opt(&o)
 	}
-	start := c.temporal.NewWithStartWorkflowOperation(workflows.ProxyOptions(r.UID, c.taskQueue), workflows.ProxyName)
+	start := c.temporal.NewWithStartWorkflowOperation(workflows.ProxyOptions(r.UID, c.taskQueue), workflows.ProxyName,
+		workflows.ProxyInput{UID: r.UID})
 	handle, err := c.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{

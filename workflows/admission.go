@@ -281,7 +281,8 @@ const maxAskInterval = 2 * time.Minute
 // when none runs. Whether it runs is asked of Temporal first: a signal to an admission that
 // does not run would fail, and leave a failed event in the history of a create that succeeds.
 func (c *create) askForLease(l *lease) error {
-	admission, err := c.describeRun(l.admission)
+	c.t.step("describe workflow " + l.admission)
+	admission, err := describeRun(c.ctx, c.s, l.admission)
 	if err != nil {
 		return err
 	}

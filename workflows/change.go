@@ -1,5 +1,16 @@
 package workflows
 
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
 // ChangeProxyInput is the input of ChangeProxy: the whole spec the proxy's VM is to match, as
 // its Proxy entity holds it. ChangeProxy never rebuilds: a new image or zone is a delete and a
 // create, which the entity runs.
@@ -31,4 +42,236 @@ type ChangeProxyResult struct {
 	// Rebuilt reports that the VM was destroyed and created again (a new image or zone).
 	Rebuilt bool   `json:"rebuilt,omitempty"`
 	IPv4    string `json:"ipv4"`
+}
+
+// ChangeProxy makes the VM of a present proxy match its spec, in place, and returns what it
+// changed. Its VM is found as a create finds it (by the UID's mark); a proxy without one fails
+// NotFound: create it first.
+//
+//   - Cores and memory that differ from the machine type's are written to the config. PVE keeps
+//     them pending on a running VM: cores never hot-plug (PVE hot-plugs vcpus, and only with
+//     "cpu" in the VM's hotplug option) and memory only with "memory" there and NUMA on, which
+//     PVE's default hotplug (network,disk,usb) leaves out. So ChangeProxy reboots the guest,
+//     which applies them.
+//   - A boot disk smaller than the machine type's is grown, online, with no reboot; a larger one
+//     stays as it is, since PVE cannot shrink a disk.
+//   - With Reseed, the seed ISO is written anew with the input's user-data and instance-id, and
+//     the guest rebooted: cloud-init runs user-data again when it sees a new instance-id.
+//   - A stopped VM is started, whether anything changed or not.
+//
+// A VM that matches and runs is left alone: no write, no reboot. Every step is idempotent, so
+// running it again, or resuming it after any partial step, ends with the same VM.
+func (w *Workflows) ChangeProxy(ctx workflow.Context, in ChangeProxyInput) (_ ChangeProxyResult, err error) {
+	var t *tracker
+	defer func() { recordOutcome(ctx, changeMetrics, in.UID, t, err) }()
+	if err := proxy.ValidateUID(in.UID); err != nil {
+		return ChangeProxyResult{}, permanentf("change proxy: %v", err)
+	}
+	if err := underEntity(ctx, "change", in.UID); err != nil {
+		return ChangeProxyResult{}, err
+	}
+	if err := ValidateUserData(in.UserData); err != nil {
+		return ChangeProxyResult{}, permanentf("change proxy %s: %v", in.UID, err)
+	}
+	if in.Reseed && in.InstanceID == "" {
+		return ChangeProxyResult{}, permanentf("change proxy %s: a reseed needs a new instance-id, or cloud-init would not run the new user-data", in.UID)
+	}
+	c, err := newChange(ctx, w.Config, in)
+	if err != nil {
+		return ChangeProxyResult{}, err
+	}
+	t = c.t
+	res, err := c.run()
+	switch {
+	case ctx.Err() != nil:
+		c.t.phase(PhaseCancelled, c.t.status.Step)
+	case err != nil:
+		c.t.failed(err)
+	default:
+		c.t.phase(PhaseChanged, "done")
+	}
+	return res, err
+}
+
+type change struct {
+	proxyOps
+	in ChangeProxyInput
+	p  config.Placement
+	vm vm
+}
+
+func newChange(ctx workflow.Context, cfg config.Config, in ChangeProxyInput) (*change, error) {
+	if in.Name == "" {
+		in.Name = proxy.NameFromUID(in.UID)
+	}
+	t, err := newTracker(ctx, in.UID, in.Name)
+	if err != nil {
+		return nil, err
+	}
+	t.phase(PhaseValidating, "resolve placement")
+	r, err := resolve(ctx, cfg, in.Zone, in.Image, in.MachineType)
+	if err != nil {
+		return nil, err
+	}
+	if r.PlacementError != "" {
+		err := permanentf("change proxy %s: invalid placement: %s", in.Name, r.PlacementError)
+		t.failed(err)
+		return nil, err
+	}
+	return &change{
+		proxyOps: proxyOps{ctx: ctx, s: r.Settings, t: t, uid: in.UID, name: in.Name},
+		in:       in,
+		p:        r.Placement,
+	}, nil
+}
+
+func (c *change) run() (ChangeProxyResult, error) {
+	if err := c.find(); err != nil {
+		return ChangeProxyResult{}, err
+	}
+	// The config is read once no lock (a backup, a clone) holds the VM, and the status after it:
+	// what changes is decided from them.
+	var cfg pve.VMConfig
+	if err := c.readOurVM("change", &c.vm, readConfig, activities.WaitUnlocked, c.s.Budgets.Unlock, &cfg); err != nil {
+		return ChangeProxyResult{}, err
+	}
+	c.vm.Config = cfg
+	var st pve.VMStatus
+	if err := c.readOurVM("change", &c.vm, readStatus, activities.WaitNone, 0, &st); err != nil {
+		return ChangeProxyResult{}, err
+	}
+	m, err := proxy.MachineOf(cfg)
+	if err != nil {
+		return ChangeProxyResult{}, permanentf("change proxy %s: VM %d: %v", c.name, c.vm.VMID, err)
+	}
+
+	c.t.phase(PhaseChanging, "compare VM with machine type "+c.p.MachineType)
+	res := ChangeProxyResult{Name: c.name, Changed: []string{}}
+	params := pve.VMConfig{}
+	var grow int64
+	for _, d := range m.Drift(c.p) {
+		switch d.What {
+		case proxy.DiffCores:
+			params["cores"] = fmt.Sprint(d.Want)
+		case proxy.DiffMemory:
+			params["memory"] = fmt.Sprint(d.Want)
+		case proxy.DiffDisk:
+			grow = d.Want
+		}
+		res.Changed = append(res.Changed, d.Change())
+	}
+	// Cores and memory need a reboot to apply; ide2, which a reseed may point anew, does not.
+	pending := len(params) > 0
+	if c.in.Reseed {
+		seed, err := c.reseed()
+		if err != nil {
+			return ChangeProxyResult{}, err
+		}
+		// The same volume as before, unless the ISO storage changed since the create.
+		if ide2 := seed.VolID + ",media=cdrom"; cfg["ide2"] != ide2 {
+			params["ide2"] = ide2
+		}
+		res.Changed = append(res.Changed, fmt.Sprintf("user-data (instance-id %s)", c.in.InstanceID))
+	}
+	var a *activities.Activities
+	ref := c.vm.ref()
+	if len(params) > 0 {
+		c.t.phase(PhaseChanging, "set config")
+		summary := "configure " + ref.String()
+		if err := execute(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
+			activities.SetVMConfigRequest{VMRef: ref, Params: params}).Get(c.ctx, nil); err != nil {
+			return ChangeProxyResult{}, fail(summary, err)
+		}
+	}
+	if grow > 0 {
+		c.t.phase(PhaseChanging, "grow disk "+m.BootDisk)
+		if err := c.resizeDisk(ref, m.BootDisk, grow); err != nil {
+			return ChangeProxyResult{}, err
+		}
+	}
+
+	if res.Restarted, err = c.restart(st.Status == "running", pending || c.in.Reseed); err != nil {
+		return ChangeProxyResult{}, err
+	}
+	ipv4, err := c.awaitReady(&c.vm)
+	if err != nil {
+		return ChangeProxyResult{}, err
+	}
+	res.VMID, res.Node, res.IPv4 = c.vm.VMID, c.vm.Node, ipv4
+	return res, nil
+}
+
+// find finds the proxy's one VM, as a create would: it refuses VMs with the proxy's name that
+// are not its own, and more than one of its own.
+func (c *change) find() error {
+	c.t.phase(PhaseLookingUp, "look up the proxy's VMs")
+	h, err := c.lookup()
+	if err != nil {
+		return err
+	}
+	if err := c.refuseForeign("change", h.Foreign); err != nil {
+		return err
+	}
+	if err := c.settle(&h); err != nil {
+		return err
+	}
+	if err := c.refuseMany("change", h.Ours); err != nil {
+		return err
+	}
+	if len(h.Ours) == 0 {
+		return notFoundf("change proxy %s: no VM carries its mark (uid %s): create the proxy first", c.name, c.uid)
+	}
+	c.vm = h.Ours[0]
+	c.t.vm(c.vm.Node, c.vm.VMID)
+	return nil
+}
+
+// reseed replaces the proxy's seed ISO on its VM's node with one of the input's user-data and
+// instance-id. The old one is deleted first, so that the upload writes a new file and never
+// overwrites the one a running QEMU has open: the guest sees the new ISO once it restarts.
+func (c *change) reseed() (activities.UploadISOResult, error) {
+	c.t.phase(PhaseReseeding, "delete the old seed ISO")
+	volid := proxy.SeedVolID(c.s.ISOStorage, proxy.NameFromUID(c.uid))
+	if err := c.deleteSeedISO(c.vm.Node, volid); err != nil {
+		return activities.UploadISOResult{}, err
+	}
+	c.t.step("upload the new seed ISO")
+	return c.uploadSeed(c.vm.Node, c.in.InstanceID)
+}
+
+// restart starts the VM if it is stopped, or reboots it if it runs and the change needs a reboot
+// to reach the guest, and reports whether it did either.
+func (c *change) restart(running, needsReboot bool) (bool, error) {
+	ref := c.vm.ref()
+	switch {
+	case !running:
+		c.t.phase(PhaseStarting, "start VM")
+		return true, c.start(ref)
+	case needsReboot:
+		return true, c.reboot(ref)
+	}
+	return false, nil
+}
+
+// reboot reboots the VM and waits for the reboot task: the guest shuts down and PVE starts it
+// again (awaitReady waits for that). A VM that stopped since its status was read is started
+// instead.
+func (c *change) reboot(ref activities.VMRef) error {
+	var a *activities.Activities
+	c.t.phase(PhaseRebooting, "reboot "+ref.String())
+	summary := "reboot " + ref.String()
+	var upid pve.UPID
+	err := execute(c.ctx, c.s.callOptions(summary), a.Reboot, ref).Get(c.ctx, &upid)
+	if isType(err, activities.ErrNotRunning) {
+		c.t.phase(PhaseStarting, "start VM, which stopped since its status was read")
+		return c.start(ref)
+	}
+	if err != nil {
+		return fail(summary, err)
+	}
+	summary = "wait for reboot of " + ref.String()
+	if err := waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Stop+c.s.Budgets.Start, summary); err != nil {
+		return fail(summary, err)
+	}
+	return nil
 }

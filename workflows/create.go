@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -34,6 +35,9 @@ type CreateProxyInput struct {
 	// results). This input is the one place Temporal's history holds it: UploadISO reads it from
 	// here.
 	UserData string `json:"userData,omitempty"`
+	// InstanceID is cloud-init's instance-id on the seed ISO; empty means the UID. The proxy's
+	// entity gives a new one with each new user-data, so cloud-init runs it again.
+	InstanceID string `json:"instanceID,omitempty"`
 }
 
 // MaxUserDataBytes is the most cloud-init user-data, in bytes, a CreateProxy takes: 64 KiB.
@@ -72,41 +76,29 @@ type CreateProxyResult struct {
 
 // CreateProxy creates the proxy VM of a Proxy UID: clone the template, upload the seed ISO,
 // configure, start, and wait for the guest's IPv4. Every step is idempotent: running it again
-// for the same UID, or resuming it after any partial step, returns the same VM. It never acts
-// while a delete of the same proxy that started earlier runs, and a delete that starts later
-// stops it (see exclusion.go).
+// for the same UID, or resuming it after any partial step, returns the same VM, and a VM found
+// stopped is provisioned and started again. It runs only as a child of the proxy's entity
+// (Proxy), which never runs it beside another operation of the proxy and cancels it when a
+// delete supersedes it.
 func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ CreateProxyResult, err error) {
 	var t *tracker
 	defer func() { recordOutcome(ctx, createMetrics, in.UID, t, err) }()
 	if err := proxy.ValidateUID(in.UID); err != nil {
 		return CreateProxyResult{}, permanentf("create proxy: %v", err)
 	}
+	if err := underEntity(ctx, "create", in.UID); err != nil {
+		return CreateProxyResult{}, err
+	}
 	if err := ValidateUserData(in.UserData); err != nil {
 		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
 	}
-	// A later DeleteProxy of the same UID asks this run to stop by a signal (a cancel request
-	// would be accepted even by a closed run); the delete then waits for the run to close.
-	ctx, stop := workflow.WithCancel(ctx)
-	deleteRequests := workflow.GetSignalChannel(ctx, deleteRequestedSignal)
-	deleteRequested := false
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		deleteRequests.Receive(ctx, nil)
-		deleteRequested = true
-		stop()
-	})
-
-	c, err := newCreate(ctx, w.Config, in, workflow.GetInfo(ctx).WorkflowStartTime)
+	c, err := newCreate(ctx, w.Config, in)
 	if err != nil {
 		return CreateProxyResult{}, err
 	}
 	t = c.t
 	res, err := c.run()
-	// A request that arrived with the last step's result has not reached the goroutine yet.
-	deleteRequested = deleteRequested || deleteRequests.ReceiveAsync(nil)
 	switch {
-	case deleteRequested:
-		c.t.phase(PhaseCancelled, "stopped for a delete of the same proxy")
-		return CreateProxyResult{}, temporal.NewCanceledError("a DeleteProxy of the same proxy stopped this create")
 	case ctx.Err() != nil:
 		c.t.phase(PhaseCancelled, c.t.status.Step)
 	case err != nil:
@@ -117,6 +109,17 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	return res, err
 }
 
+// underEntity refuses an operation that was not started by the proxy's entity: beside it, it
+// could act on the VM while another operation does.
+func underEntity(ctx workflow.Context, op, uid string) error {
+	if parent := workflow.GetInfo(ctx).ParentWorkflowExecution; parent != nil && parent.ID == ProxyWorkflowID(uid) {
+		return nil
+	}
+	return permanentf("%s proxy %s: runs only as a child of the proxy's entity %s, which keeps its operations one at a time; "+
+		"send the request there: pveflow %s --uid %s, or an Update with start on %s (starter.Client)",
+		op, uid, ProxyWorkflowID(uid), map[string]string{"create": "create", "change": "update", "delete": "delete"}[op], uid, ProxyWorkflowID(uid))
+}
+
 // resolved is the side effect CreateProxy records: the settings and the placement, or why the
 // placement is invalid.
 type resolved struct {
@@ -125,19 +128,32 @@ type resolved struct {
 	PlacementError string           `json:"placementError,omitempty"`
 }
 
+// resolve records, in a side effect, the worker's settings and the placement of zone, image
+// and machine type, or why that placement is invalid.
+func resolve(ctx workflow.Context, cfg config.Config, zone, image, machineType string) (resolved, error) {
+	var r resolved
+	err := workflow.SideEffect(ctx, func(workflow.Context) any {
+		p, err := cfg.Proxmox.ResolvePlacement(zone, image, machineType)
+		r := resolved{Settings: settingsOf(cfg), Placement: p}
+		if err != nil {
+			r.PlacementError = err.Error()
+		}
+		return r
+	}).Get(&r)
+	return r, err
+}
+
 type create struct {
 	proxyOps
 	in CreateProxyInput
 	p  config.Placement
-	// started is when the run started, as Temporal recorded it.
-	started time.Time
 	// vm is the VM being created, once it is known.
 	vm vm
 	// createdAt is written into the mark of the VM this run clones.
 	createdAt time.Time
 }
 
-func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, started time.Time) (*create, error) {
+func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput) (*create, error) {
 	if in.Name == "" {
 		in.Name = proxy.NameFromUID(in.UID)
 	}
@@ -146,15 +162,7 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, sta
 		return nil, err
 	}
 	t.phase(PhaseValidating, "resolve placement")
-	var r resolved
-	err = workflow.SideEffect(ctx, func(workflow.Context) any {
-		p, err := cfg.Proxmox.ResolvePlacement(in.Zone, in.Image, in.MachineType)
-		r := resolved{Settings: settingsOf(cfg), Placement: p}
-		if err != nil {
-			r.PlacementError = err.Error()
-		}
-		return r
-	}).Get(&r)
+	r, err := resolve(ctx, cfg, in.Zone, in.Image, in.MachineType)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +170,6 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, sta
 		proxyOps:  proxyOps{ctx: ctx, s: r.Settings, t: t, uid: in.UID, name: in.Name},
 		in:        in,
 		p:         r.Placement,
-		started:   started,
 		createdAt: workflow.Now(ctx).UTC().Truncate(time.Second),
 	}
 	if r.PlacementError != "" {
@@ -174,21 +181,18 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput, sta
 }
 
 func (c *create) run() (CreateProxyResult, error) {
-	if err := c.awaitEarlierDelete(); err != nil {
-		return CreateProxyResult{}, err
-	}
 	c.t.phase(PhaseLookingUp, "look up the proxy's VMs")
 	h, err := c.lookup()
 	if err != nil {
 		return CreateProxyResult{}, err
 	}
-	if err := c.refuseForeign(h.Foreign); err != nil {
+	if err := c.refuseForeign("create", h.Foreign); err != nil {
 		return CreateProxyResult{}, err
 	}
 	if err := c.settle(&h); err != nil {
 		return CreateProxyResult{}, err
 	}
-	if err := c.refuseMany(h.Ours); err != nil {
+	if err := c.refuseMany("create", h.Ours); err != nil {
 		return CreateProxyResult{}, err
 	}
 	if len(h.Ours) == 0 {
@@ -204,7 +208,7 @@ func (c *create) run() (CreateProxyResult, error) {
 	// Whether the VM runs is read live: cluster resources lag, and a running VM they show as
 	// stopped would be provisioned again.
 	var st pve.VMStatus
-	if err := c.readOurVM(readStatus, activities.WaitUnlocked, c.s.Budgets.Unlock, &st); err != nil {
+	if err := c.readOurVM("create", &c.vm, readStatus, activities.WaitUnlocked, c.s.Budgets.Unlock, &st); err != nil {
 		return CreateProxyResult{}, err
 	}
 	if st.Status != "running" {
@@ -215,41 +219,9 @@ func (c *create) run() (CreateProxyResult, error) {
 	return c.waitReady()
 }
 
-// refuseForeign fails when the proxy's name is taken by VMs that are not this proxy's: a person
-// has to resolve that.
-func (c *create) refuseForeign(foreign []int) error {
-	if len(foreign) > 0 {
-		return permanentf("create proxy %s: VM(s) %v already carry the name %s without this proxy's mark (uid %s)", c.in.Name, foreign, c.in.Name, c.in.UID)
-	}
-	return nil
-}
-
-// refuseMany fails when more than one VM carries the proxy's mark: a person has to choose.
-func (c *create) refuseMany(ours []vm) error {
-	if len(ours) > 1 {
-		ids := make([]int, len(ours))
-		for i, v := range ours {
-			ids[i] = v.VMID
-		}
-		return permanentf("create proxy %s: VMs %v all carry this proxy's mark; keep one and destroy the others", c.in.Name, ids)
-	}
-	return nil
-}
-
 func (c *create) adopt(v vm) {
 	c.vm = v
 	c.t.vm(v.Node, v.VMID)
-}
-
-// readOurVM reads the config or status of the proxy's VM, following it if it has moved. A VM
-// that is gone is Transient: it was there a moment ago, and a new create makes a new one.
-func (c *create) readOurVM(what, waitFor string, budget time.Duration, out any) error {
-	gone, err := c.readVM(&c.vm, what, waitFor, budget, out)
-	if gone {
-		return transientf("create proxy %s: VM %d disappeared while it was being created", c.in.Name, c.vm.VMID)
-	}
-	c.t.vm(c.vm.Node, c.vm.VMID)
-	return err
 }
 
 // clone clones the template onto the first VMID of the proxy's probe sequence that the lookup
@@ -489,22 +461,9 @@ func (c *create) provision() error {
 	ref := c.vm.ref()
 
 	c.t.phase(PhaseSeeding, "upload seed ISO")
-	var seed activities.UploadISOResult
-	req := activities.UploadISORequest{
-		StorageRef: activities.StorageRef{Node: c.vm.Node, Storage: c.s.ISOStorage},
-		Name:       c.in.Name,
-		InstanceID: c.in.UID,
-		// Named after the UID, not the VM, so that a delete by UID alone finds it.
-		Seed: proxy.NameFromUID(c.in.UID),
-	}
-	summary := fmt.Sprintf("upload seed ISO %s to %s on %s", proxy.SeedISOName(req.Seed), c.s.ISOStorage, c.vm.Node)
-	err := execute(c.ctx, c.s.callOptions(summary), a.UploadISO, req).Get(c.ctx, &seed)
+	seed, err := c.uploadSeed(c.vm.Node, cmp.Or(c.in.InstanceID, c.in.UID))
 	if err != nil {
-		return fail(summary, err)
-	}
-	summary = "wait for upload of " + seed.VolID
-	if err := waitTask(c.ctx, c.s, c.t, seed.UPID, c.s.Budgets.Upload, summary); err != nil {
-		return fail(summary, err)
+		return err
 	}
 
 	c.t.phase(PhaseConfiguring, "read config")
@@ -524,7 +483,7 @@ func (c *create) provision() error {
 		params["net0"] = net0
 	}
 	c.t.step("set config")
-	summary = "configure " + ref.String()
+	summary := "configure " + ref.String()
 	if err := execute(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
 		activities.SetVMConfigRequest{VMRef: ref, Params: params}).Get(c.ctx, nil); err != nil {
 		return fail(summary, err)
@@ -535,21 +494,7 @@ func (c *create) provision() error {
 	}
 
 	c.t.phase(PhaseStarting, "start VM")
-	var upid pve.UPID
-	summary = "start " + ref.String()
-	if err := execute(c.ctx, c.s.callOptions(summary), a.Start, ref).Get(c.ctx, &upid); err != nil {
-		return fail(summary, err)
-	}
-	c.t.task(upid)
-	summary = "wait for start of " + ref.String()
-	err = waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Start, summary)
-	if isTaskFailedWith(err, activities.ErrAlreadyRunning) {
-		return nil // a start whose first answer was lost, or a VM someone else started
-	}
-	if err != nil {
-		return fail(summary, err)
-	}
-	return nil
+	return c.start(ref)
 }
 
 // resize grows the boot disk to the machine type's size; a disk already that large is left
@@ -569,46 +514,14 @@ func (c *create) resize() error {
 	if !grow {
 		return nil
 	}
-	var a *activities.Activities
-	ref := c.vm.ref()
-	size := fmt.Sprintf("%dG", c.p.DiskGiB)
-	summary := fmt.Sprintf("resize disk %s of %s to %s", disk, ref, size)
-	c.t.step(summary)
-	var upid pve.UPID
-	if err := execute(c.ctx, c.s.callOptions(summary), a.Resize,
-		activities.ResizeRequest{VMRef: ref, Disk: disk, Size: size}).Get(c.ctx, &upid); err != nil {
-		return fail(summary, err)
-	}
-	c.t.task(upid)
-	summary = "wait for " + summary
-	if err := waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Resize, summary); err != nil {
-		return fail(summary, err)
-	}
-	return nil
+	return c.resizeDisk(c.vm.ref(), disk, c.p.DiskGiB)
 }
 
 // waitReady waits until the VM runs and its guest agent reports a routable IPv4.
 func (c *create) waitReady() (CreateProxyResult, error) {
-	var a *activities.Activities
-	ref := c.vm.ref()
-	c.t.phase(PhaseBooting, "wait for the VM to run")
-	summary := "wait for " + ref.String() + " to run"
-	if err := execute(c.ctx, c.s.waitOptions(c.s.Budgets.Running, summary), a.VMStatus,
-		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}).Get(c.ctx, nil); err != nil {
-		return CreateProxyResult{}, fail(summary, err)
-	}
-	if c.vm.Config == nil {
-		c.t.step("read config")
-		if err := execute(c.ctx, c.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &c.vm.Config); err != nil {
-			return CreateProxyResult{}, fail("read config of "+ref.String(), err)
-		}
-	}
-	summary = "wait for an IPv4 from the guest agent of " + ref.String()
-	c.t.step(summary)
-	var agent activities.AgentResult
-	if err := execute(c.ctx, c.s.waitOptions(c.s.Budgets.Agent, summary), a.AgentNetworkInterfaces,
-		activities.AgentRequest{VMRef: ref, WaitForIPv4: true, MAC: proxy.MACFromNet(c.vm.Config["net0"])}).Get(c.ctx, &agent); err != nil {
-		return CreateProxyResult{}, fail(summary, err)
+	ipv4, err := c.awaitReady(&c.vm)
+	if err != nil {
+		return CreateProxyResult{}, err
 	}
 	createdAt := c.createdAt
 	if mark, ok := proxy.ParseDescription(c.vm.Config["description"]); ok && !mark.CreatedAt.IsZero() {
@@ -620,7 +533,7 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 		Node:       c.vm.Node,
 		Name:       c.in.Name,
 		CreatedAt:  createdAt,
-		IPv4:       agent.IPv4,
+		IPv4:       ipv4,
 	}, nil
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
@@ -351,12 +350,12 @@ func TestCreate_statusQueryShowsWhereItWaits(t *testing.T) {
 	env := w.env()
 	var seen workflows.Status
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(workflows.StatusQuery)
+		v, err := env.QueryWorkflowByID(workflows.CreateWorkflowID(uid), workflows.StatusQuery)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&seen))
 	}, 2*time.Minute)
 
-	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
+	runOp(env, workflows.CreateProxyName, createInput())
 
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, workflows.PhaseCloning, seen.Phase)
@@ -365,21 +364,4 @@ func TestCreate_statusQueryShowsWhereItWaits(t *testing.T) {
 	assert.True(t, strings.HasPrefix(string(seen.UPID), "UPID:pve1:"), "the clone's UPID: %q", seen.UPID)
 	assert.Equal(t, 1, seen.Attempt)
 	assert.Contains(t, seen.Step, "wait for clone")
-}
-
-func TestCreate_deleteRequestStopsIt(t *testing.T) {
-	w := newWorld(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 5 * time.Minute} })
-	env := w.env()
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow("delete-requested", nil) }, time.Minute)
-
-	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
-
-	require.Error(t, env.GetWorkflowError())
-	assert.True(t, temporal.IsCanceledError(env.GetWorkflowError()), "got %v", env.GetWorkflowError())
-	v, err := env.QueryWorkflow(workflows.StatusQuery)
-	require.NoError(t, err)
-	var st workflows.Status
-	require.NoError(t, v.Get(&st))
-	assert.Equal(t, workflows.PhaseCancelled, st.Phase)
-	assert.Less(t, env.Now().Sub(st.StartedAt), 2*time.Minute, "stopped within the clone, not after it")
 }

@@ -3,7 +3,6 @@ package workflows
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -33,15 +32,17 @@ type DeleteProxyResult struct {
 
 // DeleteProxy deletes the proxy VM of a Proxy UID and its seed ISO. The UID alone finds them:
 // the VM by its mark on the proxy's probe VMIDs, whatever its name and state, the seed ISO by
-// the UID's default name. A CreateProxy of the same UID that started earlier is stopped first,
-// and the delete waits until it has closed; one that starts later waits for the delete (see
-// exclusion.go). A VM that is absent, or that does not carry the proxy's mark, is left alone.
-// Deleting twice succeeds twice.
+// the UID's default name. It runs only as a child of the proxy's entity (Proxy), which stops a
+// running create first. A VM that is absent, or that does not carry the proxy's mark, is left
+// alone. Deleting twice succeeds twice.
 func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ DeleteProxyResult, err error) {
 	var t *tracker
 	defer func() { recordOutcome(ctx, deleteMetrics, in.UID, t, err) }()
 	if err := proxy.ValidateUID(in.UID); err != nil {
 		return DeleteProxyResult{}, permanentf("delete proxy: %v", err)
+	}
+	if err := underEntity(ctx, "delete", in.UID); err != nil {
+		return DeleteProxyResult{}, err
 	}
 	if in.ProviderID != "" {
 		_, name, err := proxy.ParseProviderID(in.ProviderID)
@@ -66,7 +67,6 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 	d := &deletion{
 		proxyOps: proxyOps{ctx: ctx, s: s, t: t, uid: in.UID, name: in.Name},
 		in:       in,
-		started:  workflow.GetInfo(ctx).WorkflowStartTime,
 	}
 	res, err := d.run()
 	if err != nil {
@@ -80,14 +80,9 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 type deletion struct {
 	proxyOps
 	in DeleteProxyInput
-	// started is when the run started, as Temporal recorded it.
-	started time.Time
 }
 
 func (d *deletion) run() (DeleteProxyResult, error) {
-	if err := d.stopEarlierCreate(); err != nil {
-		return DeleteProxyResult{}, err
-	}
 	d.t.phase(PhaseLookingUp, "look up the proxy's VMs")
 	h, err := d.lookup()
 	if err != nil {
@@ -191,28 +186,13 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 	return false, nil
 }
 
-// deleteSeed deletes the proxy's seed ISOs on every node that may hold them. PVE ends the
-// deletion of a missing ISO with task OK, so absence costs nothing.
+// deleteSeed deletes the proxy's seed ISOs on every node that may hold them.
 func (d *deletion) deleteSeed(nodes, volids []string) error {
-	var a *activities.Activities
 	d.t.phase(PhaseCleaning, "delete seed ISO")
 	for _, volid := range volids {
 		for _, node := range nodes {
-			summary := fmt.Sprintf("delete seed ISO %s on %s", volid, node)
-			var upid pve.UPID
-			err := execute(d.ctx, d.s.callOptions(summary), a.DeleteVolume,
-				activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: node, Storage: d.s.ISOStorage}, VolID: volid}).Get(d.ctx, &upid)
-			if isType(err, activities.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return fail(summary, err)
-			}
-			if upid == "" {
-				continue
-			}
-			if err := waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Request, "wait for "+summary); err != nil {
-				return fail("wait for "+summary, err)
+			if err := d.deleteSeedISO(node, volid); err != nil {
+				return err
 			}
 		}
 	}

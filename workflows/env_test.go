@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -12,9 +13,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/config"
@@ -51,8 +54,8 @@ type world struct {
 	log     *bytes.Buffer
 	// wrap, when set, stands between the activities and the cluster, as a network would.
 	wrap func(pve.API) pve.API
-	// userData is the user-data of the CreateProxy the world runs, which UploadISO reads from
-	// the run's input: createInput's, or what create was given.
+	// userData is the user-data of the CreateProxy or ChangeProxy the world runs, which
+	// UploadISO reads from the run's input: createInput's, or what create or change was given.
 	userData string
 	// runs are the other workflows as Temporal would describe them.
 	runs *runs
@@ -83,12 +86,12 @@ func (r *runs) start(workflowID string, startedAt time.Time) {
 	r.byID[workflowID] = activities.RunInfo{RunID: workflowID + "/run", Running: true, StartedAt: startedAt}
 }
 
-// close closes the run of workflowID.
-func (r *runs) close(workflowID string) {
+// close closes the run of workflowID with status.
+func (r *runs) close(workflowID, status string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	run := r.byID[workflowID]
-	run.Running = false
+	run.Running, run.Status = false, status
 	r.byID[workflowID] = run
 }
 
@@ -146,7 +149,35 @@ func (w *world) env() *testsuite.TestWorkflowEnvironment {
 	w.clock.env = env
 	env.RegisterActivity(&activities.Activities{API: w.api(), Proxmox: w.cfg.Proxmox, Now: env.Now, StartInput: startInput{w}, Runs: w.runs})
 	(&workflows.Workflows{Config: w.cfg}).Register(env)
+	env.RegisterWorkflowWithOptions(entityStub, workflow.RegisterOptions{Name: entityStubName})
 	return env
+}
+
+// entityStubName is the workflow that stands for a proxy's entity in tests of one operation:
+// the operations run only as its children.
+const entityStubName = "EntityStub"
+
+// entityStub runs one operation as a proxy's entity would: as its child, under the
+// operation's ID.
+func entityStub(ctx workflow.Context, operation string, in json.RawMessage) (json.RawMessage, error) {
+	suffix := map[string]string{workflows.CreateProxyName: "/create", workflows.ChangeProxyName: "/change", workflows.DeleteProxyName: "/delete"}[operation]
+	ctx = workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID + suffix})
+	var out json.RawMessage
+	err := workflow.ExecuteChildWorkflow(ctx, operation, in).Get(ctx, &out)
+	return out, err
+}
+
+// runOp runs the operation workflow of a proxy, with input in, under the stub of its entity;
+// the environment's result is the operation's. The status query is the operation's:
+// QueryWorkflowByID(opID(...)).
+func runOp(env *testsuite.TestWorkflowEnvironment, operation string, in any) {
+	var uidOf struct {
+		UID string `json:"uid"`
+	}
+	data, _ := json.Marshal(in)
+	_ = json.Unmarshal(data, &uidOf)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.ProxyWorkflowID(uidOf.UID)})
+	env.ExecuteWorkflow(entityStubName, operation, in)
 }
 
 // advance lets time pass on the cluster between two workflow runs.
@@ -158,7 +189,7 @@ func (w *world) advance(d time.Duration) {
 func (w *world) create(in workflows.CreateProxyInput) (workflows.CreateProxyResult, error) {
 	w.userData = in.UserData
 	env := w.env()
-	env.ExecuteWorkflow(workflows.CreateProxyName, in)
+	runOp(env, workflows.CreateProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
 	var res workflows.CreateProxyResult
 	if err := env.GetWorkflowError(); err != nil {
@@ -168,9 +199,22 @@ func (w *world) create(in workflows.CreateProxyInput) (workflows.CreateProxyResu
 	return res, nil
 }
 
+func (w *world) change(in workflows.ChangeProxyInput) (workflows.ChangeProxyResult, error) {
+	w.userData = in.UserData
+	env := w.env()
+	runOp(env, workflows.ChangeProxyName, in)
+	require.True(w.t, env.IsWorkflowCompleted())
+	var res workflows.ChangeProxyResult
+	if err := env.GetWorkflowError(); err != nil {
+		return res, err
+	}
+	require.NoError(w.t, env.GetWorkflowResult(&res))
+	return res, nil
+}
+
 func (w *world) delete(in workflows.DeleteProxyInput) (workflows.DeleteProxyResult, error) {
 	env := w.env()
-	env.ExecuteWorkflow(workflows.DeleteProxyName, in)
+	runOp(env, workflows.DeleteProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
 	var res workflows.DeleteProxyResult
 	if err := env.GetWorkflowError(); err != nil {

@@ -113,9 +113,9 @@ func TestFleet_placementSkipsANodeWithoutTheTemplate(t *testing.T) {
 	w.cfg.Proxmox.Nodes = []string{"pve1", "pve2"}
 	busy(t, w, "pve1", 32768)
 	env := w.env()
-	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
+	runOp(env, workflows.CreateProxyName, createInput())
 	require.NoError(t, env.GetWorkflowError())
-	v, err := env.QueryWorkflow(workflows.StatusQuery)
+	v, err := env.QueryWorkflowByID(workflows.CreateWorkflowID(uid), workflows.StatusQuery)
 	require.NoError(t, err)
 	var st workflows.Status
 	require.NoError(t, v.Get(&st))

@@ -29,6 +29,12 @@ type GetProxyResult struct {
 	UID       string    `json:"uid"`
 	CreatedAt time.Time `json:"createdAt,omitzero"`
 	IPv4      string    `json:"ipv4,omitempty"`
+	// Cores, MemoryMiB and DiskGiB (the boot disk's, rounded down) are what the VM's config
+	// gives it (proxy.MachineOf), for a caller to compare with its machine type
+	// (proxy.Machine.Drift). Each is zero when the config does not tell.
+	Cores     int   `json:"cores,omitempty"`
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+	DiskGiB   int64 `json:"diskGiB,omitempty"`
 }
 
 // GetProxy finds a proxy's VM and says what it is doing. It reads and never changes anything,
@@ -162,6 +168,8 @@ func (g *getter) byProviderID() (vm, string, error) {
 // state says what VM v, of status status in cluster resources, is doing.
 func (g *getter) state(v vm, status string) (GetProxyResult, error) {
 	mark, _ := proxy.ParseDescription(v.Config["description"])
+	// A value the config does not tell stays zero: a read reports what it finds.
+	m, _ := proxy.MachineOf(v.Config)
 	res := GetProxyResult{
 		ProviderID: proxy.FormatProviderID(v.VMID, v.Config["name"]),
 		VMID:       v.VMID,
@@ -169,6 +177,9 @@ func (g *getter) state(v vm, status string) (GetProxyResult, error) {
 		Name:       v.Config["name"],
 		UID:        mark.UID,
 		CreatedAt:  mark.CreatedAt,
+		Cores:      m.Cores,
+		MemoryMiB:  m.MemoryMiB,
+		DiskGiB:    m.DiskGiB,
 	}
 	if lock := v.Config["lock"]; lock != "" {
 		return GetProxyResult{}, transientf("get proxy %s: VM %d on node %s is locked (%s)", g.what(), v.VMID, v.Node, lock)

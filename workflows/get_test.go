@@ -323,3 +323,33 @@ func TestGet_afterCreateRunningAndAfterDeleteNotFound(t *testing.T) {
 	_, err = w.get(byUID())
 	assert.Equal(t, workflows.FailNotFound, failureType(t, err))
 }
+
+func TestGet_reportsTheMachineTheConfigGivesTheVM(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.create(createInput())
+	require.NoError(t, err)
+	vmid := firstVMID(w)
+	// Someone resized the VM by hand.
+	require.NoError(t, w.cluster.SetVMConfig(t.Context(), "pve1", vmid, pve.VMConfig{"cores": "3", "memory": "3072"}))
+
+	got, err := w.get(byUID())
+
+	require.NoError(t, err)
+	assert.Equal(t, 3, got.Cores)
+	assert.Equal(t, int64(3072), got.MemoryMiB)
+	assert.Equal(t, int64(10), got.DiskGiB, "the machine type's 10 GiB")
+}
+
+func TestGet_machineTheConfigDoesNotTellIsZero(t *testing.T) {
+	w := newWorld(t)
+	v := proxyVM(w, uid, false) // no disk
+	v.Config["cores"] = "lots"
+	w.add(v)
+
+	got, err := w.get(byUID())
+
+	require.NoError(t, err)
+	assert.Zero(t, got.Cores)
+	assert.Equal(t, int64(512), got.MemoryMiB, "PVE's default")
+	assert.Zero(t, got.DiskGiB)
+}

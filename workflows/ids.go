@@ -73,10 +73,6 @@ func ProxyOptions(uid, taskQueue string) client.StartWorkflowOptions {
 // StatusQuery is the query both workflows answer with their Status.
 const StatusQuery = "status"
 
-// deleteRequestedSignal is how a DeleteProxy stops the CreateProxy of the same UID that started
-// before it (see exclusion.go).
-const deleteRequestedSignal = "delete-requested"
-
 // CreateWorkflowID is the workflow ID of the CreateProxy of a Proxy UID.
 //
 // Create and delete have IDs of their own: with one ID for both, starting a delete while the

@@ -13,13 +13,15 @@ import (
 const (
 	proxiesCreatedMetric = "pveflow_proxies_created"
 	proxiesDeletedMetric = "pveflow_proxies_deleted"
+	proxiesChangedMetric = "pveflow_proxies_changed"
 	createDurationMetric = "pveflow_proxy_create_duration"
 	deleteDurationMetric = "pveflow_proxy_delete_duration"
+	changeDurationMetric = "pveflow_proxy_change_duration"
 	clonesQueuedMetric   = "pveflow_clones_queued"
 	clonesRunningMetric  = "pveflow_clones_running"
 )
 
-// Outcomes of a CreateProxy or DeleteProxy, as the workflow itself ends. A run that is
+// Outcomes of a CreateProxy, ChangeProxy or DeleteProxy, as the workflow itself ends. A run that is
 // terminated or times out ends without running workflow code, and records nothing.
 const (
 	outcomeCompleted = "completed"
@@ -33,6 +35,7 @@ type operationMetrics struct{ op, count, duration string }
 var (
 	createMetrics = operationMetrics{op: "create", count: proxiesCreatedMetric, duration: createDurationMetric}
 	deleteMetrics = operationMetrics{op: "delete", count: proxiesDeletedMetric, duration: deleteDurationMetric}
+	changeMetrics = operationMetrics{op: "change", count: proxiesChangedMetric, duration: changeDurationMetric}
 )
 
 // recordOutcome counts the run's end by outcome and failure type, records by outcome how long

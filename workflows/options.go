@@ -17,18 +17,21 @@ type Workflows struct {
 }
 
 // Register registers every workflow under its recorded name, with its versioning behavior
-// (deployment.go): the short workflows Pinned, CloneAdmission AutoUpgrade.
+// (deployment.go): the short workflows Pinned, the long-lived CloneAdmission and Proxy
+// AutoUpgrade.
 func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	short := func(name string) workflow.RegisterOptions {
 		return workflow.RegisterOptions{Name: name, VersioningBehavior: shortWorkflowBehavior}
 	}
 	r.RegisterWorkflowWithOptions(w.CreateProxy, short(CreateProxyName))
 	r.RegisterWorkflowWithOptions(w.DeleteProxy, short(DeleteProxyName))
+	r.RegisterWorkflowWithOptions(w.ChangeProxy, short(ChangeProxyName))
 	r.RegisterWorkflowWithOptions(w.GetProxy, short(GetProxyName))
 	r.RegisterWorkflowWithOptions(w.ListProxies, short(ListProxiesName))
 	r.RegisterWorkflowWithOptions(w.CheckHealth, short(CheckHealthName))
 	r.RegisterWorkflowWithOptions(w.CollectGarbage, short(CollectGarbageName))
-	r.RegisterWorkflowWithOptions(w.CloneAdmission, workflow.RegisterOptions{Name: CloneAdmissionName, VersioningBehavior: cloneAdmissionBehavior})
+	r.RegisterWorkflowWithOptions(w.CloneAdmission, workflow.RegisterOptions{Name: CloneAdmissionName, VersioningBehavior: longLivedBehavior})
+	r.RegisterWorkflowWithOptions(w.Proxy, workflow.RegisterOptions{Name: ProxyName, VersioningBehavior: longLivedBehavior})
 }
 
 // settings is what a run takes from the worker's configuration. It is read once, in a side
@@ -44,6 +47,7 @@ type settings struct {
 	Budgets    config.Budgets   `json:"budgets"`
 	Poll       config.Poll      `json:"poll"`
 	Clones     config.Clones    `json:"clones"`
+	Entity     config.Entity    `json:"entity"`
 }
 
 func settingsOf(c config.Config) settings {
@@ -58,6 +62,7 @@ func settingsOf(c config.Config) settings {
 		Budgets:    c.Budgets,
 		Poll:       c.Poll,
 		Clones:     c.Clones,
+		Entity:     c.Entity,
 	}
 }
 
@@ -138,4 +143,15 @@ func attemptsWithin(budget time.Duration, p config.Poll) int32 {
 // execute runs activity with args under opts: every activity of the workflows goes through it.
 func execute(ctx workflow.Context, opts workflow.ActivityOptions, activity any, args ...any) workflow.Future {
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, args...)
+}
+
+// describeRun asks Temporal about the latest run of workflowID.
+func describeRun(ctx workflow.Context, s settings, workflowID string) (activities.RunInfo, error) {
+	var a *activities.Activities
+	step := "describe workflow " + workflowID
+	var run activities.RunInfo
+	if err := execute(ctx, s.callOptions(step), a.DescribeRun, activities.DescribeRunRequest{WorkflowID: workflowID}).Get(ctx, &run); err != nil {
+		return run, fail(step, err)
+	}
+	return run, nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pveflow/pveflow/internal/proxy"
@@ -88,20 +87,10 @@ func TestOwnership_deleteAfterACreateStoppedOnACollisionLeavesTheOtherProxysVM(t
 	w := newWorld(t, templateDisks(1))
 	home := firstVMID(w)
 	cloneInProgress(t, w, otherUID, home, "")
-	env := w.env()
-	// The create of this proxy started earlier, and waits on the other proxy's clone; it closes
-	// a second after the delete asks it to stop.
-	w.runs.start(workflows.CreateWorkflowID(uid), w.clock.Now().Add(-time.Minute))
-	env.OnSignalExternalWorkflow(mock.Anything, workflows.CreateWorkflowID(uid), mock.Anything, "delete-requested", mock.Anything).
-		Return(nil).Once()
-	env.RegisterDelayedCallback(func() { w.runs.close(workflows.CreateWorkflowID(uid)) }, time.Second)
 
-	env.ExecuteWorkflow(workflows.DeleteProxyName, workflows.DeleteProxyInput{UID: uid})
+	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
 
-	require.NoError(t, env.GetWorkflowError())
-	env.AssertExpectations(t)
-	var res workflows.DeleteProxyResult
-	require.NoError(t, env.GetWorkflowResult(&res))
+	require.NoError(t, err)
 	assert.Empty(t, res.Destroyed)
 	assert.Empty(t, writesTo(w, home))
 	owner, _ := proxy.OwnerOf(vmConfig(t, w, home))
@@ -171,81 +160,6 @@ func TestOwnership_crossNodeCloneFollowedToItsTargetNode(t *testing.T) {
 		require.Len(t, w.vms(), 1)
 		assert.Equal(t, "pve2", w.vms()[0].Node)
 	})
-}
-
-func TestOwnership_createWaitsOnlyForADeleteThatStartedNoLater(t *testing.T) {
-	tests := map[string]struct {
-		deleteStarted time.Duration // relative to the create's start
-		wantWait      bool
-	}{
-		"a delete that started earlier":          {deleteStarted: -time.Minute, wantWait: true},
-		"a delete that started at the same time": {deleteStarted: 0, wantWait: true},
-		"a delete that started later":            {deleteStarted: time.Second, wantWait: false},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			w := newWorld(t)
-			env := w.env()
-			w.runs.start(workflows.DeleteWorkflowID(uid), w.clock.Now().Add(tt.deleteStarted))
-			callsWhileDeleteRan := -1
-			env.RegisterDelayedCallback(func() {
-				callsWhileDeleteRan = len(w.cluster.Calls())
-				w.runs.close(workflows.DeleteWorkflowID(uid))
-			}, 10*time.Minute)
-
-			env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
-
-			require.NoError(t, env.GetWorkflowError())
-			assert.Len(t, w.vms(), 1)
-			if tt.wantWait {
-				assert.Zero(t, callsWhileDeleteRan, "no Proxmox call while the delete ran")
-			} else {
-				assert.Equal(t, -1, callsWhileDeleteRan, "done before the delete closed")
-			}
-		})
-	}
-}
-
-func TestOwnership_createWaitingForADeleteThatDoesNotCloseFailsTransient(t *testing.T) {
-	w := newWorld(t)
-	w.runs.start(workflows.DeleteWorkflowID(uid), w.clock.Now().Add(-time.Minute))
-
-	_, err := w.create(createInput())
-
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
-	assert.Contains(t, err.Error(), "wait for workflow "+workflows.DeleteWorkflowID(uid)+" to close did not finish within its budget")
-	assert.Empty(t, w.cluster.Calls())
-}
-
-func TestOwnership_deleteStopsOnlyAnEarlierCreate(t *testing.T) {
-	tests := map[string]struct {
-		createStarted time.Duration // relative to the delete's start
-		wantStop      bool
-	}{
-		"a create that started earlier":          {createStarted: -time.Minute, wantStop: true},
-		"a create that started at the same time": {createStarted: 0, wantStop: false},
-		"a create that started later":            {createStarted: time.Second, wantStop: false},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			w, _ := created(t)
-			env := w.env()
-			w.runs.start(workflows.CreateWorkflowID(uid), w.clock.Now().Add(tt.createStarted))
-			var stopped atomic.Bool
-			env.OnSignalExternalWorkflow(mock.Anything, workflows.CreateWorkflowID(uid), workflows.CreateWorkflowID(uid)+"/run", "delete-requested", mock.Anything).
-				Return(func(_, _, _, _ string, _ any) error {
-					stopped.Store(true)
-					w.runs.close(workflows.CreateWorkflowID(uid))
-					return nil
-				}).Maybe()
-
-			env.ExecuteWorkflow(workflows.DeleteProxyName, workflows.DeleteProxyInput{UID: uid})
-
-			require.NoError(t, env.GetWorkflowError())
-			assert.Equal(t, tt.wantStop, stopped.Load())
-			assert.Empty(t, w.vms())
-		})
-	}
 }
 
 func TestOwnership_deleteByUIDAloneRemovesAProxyWithItsOwnName(t *testing.T) {

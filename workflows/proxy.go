@@ -92,3 +92,36 @@ type OperationRecord struct {
 	Outcome string `json:"outcome,omitempty"`
 	Error   string `json:"error,omitempty"`
 }
+
+// ProxyInput is the input of a Proxy entity: its UID when a request starts it, and its state
+// as well when it continues as new.
+type ProxyInput struct {
+	UID   string      `json:"uid"`
+	State *ProxyState `json:"state,omitempty"`
+}
+
+// ProxyState is what a Proxy entity carries from one run to the next.
+type ProxyState struct {
+	// Spec is what the operator asked for while the proxy is present, nil while it is absent.
+	// It holds the user-data, which nothing the entity reports shows.
+	Spec *CreateProxyInput `json:"spec,omitempty"`
+	// Applied is the spec the VM was last made to match, without its user-data (its InstanceID
+	// says which), nil when unknown: never created, deleted, failed, or a check found it off.
+	Applied *CreateProxyInput `json:"applied,omitempty"`
+	// UserDataGen counts the user-data changes since the proxy was created; the instance-id
+	// carries it.
+	UserDataGen int           `json:"userDataGen,omitempty"`
+	Observed    ObservedState `json:"observed"`
+	// Current is the operation that ran when the last run continued as new.
+	Current *OperationRecord `json:"current,omitempty"`
+	// Operations are the latest operations, oldest first, at most keptOperations.
+	Operations []OperationRecord `json:"operations,omitempty"`
+	Seq        int               `json:"seq"`
+	Checks     int               `json:"checks"`
+	// Blocked is set when the last operation failed: nothing runs again until a request or a
+	// check asks for it.
+	Blocked     bool      `json:"blocked,omitempty"`
+	LastFailure string    `json:"lastFailure,omitempty"`
+	Runs        int       `json:"runs"`
+	StartedAt   time.Time `json:"startedAt"`
+}

@@ -21,7 +21,12 @@ import (
 // seedUserData is the user-data file on the seed ISO of the proxy, as cloud-init reads it.
 func seedUserData(t *testing.T, w *world) string {
 	t.Helper()
-	volID := proxy.SeedVolID("local", proxy.NameFromUID(uid))
+	return seedFile(t, w, proxy.SeedVolID("local", proxy.NameFromUID(uid)), "user-data")
+}
+
+// seedFile is file name on the seed ISO volID.
+func seedFile(t *testing.T, w *world, volID, name string) string {
+	t.Helper()
 	for _, v := range w.cluster.Volumes() {
 		if v.VolID != volID {
 			continue
@@ -33,13 +38,13 @@ func seedUserData(t *testing.T, w *world) string {
 		files, err := root.GetChildren()
 		require.NoError(t, err)
 		for _, f := range files {
-			if f.Name() == "user-data" {
+			if f.Name() == name {
 				data, err := io.ReadAll(f.Reader())
 				require.NoError(t, err)
 				return string(data)
 			}
 		}
-		t.Fatalf("no user-data on %s", volID)
+		t.Fatalf("no %s on %s", name, volID)
 	}
 	t.Fatalf("no seed ISO %s", volID)
 	return ""
@@ -68,7 +73,7 @@ func TestCreate_uploadISOInputCarriesNoUserData(t *testing.T) {
 		}
 	})
 
-	env.ExecuteWorkflow(workflows.CreateProxyName, createInput())
+	runOp(env, workflows.CreateProxyName, createInput())
 
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, uploads, 1)

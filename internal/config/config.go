@@ -21,6 +21,7 @@ type Config struct {
 	Clones  Clones  `yaml:"clones" json:"clones"`
 	Budgets Budgets `yaml:"budgets" json:"budgets"`
 	Poll    Poll    `yaml:"poll" json:"poll"`
+	Entity  Entity  `yaml:"entity" json:"entity"`
 }
 
 // Proxmox says how to reach the cluster and what a proxy VM is made from.
@@ -87,6 +88,24 @@ type MachineType struct {
 	DiskGiB int64 `yaml:"diskGiB" json:"diskGiB,omitempty"`
 }
 
+// Entity is how a proxy's entity workflow (Proxy) looks after its proxy between requests.
+type Entity struct {
+	// CheckInterval is how often a present proxy's VM is checked, and healed: a VM found stopped
+	// is started again, one found gone is created again. 0 turns the checks off.
+	CheckInterval time.Duration `yaml:"checkInterval" json:"checkInterval"`
+	// CheckJitter is the most a check is moved later at random, so a fleet's checks spread out.
+	CheckJitter time.Duration `yaml:"checkJitter" json:"checkJitter"`
+	// FixDrift makes a check that finds the VM's cores, memory or disk off the machine type put
+	// them back (a ChangeProxy); otherwise drift is only reported in the proxy's status.
+	FixDrift bool `yaml:"fixDrift" json:"fixDrift"`
+	// CloseAfter is how long the entity of an absent proxy waits for a request before it
+	// closes.
+	CloseAfter time.Duration `yaml:"closeAfter" json:"closeAfter"`
+	// HistoryEvents is the history length at which the entity continues as new, carrying its
+	// state, once no request is in flight; Temporal's own suggestion also makes it.
+	HistoryEvents int `yaml:"historyEvents" json:"historyEvents"`
+}
+
 // Clones is how clones are admitted to Proxmox.
 type Clones struct {
 	// PerStorage is how many clones may run at once onto one target storage, across all
@@ -143,6 +162,12 @@ func Default() Config {
 			Agent:   5 * time.Minute,
 			Unlock:  10 * time.Minute,
 			Request: 30 * time.Second,
+		},
+		Entity: Entity{
+			CheckInterval: 5 * time.Minute,
+			CheckJitter:   time.Minute,
+			CloseAfter:    time.Hour,
+			HistoryEvents: 2000,
 		},
 		Poll: Poll{
 			InitialInterval:    time.Second,

@@ -38,7 +38,8 @@ func full() Config {
 			Stop: 5 * time.Minute, Destroy: 6 * time.Minute, Running: 70 * time.Second,
 			Agent: 8 * time.Minute, Unlock: 9 * time.Minute, Request: 40 * time.Second,
 		},
-		Poll: Poll{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: 20 * time.Second},
+		Poll:   Poll{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: 20 * time.Second},
+		Entity: Entity{CheckInterval: 7 * time.Minute, CheckJitter: 30 * time.Second, FixDrift: true, CloseAfter: 2 * time.Hour, HistoryEvents: 3000},
 	}
 }
 
@@ -331,6 +332,21 @@ func TestParse_table(t *testing.T) {
 			yaml:    fullWith(t, func(c *Config) { c.Poll.MaximumInterval = time.Second }),
 			wantErr: "poll.maximumInterval: 1s is below poll.initialInterval (2s)",
 		},
+		{
+			name:    "entity checkInterval negative",
+			yaml:    fullWith(t, func(c *Config) { c.Entity.CheckInterval = -time.Second }),
+			wantErr: "entity.checkInterval: -1s is negative",
+		},
+		{
+			name:    "entity closeAfter zero",
+			yaml:    fullWith(t, func(c *Config) { c.Entity.CloseAfter = 0 }),
+			wantErr: "entity.closeAfter: 0s is not positive",
+		},
+		{
+			name:    "entity historyEvents too small",
+			yaml:    fullWith(t, func(c *Config) { c.Entity.HistoryEvents = 10 }),
+			wantErr: "entity.historyEvents: 10 is below 100",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -359,6 +375,7 @@ func TestValidate_acceptsPVEValues(t *testing.T) {
 		{name: "pveflow's own tag", change: func(c *Config) { c.Proxmox.Tags = []string{"proxy_operator"} }},
 		{name: "no tags", change: func(c *Config) { c.Proxmox.Tags = nil }},
 		{name: "clones perStorage zero turns admission off", change: func(c *Config) { c.Clones.PerStorage = 0 }},
+		{name: "entity checkInterval zero turns checks off", change: func(c *Config) { c.Entity.CheckInterval = 0 }},
 		{name: "template on a subset of the nodes", change: func(c *Config) {
 			c.Proxmox.Templates["alpine"] = Template{Nodes: map[string]int{"pve-2": 9002}}
 		}},

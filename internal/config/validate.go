@@ -46,6 +46,7 @@ func (c Config) Validate() error {
 	c.Proxmox.validate(&p)
 	c.Clones.validate(&p)
 	c.Budgets.validate(&p)
+	c.Entity.validate(&p)
 	c.Poll.validate(&p)
 	return errors.Join(p...)
 }
@@ -250,6 +251,21 @@ func validateVendorData(s string) error {
 func (c Clones) validate(p *problems) {
 	if c.PerStorage < 0 {
 		p.add("clones.perStorage", "%d is negative", c.PerStorage)
+	}
+}
+
+func (e Entity) validate(p *problems) {
+	if e.CheckInterval < 0 {
+		p.add("entity.checkInterval", "%v is negative", e.CheckInterval)
+	}
+	if e.CheckJitter < 0 {
+		p.add("entity.checkJitter", "%v is negative", e.CheckJitter)
+	}
+	if e.CloseAfter <= 0 {
+		p.add("entity.closeAfter", "%v is not positive", e.CloseAfter)
+	}
+	if e.HistoryEvents < 100 {
+		p.add("entity.historyEvents", "%d is below 100: the entity would continue as new at almost every request", e.HistoryEvents)
 	}
 }
 

@@ -37,6 +37,10 @@ type API interface {
 	Start(ctx context.Context, node string, vmid int) (UPID, error)
 	// Stop starts POST /nodes/{node}/qemu/{vmid}/status/stop.
 	Stop(ctx context.Context, node string, vmid int) (UPID, error)
+	// Reboot starts POST /nodes/{node}/qemu/{vmid}/status/reboot: a task (qmreboot) that shuts
+	// the guest down and starts it again, which applies the config's pending changes. PVE
+	// refuses a VM that is not running at once ("VM <vmid> not running"), not in the task.
+	Reboot(ctx context.Context, node string, vmid int) (UPID, error)
 	// VMStatus reads GET /nodes/{node}/qemu/{vmid}/status/current.
 	VMStatus(ctx context.Context, node string, vmid int) (VMStatus, error)
 	// Destroy starts DELETE /nodes/{node}/qemu/{vmid}?purge=1&destroy-unreferenced-disks=1.

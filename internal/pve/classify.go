@@ -129,7 +129,9 @@ var textRules = []textRule{
 	{regexp.MustCompile(`QEMU guest agent is not running`), AgentNotRunning},
 	{regexp.MustCompile(`qga command '[^']*' failed - got timeout`), AgentNotRunning},
 	{regexp.MustCompile(`No QEMU guest agent configured`), Permanent},
-	{regexp.MustCompile(`^VM \d+ is not running`), NotRunning},
+	// A stopped VM: the agent says "is not running", the power operations (reboot, reset,
+	// suspend, resume) "not running".
+	{regexp.MustCompile(`^VM \d+ (?:is )?not running`), NotRunning},
 	{regexp.MustCompile(`^VM \d+ already running`), AlreadyRunning},
 	// Things retrying cannot fix. A missing Content-Length is a client bug: pveproxy refuses
 	// chunked uploads.

@@ -30,6 +30,7 @@ var classByFixture = map[string]pve.Class{
 	"err_agent_not_running":                  pve.AgentNotRunning,
 	"err_agent_timeout":                      pve.AgentNotRunning,
 	"err_agent_vm_stopped":                   pve.NotRunning,
+	"err_reboot_not_running":                 pve.NotRunning,
 	"err_agent_not_configured":               pve.Permanent,
 	"err_unauthorized":                       pve.Permanent,
 	"err_no_ticket":                          pve.Permanent,

@@ -232,6 +232,11 @@ func (c *Client) Stop(ctx context.Context, node string, vmid int) (UPID, error) 
 	return c.task(ctx, "Stop", vmOp("stop", node, vmid), http.MethodPost, vmEndpoint("status/stop", node, vmid), nil)
 }
 
+// Reboot starts POST /nodes/{node}/qemu/{vmid}/status/reboot.
+func (c *Client) Reboot(ctx context.Context, node string, vmid int) (UPID, error) {
+	return c.task(ctx, "Reboot", vmOp("reboot", node, vmid), http.MethodPost, vmEndpoint("status/reboot", node, vmid), nil)
+}
+
 // VMStatus reads GET /nodes/{node}/qemu/{vmid}/status/current.
 func (c *Client) VMStatus(ctx context.Context, node string, vmid int) (VMStatus, error) {
 	var s VMStatus

@@ -120,8 +120,9 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			_, err := c.Resize(ctx, node, vmid, "scsi0", "20G")
 			return err
 		},
-		"Start": func(ctx context.Context) error { _, err := c.Start(ctx, node, vmid); return err },
-		"Stop":  func(ctx context.Context) error { _, err := c.Stop(ctx, node, vmid); return err },
+		"Start":  func(ctx context.Context) error { _, err := c.Start(ctx, node, vmid); return err },
+		"Stop":   func(ctx context.Context) error { _, err := c.Stop(ctx, node, vmid); return err },
+		"Reboot": func(ctx context.Context) error { _, err := c.Reboot(ctx, node, vmid); return err },
 		"VMStatus": func(ctx context.Context) error {
 			_, err := c.VMStatus(ctx, node, vmid)
 			return err
@@ -169,5 +170,5 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			assert.Equal(t, ep.Path, lines[0]["path"], "the debug line names the schema's path template")
 		})
 	}
-	assert.Len(t, endpoints, 17, "the 17 calls reach 17 distinct endpoints")
+	assert.Len(t, endpoints, 18, "the 18 calls reach 18 distinct endpoints")
 }

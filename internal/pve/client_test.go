@@ -671,6 +671,36 @@ func TestClient_destroyQueryFlags(t *testing.T) {
 	}, <-got)
 }
 
+func TestClient_rebootPostsAndAnswersTheTask(t *testing.T) {
+	path := make(chan string, 1)
+	f := pvefixture.Load(t, "reboot_response")
+	ts := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		path <- r.Method + " " + r.URL.Path
+		writeRaw(t, w, f.Status, f.Reason, f.Body)
+	})
+	c := newClient(t, ts)
+
+	upid, err := c.Reboot(t.Context(), "pve1", 123456)
+
+	require.NoError(t, err)
+	assert.Equal(t, "POST /api2/json/nodes/pve1/qemu/123456/status/reboot", <-path)
+	info, err := pve.ParseUPID(upid)
+	require.NoError(t, err)
+	assert.Equal(t, "qmreboot", info.Type)
+	assert.Equal(t, "123456", info.ID)
+}
+
+func TestClient_rebootOfAStoppedVMIsNotRunning(t *testing.T) {
+	ts := newServer(t, serveFixture(t, "err_reboot_not_running"))
+	c := newClient(t, ts)
+
+	_, err := c.Reboot(t.Context(), "pve1", 123456)
+
+	assert.Equal(t, pve.NotRunning, pve.Classify(err))
+	assert.ErrorContains(t, err, "reboot of VM 123456 on node pve1")
+	assert.ErrorContains(t, err, "VM 123456 not running")
+}
+
 func TestClient_deleteVolumeNullDataIsEmptyUPID(t *testing.T) {
 	ts := newServer(t, serveFixture(t, "content_delete_null"))
 	c := newClient(t, ts)

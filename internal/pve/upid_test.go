@@ -83,7 +83,7 @@ func TestParseUPID_malformed(t *testing.T) {
 func TestUPIDInfo_stringRoundTrip(t *testing.T) {
 	upids := []pve.UPID{"UPID:pve1:0003A2B1:1A2B3C4D5:6B005320:qmstart:123456:root@pam:"}
 	for _, name := range []string{"clone_response", "resize_response", "start_response", "stop_response",
-		"destroy_response", "upload_response", "content_delete_response"} {
+		"reboot_response", "destroy_response", "upload_response", "content_delete_response"} {
 		upids = append(upids, data[pve.UPID](t, name))
 	}
 	for _, name := range fixtureNames(t) {

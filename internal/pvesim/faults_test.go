@@ -210,6 +210,7 @@ func TestCalls_recordEveryMethodByItsName(t *testing.T) {
 	_, _ = c.Resize(ctx, "pve1", tmplID, "scsi0", "3G")
 	_, _ = c.Start(ctx, "pve1", tmplID)
 	_, _ = c.Stop(ctx, "pve1", tmplID)
+	_, _ = c.Reboot(ctx, "pve1", tmplID)
 	_, _ = c.VMStatus(ctx, "pve1", tmplID)
 	_, _ = c.Destroy(ctx, "pve1", tmplID)
 	_, _ = c.TaskStatus(ctx, "pve1", "UPID:nonsense")

@@ -43,7 +43,7 @@ type Options struct {
 	// Clock tells the time; nil is the real clock.
 	Clock Clock
 	// TaskDurations is how long a task of each type runs (qmclone, qmstart, qmstop,
-	// qmdestroy, resize, imgcopy, imgdel); a type left out keeps its default of tens of
+	// qmreboot, qmdestroy, resize, imgcopy, imgdel); a type left out keeps its default of tens of
 	// milliseconds. A worker that cannot take a VM's flock fails after its type's duration.
 	TaskDurations map[string]time.Duration
 	// AgentBootDelay is how long a VM runs before its guest agent answers.
@@ -219,6 +219,11 @@ type vm struct {
 	running   bool
 	pid       int
 	startedAt time.Time
+	// bootCPUs and bootMemMiB are the cores and memory the running QEMU started with. PVE keeps
+	// a config write of them pending on a running VM (neither hot-plugs by default) until the VM
+	// starts again: GET config shows the new values, the status the ones in effect.
+	bootCPUs   int
+	bootMemMiB int64
 	// clone is the running clone writing this VM: it holds the config file's flock since
 	// cloneStart.
 	clone      *task
@@ -236,6 +241,7 @@ var defaultTaskDurations = map[string]time.Duration{
 	"qmclone":   60 * time.Millisecond,
 	"qmstart":   30 * time.Millisecond,
 	"qmstop":    20 * time.Millisecond,
+	"qmreboot":  40 * time.Millisecond,
 	"qmdestroy": 30 * time.Millisecond,
 	"resize":    20 * time.Millisecond,
 	"imgcopy":   20 * time.Millisecond,
@@ -455,7 +461,7 @@ func (c *Cluster) addVM(v VM, now time.Time) error {
 	}
 	if v.Running {
 		c.pid++
-		g.running, g.pid, g.startedAt = true, c.pid, now.Add(-c.bootDelay)
+		g.boot(c.pid, now.Add(-c.bootDelay))
 	}
 	c.vms[v.VMID] = g
 	return nil

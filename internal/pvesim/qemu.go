@@ -201,8 +201,8 @@ func (c *Cluster) VMStatus(ctx context.Context, node string, vmid int) (pve.VMSt
 			Tags:      g.cfg["tags"],
 			Template:  g.cfg["template"] == "1",
 			Agent:     agentEnabled(g.cfg),
-			CPUs:      cpus(g.cfg),
-			MaxMem:    memoryMiB(g.cfg) * mib,
+			CPUs:      g.cpus(),
+			MaxMem:    g.memoryMiB() * mib,
 			MaxDisk:   bootDiskSize(g.cfg),
 		}
 		if g.running {
@@ -215,6 +215,28 @@ func (c *Cluster) VMStatus(ctx context.Context, node string, vmid int) (pve.VMSt
 		}
 		return st, nil
 	})
+}
+
+// boot is the VM starting now, as QEMU process pid: it runs with the config's cores and memory.
+func (g *vm) boot(pid int, at time.Time) {
+	g.running, g.paused, g.pid, g.startedAt = true, false, pid, at
+	g.bootCPUs, g.bootMemMiB = cpus(g.cfg), memoryMiB(g.cfg)
+}
+
+// cpus and memoryMiB are the VM's cores and memory in effect: those it started with while it
+// runs, its config's otherwise.
+func (g *vm) cpus() int {
+	if g.running {
+		return g.bootCPUs
+	}
+	return cpus(g.cfg)
+}
+
+func (g *vm) memoryMiB() int64 {
+	if g.running {
+		return g.bootMemMiB
+	}
+	return memoryMiB(g.cfg)
 }
 
 func displayName(g *vm) string {
@@ -240,7 +262,7 @@ func (c *Cluster) Start(ctx context.Context, node string, vmid int) (pve.UPID, e
 			c.onEnd(t, func() {
 				if c.vms[vmid] == g && !g.running {
 					c.pid++
-					g.running, g.pid, g.startedAt = true, c.pid, t.end
+					g.boot(c.pid, t.end)
 				}
 			})
 		}
@@ -294,6 +316,42 @@ func (c *Cluster) Stop(ctx context.Context, node string, vmid int) (pve.UPID, er
 			c.onEnd(t, func() {
 				if c.vms[vmid] == g {
 					g.running, g.pid, g.paused = false, 0, false
+				}
+			})
+		}
+		return t.upid, nil
+	})
+}
+
+// Reboot reboots a running VM as PVE's qmreboot task does: the guest shuts down and starts
+// again when the task ends, with the cores and memory its config has then (the pending
+// changes), and its agent is silent for AgentBootDelay after it. A paused or stopped VM is
+// refused before the task starts; the task fails on the config's flock or lock, as a stop does.
+func (c *Cluster) Reboot(ctx context.Context, node string, vmid int) (pve.UPID, error) {
+	return call(c, ctx, Call{Method: "Reboot", Node: node, VMID: vmid}, func(now time.Time) (pve.UPID, error) {
+		if err := c.allow(vmPath(vmid), "VM.PowerMgmt"); err != nil {
+			return "", err
+		}
+		g, err := c.vmOn(node, vmid)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case g.paused:
+			return "", serverErr("VM is paused - cannot shutdown")
+		case !g.running:
+			return "", serverErr(fmt.Sprintf("VM %d not running", vmid))
+		}
+		exit := workerLockText(g)
+		if exit == "" {
+			exit = "OK"
+		}
+		t := c.startTask(now, node, "qmreboot", strconv.Itoa(vmid), exit)
+		if succeeded(t.exit) {
+			c.onEnd(t, func() {
+				if c.vms[vmid] == g && g.running {
+					c.pid++
+					g.boot(c.pid, t.end)
 				}
 			})
 		}

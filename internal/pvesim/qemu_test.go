@@ -261,6 +261,148 @@ func TestStop_stopsRunningVM(t *testing.T) {
 	assert.False(t, vm.Running)
 }
 
+func TestReboot_agentSilentForBootDelayAfterTheTask(t *testing.T) {
+	c, clk := newCluster(t, func(o *Options) { o.AgentBootDelay = 30 * time.Second })
+	createVM(t, c, clk, newID)
+	startVM(t, c, clk, newID)
+	clk.Advance(time.Minute)
+	_, err := c.AgentNetworkInterfaces(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+
+	upid, err := c.Reboot(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	info, err := pve.ParseUPID(upid)
+	require.NoError(t, err)
+	assert.Equal(t, "qmreboot", info.Type)
+	assert.Equal(t, "OK", finish(t, c, clk, upid).ExitStatus)
+
+	_, err = c.AgentNetworkInterfaces(t.Context(), "pve1", newID)
+	requireFixtureError(t, "err_agent_not_running", err)
+	vm, _ := vmByID(c, newID)
+	assert.True(t, vm.Running)
+	clk.Advance(30 * time.Second)
+	ifaces, err := c.AgentNetworkInterfaces(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.NotEmpty(t, ifaces)
+}
+
+func TestReboot_uptimeStartsAgainWhenTheTaskEnds(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	startVM(t, c, clk, newID)
+	clk.Advance(time.Hour)
+	before, err := c.VMStatus(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+
+	upid, err := c.Reboot(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	finish(t, c, clk, upid)
+
+	after, err := c.VMStatus(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, "running", after.Status)
+	assert.Equal(t, int64(3600), before.Uptime)
+	assert.Zero(t, after.Uptime)
+	assert.NotEqual(t, before.PID, after.PID, "a new QEMU process")
+}
+
+func TestReboot_appliesTheCoresAndMemoryPendingOnARunningVM(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	startVM(t, c, clk, newID)
+
+	require.NoError(t, c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"cores": "4", "memory": "4096"}))
+	cfg, err := c.VMConfig(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, "4", cfg["cores"], "GET config shows the pending value")
+	pending, err := c.VMStatus(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, 2, pending.CPUs, "the running QEMU keeps its cores")
+	assert.Equal(t, int64(2048*mib), pending.MaxMem)
+
+	upid, err := c.Reboot(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	finish(t, c, clk, upid)
+
+	applied, err := c.VMStatus(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, 4, applied.CPUs)
+	assert.Equal(t, int64(4096*mib), applied.MaxMem)
+}
+
+func TestStart_runsWithTheConfigsCoresAndMemory(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	require.NoError(t, c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"cores": "4", "memory": "4096"}))
+
+	startVM(t, c, clk, newID)
+
+	st, err := c.VMStatus(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Equal(t, 4, st.CPUs)
+	assert.Equal(t, int64(4096*mib), st.MaxMem)
+}
+
+func TestReboot_stoppedVMRefusedBeforeATask(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	tasks := len(c.tasks)
+
+	_, err := c.Reboot(t.Context(), "pve1", newID)
+
+	requireFixtureError(t, "err_reboot_not_running", err)
+	assert.Equal(t, pve.NotRunning, pve.Classify(err))
+	assert.Len(t, c.tasks, tasks, "no task started")
+}
+
+func TestReboot_pausedVMRefused(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	startVM(t, c, clk, newID)
+	require.NoError(t, c.Pause(newID))
+
+	_, err := c.Reboot(t.Context(), "pve1", newID)
+
+	assert.ErrorContains(t, err, "VM is paused - cannot shutdown")
+}
+
+func TestReboot_missingVMIsConfigFileDoesNotExist(t *testing.T) {
+	c, _ := newCluster(t)
+	_, err := c.Reboot(t.Context(), "pve1", newID)
+	requireFixtureError(t, "err_vm_missing", err)
+}
+
+func TestReboot_lockedVMFailsTheTask(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	startVM(t, c, clk, newID)
+	require.NoError(t, c.HoldLock(newID, "backup", time.Hour))
+	pid := c.vms[newID].pid
+
+	upid, err := c.Reboot(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+
+	st := finish(t, c, clk, upid)
+	assert.Equal(t, "VM is locked (backup)", st.ExitStatus)
+	assert.Equal(t, pid, c.vms[newID].pid, "the guest runs on, not rebooted")
+}
+
+func TestReboot_failTaskLeavesTheGuestRunning(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	startVM(t, c, clk, newID)
+	pid := c.vms[newID].pid
+	c.FailTask("qmreboot", "shutdown failed")
+
+	upid, err := c.Reboot(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+
+	assert.Equal(t, "shutdown failed", finish(t, c, clk, upid).ExitStatus)
+	vm, _ := vmByID(c, newID)
+	assert.True(t, vm.Running)
+	assert.Equal(t, pid, c.vms[newID].pid)
+}
+
 func TestDestroy_runningRefused(t *testing.T) {
 	c, clk := newCluster(t)
 	createVM(t, c, clk, newID)

@@ -33,8 +33,8 @@ func (c *Cluster) snapshot(g *vm, at time.Time) cachedStatus {
 		name:     displayName(g),
 		template: g.cfg["template"] == "1",
 		maxDisk:  bootDiskSize(g.cfg),
-		maxMem:   memoryMiB(g.cfg) * mib,
-		maxCPU:   cpus(g.cfg),
+		maxMem:   g.memoryMiB() * mib,
+		maxCPU:   g.cpus(),
 	}
 	if g.running {
 		s.running = true

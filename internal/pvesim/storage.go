@@ -37,7 +37,7 @@ func (c *Cluster) NodeStatus(ctx context.Context, node string) (pve.NodeStatus, 
 		used := int64(4 << 30)
 		for _, g := range c.vms {
 			if g.node == node && g.running {
-				used += memoryMiB(g.cfg) * mib
+				used += g.memoryMiB() * mib
 			}
 		}
 		return pve.NodeStatus{

@@ -34,6 +34,7 @@ var paths = []string{
 	"/nodes/{node}/qemu/{vmid}/resize",
 	"/nodes/{node}/qemu/{vmid}/status/start",
 	"/nodes/{node}/qemu/{vmid}/status/stop",
+	"/nodes/{node}/qemu/{vmid}/status/reboot",
 	"/nodes/{node}/qemu/{vmid}/status/current",
 	"/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces",
 	"/nodes/{node}/qemu/{vmid}/agent/ping",

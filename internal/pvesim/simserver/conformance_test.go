@@ -115,9 +115,19 @@ func TestConformance_modelAndRESTServerAgree(t *testing.T) {
 		{"agent", func(ctx context.Context, api pve.API) (any, error) {
 			return api.AgentNetworkInterfaces(ctx, node, vmid)
 		}, 0},
+		{"reboot", task("reboot", func(ctx context.Context, api pve.API) (pve.UPID, error) { return api.Reboot(ctx, node, vmid) }), 0},
+		{"reboot running", status("reboot"), time.Minute},
+		{"reboot done", status("reboot"), 0},
+		{"agent after the reboot", func(ctx context.Context, api pve.API) (any, error) {
+			return api.AgentNetworkInterfaces(ctx, node, vmid)
+		}, time.Minute},
+		{"agent back", func(ctx context.Context, api pve.API) (any, error) {
+			return api.AgentNetworkInterfaces(ctx, node, vmid)
+		}, 0},
 		{"destroy running", func(ctx context.Context, api pve.API) (any, error) { return api.Destroy(ctx, node, vmid) }, 0},
 		{"stop", task("stop", func(ctx context.Context, api pve.API) (pve.UPID, error) { return api.Stop(ctx, node, vmid) }), time.Minute},
 		{"stop done", status("stop"), 0},
+		{"reboot stopped", func(ctx context.Context, api pve.API) (any, error) { return api.Reboot(ctx, node, vmid) }, 0},
 		{"destroy", task("destroy", func(ctx context.Context, api pve.API) (pve.UPID, error) { return api.Destroy(ctx, node, vmid) }), time.Minute},
 		{"destroy done", status("destroy"), 0},
 		{"status of a destroyed VM", func(ctx context.Context, api pve.API) (any, error) { return api.VMStatus(ctx, node, vmid) }, 0},
@@ -158,5 +168,5 @@ func TestConformance_modelAndRESTServerAgree(t *testing.T) {
 	for _, c := range direct.Calls() {
 		methods[c.Method] = true
 	}
-	assert.Len(t, methods, 17, "the scenario calls every seam method: %v", methods)
+	assert.Len(t, methods, 18, "the scenario calls every seam method: %v", methods)
 }

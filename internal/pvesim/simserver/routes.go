@@ -23,7 +23,7 @@ type apiCall struct {
 	vmid                  int
 }
 
-// endpoints are the 17 seam methods (see pve.API), keyed by method and the schema's path
+// endpoints are the 18 seam methods (see pve.API), keyed by method and the schema's path
 // template.
 var endpoints = map[string]endpoint{
 	"GET /version": func(ctx context.Context, api pve.API, _ *apiCall) (any, error) {
@@ -47,6 +47,9 @@ var endpoints = map[string]endpoint{
 	},
 	"POST /nodes/{node}/qemu/{vmid}/status/stop": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
 		return result(api.Stop(ctx, c.node, c.vmid))
+	},
+	"POST /nodes/{node}/qemu/{vmid}/status/reboot": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+		return result(api.Reboot(ctx, c.node, c.vmid))
 	},
 	"GET /nodes/{node}/qemu/{vmid}/status/current": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
 		return result(api.VMStatus(ctx, c.node, c.vmid))

@@ -1,0 +1,247 @@
+package workflows_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// Machine types beside the simulator config's small (2 cores, 2048 MiB, 10 GiB).
+var (
+	// medium is small with twice the cores and memory.
+	medium = config.MachineType{Cores: 4, MemoryMiB: 4096, DiskGiB: 10}
+	// bigDisk is small with twice the disk.
+	bigDisk = config.MachineType{Cores: 2, MemoryMiB: 2048, DiskGiB: 20}
+)
+
+// changeInput changes the proxy of createInput to machine type machineType.
+func changeInput(machineType string) workflows.ChangeProxyInput {
+	return workflows.ChangeProxyInput{UID: uid, Image: "debian13", MachineType: machineType}
+}
+
+// changeable is a world with the proxy of createInput created, and the machine types medium and
+// bigDisk configured.
+func changeable(t *testing.T, change ...func(*pvesim.Options)) (*world, workflows.CreateProxyResult) {
+	t.Helper()
+	w := newWorld(t, change...)
+	w.cfg.Proxmox.MachineTypes["medium"] = medium
+	w.cfg.Proxmox.MachineTypes["bigDisk"] = bigDisk
+	res, err := w.create(createInput())
+	require.NoError(t, err)
+	return w, res
+}
+
+func TestChange_machineTypeSetsCoresAndMemoryAndReboots(t *testing.T) {
+	w, vm := changeable(t)
+
+	res, err := w.change(changeInput("medium"))
+
+	require.NoError(t, err)
+	assert.Equal(t, []string{"cores 2 -> 4", "memory 2048 -> 4096 MiB"}, res.Changed)
+	assert.True(t, res.Restarted)
+	assert.Equal(t, vm.VMID, res.VMID)
+	assert.Equal(t, vm.Node, res.Node)
+	assert.Equal(t, vm.Name, res.Name)
+	assert.Equal(t, vm.IPv4, res.IPv4)
+	cfg := vmConfig(t, w, vm.VMID)
+	assert.Equal(t, "4", cfg["cores"])
+	assert.Equal(t, "4096", cfg["memory"])
+	assert.Equal(t, 1, w.cluster.CallCount("Reboot"))
+	st, err := w.cluster.VMStatus(t.Context(), vm.Node, vm.VMID)
+	require.NoError(t, err)
+	assert.Equal(t, 4, st.CPUs, "the guest runs with the new cores")
+	assert.Equal(t, int64(4096<<20), st.MaxMem)
+}
+
+func TestChange_largerDiskGrowsWithoutReboot(t *testing.T) {
+	w, vm := changeable(t)
+
+	res, err := w.change(changeInput("bigDisk"))
+
+	require.NoError(t, err)
+	assert.Equal(t, []string{"disk scsi0 10G -> 20G"}, res.Changed)
+	assert.False(t, res.Restarted)
+	assert.Contains(t, vmConfig(t, w, vm.VMID)["scsi0"], "size=20G")
+	assert.Zero(t, w.cluster.CallCount("Reboot"))
+	assert.Equal(t, 1, w.cluster.CallCount("SetVMConfig"), "only the create's config write")
+}
+
+func TestChange_smallerDiskIsLeftAlone(t *testing.T) {
+	w, vm := changeable(t)
+	w.cfg.Proxmox.MachineTypes["smallDisk"] = config.MachineType{Cores: 2, MemoryMiB: 2048, DiskGiB: 5}
+
+	res, err := w.change(changeInput("smallDisk"))
+
+	require.NoError(t, err)
+	assert.Empty(t, res.Changed)
+	assert.Contains(t, vmConfig(t, w, vm.VMID)["scsi0"], "size=10G")
+	assert.Equal(t, 1, w.cluster.CallCount("Resize"), "only the create's")
+}
+
+func TestChange_matchingRunningVMIsLeftAlone(t *testing.T) {
+	w, vm := changeable(t)
+	writes := map[string]int{}
+	for _, m := range []string{"SetVMConfig", "Resize", "Reboot", "Start", "Stop", "UploadISO", "DeleteVolume"} {
+		writes[m] = w.cluster.CallCount(m)
+	}
+
+	res, err := w.change(changeInput("small"))
+
+	require.NoError(t, err)
+	assert.Empty(t, res.Changed)
+	assert.False(t, res.Restarted)
+	assert.Equal(t, vm.IPv4, res.IPv4)
+	for m, n := range writes {
+		assert.Equal(t, n, w.cluster.CallCount(m), "no %s", m)
+	}
+}
+
+func TestChange_newUserDataMakesANewSeedAndReboots(t *testing.T) {
+	w, vm := changeable(t)
+	in := changeInput("small")
+	in.Reseed, in.InstanceID = true, uid+"-2"
+	in.UserData = "#cloud-config\npackages: [squid]\n"
+
+	res, err := w.change(in)
+
+	require.NoError(t, err)
+	assert.Equal(t, []string{"user-data (instance-id " + uid + "-2)"}, res.Changed)
+	assert.True(t, res.Restarted)
+	assert.Equal(t, 1, w.cluster.CallCount("Reboot"))
+	seed := proxy.SeedVolID("local", proxy.NameFromUID(uid))
+	assert.Equal(t, in.UserData, seedUserData(t, w))
+	assert.Contains(t, seedFile(t, w, seed, "meta-data"), "instance-id: "+uid+"-2\n")
+	assert.Equal(t, seed+",media=cdrom", vmConfig(t, w, vm.VMID)["ide2"], "ide2 keeps its volume")
+	assert.Equal(t, []string{seed}, w.isos())
+}
+
+func TestChange_reseedPointsIde2AtTheSeedOnTheConfiguredISOStorage(t *testing.T) {
+	isos := pvesim.Storage{ID: "isos", Type: "dir", Content: "iso", Total: 10 << 30}
+	w, vm := changeable(t, func(o *pvesim.Options) {
+		for i := range o.Nodes {
+			o.Nodes[i].Storages = append(o.Nodes[i].Storages, isos)
+		}
+	})
+	w.cfg.Proxmox.ISOStorage = "isos"
+	in := changeInput("small")
+	in.Reseed, in.InstanceID, in.UserData = true, uid+"-2", "#cloud-config\n"
+
+	_, err := w.change(in)
+
+	require.NoError(t, err)
+	seed := proxy.SeedVolID("isos", proxy.NameFromUID(uid))
+	assert.Equal(t, seed+",media=cdrom", vmConfig(t, w, vm.VMID)["ide2"])
+	assert.Contains(t, w.isos(), seed)
+}
+
+func TestChange_stoppedVMIsStarted(t *testing.T) {
+	w, vm := changeable(t)
+	_, err := w.cluster.Stop(t.Context(), vm.Node, vm.VMID)
+	require.NoError(t, err)
+	w.advance(time.Minute)
+	starts := w.cluster.CallCount("Start")
+
+	res, err := w.change(changeInput("small"))
+
+	require.NoError(t, err)
+	assert.Empty(t, res.Changed)
+	assert.True(t, res.Restarted)
+	assert.NotEmpty(t, res.IPv4)
+	assert.Equal(t, starts+1, w.cluster.CallCount("Start"))
+	assert.Zero(t, w.cluster.CallCount("Reboot"))
+	v, ok := vmByID(w, vm.VMID)
+	require.True(t, ok)
+	assert.True(t, v.Running)
+}
+
+func TestChange_stoppedVMIsChangedAndStartedWithoutReboot(t *testing.T) {
+	w, vm := changeable(t)
+	_, err := w.cluster.Stop(t.Context(), vm.Node, vm.VMID)
+	require.NoError(t, err)
+	w.advance(time.Minute)
+
+	res, err := w.change(changeInput("medium"))
+
+	require.NoError(t, err)
+	assert.Equal(t, []string{"cores 2 -> 4", "memory 2048 -> 4096 MiB"}, res.Changed)
+	assert.True(t, res.Restarted)
+	assert.Zero(t, w.cluster.CallCount("Reboot"))
+	assert.Equal(t, "4", vmConfig(t, w, vm.VMID)["cores"])
+}
+
+func TestChange_rebootOfAVMThatStoppedMeanwhileStartsIt(t *testing.T) {
+	w, vm := changeable(t)
+	w.cluster.FailNext("Reboot", &pve.APIError{Status: 500, Reason: "VM " + itoa(vm.VMID) + " not running", Message: "VM " + itoa(vm.VMID) + " not running"})
+	starts := w.cluster.CallCount("Start")
+
+	res, err := w.change(changeInput("medium"))
+
+	require.NoError(t, err)
+	assert.True(t, res.Restarted)
+	assert.Equal(t, starts+1, w.cluster.CallCount("Start"))
+}
+
+func TestChange_noVMIsNotFound(t *testing.T) {
+	w := newWorld(t)
+
+	_, err := w.change(changeInput("small"))
+
+	assert.Equal(t, workflows.FailNotFound, failureType(t, err))
+	assert.ErrorContains(t, err, "create the proxy first")
+	assert.Zero(t, w.cluster.CallCount("SetVMConfig"))
+}
+
+func TestChange_waitsOutABackupLock(t *testing.T) {
+	w, vm := changeable(t)
+	locked := w.clock.Now()
+	require.NoError(t, w.cluster.HoldLock(vm.VMID, "backup", 3*time.Minute))
+
+	res, err := w.change(changeInput("medium"))
+
+	require.NoError(t, err)
+	assert.Equal(t, []string{"cores 2 -> 4", "memory 2048 -> 4096 MiB"}, res.Changed)
+	assert.GreaterOrEqual(t, w.clock.Now().Sub(locked), 3*time.Minute, "the change waited for the backup")
+	assert.Equal(t, "4", vmConfig(t, w, vm.VMID)["cores"])
+}
+
+func TestChange_refusesBadInputBeforeAnyCall(t *testing.T) {
+	tests := map[string]func(*workflows.ChangeProxyInput){
+		"invalid UID":              func(in *workflows.ChangeProxyInput) { in.UID = "Not A UID" },
+		"user-data over the limit": func(in *workflows.ChangeProxyInput) { in.UserData = strings.Repeat("x", workflows.MaxUserDataBytes+1) },
+		"reseed without instance-id": func(in *workflows.ChangeProxyInput) {
+			in.Reseed, in.UserData = true, "#cloud-config\n"
+		},
+		"unknown machine type": func(in *workflows.ChangeProxyInput) { in.MachineType = "huge" },
+	}
+	for name, edit := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			in := changeInput("small")
+			edit(&in)
+
+			_, err := w.change(in)
+
+			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.Empty(t, w.cluster.Calls())
+		})
+	}
+}
+
+// vmByID is the cluster's VM vmid.
+func vmByID(w *world, vmid int) (pvesim.VM, bool) {
+	for _, v := range w.cluster.VMs() {
+		if v.VMID == vmid {
+			return v, true
+		}
+	}
+	return pvesim.VM{}, false
+}

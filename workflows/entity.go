@@ -1,0 +1,820 @@
+package workflows
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/proxy"
+)
+
+// FailSuperseded is the failure type of a request that a later one made moot before an
+// operation served it: a create or change that a delete overtook, a delete that a create
+// overtook before it began.
+const FailSuperseded = "Superseded"
+
+// keptOperations is how many operations a Proxy entity keeps in its status.
+const keptOperations = 20
+
+// Proxy is the entity of one proxy: the one place that knows what the operator asked of it, and
+// the only one that acts on its VM. Requests reach it as Updates (CreateUpdate, ChangeUpdate,
+// DeleteUpdate); a validator refuses a bad one before anything is recorded, and the handler
+// answers once the operation that serves the request has closed. The entity runs one operation
+// at a time as a child (CreateProxy, ChangeProxy, DeleteProxy under their own IDs), so two never
+// act on the VM at once, and a later request supersedes an earlier one: a delete stops a running
+// create or change, a create waits for a running delete.
+//
+// Between requests a present proxy's VM is checked every entity.checkInterval (a GetProxy
+// child) and healed: a VM found stopped or gone is created again by a CreateProxy, and drift
+// from the machine type is reported, and put back by a ChangeProxy when entity.fixDrift says so.
+//
+// The entity continues as new, carrying its state, when its history grows long and no request
+// is in flight; an operation that runs then goes on (its children are abandoned, not
+// cancelled, when a run closes) and the next run waits for it. It closes once its proxy has
+// been absent for entity.closeAfter with no request.
+func (w *Workflows) Proxy(ctx workflow.Context, in ProxyInput) (ProxyStatus, error) {
+	if err := proxy.ValidateUID(in.UID); err != nil {
+		return ProxyStatus{}, permanentf("proxy entity: %v", err)
+	}
+	if id := workflow.GetInfo(ctx).WorkflowExecution.ID; id != ProxyWorkflowID(in.UID) {
+		return ProxyStatus{}, permanentf("proxy entity of %s must run as %s, not %s", in.UID, ProxyWorkflowID(in.UID), id)
+	}
+	e := &entity{ctx: ctx, cfg: w.Config, uid: in.UID}
+	if in.State != nil {
+		e.st = *in.State
+	} else {
+		e.st.StartedAt = workflow.Now(ctx)
+	}
+	e.st.Runs++
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return settingsOf(w.Config) }).Get(&e.s); err != nil {
+		return ProxyStatus{}, err
+	}
+	if err := e.register(); err != nil {
+		return ProxyStatus{}, err
+	}
+	return e.run(in.State == nil)
+}
+
+type entity struct {
+	ctx workflow.Context
+	// cfg is the worker's configuration, read only by the validators, which Temporal does not
+	// run again on replay.
+	cfg config.Config
+	uid string
+	s   settings
+	st  ProxyState
+
+	// version counts the requests this run accepted.
+	version int
+	waiters []*waiter
+	op      *runningOp
+	// reason, when set, is why the next operation runs: what a check found.
+	reason string
+	// drifted asks the next plan for a change that puts the machine type back.
+	drifted bool
+	// timer wakes the loop for the next check, or to close an absent proxy's entity.
+	timer     workflow.Context
+	stopTimer workflow.CancelFunc
+	woken     bool
+}
+
+// A waiter is a request whose handler waits for the operation that serves it.
+type waiter struct {
+	kind    string
+	version int
+	done    bool
+	result  any
+	err     error
+}
+
+// runningOp is the operation that runs.
+type runningOp struct {
+	rec *OperationRecord
+	// serves is the last request version the operation's input reflects.
+	serves int
+	// spec is the spec the operation makes the VM match (nil for a delete).
+	spec *CreateProxyInput
+	// rebuildFrom is the applied spec a rebuild (delete, then create) replaces.
+	rebuildFrom *CreateProxyInput
+	cancel      workflow.CancelFunc
+	// superseded is set when a later request cancelled it.
+	superseded string
+	done       bool
+	result     any
+	err        error
+}
+
+func (e *entity) register() error {
+	if err := workflow.SetQueryHandler(e.ctx, StatusQuery, func() (ProxyStatus, error) { return e.status(), nil }); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(e.ctx, CreateUpdate,
+		func(ctx workflow.Context, in CreateProxyInput) (CreateProxyResult, error) {
+			w := e.accept(OpCreate, func() { e.want(in) })
+			return awaitResult[CreateProxyResult](ctx, w)
+		},
+		workflow.UpdateHandlerOptions{Validator: e.validateCreate}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(e.ctx, ChangeUpdate,
+		func(ctx workflow.Context, req ChangeRequest) (ChangeProxyResult, error) {
+			w := e.accept(OpChange, func() { e.change(req) })
+			return awaitResult[ChangeProxyResult](ctx, w)
+		},
+		workflow.UpdateHandlerOptions{Validator: e.validateChange}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(e.ctx, DeleteUpdate,
+		func(ctx workflow.Context, in DeleteProxyInput) (DeleteProxyResult, error) {
+			w := e.accept(OpDelete, func() { e.st.Spec = nil })
+			return awaitResult[DeleteProxyResult](ctx, w)
+		},
+		workflow.UpdateHandlerOptions{Validator: e.validateDelete})
+}
+
+func awaitResult[T any](ctx workflow.Context, w *waiter) (T, error) {
+	var zero T
+	if err := workflow.Await(ctx, func() bool { return w.done }); err != nil {
+		return zero, err
+	}
+	if w.err != nil {
+		return zero, w.err
+	}
+	return w.result.(T), nil
+}
+
+// accept records a request: apply changes what the operator wants, and the requests and the
+// operation that the change makes moot are superseded.
+func (e *entity) accept(kind string, apply func()) *waiter {
+	e.version++
+	apply()
+	e.st.Blocked = false
+	w := &waiter{kind: kind, version: e.version}
+	e.waiters = append(e.waiters, w)
+	why := fmt.Sprintf("superseded by the %s request of proxy %s", kind, e.uid)
+	for _, o := range e.waiters {
+		if o.done || o == w {
+			continue
+		}
+		servedByDelete := e.op != nil && e.op.rec.Kind == OpDelete && o.version <= e.op.serves
+		switch {
+		case kind == OpDelete && o.kind != OpDelete,
+			kind != OpDelete && o.kind == OpDelete && !servedByDelete:
+			o.done, o.err = true, temporal.NewNonRetryableApplicationError(why, FailSuperseded, nil)
+		}
+	}
+	if kind == OpDelete && e.op != nil && e.op.rec.Kind != OpDelete && e.op.superseded == "" {
+		e.op.superseded = why
+		e.op.cancel()
+	}
+	return w
+}
+
+// want makes the create request's spec the proxy's.
+func (e *entity) want(in CreateProxyInput) {
+	in = withDefaults(in)
+	if e.st.Spec != nil && sameSpec(*e.st.Spec, in) {
+		return
+	}
+	in.InstanceID = e.uid
+	e.st.UserDataGen = 0
+	e.st.Spec = &in
+}
+
+// change applies a change request to the present spec.
+func (e *entity) change(req ChangeRequest) {
+	spec := *e.st.Spec
+	if req.Image != "" {
+		spec.Image = req.Image
+	}
+	if req.MachineType != "" {
+		spec.MachineType = req.MachineType
+	}
+	if req.UserData != nil && *req.UserData != spec.UserData {
+		e.st.UserDataGen++
+		spec.UserData = *req.UserData
+		spec.InstanceID = fmt.Sprintf("%s.g%d", e.uid, e.st.UserDataGen)
+	}
+	e.st.Spec = &spec
+}
+
+func withDefaults(in CreateProxyInput) CreateProxyInput {
+	if in.Name == "" {
+		in.Name = proxy.NameFromUID(in.UID)
+	}
+	in.Region = ""
+	return in
+}
+
+// sameSpec reports whether two create inputs ask for the same proxy.
+func sameSpec(a, b CreateProxyInput) bool {
+	return len(specDiff(a, b)) == 0 && a.UserData == b.UserData
+}
+
+// specDiff says in words how spec b differs from a, leaving the user-data out.
+func specDiff(a, b CreateProxyInput) []string {
+	var d []string
+	for _, f := range []struct{ name, a, b string }{
+		{"name", a.Name, b.Name}, {"zone", a.Zone, b.Zone}, {"image", a.Image, b.Image}, {"machine type", a.MachineType, b.MachineType},
+	} {
+		if f.a != f.b {
+			d = append(d, fmt.Sprintf("%s %q -> %q", f.name, f.a, f.b))
+		}
+	}
+	return d
+}
+
+func (e *entity) validateCreate(in CreateProxyInput) error {
+	if err := e.validateUID(in.UID); err != nil {
+		return err
+	}
+	if err := ValidateUserData(in.UserData); err != nil {
+		return fmt.Errorf("create proxy %s: %w", in.UID, err)
+	}
+	if _, err := e.cfg.Proxmox.ResolvePlacement(in.Zone, in.Image, in.MachineType); err != nil {
+		return fmt.Errorf("create proxy %s: %w", in.UID, err)
+	}
+	if e.st.Spec == nil {
+		return nil
+	}
+	in = withDefaults(in)
+	diff := specDiff(*e.st.Spec, in)
+	if in.UserData != e.st.Spec.UserData {
+		diff = append(diff, "user-data")
+	}
+	if len(diff) > 0 {
+		return fmt.Errorf("create proxy %s: it exists with another spec (%s); change it with pveflow update, or delete it first", in.UID, strings.Join(diff, ", "))
+	}
+	return nil
+}
+
+func (e *entity) validateChange(req ChangeRequest) error {
+	if err := e.validateUID(req.UID); err != nil {
+		return err
+	}
+	if req.Image == "" && req.MachineType == "" && req.UserData == nil {
+		return fmt.Errorf("change proxy %s: nothing to change: give an image, a machine type or user-data", req.UID)
+	}
+	if e.st.Spec == nil {
+		return fmt.Errorf("change proxy %s: the proxy is absent; create it first", req.UID)
+	}
+	if req.UserData != nil {
+		if err := ValidateUserData(*req.UserData); err != nil {
+			return fmt.Errorf("change proxy %s: %w", req.UID, err)
+		}
+	}
+	spec := *e.st.Spec
+	if req.Image != "" {
+		spec.Image = req.Image
+	}
+	if req.MachineType != "" {
+		spec.MachineType = req.MachineType
+	}
+	if _, err := e.cfg.Proxmox.ResolvePlacement(spec.Zone, spec.Image, spec.MachineType); err != nil {
+		return fmt.Errorf("change proxy %s: %w", req.UID, err)
+	}
+	return nil
+}
+
+func (e *entity) validateDelete(in DeleteProxyInput) error {
+	if err := e.validateUID(in.UID); err != nil {
+		return err
+	}
+	if in.ProviderID != "" {
+		if _, _, err := proxy.ParseProviderID(in.ProviderID); err != nil {
+			return fmt.Errorf("delete proxy %s: %w", in.UID, err)
+		}
+	}
+	return nil
+}
+
+func (e *entity) validateUID(uid string) error {
+	if uid != e.uid {
+		return fmt.Errorf("proxy %s cannot take a request for proxy %q: send it to %s", e.uid, uid, ProxyWorkflowID(uid))
+	}
+	return nil
+}
+
+// run is the entity's loop: start what the operator's wishes need, wait for it, check the VM
+// when idle, continue as new or close when due.
+func (e *entity) run(fresh bool) (ProxyStatus, error) {
+	if fresh {
+		if err := e.adoptRunningOperation(); err != nil {
+			return ProxyStatus{}, err
+		}
+	} else if e.st.Current != nil {
+		e.resumeOperation(e.st.Current)
+		e.st.Current = nil
+	}
+	e.publish()
+	if e.op == nil {
+		e.schedule()
+	}
+	for {
+		if e.op == nil {
+			if err := e.startNext(); err != nil {
+				return ProxyStatus{}, err
+			}
+		}
+		seen := e.version
+		if err := workflow.Await(e.ctx, func() bool {
+			return e.version != seen || (e.op != nil && e.op.done) || e.woken || e.continueAsNewDue()
+		}); err != nil {
+			return ProxyStatus{}, err
+		}
+		if e.op != nil && e.op.done {
+			e.finish()
+			e.publish()
+			e.schedule()
+		}
+		if e.woken {
+			e.woken = false
+			if e.op == nil && e.st.Spec == nil && len(e.pending()) == 0 && workflow.AllHandlersFinished(e.ctx) {
+				workflow.GetLogger(e.ctx).Info("closing the entity of an absent proxy", "uid", e.uid)
+				return e.status(), nil
+			}
+			if e.op == nil && e.st.Spec != nil {
+				if err := e.check(); err != nil {
+					return ProxyStatus{}, err
+				}
+				e.schedule()
+			}
+		}
+		if e.continueAsNewDue() {
+			return ProxyStatus{}, e.continueAsNew()
+		}
+	}
+}
+
+// pending are the requests not yet answered.
+func (e *entity) pending() []*waiter {
+	var out []*waiter
+	for _, w := range e.waiters {
+		if !w.done {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// startNext starts the operation the operator's wishes need now, if any.
+func (e *entity) startNext() error {
+	spec, applied := e.st.Spec, e.st.Applied
+	hasPending := func(kind string) bool {
+		return slices.ContainsFunc(e.pending(), func(w *waiter) bool { return w.kind == kind })
+	}
+	switch {
+	case spec == nil && (applied != nil || hasPending(OpDelete)):
+		return e.startDelete(nil)
+	case spec == nil, e.st.Blocked:
+		return nil
+	case applied != nil && (applied.Image != spec.Image || applied.Zone != spec.Zone || applied.Name != spec.Name):
+		return e.startDelete(applied)
+	case applied == nil || hasPending(OpCreate):
+		return e.startCreate(*spec, nil)
+	case applied.MachineType != spec.MachineType || applied.InstanceID != spec.InstanceID || e.drifted || hasPending(OpChange):
+		return e.startChange(*spec, *applied)
+	}
+	return nil
+}
+
+// startCreate starts a CreateProxy of spec: of a proxy that has no VM or a stopped one, or,
+// with rebuildFrom, the second half of a rebuild.
+func (e *entity) startCreate(spec CreateProxyInput, rebuildFrom *CreateProxyInput) error {
+	return e.start(&runningOp{spec: &spec, rebuildFrom: rebuildFrom}, OpCreate, CreateWorkflowID(e.uid), CreateProxyName, spec)
+}
+
+func (e *entity) startChange(spec, applied CreateProxyInput) error {
+	in := ChangeProxyInput{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType}
+	if applied.InstanceID != spec.InstanceID {
+		in.Reseed, in.UserData, in.InstanceID = true, spec.UserData, spec.InstanceID
+	}
+	e.drifted = false
+	return e.start(&runningOp{spec: &spec}, OpChange, ChangeWorkflowID(e.uid), ChangeProxyName, in)
+}
+
+// startDelete starts a DeleteProxy: of an absent proxy, or, with rebuildFrom, the first half of
+// a rebuild onto a new image or zone, which a create of the spec follows.
+func (e *entity) startDelete(rebuildFrom *CreateProxyInput) error {
+	in := DeleteProxyInput{UID: e.uid, Name: e.nameOf()}
+	return e.start(&runningOp{rebuildFrom: rebuildFrom}, OpDelete, DeleteWorkflowID(e.uid), DeleteProxyName, in)
+}
+
+// nameOf is the name of the proxy's VM as last known.
+func (e *entity) nameOf() string {
+	switch {
+	case e.st.Spec != nil:
+		return e.st.Spec.Name
+	case e.st.Applied != nil:
+		return e.st.Applied.Name
+	}
+	return proxy.NameFromUID(e.uid)
+}
+
+// start runs an operation as a child. Children are abandoned when a run of the entity closes,
+// so one goes on across a continue-as-new; cancelling one waits for it to have stopped, so the
+// next operation never overlaps it.
+func (e *entity) start(op *runningOp, kind, workflowID, workflowType string, in any) error {
+	e.st.Seq++
+	reason := e.reason
+	if reason == "" {
+		reason = "requested"
+	}
+	if op.rebuildFrom != nil {
+		reason = fmt.Sprintf("rebuild onto %s", strings.Join(specDiff(*op.rebuildFrom, *e.st.Spec), ", "))
+	}
+	e.reason = ""
+	op.rec = &OperationRecord{Seq: e.st.Seq, Kind: kind, Reason: reason, WorkflowID: workflowID, StartedAt: workflow.Now(e.ctx)}
+	op.serves = e.version
+	e.op = op
+	e.cancelTimer()
+	ctx, cancel := workflow.WithCancel(e.ctx)
+	op.cancel = cancel
+	ctx = workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            workflowID,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WaitForCancellation:   true,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	})
+	child := workflow.ExecuteChildWorkflow(ctx, workflowType, in)
+	e.publish()
+	workflow.Go(e.ctx, func(ctx workflow.Context) {
+		var exec workflow.Execution
+		if err := child.GetChildWorkflowExecution().Get(ctx, &exec); err == nil {
+			op.rec.RunID = exec.RunID
+		}
+		switch kind {
+		case OpCreate:
+			var res CreateProxyResult
+			op.err = child.Get(ctx, &res)
+			op.result = res
+		case OpChange:
+			var res ChangeProxyResult
+			op.err = child.Get(ctx, &res)
+			op.result = res
+		default:
+			var res DeleteProxyResult
+			op.err = child.Get(ctx, &res)
+			op.result = res
+		}
+		op.done = true
+	})
+	return nil
+}
+
+// finish records the operation that closed, answers the requests it served, and says what
+// the proxy is now.
+func (e *entity) finish() {
+	op := e.op
+	e.op = nil
+	op.rec.ClosedAt = workflow.Now(e.ctx)
+	switch {
+	case op.err == nil:
+		op.rec.Outcome = "completed"
+	case op.superseded != "" || temporal.IsCanceledError(op.err):
+		op.rec.Outcome, op.rec.Error = "cancelled", op.superseded
+	default:
+		op.rec.Outcome, op.rec.Error = "failed", op.err.Error()
+	}
+	e.record(*op.rec)
+	if op.err != nil {
+		e.failed(op)
+		return
+	}
+	e.st.LastFailure = ""
+	now := workflow.Now(e.ctx)
+	switch res := op.result.(type) {
+	case CreateProxyResult:
+		e.st.Applied = withoutUserData(op.spec)
+		e.st.Observed = ObservedState{VMID: res.VMID, Node: res.Node, State: string(proxy.Running), IPv4: res.IPv4, CheckedAt: now}
+	case ChangeProxyResult:
+		e.st.Applied = withoutUserData(op.spec)
+		e.st.Observed = ObservedState{VMID: res.VMID, Node: res.Node, State: string(proxy.Running), IPv4: res.IPv4, CheckedAt: now}
+	case DeleteProxyResult:
+		e.st.Applied = nil
+		e.st.Observed = ObservedState{CheckedAt: now}
+		if op.rebuildFrom != nil && e.st.Spec != nil {
+			// The create that completes the rebuild answers the requests.
+			_ = e.startCreate(*e.st.Spec, op.rebuildFrom)
+			return
+		}
+	case nil:
+		e.resumed(op)
+		return
+	}
+	e.serve(op)
+}
+
+// resumed takes in an operation that an earlier run started: what it made is not known here,
+// so the VM is checked at once.
+func (e *entity) resumed(op *runningOp) {
+	if op.rec.Kind == OpDelete || op.spec == nil {
+		e.st.Applied = nil
+	} else {
+		e.st.Applied = withoutUserData(op.spec)
+	}
+	if e.st.Spec != nil {
+		e.woken = true
+	}
+}
+
+// failed answers the requests an operation that failed served with its error, and stops the
+// entity from trying again on its own.
+func (e *entity) failed(op *runningOp) {
+	if op.superseded != "" {
+		return // the request that superseded it runs next
+	}
+	if op.rec.Kind != OpChange {
+		e.st.Applied = nil
+	}
+	e.st.Blocked = true
+	e.st.LastFailure = op.rec.Error
+	for _, w := range e.pending() {
+		if w.version <= op.serves {
+			w.done, w.err = true, op.err
+		}
+	}
+}
+
+// serve answers the requests a completed operation served.
+func (e *entity) serve(op *runningOp) {
+	for _, w := range e.pending() {
+		if w.version > op.serves {
+			continue
+		}
+		switch res := op.result.(type) {
+		case CreateProxyResult:
+			switch w.kind {
+			case OpCreate:
+				w.done, w.result = true, res
+			case OpChange:
+				c := ChangeProxyResult{VMID: res.VMID, Node: res.Node, Name: res.Name, IPv4: res.IPv4, Restarted: true}
+				if op.rebuildFrom != nil {
+					c.Rebuilt, c.Changed = true, specDiff(*op.rebuildFrom, *op.spec)
+				} else {
+					c.Changed = []string{"created with the change"}
+				}
+				w.done, w.result = true, c
+			}
+		case ChangeProxyResult:
+			if w.kind == OpChange {
+				w.done, w.result = true, res
+			}
+		case DeleteProxyResult:
+			if w.kind == OpDelete {
+				w.done, w.result = true, res
+			}
+		}
+	}
+}
+
+func withoutUserData(spec *CreateProxyInput) *CreateProxyInput {
+	s := *spec
+	s.UserData = ""
+	return &s
+}
+
+// record adds an operation to the kept ones.
+func (e *entity) record(rec OperationRecord) {
+	e.st.Operations = append(e.st.Operations, rec)
+	if n := len(e.st.Operations) - keptOperations; n > 0 {
+		e.st.Operations = slices.Delete(e.st.Operations, 0, n)
+	}
+}
+
+// check reads the proxy's VM (a GetProxy child) and decides what to heal.
+func (e *entity) check() error {
+	e.st.Checks++
+	seen := e.version
+	ctx := workflow.WithChildOptions(e.ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:               GetProxyWorkflowID(e.uid, fmt.Sprintf("check-%d", e.st.Checks)),
+		WorkflowExecutionTimeout: ReadTimeout,
+	})
+	workflow.SetCurrentDetails(e.ctx, e.phase()+": check the VM")
+	var got GetProxyResult
+	err := workflow.ExecuteChildWorkflow(ctx, GetProxyName, GetProxyInput{UID: e.uid}).Get(ctx, &got)
+	if e.version != seen || e.st.Spec == nil {
+		return nil // a request came meanwhile: it decides
+	}
+	now := workflow.Now(e.ctx)
+	switch {
+	case isType(err, FailNotFound):
+		e.st.Observed = ObservedState{State: "absent", CheckedAt: now}
+		e.heal("check: the proxy has no VM")
+	case err != nil:
+		e.st.Observed.CheckedAt = now
+		e.st.Observed.State = "unknown"
+		workflow.GetLogger(e.ctx).Warn("check of the proxy's VM failed", "uid", e.uid, "error", err)
+	default:
+		e.st.Observed = ObservedState{VMID: got.VMID, Node: got.Node, State: string(got.State), IPv4: got.IPv4, CheckedAt: now}
+		if got.State == proxy.Stopped {
+			e.heal(fmt.Sprintf("check: VM %d on node %s was stopped", got.VMID, got.Node))
+		}
+	}
+	e.publish()
+	return nil
+}
+
+// heal makes the next operation a create, which adopts a stopped VM and starts it, or makes a
+// new one, with why.
+func (e *entity) heal(why string) {
+	e.st.Applied = nil
+	e.st.Blocked = false
+	e.reason = why
+}
+
+// adoptRunningOperation makes an operation of the proxy that runs from an earlier entity (one
+// that was terminated) this run's, so that none starts beside it.
+func (e *entity) adoptRunningOperation() error {
+	for _, op := range []struct{ kind, id string }{
+		{OpCreate, CreateWorkflowID(e.uid)}, {OpChange, ChangeWorkflowID(e.uid)}, {OpDelete, DeleteWorkflowID(e.uid)},
+	} {
+		run, err := describeRun(e.ctx, e.s, op.id)
+		if err != nil {
+			return err
+		}
+		if run.Running {
+			e.st.Seq++
+			e.resumeOperation(&OperationRecord{Seq: e.st.Seq, Kind: op.kind, Reason: "found running when the entity started", WorkflowID: op.id, RunID: run.RunID, StartedAt: run.StartedAt})
+			return nil
+		}
+	}
+	return nil
+}
+
+// resumeOperation follows an operation this run did not start until it closes.
+func (e *entity) resumeOperation(rec *OperationRecord) {
+	r := *rec
+	op := &runningOp{rec: &r, serves: e.version}
+	if e.st.Spec != nil {
+		op.spec = e.st.Spec
+	}
+	ctx, cancel := workflow.WithCancel(e.ctx)
+	op.cancel = func() {
+		cancel()
+		workflow.RequestCancelExternalWorkflow(e.ctx, r.WorkflowID, r.RunID)
+	}
+	e.op = op
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		var a *activities.Activities
+		step := "wait for workflow " + r.WorkflowID + " to close"
+		var run activities.RunInfo
+		for {
+			// An operation may wait longer than any one budget (for a clone lease): the wait
+			// starts again until it ends.
+			op.err = execute(ctx, e.s.waitOptions(e.s.Budgets.Unlock, step), a.DescribeRun,
+				activities.DescribeRunRequest{WorkflowID: r.WorkflowID, RunID: r.RunID, WaitClosed: true}).Get(ctx, &run)
+			if op.err == nil || ctx.Err() != nil || !(temporal.IsTimeoutError(op.err) || isType(op.err, activities.ErrNotReady)) {
+				break
+			}
+		}
+		switch {
+		case op.err != nil:
+			op.err = fail(step, op.err)
+		case run.Status != "completed":
+			op.err = transientf("%s run %s closed %s", r.WorkflowID, r.RunID, run.Status)
+		}
+		op.done = true
+	})
+}
+
+// continueAsNewDue reports whether the history is long enough to start afresh and nothing holds
+// the run: an operation that runs is carried, a request in flight is not.
+func (e *entity) continueAsNewDue() bool {
+	info := workflow.GetInfo(e.ctx)
+	long := info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= e.s.Entity.HistoryEvents
+	return long && len(e.pending()) == 0 && workflow.AllHandlersFinished(e.ctx) && (e.op == nil || e.op.rec.RunID != "")
+}
+
+func (e *entity) continueAsNew() error {
+	st := e.st
+	if e.op != nil {
+		rec := *e.op.rec
+		st.Current = &rec
+	}
+	return workflow.NewContinueAsNewError(e.ctx, ProxyName, ProxyInput{UID: e.uid, State: &st})
+}
+
+// schedule sets the timer for what the entity does next when idle: check a present proxy's VM,
+// or close the entity of an absent one. The timer is made once per idle spell, not on every
+// pass of the loop, so requests do not push it back.
+func (e *entity) schedule() {
+	e.cancelTimer()
+	var d time.Duration
+	switch {
+	case e.op != nil:
+		return
+	case e.st.Spec != nil:
+		if e.s.Entity.CheckInterval <= 0 {
+			return
+		}
+		d = e.s.Entity.CheckInterval + e.jitter()
+	default:
+		d = e.s.Entity.CloseAfter
+	}
+	ctx, cancel := workflow.WithCancel(e.ctx)
+	e.stopTimer = cancel
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		if workflow.Sleep(ctx, d) == nil {
+			e.woken = true
+		}
+	})
+}
+
+func (e *entity) cancelTimer() {
+	if e.stopTimer != nil {
+		e.stopTimer()
+		e.stopTimer = nil
+	}
+}
+
+// jitter spreads the checks of a fleet: a fraction of entity.checkJitter that the UID and the
+// check's number decide, so it needs no random number in history.
+func (e *entity) jitter() time.Duration {
+	if e.s.Entity.CheckJitter <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", e.uid, e.st.Checks)
+	return time.Duration(h.Sum64() % uint64(e.s.Entity.CheckJitter))
+}
+
+// phase is the proxy's phase as its status and ProxyPhase say.
+func (e *entity) phase() string {
+	if e.op != nil {
+		switch {
+		case e.op.rec.Kind == OpDelete && e.st.Spec != nil:
+			return ProxyChanging // the delete of a rebuild
+		case e.op.rec.Kind == OpDelete:
+			return ProxyDeleting
+		case e.op.rec.Reason != "requested" && !strings.HasPrefix(e.op.rec.Reason, "rebuild"):
+			return ProxyHealing
+		case e.op.rec.Kind == OpChange || e.op.rebuildFrom != nil:
+			return ProxyChanging
+		}
+		return ProxyCreating
+	}
+	switch {
+	case e.st.Spec == nil:
+		return ProxyAbsent
+	case e.st.Blocked:
+		return ProxyFailed
+	}
+	return ProxyPresent
+}
+
+// publish shows the proxy's phase and VM in its search attributes and the UI.
+func (e *entity) publish() {
+	phase := e.phase()
+	details := phase
+	if e.op != nil {
+		details += fmt.Sprintf(": %s (%s), see %s", e.op.rec.Kind, e.op.rec.Reason, e.op.rec.WorkflowID)
+	}
+	workflow.SetCurrentDetails(e.ctx, details)
+	updates := []temporal.SearchAttributeUpdate{ProxyUIDKey.ValueSet(e.uid), ProxyNameKey.ValueSet(e.nameOf()), ProxyPhaseKey.ValueSet(phase)}
+	if o := e.st.Observed; o.VMID != 0 {
+		updates = append(updates, PveNodeKey.ValueSet(o.Node), PveVMIDKey.ValueSet(int64(o.VMID)))
+	} else {
+		updates = append(updates, PveNodeKey.ValueUnset(), PveVMIDKey.ValueUnset())
+	}
+	if err := workflow.UpsertTypedSearchAttributes(e.ctx, updates...); err != nil {
+		workflow.GetLogger(e.ctx).Warn("search attribute update failed", "error", err)
+	}
+}
+
+// status is the proxy as the status query tells it.
+func (e *entity) status() ProxyStatus {
+	st := ProxyStatus{
+		UID:         e.uid,
+		Phase:       e.phase(),
+		Observed:    e.st.Observed,
+		Queued:      len(e.pending()),
+		LastFailure: e.st.LastFailure,
+		Operations:  slices.Clone(e.st.Operations),
+		Runs:        e.st.Runs,
+		StartedAt:   e.st.StartedAt,
+	}
+	if st.Operations == nil {
+		st.Operations = []OperationRecord{}
+	}
+	if s := e.st.Spec; s != nil {
+		sum := sha256.Sum256([]byte(s.UserData))
+		st.Desired = DesiredState{Present: true, Name: s.Name, Zone: s.Zone, Image: s.Image, MachineType: s.MachineType,
+			UserDataSHA256: hex.EncodeToString(sum[:]), InstanceID: s.InstanceID}
+	}
+	if e.op != nil {
+		rec := *e.op.rec
+		st.Operation = &rec
+	}
+	return st
+}

@@ -1,0 +1,341 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// proxyEntity drives a Proxy entity in a test environment over the world's cluster: requests
+// are sent at virtual times, and their answers kept.
+type proxyEntity struct {
+	t   *testing.T
+	w   *world
+	env *testsuite.TestWorkflowEnvironment
+	// answers are the requests' answers by update ID.
+	answers map[string]*answer
+}
+
+type answer struct {
+	rejected error
+	result   any
+	err      error
+	done     bool
+}
+
+func newProxyEntity(t *testing.T, w *world) *proxyEntity {
+	env := w.env()
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.ProxyWorkflowID(uid)})
+	// An entity that never closes would run on in virtual time.
+	env.SetTestTimeout(30 * time.Second)
+	return &proxyEntity{t: t, w: w, env: env, answers: map[string]*answer{}}
+}
+
+// request sends update name with arg at virtual time at, under id.
+func (p *proxyEntity) request(at time.Duration, name, id string, arg any) {
+	a := &answer{}
+	p.answers[id] = a
+	p.env.RegisterDelayedCallback(func() {
+		p.env.UpdateWorkflow(name, id, &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(err error) { a.rejected, a.done = err, true },
+			OnComplete: func(res any, err error) {
+				a.result, a.err, a.done = res, err, true
+			},
+		}, arg)
+	}, at)
+}
+
+// at runs f at virtual time d.
+func (p *proxyEntity) at(d time.Duration, f func()) { p.env.RegisterDelayedCallback(f, d) }
+
+// run runs the entity until it closes: the tests end with the proxy absent, and the entity
+// closes entity.closeAfter later.
+func (p *proxyEntity) run() workflows.ProxyStatus {
+	p.env.ExecuteWorkflow(workflows.ProxyName, workflows.ProxyInput{UID: uid})
+	require.True(p.t, p.env.IsWorkflowCompleted())
+	require.NoError(p.t, p.env.GetWorkflowError())
+	var st workflows.ProxyStatus
+	require.NoError(p.t, p.env.GetWorkflowResult(&st))
+	return st
+}
+
+// status asks the entity for its status.
+func (p *proxyEntity) status() workflows.ProxyStatus {
+	v, err := p.env.QueryWorkflow(workflows.StatusQuery)
+	require.NoError(p.t, err)
+	var st workflows.ProxyStatus
+	require.NoError(p.t, v.Get(&st))
+	return st
+}
+
+func (p *proxyEntity) answer(id string) *answer {
+	a := p.answers[id]
+	require.True(p.t, a.done, "request %s was answered", id)
+	return a
+}
+
+// kinds are the kinds and outcomes of the entity's operations, in order.
+func kinds(st workflows.ProxyStatus) []string {
+	var out []string
+	for _, op := range st.Operations {
+		out = append(out, op.Kind+":"+op.Outcome)
+	}
+	return out
+}
+
+func deleteInput() workflows.DeleteProxyInput { return workflows.DeleteProxyInput{UID: uid} }
+
+func TestProxy_createThenDeleteLeavesNothing(t *testing.T) {
+	w := newWorld(t)
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	st := p.run()
+
+	created := p.answer("create").result.(workflows.CreateProxyResult)
+	assert.NotEmpty(t, created.IPv4)
+	require.NoError(t, p.answer("delete").err)
+	assert.Equal(t, []string{"create:completed", "delete:completed"}, kinds(st))
+	assert.Equal(t, workflows.ProxyAbsent, st.Phase)
+	assert.Empty(t, w.vms())
+	assert.Empty(t, w.isos())
+}
+
+func TestProxy_deleteWhileCloningStopsTheCreateAndLeavesNothing(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Clones.PerStorage = 1
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	// The clone takes 45 s.
+	var during workflows.ProxyStatus
+	p.at(20*time.Second, func() { during = p.status() })
+	p.request(21*time.Second, workflows.DeleteUpdate, "delete", deleteInput())
+	var admission workflows.AdmissionState
+	p.at(30*time.Minute, func() {
+		v, err := p.env.QueryWorkflowByID(workflows.CloneAdmissionWorkflowID("default-test-taskqueue", "pve1/local-lvm"), workflows.AdmissionQuery)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&admission))
+	})
+
+	st := p.run()
+
+	assert.Equal(t, workflows.ProxyCreating, during.Phase)
+	assert.Equal(t, workflows.CreateWorkflowID(uid), during.Operation.WorkflowID)
+	created := p.answer("create")
+	assert.Equal(t, workflows.FailSuperseded, failureType(t, created.err))
+	require.NoError(t, p.answer("delete").err)
+	assert.Equal(t, []string{"create:cancelled", "delete:completed"}, kinds(st))
+	assert.Empty(t, w.vms(), "the clone the create began is destroyed")
+	assert.Empty(t, w.isos())
+	assert.Len(t, w.cluster.CloneRuns(), 1)
+	assert.Empty(t, admission.Holders, "the cancelled create gave its clone lease back")
+}
+
+func TestProxy_createAfterDeleteWaitsForIt(t *testing.T) {
+	w := newWorld(t)
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create-1", createInput())
+	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+	// The delete stops and destroys the VM; the create comes while it does.
+	p.request(time.Hour+time.Second, workflows.CreateUpdate, "create-2", createInput())
+	p.request(3*time.Hour, workflows.DeleteUpdate, "delete-2", deleteInput())
+
+	st := p.run()
+
+	require.NoError(t, p.answer("delete").err, "a delete that runs is not superseded by a later create")
+	again := p.answer("create-2").result.(workflows.CreateProxyResult)
+	first := p.answer("create-1").result.(workflows.CreateProxyResult)
+	assert.Equal(t, first.VMID, again.VMID, "the same probe VMID, made anew")
+	assert.Equal(t, []string{"create:completed", "delete:completed", "create:completed", "delete:completed"}, kinds(st))
+}
+
+func TestProxy_invalidRequestsAreRefusedAndNothingRecorded(t *testing.T) {
+	tests := []struct {
+		name    string
+		update  string
+		arg     any
+		wantErr string
+	}{
+		{"unknown machine type", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "huge"}, `machineType: "huge" is not a configured machine type`},
+		{"another proxy's UID", workflows.CreateUpdate, workflows.CreateProxyInput{UID: otherUID, Image: "debian13", MachineType: "small"}, "send it to proxy/" + otherUID},
+		{"user-data too large", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: string(make([]byte, workflows.MaxUserDataBytes+1))}, "more than the limit"},
+		{"change of an absent proxy", workflows.ChangeUpdate, workflows.ChangeRequest{UID: uid, MachineType: "small"}, "the proxy is absent; create it first"},
+		{"change of nothing", workflows.ChangeUpdate, workflows.ChangeRequest{UID: uid}, "nothing to change"},
+		{"malformed provider ID", workflows.DeleteUpdate, workflows.DeleteProxyInput{UID: uid, ProviderID: "vm/1"}, "want vms/<vmid>/<name>"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			p := newProxyEntity(t, w)
+			p.request(time.Second, tt.update, "bad", tt.arg)
+			var st workflows.ProxyStatus
+			p.at(time.Minute, func() { st = p.status() })
+
+			p.run()
+
+			require.ErrorContains(t, p.answer("bad").rejected, tt.wantErr)
+			assert.Empty(t, st.Operations)
+			assert.False(t, st.Desired.Present)
+			assert.Zero(t, w.cluster.CallCount("Clone")+w.cluster.CallCount("Destroy"))
+		})
+	}
+}
+
+func TestProxy_createOfAPresentProxyWithAnotherSpecIsRefused(t *testing.T) {
+	w := newWorld(t)
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	other := createInput()
+	other.UserData = "#cloud-config\nhostname: other\n"
+	p.request(time.Hour, workflows.CreateUpdate, "create-other", other)
+	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	p.run()
+
+	rejected := p.answer("create-other").rejected
+	require.ErrorContains(t, rejected, "it exists with another spec (user-data)")
+	assert.NotContains(t, rejected.Error(), "hostname", "the user-data is never in a message")
+}
+
+func TestProxy_healsAStoppedVMByStartingIt(t *testing.T) {
+	w := newWorld(t)
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.at(10*time.Minute, func() {
+		created := p.answer("create").result.(workflows.CreateProxyResult)
+		_, err := w.cluster.Stop(context.Background(), created.Node, created.VMID)
+		require.NoError(t, err)
+	})
+	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	st := p.run()
+
+	ops := st.Operations
+	require.Len(t, ops, 3, kinds(st))
+	vmid := p.answer("create").result.(workflows.CreateProxyResult).VMID
+	assert.Equal(t, "create", ops[1].Kind)
+	assert.Equal(t, "check: VM "+itoa(vmid)+" on node pve1 was stopped", ops[1].Reason)
+	assert.Equal(t, "completed", ops[1].Outcome)
+	assert.Equal(t, 1, w.cluster.CallCount("Clone"), "the stopped VM is started, not made anew")
+	assert.Equal(t, 2, w.cluster.CallCount("Start"))
+}
+
+func TestProxy_healsADestroyedVMByCreatingItAgain(t *testing.T) {
+	w := newWorld(t)
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.at(10*time.Minute, func() {
+		created := p.answer("create").result.(workflows.CreateProxyResult)
+		_, err := w.cluster.Stop(context.Background(), created.Node, created.VMID)
+		require.NoError(t, err)
+	})
+	p.at(11*time.Minute, func() {
+		created := p.answer("create").result.(workflows.CreateProxyResult)
+		_, err := w.cluster.Destroy(context.Background(), created.Node, created.VMID)
+		require.NoError(t, err)
+	})
+	var healed workflows.ProxyStatus
+	p.at(50*time.Minute, func() { healed = p.status() })
+	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	st := p.run()
+
+	require.Len(t, st.Operations, 3, kinds(st))
+	assert.Equal(t, "check: the proxy has no VM", st.Operations[1].Reason)
+	assert.Equal(t, 2, w.cluster.CallCount("Clone"), "made anew")
+	assert.Equal(t, workflows.ProxyPresent, healed.Phase)
+	assert.NotEmpty(t, healed.Observed.IPv4)
+	assert.Empty(t, w.vms())
+}
+
+func TestProxy_failedCreateIsReportedAndNotRetriedUntilAskedOrChecked(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Entity.CheckInterval = 0
+	w.cluster.FailTask("qmclone", "clone failed: storage gone")
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	var failed workflows.ProxyStatus
+	p.at(time.Hour, func() { failed = p.status() })
+	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	st := p.run()
+
+	assert.Equal(t, workflows.FailTransient, failureType(t, p.answer("create").err))
+	assert.Equal(t, workflows.ProxyFailed, failed.Phase)
+	assert.Contains(t, failed.LastFailure, "storage gone")
+	assert.Equal(t, []string{"create:failed", "delete:completed"}, kinds(st))
+	assert.Empty(t, st.LastFailure, "the delete succeeded since")
+}
+
+func TestProxy_continuesAsNewInTheMiddleOfAnOperationAndTheNextRunFollowsIt(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Entity.CheckJitter = 0
+	first := newProxyEntity(t, w)
+	first.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	// The create's clone takes 45 s; the request it serves is answered once it closes, so the
+	// run continues as new only then... unless nothing waits for it: a heal's create.
+	first.at(10*time.Minute, func() {
+		created := first.answer("create").result.(workflows.CreateProxyResult)
+		_, err := w.cluster.Stop(context.Background(), created.Node, created.VMID)
+		require.NoError(t, err)
+	})
+	// The create closes at 1:16; the check 5 min later finds the VM running, the next at 11:17
+	// finds it stopped and starts a create that provisions it again: the history is long by
+	// then.
+	var healing workflows.ProxyStatus
+	first.at(11*time.Minute+25*time.Second, func() {
+		healing = first.status()
+		first.env.SetContinueAsNewSuggested(true)
+	})
+
+	first.env.ExecuteWorkflow(workflows.ProxyName, workflows.ProxyInput{UID: uid})
+
+	var cont *workflow.ContinueAsNewError
+	require.True(t, errors.As(first.env.GetWorkflowError(), &cont), "continued as new: %v", first.env.GetWorkflowError())
+	require.NoError(t, first.answer("create").err)
+	var in workflows.ProxyInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(cont.Input, &in))
+	require.NotNil(t, in.State)
+	require.NotNil(t, in.State.Current, "the heal's create was carried: healing %+v", healing)
+	assert.Equal(t, workflows.ProxyHealing, healing.Phase)
+	assert.Equal(t, workflows.CreateWorkflowID(uid), in.State.Current.WorkflowID)
+	assert.Equal(t, createInput().UserData, in.State.Spec.UserData)
+	assert.Empty(t, in.State.Applied, "unknown while the heal runs")
+
+	// The abandoned create goes on; here it is run to its end, as the server would.
+	w.advance(time.Minute)
+	_, err := w.create(createInput())
+	require.NoError(t, err)
+	w.runs.byID[in.State.Current.WorkflowID] = activities.RunInfo{RunID: in.State.Current.RunID, Running: true, StartedAt: in.State.Current.StartedAt}
+	second := newProxyEntity(t, w)
+	second.at(time.Minute, func() { w.runs.close(in.State.Current.WorkflowID, "completed") })
+	var resumed workflows.ProxyStatus
+	second.at(3*time.Minute, func() { resumed = second.status() })
+	second.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	second.env.ExecuteWorkflow(workflows.ProxyName, in)
+
+	require.NoError(t, second.env.GetWorkflowError())
+	assert.Equal(t, 2, resumed.Runs)
+	assert.Equal(t, workflows.ProxyPresent, resumed.Phase)
+	assert.NotEmpty(t, resumed.Observed.IPv4, "checked once the carried create closed")
+	ops := resumed.Operations
+	require.NotEmpty(t, ops)
+	assert.Equal(t, in.State.Current.Seq, ops[len(ops)-1].Seq)
+	assert.Equal(t, "completed", ops[len(ops)-1].Outcome)
+	require.NoError(t, second.answer("delete").err)
+	assert.Empty(t, w.vms())
+}

@@ -1,0 +1,155 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+// The steps CreateProxy and ChangeProxy both take on the proxy's VM. op names the operation in
+// their messages: "create" or "change".
+
+// refuseForeign fails when the proxy's name is taken by VMs that are not this proxy's: a person
+// has to resolve that.
+func (o *proxyOps) refuseForeign(op string, foreign []int) error {
+	if len(foreign) > 0 {
+		return permanentf("%s proxy %s: VM(s) %v already carry the name %s without this proxy's mark (uid %s)", op, o.name, foreign, o.name, o.uid)
+	}
+	return nil
+}
+
+// refuseMany fails when more than one VM carries the proxy's mark: a person has to choose.
+func (o *proxyOps) refuseMany(op string, ours []vm) error {
+	if len(ours) > 1 {
+		ids := make([]int, len(ours))
+		for i, v := range ours {
+			ids[i] = v.VMID
+		}
+		return permanentf("%s proxy %s: VMs %v all carry this proxy's mark; keep one and destroy the others", op, o.name, ids)
+	}
+	return nil
+}
+
+// readOurVM reads the config or status of the proxy's VM v, following it if it has moved. A VM
+// that is gone is Transient: it was there a moment ago, and a new create makes a new one.
+func (o *proxyOps) readOurVM(op string, v *vm, what, waitFor string, budget time.Duration, out any) error {
+	gone, err := o.readVM(v, what, waitFor, budget, out)
+	if gone {
+		return transientf("%s proxy %s: VM %d disappeared during the %s", op, o.name, v.VMID, op)
+	}
+	o.t.vm(v.Node, v.VMID)
+	return err
+}
+
+// uploadSeed uploads the proxy's seed ISO to the ISO storage of node, with cloud-init's
+// instance-id and the user-data of the run's input (UploadISO reads it there), and waits for the
+// upload. The ISO is named after the UID, not the VM, so that a delete by UID alone finds it.
+func (o *proxyOps) uploadSeed(node, instanceID string) (activities.UploadISOResult, error) {
+	var a *activities.Activities
+	req := activities.UploadISORequest{
+		StorageRef: activities.StorageRef{Node: node, Storage: o.s.ISOStorage},
+		Name:       o.name,
+		InstanceID: instanceID,
+		Seed:       proxy.NameFromUID(o.uid),
+	}
+	summary := fmt.Sprintf("upload seed ISO %s to %s on %s", proxy.SeedISOName(req.Seed), o.s.ISOStorage, node)
+	var seed activities.UploadISOResult
+	if err := execute(o.ctx, o.s.callOptions(summary), a.UploadISO, req).Get(o.ctx, &seed); err != nil {
+		return seed, fail(summary, err)
+	}
+	summary = "wait for upload of " + seed.VolID
+	if err := waitTask(o.ctx, o.s, o.t, seed.UPID, o.s.Budgets.Upload, summary); err != nil {
+		return seed, fail(summary, err)
+	}
+	return seed, nil
+}
+
+// deleteSeedISO deletes seed ISO volid from the ISO storage of node and waits for the deletion.
+// PVE ends the deletion of a missing ISO with task OK, so absence costs nothing.
+func (o *proxyOps) deleteSeedISO(node, volid string) error {
+	var a *activities.Activities
+	summary := fmt.Sprintf("delete seed ISO %s on %s", volid, node)
+	var upid pve.UPID
+	err := execute(o.ctx, o.s.callOptions(summary), a.DeleteVolume,
+		activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: node, Storage: o.s.ISOStorage}, VolID: volid}).Get(o.ctx, &upid)
+	switch {
+	case isType(err, activities.ErrNotFound):
+		return nil
+	case err != nil:
+		return fail(summary, err)
+	case upid == "":
+		return nil // deleted within the request
+	}
+	if err := waitTask(o.ctx, o.s, o.t, upid, o.s.Budgets.Request, "wait for "+summary); err != nil {
+		return fail("wait for "+summary, err)
+	}
+	return nil
+}
+
+// resizeDisk grows disk of the VM to gib GiB and waits for the resize task. PVE grows a disk
+// online: a running guest sees the larger disk at once, without a reboot.
+func (o *proxyOps) resizeDisk(ref activities.VMRef, disk string, gib int64) error {
+	var a *activities.Activities
+	size := fmt.Sprintf("%dG", gib)
+	summary := fmt.Sprintf("resize disk %s of %s to %s", disk, ref, size)
+	o.t.step(summary)
+	var upid pve.UPID
+	if err := execute(o.ctx, o.s.callOptions(summary), a.Resize,
+		activities.ResizeRequest{VMRef: ref, Disk: disk, Size: size}).Get(o.ctx, &upid); err != nil {
+		return fail(summary, err)
+	}
+	summary = "wait for " + summary
+	if err := waitTask(o.ctx, o.s, o.t, upid, o.s.Budgets.Resize, summary); err != nil {
+		return fail(summary, err)
+	}
+	return nil
+}
+
+// start starts the VM and waits for the start task. A VM that runs already counts as started.
+func (o *proxyOps) start(ref activities.VMRef) error {
+	var a *activities.Activities
+	var upid pve.UPID
+	summary := "start " + ref.String()
+	if err := execute(o.ctx, o.s.callOptions(summary), a.Start, ref).Get(o.ctx, &upid); err != nil {
+		return fail(summary, err)
+	}
+	summary = "wait for start of " + ref.String()
+	err := waitTask(o.ctx, o.s, o.t, upid, o.s.Budgets.Start, summary)
+	if isTaskFailedWith(err, activities.ErrAlreadyRunning) {
+		return nil // a start whose first answer was lost, or a VM someone else started
+	}
+	if err != nil {
+		return fail(summary, err)
+	}
+	return nil
+}
+
+// awaitReady waits until VM v runs and its guest agent reports a routable IPv4, and returns the
+// IPv4. It reads v's config for its NIC's MAC unless v holds it.
+func (o *proxyOps) awaitReady(v *vm) (string, error) {
+	var a *activities.Activities
+	ref := v.ref()
+	o.t.phase(PhaseBooting, "wait for the VM to run")
+	summary := "wait for " + ref.String() + " to run"
+	if err := execute(o.ctx, o.s.waitOptions(o.s.Budgets.Running, summary), a.VMStatus,
+		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}).Get(o.ctx, nil); err != nil {
+		return "", fail(summary, err)
+	}
+	if v.Config == nil {
+		o.t.step("read config")
+		if err := execute(o.ctx, o.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(o.ctx, &v.Config); err != nil {
+			return "", fail("read config of "+ref.String(), err)
+		}
+	}
+	summary = "wait for an IPv4 from the guest agent of " + ref.String()
+	o.t.step(summary)
+	var agent activities.AgentResult
+	if err := execute(o.ctx, o.s.waitOptions(o.s.Budgets.Agent, summary), a.AgentNetworkInterfaces,
+		activities.AgentRequest{VMRef: ref, WaitForIPv4: true, MAC: proxy.MACFromNet(v.Config["net0"])}).Get(o.ctx, &agent); err != nil {
+		return "", fail(summary, err)
+	}
+	return agent.IPv4, nil
+}
