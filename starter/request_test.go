@@ -65,6 +65,8 @@ func TestClient_aProxyThroughCreateChangesAndDelete(t *testing.T) {
 	seed := s.seedISO(t, created.VMID)
 
 	resized := get[workflows.ChangeProxyResult](t)(s.starter.Change(ctx(t), workflows.ChangeRequest{UID: uid, MachineType: "large"}))
+	afterResize, err := s.starter.ProxyStatus(ctx(t), uid)
+	require.NoError(t, err)
 	var cores string
 	for _, vm := range s.cluster.VMs() {
 		if vm.VMID == created.VMID {
@@ -88,7 +90,7 @@ func TestClient_aProxyThroughCreateChangesAndDelete(t *testing.T) {
 	assert.Equal(t, created.VMID, resized.VMID, "the same VM")
 	assert.NotEmpty(t, resized.Changed)
 	assert.Equal(t, "4", cores)
-	assert.Equal(t, "large", final.Desired.MachineType, "what was last asked for while present")
+	assert.Equal(t, "large", afterResize.Desired.MachineType)
 
 	assert.Len(t, deleted.Destroyed, 1)
 	assert.Len(t, s.cluster.VMs(), 1, "the template alone")
