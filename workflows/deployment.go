@@ -16,9 +16,11 @@ import (
 // CloneAdmission lives as long as its storage has clones to admit, so it auto-upgrades: it moves
 // to the deployment's current build at its next workflow task, and any change to its commands
 // goes behind workflow.GetVersion, with a recorded history of the old shape kept for replay.
+// Rollout, which lives as long as its rollout and may stay paused for days, does the same.
 const (
 	shortWorkflowBehavior     = workflow.VersioningBehaviorPinned
 	cloneAdmissionBehavior    = workflow.VersioningBehaviorAutoUpgrade
+	rolloutBehavior           = workflow.VersioningBehaviorAutoUpgrade
 	defaultVersioningBehavior = workflow.VersioningBehaviorUnspecified
 )
 

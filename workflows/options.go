@@ -29,6 +29,7 @@ func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(w.CheckHealth, short(CheckHealthName))
 	r.RegisterWorkflowWithOptions(w.CollectGarbage, short(CollectGarbageName))
 	r.RegisterWorkflowWithOptions(w.CloneAdmission, workflow.RegisterOptions{Name: CloneAdmissionName, VersioningBehavior: cloneAdmissionBehavior})
+	r.RegisterWorkflowWithOptions(w.Rollout, workflow.RegisterOptions{Name: RolloutName, VersioningBehavior: rolloutBehavior})
 }
 
 // settings is what a run takes from the worker's configuration. It is read once, in a side
