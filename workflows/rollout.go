@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -195,7 +196,7 @@ func (r *rollout) closed(uid string, out activities.ProxyChangeOutcome, err erro
 	case temporal.IsCanceledError(err) && r.ctx.Err() != nil:
 		return // the rollout itself was cancelled
 	}
-	failure := RolloutFailure{UID: uid, Error: fail("change of proxy "+uid, err).Error(), At: workflow.Now(r.ctx)}
+	failure := RolloutFailure{UID: uid, Error: failureText("change of proxy "+uid, err), At: workflow.Now(r.ctx)}
 	// Behind the changes that failed before it, ahead of those that never started.
 	r.st.Pending = slices.Insert(r.st.Pending, len(r.st.Failures), uid)
 	r.st.Failures = append(r.st.Failures, failure)
@@ -236,6 +237,16 @@ func (r *rollout) continueAsNew() error {
 	return workflow.NewContinueAsNewError(r.ctx, RolloutName, next)
 }
 
+// failureText is what an operator reads of a request that failed at step: the message of its
+// workflow failure (see fail), without the type and retry flag that Error adds.
+func failureText(step string, err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(fail(step, err), &appErr) {
+		return appErr.Message()
+	}
+	return err.Error()
+}
+
 // requestHeartbeat is the heartbeat timeout of a request to a Proxy entity: a worker that died
 // while its request waited is found out this soon, and the request is sent again, with the same
 // request ID, so it joins the update the lost attempt sent.
@@ -258,6 +269,10 @@ func (s settings) deleteWaits() time.Duration {
 	b := s.Budgets
 	return b.Unlock + b.Stop + b.Destroy + b.Request
 }
+
+// deleteBudget bounds a request to delete a proxy: the delete's waits, twice over, as the
+// entity may first stop the operation it runs.
+func (s settings) deleteBudget() time.Duration { return 2 * s.deleteWaits() }
 
 // changeBudget bounds a request to change a proxy, generously: a rebuild, which is a delete
 // and then a create's clone, seed upload, resize, start and waits for the VM to run and report

@@ -42,8 +42,8 @@ type proxies struct {
 	failChange map[string]error
 	// failDelete answers every request to delete a UID with its error.
 	failDelete map[string]error
-	// keep are the UIDs whose delete finds none of their VMs: they lost their mark meanwhile.
-	keep []string
+	// unmarked are the UIDs whose delete finds none of their VMs: they lost their mark meanwhile.
+	unmarked []string
 	// firstAttempt is when each change request, by ID, was first sent.
 	firstAttempt map[string]time.Time
 	// changes and deletes are the requests, each once, in the order they were first sent.
@@ -92,7 +92,7 @@ func (p *proxies) DeleteProxy(_ context.Context, req activities.ProxyDelete) (ac
 	}
 	out := activities.ProxyDeleteOutcome{Destroyed: []activities.VMRef{}}
 	for _, v := range p.cluster.VMs() {
-		if owner, _ := proxy.OwnerOf(v.Config); owner == req.UID && !slices.Contains(p.keep, owner) {
+		if owner, _ := proxy.OwnerOf(v.Config); owner == req.UID && !slices.Contains(p.unmarked, owner) {
 			out.Destroyed = append(out.Destroyed, activities.VMRef{Node: v.Node, VMID: v.VMID})
 		}
 	}
@@ -112,6 +112,13 @@ func (p *proxies) changedUIDs() []string {
 		uids = append(uids, c.UID)
 	}
 	return uids
+}
+
+// deleted are the delete requests, in the order they were sent.
+func (p *proxies) deleted() []activities.ProxyDelete {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.deletes)
 }
 
 // requestNumber is n of a Rollout's request ID "<workflow ID>/<n>".
