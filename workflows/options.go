@@ -17,7 +17,7 @@ type Workflows struct {
 }
 
 // Register registers every workflow under its recorded name, with its versioning behavior
-// (deployment.go): the short workflows Pinned, CloneAdmission AutoUpgrade.
+// (deployment.go): the short workflows Pinned, CloneAdmission and Rollout AutoUpgrade.
 func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	short := func(name string) workflow.RegisterOptions {
 		return workflow.RegisterOptions{Name: name, VersioningBehavior: shortWorkflowBehavior}
