@@ -17,7 +17,7 @@ type Workflows struct {
 }
 
 // Register registers every workflow under its recorded name, with its versioning behavior
-// (deployment.go): the short workflows Pinned, the long-lived CloneAdmission and Proxy
+// (deployment.go): the short workflows Pinned, the long-lived CloneAdmission, Proxy and Rollout
 // AutoUpgrade.
 func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	short := func(name string) workflow.RegisterOptions {
@@ -32,6 +32,7 @@ func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(w.CollectGarbage, short(CollectGarbageName))
 	r.RegisterWorkflowWithOptions(w.CloneAdmission, workflow.RegisterOptions{Name: CloneAdmissionName, VersioningBehavior: longLivedBehavior})
 	r.RegisterWorkflowWithOptions(w.Proxy, workflow.RegisterOptions{Name: ProxyName, VersioningBehavior: longLivedBehavior})
+	r.RegisterWorkflowWithOptions(w.Rollout, workflow.RegisterOptions{Name: RolloutName, VersioningBehavior: longLivedBehavior})
 }
 
 // settings is what a run takes from the worker's configuration. It is read once, in a side
