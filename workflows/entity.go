@@ -616,13 +616,32 @@ func (e *entity) check() error {
 		e.st.Observed.State = "unknown"
 		workflow.GetLogger(e.ctx).Warn("check of the proxy's VM failed", "uid", e.uid, "error", err)
 	default:
-		e.st.Observed = ObservedState{VMID: got.VMID, Node: got.Node, State: string(got.State), IPv4: got.IPv4, CheckedAt: now}
-		if got.State == proxy.Stopped {
+		e.st.Observed = ObservedState{VMID: got.VMID, Node: got.Node, State: string(got.State), IPv4: got.IPv4, CheckedAt: now,
+			Drift: e.drift(got)}
+		switch {
+		case got.State == proxy.Stopped:
 			e.heal(fmt.Sprintf("check: VM %d on node %s was stopped", got.VMID, got.Node))
+		case len(e.st.Observed.Drift) > 0 && e.s.Entity.FixDrift && e.st.Applied != nil:
+			e.drifted, e.st.Blocked = true, false
+			e.reason = fmt.Sprintf("check: VM %d drifted from machine type %s: %s", got.VMID, e.st.Spec.MachineType, strings.Join(e.st.Observed.Drift, ", "))
 		}
 	}
 	e.publish()
 	return nil
+}
+
+// drift says where the VM a check found differs from the spec's machine type.
+func (e *entity) drift(got GetProxyResult) []string {
+	mt, ok := e.s.MachineTypes[e.st.Spec.MachineType]
+	if !ok {
+		return nil
+	}
+	m := proxy.Machine{Cores: got.Cores, MemoryMiB: got.MemoryMiB, DiskGiB: got.DiskGiB}
+	var out []string
+	for _, d := range m.Drift(config.Placement{Cores: mt.Cores, MemoryMiB: mt.MemoryMiB, DiskGiB: mt.DiskGiB}) {
+		out = append(out, d.String())
+	}
+	return out
 }
 
 // heal makes the next operation a create, which adopts a stopped VM and starts it, or makes a

@@ -49,6 +49,8 @@ type settings struct {
 	Poll       config.Poll      `json:"poll"`
 	Clones     config.Clones    `json:"clones"`
 	Entity     config.Entity    `json:"entity"`
+	// MachineTypes are what a Proxy entity's checks compare its VM with.
+	MachineTypes map[string]config.MachineType `json:"machineTypes,omitempty"`
 }
 
 func settingsOf(c config.Config) settings {
@@ -64,6 +66,9 @@ func settingsOf(c config.Config) settings {
 		Poll:       c.Poll,
 		Clones:     c.Clones,
 		Entity:     c.Entity,
+		// Recorded for the entity alone: the operations resolve their placement once, with
+		// the image and zone.
+		MachineTypes: c.Proxmox.MachineTypes,
 	}
 }
 
