@@ -1,6 +1,7 @@
 // Package activities is the only place where pveflow touches Proxmox. Each activity but
-// DescribeRun, which asks Temporal about a workflow run, maps one to one to a method of the
-// pve.API seam, so a workflow history and the Temporal UI read like the Proxmox calls they are.
+// DescribeRun, which asks Temporal about a workflow run, and RequestChange and RequestDelete,
+// which send requests to Proxy entities (proxies.go), maps one to one to a method of the pve.API
+// seam, so a workflow history and the Temporal UI read like the Proxmox calls they are.
 //
 // The method names are recorded in workflow histories as activity types: renaming one breaks the
 // replay of every history that used it. Activities is registered as a whole, so it has no other
@@ -25,7 +26,8 @@ import (
 )
 
 // Activities holds what the activities need: the seam, the provider config, where UploadISO
-// reads the user-data of a run, and where DescribeRun asks Temporal about a run.
+// reads the user-data of a run, where DescribeRun asks Temporal about a run, and where
+// RequestChange and RequestDelete send their requests.
 type Activities struct {
 	API     pve.API
 	Proxmox config.Proxmox
@@ -33,6 +35,8 @@ type Activities struct {
 	StartInput StartInput
 	// Runs describes workflow runs; a worker's is the same HistoryStartInput.
 	Runs Runs
+	// Proxies sends requests to Proxy entities; a worker's is an adapter over starter.Client.
+	Proxies Proxies
 	// Now is the clock used to say how long a task has been running; time.Now when nil.
 	Now func() time.Time
 }

@@ -64,14 +64,8 @@ type ChangeProxyResult struct {
 func (w *Workflows) ChangeProxy(ctx workflow.Context, in ChangeProxyInput) (_ ChangeProxyResult, err error) {
 	var t *tracker
 	defer func() { recordOutcome(ctx, changeMetrics, in.UID, t, err) }()
-	if err := proxy.ValidateUID(in.UID); err != nil {
-		return ChangeProxyResult{}, permanentf("change proxy: %v", err)
-	}
-	if err := underEntity(ctx, "change", in.UID); err != nil {
+	if err := checkOperation(ctx, "change", in.UID, in.UserData); err != nil {
 		return ChangeProxyResult{}, err
-	}
-	if err := ValidateUserData(in.UserData); err != nil {
-		return ChangeProxyResult{}, permanentf("change proxy %s: %v", in.UID, err)
 	}
 	if in.Reseed && in.InstanceID == "" {
 		return ChangeProxyResult{}, permanentf("change proxy %s: a reseed needs a new instance-id, or cloud-init would not run the new user-data", in.UID)

@@ -83,14 +83,8 @@ type CreateProxyResult struct {
 func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ CreateProxyResult, err error) {
 	var t *tracker
 	defer func() { recordOutcome(ctx, createMetrics, in.UID, t, err) }()
-	if err := proxy.ValidateUID(in.UID); err != nil {
-		return CreateProxyResult{}, permanentf("create proxy: %v", err)
-	}
-	if err := underEntity(ctx, "create", in.UID); err != nil {
+	if err := checkOperation(ctx, "create", in.UID, in.UserData); err != nil {
 		return CreateProxyResult{}, err
-	}
-	if err := ValidateUserData(in.UserData); err != nil {
-		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
 	}
 	c, err := newCreate(ctx, w.Config, in)
 	if err != nil {
@@ -107,6 +101,21 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 		c.t.phase(PhaseCreated, "done")
 	}
 	return res, err
+}
+
+// checkOperation refuses an operation before its first step: a UID that is not one, a run that
+// its proxy's entity did not start, user-data over MaxUserDataBytes.
+func checkOperation(ctx workflow.Context, op, uid, userData string) error {
+	if err := proxy.ValidateUID(uid); err != nil {
+		return permanentf("%s proxy: %v", op, err)
+	}
+	if err := underEntity(ctx, op, uid); err != nil {
+		return err
+	}
+	if err := ValidateUserData(userData); err != nil {
+		return permanentf("%s proxy %s: %v", op, uid, err)
+	}
+	return nil
 }
 
 // underEntity refuses an operation that was not started by the proxy's entity: beside it, it

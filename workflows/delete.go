@@ -38,10 +38,7 @@ type DeleteProxyResult struct {
 func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ DeleteProxyResult, err error) {
 	var t *tracker
 	defer func() { recordOutcome(ctx, deleteMetrics, in.UID, t, err) }()
-	if err := proxy.ValidateUID(in.UID); err != nil {
-		return DeleteProxyResult{}, permanentf("delete proxy: %v", err)
-	}
-	if err := underEntity(ctx, "delete", in.UID); err != nil {
+	if err := checkOperation(ctx, "delete", in.UID, ""); err != nil {
 		return DeleteProxyResult{}, err
 	}
 	if in.ProviderID != "" {

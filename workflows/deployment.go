@@ -13,10 +13,11 @@ import (
 // keeps the old build's workers until its pinned runs have drained (minutes, bounded by the
 // budgets).
 //
-// CloneAdmission lives as long as its storage has clones to admit, and Proxy as long as its
-// proxy, so they auto-upgrade: they move to the deployment's current build at their next
-// workflow task, and any change to their commands goes behind workflow.GetVersion, with a
-// recorded history of the old shape kept for replay.
+// CloneAdmission lives as long as its storage has clones to admit, Proxy as long as its proxy,
+// and Rollout as long as its rollout (it may stay paused for days), so they auto-upgrade: they
+// move to the deployment's current build at their next workflow task, and any change to their
+// commands goes behind workflow.GetVersion, with a recorded history of the old shape kept for
+// replay.
 const (
 	shortWorkflowBehavior     = workflow.VersioningBehaviorPinned
 	longLivedBehavior         = workflow.VersioningBehaviorAutoUpgrade

@@ -82,10 +82,12 @@ type entity struct {
 	reason string
 	// drifted asks the next plan for a change that puts the machine type back.
 	drifted bool
-	// timer wakes the loop for the next check, or to close an absent proxy's entity.
-	timer     workflow.Context
+	// stopTimer stops the timer that wakes the loop for the next check, or to close an absent
+	// proxy's entity; woken says it fired.
 	stopTimer workflow.CancelFunc
 	woken     bool
+	// published is what the search attributes last said.
+	published string
 }
 
 // A waiter is a request whose handler waits for the operation that serves it.
@@ -322,9 +324,7 @@ func (e *entity) run(fresh bool) (ProxyStatus, error) {
 	}
 	for {
 		if e.op == nil {
-			if err := e.startNext(); err != nil {
-				return ProxyStatus{}, err
-			}
+			e.startNext()
 		}
 		seen := e.version
 		if err := workflow.Await(e.ctx, func() bool {
@@ -368,46 +368,44 @@ func (e *entity) pending() []*waiter {
 }
 
 // startNext starts the operation the operator's wishes need now, if any.
-func (e *entity) startNext() error {
+func (e *entity) startNext() {
 	spec, applied := e.st.Spec, e.st.Applied
 	hasPending := func(kind string) bool {
 		return slices.ContainsFunc(e.pending(), func(w *waiter) bool { return w.kind == kind })
 	}
 	switch {
 	case spec == nil && (applied != nil || hasPending(OpDelete)):
-		return e.startDelete(nil)
+		e.startDelete(nil)
 	case spec == nil, e.st.Blocked:
-		return nil
 	case applied != nil && (applied.Image != spec.Image || applied.Zone != spec.Zone || applied.Name != spec.Name):
-		return e.startDelete(applied)
+		e.startDelete(applied)
 	case applied == nil || hasPending(OpCreate):
-		return e.startCreate(*spec, nil)
+		e.startCreate(*spec, nil)
 	case applied.MachineType != spec.MachineType || applied.InstanceID != spec.InstanceID || e.drifted || hasPending(OpChange):
-		return e.startChange(*spec, *applied)
+		e.startChange(*spec, *applied)
 	}
-	return nil
 }
 
 // startCreate starts a CreateProxy of spec: of a proxy that has no VM or a stopped one, or,
 // with rebuildFrom, the second half of a rebuild.
-func (e *entity) startCreate(spec CreateProxyInput, rebuildFrom *CreateProxyInput) error {
-	return e.start(&runningOp{spec: &spec, rebuildFrom: rebuildFrom}, OpCreate, CreateWorkflowID(e.uid), CreateProxyName, spec)
+func (e *entity) startCreate(spec CreateProxyInput, rebuildFrom *CreateProxyInput) {
+	e.start(&runningOp{spec: &spec, rebuildFrom: rebuildFrom}, OpCreate, CreateWorkflowID(e.uid), CreateProxyName, spec)
 }
 
-func (e *entity) startChange(spec, applied CreateProxyInput) error {
+func (e *entity) startChange(spec, applied CreateProxyInput) {
 	in := ChangeProxyInput{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType}
 	if applied.InstanceID != spec.InstanceID {
 		in.Reseed, in.UserData, in.InstanceID = true, spec.UserData, spec.InstanceID
 	}
 	e.drifted = false
-	return e.start(&runningOp{spec: &spec}, OpChange, ChangeWorkflowID(e.uid), ChangeProxyName, in)
+	e.start(&runningOp{spec: &spec}, OpChange, ChangeWorkflowID(e.uid), ChangeProxyName, in)
 }
 
 // startDelete starts a DeleteProxy: of an absent proxy, or, with rebuildFrom, the first half of
 // a rebuild onto a new image or zone, which a create of the spec follows.
-func (e *entity) startDelete(rebuildFrom *CreateProxyInput) error {
+func (e *entity) startDelete(rebuildFrom *CreateProxyInput) {
 	in := DeleteProxyInput{UID: e.uid, Name: e.nameOf()}
-	return e.start(&runningOp{rebuildFrom: rebuildFrom}, OpDelete, DeleteWorkflowID(e.uid), DeleteProxyName, in)
+	e.start(&runningOp{rebuildFrom: rebuildFrom}, OpDelete, DeleteWorkflowID(e.uid), DeleteProxyName, in)
 }
 
 // nameOf is the name of the proxy's VM as last known.
@@ -424,7 +422,7 @@ func (e *entity) nameOf() string {
 // start runs an operation as a child. Children are abandoned when a run of the entity closes,
 // so one goes on across a continue-as-new; cancelling one waits for it to have stopped, so the
 // next operation never overlaps it.
-func (e *entity) start(op *runningOp, kind, workflowID, workflowType string, in any) error {
+func (e *entity) start(op *runningOp, kind, workflowID, workflowType string, in any) {
 	e.st.Seq++
 	reason := e.reason
 	if reason == "" {
@@ -469,7 +467,6 @@ func (e *entity) start(op *runningOp, kind, workflowID, workflowType string, in 
 		}
 		op.done = true
 	})
-	return nil
 }
 
 // finish records the operation that closed, answers the requests it served, and says what
@@ -505,7 +502,7 @@ func (e *entity) finish() {
 		e.st.Observed = ObservedState{CheckedAt: now}
 		if op.rebuildFrom != nil && e.st.Spec != nil {
 			// The create that completes the rebuild answers the requests.
-			_ = e.startCreate(*e.st.Spec, op.rebuildFrom)
+			e.startCreate(*e.st.Spec, op.rebuildFrom)
 			return
 		}
 	case nil:
@@ -616,13 +613,32 @@ func (e *entity) check() error {
 		e.st.Observed.State = "unknown"
 		workflow.GetLogger(e.ctx).Warn("check of the proxy's VM failed", "uid", e.uid, "error", err)
 	default:
-		e.st.Observed = ObservedState{VMID: got.VMID, Node: got.Node, State: string(got.State), IPv4: got.IPv4, CheckedAt: now}
-		if got.State == proxy.Stopped {
+		e.st.Observed = ObservedState{VMID: got.VMID, Node: got.Node, State: string(got.State), IPv4: got.IPv4, CheckedAt: now,
+			Drift: e.drift(got)}
+		switch {
+		case got.State == proxy.Stopped:
 			e.heal(fmt.Sprintf("check: VM %d on node %s was stopped", got.VMID, got.Node))
+		case len(e.st.Observed.Drift) > 0 && e.s.Entity.FixDrift && e.st.Applied != nil:
+			e.drifted, e.st.Blocked = true, false
+			e.reason = fmt.Sprintf("check: VM %d drifted from machine type %s: %s", got.VMID, e.st.Spec.MachineType, strings.Join(e.st.Observed.Drift, ", "))
 		}
 	}
 	e.publish()
 	return nil
+}
+
+// drift says where the VM a check found differs from the spec's machine type.
+func (e *entity) drift(got GetProxyResult) []string {
+	mt, ok := e.s.MachineTypes[e.st.Spec.MachineType]
+	if !ok {
+		return nil
+	}
+	m := proxy.Machine{Cores: got.Cores, MemoryMiB: got.MemoryMiB, DiskGiB: got.DiskGiB}
+	var out []string
+	for _, d := range m.Drift(config.Placement{Cores: mt.Cores, MemoryMiB: mt.MemoryMiB, DiskGiB: mt.DiskGiB}) {
+		out = append(out, d.String())
+	}
+	return out
 }
 
 // heal makes the next operation a create, which adopts a stopped VM and starts it, or makes a
@@ -781,6 +797,12 @@ func (e *entity) publish() {
 		details += fmt.Sprintf(": %s (%s), see %s", e.op.rec.Kind, e.op.rec.Reason, e.op.rec.WorkflowID)
 	}
 	workflow.SetCurrentDetails(e.ctx, details)
+	// An upsert is an event in history: one per change, not one per check.
+	key := fmt.Sprint(phase, e.nameOf(), e.st.Observed.Node, e.st.Observed.VMID)
+	if key == e.published {
+		return
+	}
+	e.published = key
 	updates := []temporal.SearchAttributeUpdate{ProxyUIDKey.ValueSet(e.uid), ProxyNameKey.ValueSet(e.nameOf()), ProxyPhaseKey.ValueSet(phase)}
 	if o := e.st.Observed; o.VMID != 0 {
 		updates = append(updates, PveNodeKey.ValueSet(o.Node), PveVMIDKey.ValueSet(int64(o.VMID)))

@@ -14,6 +14,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -338,4 +342,162 @@ func TestProxy_continuesAsNewInTheMiddleOfAnOperationAndTheNextRunFollowsIt(t *t
 	assert.Equal(t, "completed", ops[len(ops)-1].Outcome)
 	require.NoError(t, second.answer("delete").err)
 	assert.Empty(t, w.vms())
+}
+
+// withMachineTypes adds machine types large (4 cores) and xlarge (8 cores) to the world's
+// config.
+func withMachineTypes(w *world) {
+	w.cfg.Proxmox.MachineTypes["large"] = config.MachineType{Cores: 4, MemoryMiB: 4096, DiskGiB: 10}
+	w.cfg.Proxmox.MachineTypes["xlarge"] = config.MachineType{Cores: 8, MemoryMiB: 8192, DiskGiB: 20}
+}
+
+func TestProxy_changeDuringCreateRunsOnceTheCreateIsDone(t *testing.T) {
+	w := newWorld(t)
+	withMachineTypes(w)
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(20*time.Second, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, MachineType: "large"})
+	var changed pve.VMConfig
+	p.at(time.Hour, func() { changed = vmConfig(t, w, p.answer("create").result.(workflows.CreateProxyResult).VMID) })
+	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	st := p.run()
+
+	require.NoError(t, p.answer("create").err)
+	res := p.answer("change").result.(workflows.ChangeProxyResult)
+	assert.Equal(t, []string{"cores 2 -> 4", "memory 2048 -> 4096 MiB"}, res.Changed)
+	assert.True(t, res.Restarted)
+	assert.NotEmpty(t, res.IPv4)
+	assert.Equal(t, "4", changed["cores"])
+	assert.Equal(t, []string{"create:completed", "change:completed", "delete:completed"}, kinds(st))
+}
+
+func TestProxy_twoChangesInARowTheLaterWins(t *testing.T) {
+	w := newWorld(t)
+	withMachineTypes(w)
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	// Both come while the create runs, so one change serves both.
+	p.request(10*time.Second, workflows.ChangeUpdate, "change-1", workflows.ChangeRequest{UID: uid, MachineType: "large"})
+	p.request(11*time.Second, workflows.ChangeUpdate, "change-2", workflows.ChangeRequest{UID: uid, MachineType: "xlarge"})
+	// This one comes while that change runs, and runs after it.
+	p.request(80*time.Second, workflows.ChangeUpdate, "change-3", workflows.ChangeRequest{UID: uid, MachineType: "large"})
+	var final pve.VMConfig
+	var desired workflows.DesiredState
+	p.at(time.Hour, func() {
+		final = vmConfig(t, w, p.answer("create").result.(workflows.CreateProxyResult).VMID)
+		desired = p.status().Desired
+	})
+	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	st := p.run()
+
+	first, second := p.answer("change-1").result.(workflows.ChangeProxyResult), p.answer("change-2").result.(workflows.ChangeProxyResult)
+	assert.Equal(t, first, second, "one change served both")
+	assert.Contains(t, second.Changed, "cores 2 -> 8")
+	third := p.answer("change-3").result.(workflows.ChangeProxyResult)
+	assert.Contains(t, third.Changed, "cores 8 -> 4")
+	assert.Equal(t, "4", final["cores"])
+	assert.Equal(t, "large", desired.MachineType)
+	assert.Equal(t, []string{"create:completed", "change:completed", "change:completed", "delete:completed"}, kinds(st))
+}
+
+func TestProxy_newUserDataGivesANewSeedWithANewInstanceIDAndAReboot(t *testing.T) {
+	w := newWorld(t)
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	fresh := "#cloud-config\nruncmd: [echo changed]\n"
+	// The user-data a worker reads from the ChangeProxy's input.
+	p.at(30*time.Minute, func() { w.userData = fresh })
+	p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, UserData: &fresh})
+	var seedUserData, seedMeta string
+	var desired workflows.DesiredState
+	p.at(2*time.Hour, func() {
+		seed := proxy.SeedVolID("local", proxy.NameFromUID(uid))
+		seedUserData, seedMeta = seedFile(t, w, seed, "user-data"), seedFile(t, w, seed, "meta-data")
+		desired = p.status().Desired
+	})
+	p.request(3*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	p.run()
+
+	res := p.answer("change").result.(workflows.ChangeProxyResult)
+	assert.True(t, res.Restarted)
+	assert.Equal(t, fresh, seedUserData)
+	assert.Contains(t, seedMeta, "instance-id: "+uid+".g1\n")
+	assert.Equal(t, uid+".g1", desired.InstanceID)
+	assert.Equal(t, 1, w.cluster.CallCount("Reboot"))
+}
+
+func TestProxy_driftIsReported(t *testing.T) {
+	w := newWorld(t)
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.at(10*time.Minute, func() {
+		created := p.answer("create").result.(workflows.CreateProxyResult)
+		require.NoError(t, w.cluster.SetVMConfig(context.Background(), created.Node, created.VMID, pve.VMConfig{"cores": "1"}))
+	})
+	var drifted workflows.ProxyStatus
+	p.at(30*time.Minute, func() { drifted = p.status() })
+	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	st := p.run()
+
+	assert.Equal(t, []string{"cores 1, spec 2"}, drifted.Observed.Drift)
+	assert.Equal(t, workflows.ProxyPresent, drifted.Phase)
+	assert.Equal(t, []string{"create:completed", "delete:completed"}, kinds(st), "reported, not put back")
+}
+
+func TestProxy_driftIsPutBackWhenTheConfigSaysSo(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Entity.FixDrift = true
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.at(10*time.Minute, func() {
+		created := p.answer("create").result.(workflows.CreateProxyResult)
+		require.NoError(t, w.cluster.SetVMConfig(context.Background(), created.Node, created.VMID, pve.VMConfig{"cores": "1"}))
+	})
+	var fixed pve.VMConfig
+	p.at(50*time.Minute, func() { fixed = vmConfig(t, w, p.answer("create").result.(workflows.CreateProxyResult).VMID) })
+	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	st := p.run()
+
+	require.Len(t, st.Operations, 3, kinds(st))
+	assert.Equal(t, "change", st.Operations[1].Kind)
+	assert.Contains(t, st.Operations[1].Reason, "drifted from machine type small: cores 1, spec 2")
+	assert.Equal(t, "2", fixed["cores"])
+}
+
+func TestProxy_newImageRebuildsTheVMOnTheSameVMID(t *testing.T) {
+	w := newWorld(t)
+	require.NoError(t, w.cluster.AddVM(pvesim.Template(9002, "pve1", 2)))
+	w.cfg.Proxmox.Templates["debian14"] = config.Template{VMID: 9002}
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, Image: "debian14"})
+	var during []workflows.ProxyStatus
+	for at := time.Hour + 10*time.Second; at < time.Hour+3*time.Minute; at += 20 * time.Second {
+		p.at(at, func() {
+			if st := p.status(); st.Operation != nil {
+				during = append(during, st)
+			}
+		})
+	}
+	p.request(3*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	st := p.run()
+
+	created := p.answer("create").result.(workflows.CreateProxyResult)
+	res := p.answer("change").result.(workflows.ChangeProxyResult)
+	assert.True(t, res.Rebuilt)
+	assert.Equal(t, []string{`image "debian13" -> "debian14"`}, res.Changed)
+	assert.Equal(t, created.VMID, res.VMID, "the proxy's first probe VMID again")
+	assert.Equal(t, []string{"9000 on pve1", "9002 on pve1"}, clonedFrom(w))
+	assert.Equal(t, []string{"create:completed", "delete:completed", "create:completed", "delete:completed"}, kinds(st))
+	assert.Equal(t, `rebuild onto image "debian13" -> "debian14"`, st.Operations[1].Reason)
+	require.GreaterOrEqual(t, len(during), 3, "seen while the delete and the create ran")
+	for _, s := range during {
+		assert.Equal(t, workflows.ProxyChanging, s.Phase, "a rebuild is a change throughout: %+v", s.Operation)
+	}
 }

@@ -59,6 +59,8 @@ type world struct {
 	userData string
 	// runs are the other workflows as Temporal would describe them.
 	runs *runs
+	// proxies are the Proxy entities RequestChange and RequestDelete send requests to.
+	proxies *proxies
 }
 
 // runs stands for what Temporal knows of workflow runs, which DescribeRun asks: the runs a
@@ -135,8 +137,9 @@ func newWorld(t *testing.T, change ...func(*pvesim.Options)) *world {
 	for _, c := range change {
 		c(&opts)
 	}
-	return &world{t: t, cfg: testConfig(t), cluster: pvesim.New(opts), clock: clock, log: &bytes.Buffer{}, userData: createInput().UserData,
-		runs: &runs{byID: make(map[string]activities.RunInfo)}}
+	cluster := pvesim.New(opts)
+	return &world{t: t, cfg: testConfig(t), cluster: cluster, clock: clock, log: &bytes.Buffer{}, userData: createInput().UserData,
+		runs: &runs{byID: make(map[string]activities.RunInfo)}, proxies: newProxies(clock, cluster)}
 }
 
 // env is a fresh workflow environment on the world's cluster, with real activities.
@@ -147,7 +150,7 @@ func (w *world) env() *testsuite.TestWorkflowEnvironment {
 	// Time goes on from where the last environment left the cluster.
 	env.SetStartTime(w.clock.Now())
 	w.clock.env = env
-	env.RegisterActivity(&activities.Activities{API: w.api(), Proxmox: w.cfg.Proxmox, Now: env.Now, StartInput: startInput{w}, Runs: w.runs})
+	env.RegisterActivity(&activities.Activities{API: w.api(), Proxmox: w.cfg.Proxmox, Now: env.Now, StartInput: startInput{w}, Runs: w.runs, Proxies: w.proxies})
 	(&workflows.Workflows{Config: w.cfg}).Register(env)
 	env.RegisterWorkflowWithOptions(entityStub, workflow.RegisterOptions{Name: entityStubName})
 	return env

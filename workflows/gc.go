@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -95,11 +94,10 @@ func (r CollectGarbageResult) Failed() bool {
 
 // CollectGarbage finds, and unless DryRun deletes, what pveflow left on the cluster that nothing
 // needs any more:
-//   - VMs with pveflow's mark whose UID is not in Keep, through a DeleteProxy of that UID, a child
-//     with the delete's own workflow ID, so that a create and a delete of the UID still exclude
-//     each other and only VMs with the UID's mark go. A UID whose create runs is skipped: it is
-//     not garbage yet: DescribeRun asks Temporal, as exclusion.go does. A UID whose delete runs
-//     is skipped too: the child's start finds it running.
+//   - VMs with pveflow's mark whose UID is not in Keep, through the Proxy entity of that UID:
+//     RequestDelete asks it for the proxy to be absent, and it runs its DeleteProxy one
+//     operation at a time with the proxy's other requests, so only VMs with the UID's mark go.
+//     A UID whose create runs is skipped: it is not garbage yet: DescribeRun asks Temporal.
 //   - seed ISOs named after a UID (proxy.SeedISOOwner) of a name that no VM has, with the
 //     DeleteVolume call, after the VMs and only if a fresh look still finds no VM of the name.
 //
@@ -291,7 +289,9 @@ func (g *collector) createRuns(uid string) (bool, error) {
 	return run.Running, nil
 }
 
-// deleteVMs deletes the VMs found, one DeleteProxy per UID, listConcurrency UIDs at a time.
+// deleteVMs deletes the VMs found, through the Proxy entities of their UIDs, listConcurrency
+// UIDs at a time. A delete goes on in its entity when the collection is stopped: a half-done
+// delete would be garbage of its own.
 func (g *collector) deleteVMs(vms []GarbageVM) error {
 	var uids []string
 	for _, v := range vms {
@@ -299,40 +299,29 @@ func (g *collector) deleteVMs(vms []GarbageVM) error {
 			uids = append(uids, v.UID)
 		}
 	}
+	var a *activities.Activities
 	for start := 0; start < len(uids); start += listConcurrency {
 		batch := uids[start:min(start+listConcurrency, len(uids))]
 		g.t.step(fmt.Sprintf("delete the VMs of %d proxies", len(batch)))
-		deletes := make([]workflow.ChildWorkflowFuture, len(batch))
+		deletes := make([]workflow.Future, len(batch))
 		for i, uid := range batch {
-			deletes[i] = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(g.ctx, deleteChildOptions(uid)), DeleteProxyName,
-				DeleteProxyInput{UID: uid, ProviderID: providerIDOf(vms, uid)})
+			req := activities.ProxyDelete{UID: uid, ProviderID: providerIDOf(vms, uid), RequestID: workflow.GetInfo(g.ctx).WorkflowExecution.ID + "/" + uid}
+			deletes[i] = execute(g.ctx, g.s.requestOptions(g.s.deleteBudget(), "delete proxy "+uid), a.RequestDelete, req)
 		}
 		for i, uid := range batch {
-			var res DeleteProxyResult
-			err := deletes[i].Get(g.ctx, &res)
+			var out activities.ProxyDeleteOutcome
+			err := deletes[i].Get(g.ctx, &out)
 			if temporal.IsCanceledError(err) {
 				return err
 			}
 			for j := range vms {
 				if vms[j].UID == uid {
-					vms[j].Outcome, vms[j].Detail = vmOutcome(vms[j], res, err)
+					vms[j].Outcome, vms[j].Detail = vmOutcome(vms[j], out, err)
 				}
 			}
 		}
 	}
 	return nil
-}
-
-// deleteChildOptions start the DeleteProxy of uid as DeleteOptions do: under its own workflow ID,
-// which a delete of uid that runs already holds, so this one then does not start. The delete
-// outlives a collection that is stopped: a half-done delete would be garbage of its own.
-func deleteChildOptions(uid string) workflow.ChildWorkflowOptions {
-	return workflow.ChildWorkflowOptions{
-		WorkflowID:            DeleteWorkflowID(uid),
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		TypedSearchAttributes: temporal.NewSearchAttributes(ProxyUIDKey.ValueSet(uid)),
-	}
 }
 
 // providerIDOf is the provider ID of the first VM of uid, which names the proxy's VM for its
@@ -342,17 +331,16 @@ func providerIDOf(vms []GarbageVM, uid string) string {
 	return proxy.FormatProviderID(vms[i].VMID, vms[i].Name)
 }
 
-// vmOutcome is what became of VM v, given the DeleteProxy of its UID.
-func vmOutcome(v GarbageVM, res DeleteProxyResult, err error) (outcome, detail string) {
+// vmOutcome is what became of VM v, given the delete of its UID: the entity refused it, or its
+// delete failed or left v alone.
+func vmOutcome(v GarbageVM, out activities.ProxyDeleteOutcome, err error) (outcome, detail string) {
 	switch {
-	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
-		return GarbageSkipped, DeleteWorkflowID(v.UID) + " runs"
 	case err != nil:
-		return GarbageFailed, err.Error()
-	case slices.ContainsFunc(res.Destroyed, func(r activities.VMRef) bool { return r.VMID == v.VMID }):
+		return GarbageFailed, failureText("delete of proxy "+v.UID, err)
+	case slices.ContainsFunc(out.Destroyed, func(r activities.VMRef) bool { return r.VMID == v.VMID }):
 		return GarbageDeleted, ""
 	}
-	return GarbageSkipped, DeleteWorkflowID(v.UID) + " left it alone: it no longer carries the mark of " + v.UID
+	return GarbageSkipped, "the delete of " + ProxyWorkflowID(v.UID) + " left it alone: it no longer carries the mark of " + v.UID
 }
 
 // deleteISOs deletes the seed ISOs found, once a fresh look finds still no VM of their names:

@@ -1,18 +1,23 @@
 package workflows_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/workflows"
 )
+
+// thirdUID is a proxy's beside uid's and otherUID's.
+const thirdUID = "3c9a1b2d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 
 func (w *world) collect(in workflows.CollectGarbageInput) (workflows.CollectGarbageResult, error) {
 	return w.collectIn(w.env(), in)
@@ -59,7 +64,31 @@ func TestCollectGarbage_deletesOrphanVMAndLeavesKeptOne(t *testing.T) {
 
 	require.NoError(t, err)
 	assert.Equal(t, []workflows.GarbageVM{{UID: otherUID, VMID: orphan.VMID, Node: "pve1", Name: proxy.NameFromUID(otherUID), Outcome: workflows.GarbageDeleted}}, res.VMs)
-	assert.Equal(t, []int{kept.VMID}, w.vmids())
+	require.Len(t, w.proxies.deleted(), 1, "the kept one's entity is never asked")
+	assert.Equal(t, otherUID, w.proxies.deleted()[0].UID)
+	assert.Equal(t, proxy.FormatProviderID(orphan.VMID, proxy.NameFromUID(otherUID)), w.proxies.deleted()[0].ProviderID)
+	assert.Equal(t, "default-test-workflow-id/"+otherUID, w.proxies.deleted()[0].RequestID)
+	assert.Zero(t, w.cluster.CallCount("Destroy"), "the entity's DeleteProxy destroys it, not the collection")
+	assert.Equal(t, []int{kept.VMID}, slices.DeleteFunc(w.vmids(), func(id int) bool { return id == orphan.VMID }))
+}
+
+func TestCollectGarbage_asksEachOrphanUIDOnce(t *testing.T) {
+	w := newWorld(t)
+	first, second := proxyVM(w, otherUID, true), proxyVM(w, thirdUID, false)
+	w.add(first, second)
+
+	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+
+	require.NoError(t, err)
+	var asked []string
+	for _, d := range w.proxies.deleted() {
+		asked = append(asked, d.UID)
+	}
+	assert.ElementsMatch(t, []string{otherUID, thirdUID}, asked)
+	require.Len(t, res.VMs, 2)
+	for _, v := range res.VMs {
+		assert.Equal(t, workflows.GarbageDeleted, v.Outcome, v.UID)
+	}
 }
 
 func TestCollectGarbage_createdProxyWithItsISOIsKept(t *testing.T) {
@@ -73,9 +102,10 @@ func TestCollectGarbage_createdProxyWithItsISOIsKept(t *testing.T) {
 	assert.Empty(t, res.ISOs, "the seed ISO has its VM")
 	assert.Equal(t, []int{created.VMID}, w.vmids())
 	assert.Len(t, w.isos(), 1)
+	assert.Empty(t, w.proxies.deleted())
 }
 
-func TestCollectGarbage_orphanProxyGoesWithItsSeedISOThroughDeleteProxy(t *testing.T) {
+func TestCollectGarbage_orphanProxyGoesThroughItsEntityWhichTakesItsSeedISO(t *testing.T) {
 	w, created := created(t)
 	w.advance(2 * workflows.DefaultGrace)
 
@@ -85,9 +115,10 @@ func TestCollectGarbage_orphanProxyGoesWithItsSeedISOThroughDeleteProxy(t *testi
 	require.Len(t, res.VMs, 1)
 	assert.Equal(t, created.VMID, res.VMs[0].VMID)
 	assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome)
-	assert.Empty(t, res.ISOs, "not an orphan when listed: its VM existed, and its delete took it")
-	assert.Empty(t, w.vms())
-	assert.Empty(t, w.isos())
+	assert.Empty(t, res.ISOs, "not an orphan when listed: its VM existed, and its delete takes it")
+	require.Len(t, w.proxies.deleted(), 1)
+	assert.Equal(t, uid, w.proxies.deleted()[0].UID)
+	assert.Zero(t, w.cluster.CallCount("DeleteVolume"))
 }
 
 func TestCollectGarbage_unmarkedOrForeignVMNeverTouched(t *testing.T) {
@@ -101,7 +132,7 @@ func TestCollectGarbage_unmarkedOrForeignVMNeverTouched(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, res.VMs)
 	assert.Equal(t, []int{unmarked.VMID}, w.vmids())
-	assert.Zero(t, w.cluster.CallCount("Destroy"))
+	assert.Empty(t, w.proxies.deleted())
 }
 
 func TestCollectGarbage_markWithoutUIDSkipped(t *testing.T) {
@@ -116,7 +147,7 @@ func TestCollectGarbage_markWithoutUIDSkipped(t *testing.T) {
 	require.Len(t, res.VMs, 1)
 	assert.Equal(t, workflows.GarbageSkipped, res.VMs[0].Outcome)
 	assert.Contains(t, res.VMs[0].Detail, "no UID")
-	assert.Equal(t, []int{nameless.VMID}, w.vmids())
+	assert.Empty(t, w.proxies.deleted())
 }
 
 func TestCollectGarbage_vmYoungerThanGraceKept(t *testing.T) {
@@ -135,6 +166,7 @@ func TestCollectGarbage_vmYoungerThanGraceKept(t *testing.T) {
 	assert.Equal(t, 10*time.Minute, res.YoungVMs[0].Age)
 	assert.Equal(t, workflows.GarbageSkipped, res.YoungVMs[0].Outcome)
 	assert.Equal(t, workflows.DefaultGrace, res.Grace)
+	assert.Empty(t, w.proxies.deleted())
 }
 
 func TestCollectGarbage_orphanISO(t *testing.T) {
@@ -203,8 +235,7 @@ func TestCollectGarbage_uidWithRunningCreateSkipped(t *testing.T) {
 	require.Len(t, res.VMs, 1)
 	assert.Equal(t, workflows.GarbageSkipped, res.VMs[0].Outcome)
 	assert.Equal(t, workflows.CreateWorkflowID(otherUID)+" runs", res.VMs[0].Detail)
-	assert.Equal(t, []int{orphan.VMID}, w.vmids())
-	assert.Zero(t, w.cluster.CallCount("Destroy"))
+	assert.Empty(t, w.proxies.deleted())
 }
 
 func TestCollectGarbage_dryRunDeletesNothing(t *testing.T) {
@@ -223,9 +254,8 @@ func TestCollectGarbage_dryRunDeletesNothing(t *testing.T) {
 	assert.Equal(t, workflows.GarbageISO{VolID: volid, Node: "pve1", Storage: "local", CreatedAt: res.ISOs[0].CreatedAt, Outcome: workflows.GarbageFound}, res.ISOs[0])
 	assert.Equal(t, []int{orphan.VMID}, w.vmids())
 	assert.Equal(t, []string{volid}, w.isos())
-	for _, method := range []string{"Stop", "Destroy", "DeleteVolume"} {
-		assert.Zero(t, w.cluster.CallCount(method), method)
-	}
+	assert.Zero(t, w.cluster.CallCount("DeleteVolume"))
+	assert.Empty(t, w.proxies.deleted())
 }
 
 func TestCollectGarbage_listFailureFailsTheRunAndDeletesNothing(t *testing.T) {
@@ -244,30 +274,55 @@ func TestCollectGarbage_listFailureFailsTheRunAndDeletesNothing(t *testing.T) {
 			_, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
 
 			assert.Equal(t, workflows.FailTransient, failureType(t, err))
-			assert.Len(t, w.vms(), 1)
-			assert.Zero(t, w.cluster.CallCount("Destroy"))
+			assert.Empty(t, w.proxies.deleted())
 		})
 	}
 }
 
-func TestCollectGarbage_failedDeleteReportedAndOthersGoOn(t *testing.T) {
+func TestCollectGarbage_deleteTheEntityRefusesOrFailsIsReportedAndOthersGoOn(t *testing.T) {
+	tests := map[string]error{
+		"refused": temporal.NewApplicationError("proxy "+otherUID+": a change runs, and is not superseded by a delete", "*errors.errorString"),
+		"failed": temporal.NewNonRetryableApplicationError("destroy VM 123456 on node pve1: Permission check failed (/vms/123456, VM.Allocate)",
+			workflows.FailPermanent, nil),
+	}
+	for name, answer := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			orphan := proxyVM(w, otherUID, false)
+			w.add(orphan)
+			volid := w.orphanISO("a-uid-without-vm")
+			w.advance(2 * workflows.DefaultGrace)
+			w.proxies.failDelete[otherUID] = answer
+
+			res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+
+			require.NoError(t, err)
+			assert.True(t, res.Failed())
+			require.Len(t, res.VMs, 1)
+			assert.Equal(t, workflows.GarbageFailed, res.VMs[0].Outcome)
+			var appErr *temporal.ApplicationError
+			require.ErrorAs(t, answer, &appErr)
+			assert.Equal(t, "delete of proxy "+otherUID+" (request default-test-workflow-id/"+otherUID+"): "+appErr.Message(), res.VMs[0].Detail)
+			require.Len(t, res.ISOs, 1)
+			assert.Equal(t, workflows.GarbageDeleted, res.ISOs[0].Outcome)
+			assert.NotContains(t, w.isos(), volid)
+		})
+	}
+}
+
+func TestCollectGarbage_vmTheDeleteLeftAloneSkipped(t *testing.T) {
 	w := newWorld(t)
 	orphan := proxyVM(w, otherUID, false)
 	w.add(orphan)
-	volid := w.orphanISO("a-uid-without-vm")
-	w.advance(2 * workflows.DefaultGrace)
-	w.cluster.FailNext("Destroy", &pve.APIError{Status: 403, Reason: "Permission check failed", Message: "Permission check failed (/vms/" + itoa(orphan.VMID) + ", VM.Allocate)"})
+	w.proxies.unmarked = []string{otherUID}
 
 	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
-	assert.True(t, res.Failed())
 	require.Len(t, res.VMs, 1)
-	assert.Equal(t, workflows.GarbageFailed, res.VMs[0].Outcome)
-	assert.Contains(t, res.VMs[0].Detail, "Permission check failed")
-	require.Len(t, res.ISOs, 1)
-	assert.Equal(t, workflows.GarbageDeleted, res.ISOs[0].Outcome)
-	assert.NotContains(t, w.isos(), volid)
+	assert.Equal(t, workflows.GarbageSkipped, res.VMs[0].Outcome)
+	assert.Equal(t, "the delete of proxy/"+otherUID+" left it alone: it no longer carries the mark of "+otherUID, res.VMs[0].Detail)
+	assert.False(t, res.Failed())
 }
 
 func TestCollectGarbage_refusedInput(t *testing.T) {

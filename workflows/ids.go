@@ -94,7 +94,8 @@ func ListProxiesWorkflowID(requestID string) string { return "list-proxies/" + r
 func CheckHealthWorkflowID(requestID string) string { return "check-health/" + requestID }
 
 // CollectGarbageWorkflowID is the workflow ID of one CollectGarbage. Every run has a request ID
-// of its own: two runs at once are harmless, as each deletes through DeleteProxy's own ID.
+// of its own: two runs at once are harmless, as each deletes through the Proxy entity of a UID,
+// which runs one operation at a time.
 func CollectGarbageWorkflowID(requestID string) string { return "collect-garbage/" + requestID }
 
 // HealthScheduleID is the ID of the Temporal Schedule that runs CheckHealth on taskQueue.

@@ -17,7 +17,7 @@ type Workflows struct {
 }
 
 // Register registers every workflow under its recorded name, with its versioning behavior
-// (deployment.go): the short workflows Pinned, the long-lived CloneAdmission and Proxy
+// (deployment.go): the short workflows Pinned, the long-lived CloneAdmission, Proxy and Rollout
 // AutoUpgrade.
 func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	short := func(name string) workflow.RegisterOptions {
@@ -32,6 +32,7 @@ func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(w.CollectGarbage, short(CollectGarbageName))
 	r.RegisterWorkflowWithOptions(w.CloneAdmission, workflow.RegisterOptions{Name: CloneAdmissionName, VersioningBehavior: longLivedBehavior})
 	r.RegisterWorkflowWithOptions(w.Proxy, workflow.RegisterOptions{Name: ProxyName, VersioningBehavior: longLivedBehavior})
+	r.RegisterWorkflowWithOptions(w.Rollout, workflow.RegisterOptions{Name: RolloutName, VersioningBehavior: longLivedBehavior})
 }
 
 // settings is what a run takes from the worker's configuration. It is read once, in a side
@@ -48,6 +49,8 @@ type settings struct {
 	Poll       config.Poll      `json:"poll"`
 	Clones     config.Clones    `json:"clones"`
 	Entity     config.Entity    `json:"entity"`
+	// MachineTypes are what a Proxy entity's checks compare its VM with.
+	MachineTypes map[string]config.MachineType `json:"machineTypes,omitempty"`
 }
 
 func settingsOf(c config.Config) settings {
@@ -63,6 +66,9 @@ func settingsOf(c config.Config) settings {
 		Poll:       c.Poll,
 		Clones:     c.Clones,
 		Entity:     c.Entity,
+		// Recorded for the entity alone: the operations resolve their placement once, with
+		// the image and zone.
+		MachineTypes: c.Proxmox.MachineTypes,
 	}
 }
 

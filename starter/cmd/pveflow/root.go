@@ -107,7 +107,7 @@ func (c *cli) command() *cobra.Command {
 		"the workers' task queue `Q`; $PVEFLOW_TASK_QUEUE sets the default")
 	root.AddCommand(
 		c.createCommand(), c.updateCommand(), c.deleteCommand(), c.statusCommand(), c.waitCommand(), c.resultCommand(),
-		c.listCommand(), c.getCommand(), c.lsCommand(), c.checkCommand(), c.gcCommand(), c.demoCommand(),
+		c.listCommand(), c.getCommand(), c.lsCommand(), c.checkCommand(), c.gcCommand(), c.rolloutCommand(), c.demoCommand(),
 		c.codecServerCommand(), c.codecKeygenCommand(), c.versionCommand(), completionCommand(root),
 	)
 	root.SetHelpCommand(helpCommand(root))
