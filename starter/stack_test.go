@@ -72,40 +72,13 @@ func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options, 
 		starter: starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(server.Namespace())),
 	}
 	s.register = func(r worker.Registry) {
+		// Rollout's and CollectGarbage's requests go to the entities through the starter.
 		(&workflows.Workflows{Config: cfg}).Register(r)
 		temporalSide := &activities.HistoryStartInput{Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter}
-		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide, Proxies: starterProxies{s}})
+		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide, Proxies: starter.EntityProxies{Client: s.starter}})
 	}
 	s.startWorker()
 	return s
-}
-
-// starterProxies sends the requests of RequestChange and RequestDelete (Rollout's and
-// CollectGarbage's) through the stack's starter, as a worker's activities.Proxies does.
-type starterProxies struct{ s *stack }
-
-func (e starterProxies) ChangeProxy(ctx context.Context, req activities.ProxyChange) (activities.ProxyChangeOutcome, error) {
-	r, err := e.s.starter.Change(ctx, workflows.ChangeRequest{UID: req.UID, Image: req.Image, MachineType: req.MachineType}, starter.WithUpdateID(req.RequestID))
-	if err != nil {
-		return activities.ProxyChangeOutcome{}, err
-	}
-	var res workflows.ChangeProxyResult
-	if err := r.Get(ctx, &res); err != nil {
-		return activities.ProxyChangeOutcome{}, err
-	}
-	return activities.ProxyChangeOutcome{VMID: res.VMID, Node: res.Node, IPv4: res.IPv4, Changed: res.Changed, Restarted: res.Restarted, Rebuilt: res.Rebuilt}, nil
-}
-
-func (e starterProxies) DeleteProxy(ctx context.Context, req activities.ProxyDelete) (activities.ProxyDeleteOutcome, error) {
-	r, err := e.s.starter.Delete(ctx, workflows.DeleteProxyInput{UID: req.UID, ProviderID: req.ProviderID}, starter.WithUpdateID(req.RequestID))
-	if err != nil {
-		return activities.ProxyDeleteOutcome{}, err
-	}
-	var res workflows.DeleteProxyResult
-	if err := r.Get(ctx, &res); err != nil {
-		return activities.ProxyDeleteOutcome{}, err
-	}
-	return activities.ProxyDeleteOutcome{Destroyed: res.Destroyed}, nil
 }
 
 // startWorker starts a worker on the stack's task queue; the server stops it when the test ends.

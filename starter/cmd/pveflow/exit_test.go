@@ -18,6 +18,7 @@ import (
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/syncbuf"
 	"github.com/pveflow/pveflow/internal/testserver"
+	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -28,14 +29,16 @@ const (
 	queueUnhealthy = "exit-unhealthy" // a configured node the cluster does not have
 )
 
-// serveWorkflows runs a worker on taskQueue that runs the workflows of cfg over cluster.
+// serveWorkflows runs a worker on taskQueue that runs the workflows of cfg over cluster, and
+// sends Rollout's and CollectGarbage's requests to the entities on taskQueue.
 func serveWorkflows(server *testserver.Server, taskQueue string, cfg config.Config, cluster *pvesim.Cluster) {
+	entities := starter.EntityProxies{Client: starter.New(server.Client(), taskQueue, starter.WithNamespace(server.Namespace()))}
 	server.NewWorker(taskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
 		history := &activities.HistoryStartInput{
 			Service: server.Client().WorkflowService(), Namespace: server.Namespace(), DataConverter: converter.GetDefaultDataConverter(),
 		}
-		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: history, Runs: history})
+		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: history, Runs: history, Proxies: entities})
 	})
 }
 
