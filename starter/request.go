@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -135,12 +137,29 @@ func (c *Client) request(ctx context.Context, r *Request, update string, arg any
 		return nil, fmt.Errorf("send %s of proxy %s to %s: %w", r.Kind, r.UID, workflows.ProxyWorkflowID(r.UID), err)
 	}
 	if err := refusal(handle); err != nil {
-		return nil, refused{fmt.Errorf("%s of proxy %s refused: %w", r.Kind, r.UID, err), ErrRejected}
+		return nil, refused{rejection{r, err}, ErrRejected}
 	}
 	r.UpdateID = handle.UpdateID()
 	r.handle = handle
 	return r, nil
 }
+
+// rejection is a request the entity refused with err: one line, its validator's message
+// without the request it names again and without the causes the SDK appends.
+type rejection struct {
+	r   *Request
+	err error
+}
+
+func (e rejection) Error() string {
+	msg := e.err.Error()
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](e.err); ok {
+		msg = strings.TrimPrefix(appErr.Message(), fmt.Sprintf("%s proxy %s: ", e.r.Kind, e.r.UID))
+	}
+	return fmt.Sprintf("%s of proxy %s refused: %s", e.r.Kind, e.r.UID, msg)
+}
+
+func (e rejection) Unwrap() error { return e.err }
 
 // refusal is the error the entity refused an update with, or nil when it accepted it. A refused
 // update comes back completed with its failure; an accepted one, unless it completed at once,

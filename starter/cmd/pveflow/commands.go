@@ -321,7 +321,7 @@ func desiredText(d workflows.DesiredState) string {
 	var parts []string
 	for _, p := range []struct{ name, value string }{
 		{"name", d.Name}, {"image", d.Image}, {"machine type", d.MachineType}, {"zone", d.Zone},
-		{"user-data sha256", d.UserDataSHA256}, {"instance-id", d.InstanceID},
+		{"user-data sha256", clip(d.UserDataSHA256, 13)}, {"instance-id", d.InstanceID},
 	} {
 		if p.value != "" {
 			parts = append(parts, p.name+" "+p.value)
