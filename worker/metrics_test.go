@@ -106,8 +106,9 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 		require.NoError(t, err)
 		reqs = append(reqs, req)
 	}
-	bad, err := s.Create(context.Background(), workflows.CreateProxyInput{UID: badUID, Image: "no-such-image", MachineType: "small"})
-	require.NoError(t, err)
+	// The proxy's entity refuses an unknown image before any CreateProxy runs.
+	_, err = s.Create(context.Background(), workflows.CreateProxyInput{UID: badUID, Image: "no-such-image", MachineType: "small"})
+	require.ErrorIs(t, err, starter.ErrRejected)
 	waitCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	created := make(chan error, len(uids))
@@ -131,7 +132,6 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 		running, _ := m.value("pveflow_clones_running", map[string]string{"storage": storage})
 		mostQueued, mostRunning = max(mostQueued, queued), max(mostRunning, running)
 	}
-	require.Error(t, bad.Get(waitCtx, nil))
 	del, err := s.Delete(context.Background(), workflows.DeleteProxyInput{UID: uids[0]})
 	require.NoError(t, err)
 	require.NoError(t, del.Get(waitCtx, nil), w.stderr.String())
@@ -145,10 +145,8 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 		want   float64
 	}{
 		{"pveflow_proxies_created_total", map[string]string{"outcome": "completed", "failure_type": ""}, 2},
-		{"pveflow_proxies_created_total", map[string]string{"outcome": "failed", "failure_type": "Permanent"}, 1},
 		{"pveflow_proxies_deleted_total", map[string]string{"outcome": "completed", "failure_type": ""}, 1},
 		{"pveflow_proxy_create_duration_seconds", map[string]string{"outcome": "completed"}, 2},
-		{"pveflow_proxy_create_duration_seconds", map[string]string{"outcome": "failed"}, 1},
 		{"pveflow_proxy_delete_duration_seconds", map[string]string{"outcome": "completed"}, 1},
 		{"pveflow_proxmox_request_duration_seconds", map[string]string{"method": "Clone", "status_class": "2xx"}, 2},
 		{"pveflow_proxmox_request_duration_seconds", map[string]string{"method": "UploadISO", "status_class": "2xx"}, 2},
