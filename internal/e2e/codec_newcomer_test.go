@@ -8,9 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/internal/pvesim"
@@ -84,16 +82,6 @@ func requireOneLine(t *testing.T, err error, want string) {
 	assert.NotContains(t, err.Error(), secret)
 }
 
-// workerFailure is the failure of the create of uid as the worker's own client, which holds
-// the key, reads it.
-func workerFailure(t *testing.T, s *stack, uid string) *temporal.ApplicationError {
-	t.Helper()
-	err := s.client.GetWorkflow(context.Background(), workflows.CreateWorkflowID(uid), "").Get(context.Background(), nil)
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr)
-	return appErr
-}
-
 // TestE2E_newcomerCLIAgainstAnEncryptingWorker follows a newcomer who runs the CLI against
 // make run's stack, whose worker encrypts: without the key, with another key, and with the
 // worker's key.
@@ -102,30 +90,26 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 	cluster := newCluster()
 	s := encryptingStack(t, cluster, workerKey)
 
-	t.Run("without the key the worker refuses the input and the CLI says to set the key", func(t *testing.T) {
+	t.Run("without the key the worker refuses the request and the CLI says to set the key", func(t *testing.T) {
 		const uid = "newcomer-without-key"
 
 		err := createWithSecretThrough(t, cli(t, s, ""), uid)
 
 		requireOneLine(t, err, `the failure's message encrypted with key ID "worker", and PVEFLOW_CODEC_KEY_FILE is not set: `+
 			`set it to the worker's key file (make run: .run/codec.key)`)
-		assert.Equal(t, workflows.FailPermanent, starter.FailureType(err), "pveflow exits 3")
-		refusal := workerFailure(t, s, uid)
-		assert.Contains(t, refusal.Message(), "payload not encrypted, and PVEFLOW_CODEC_KEY_FILE is set here ("+workerKey+"), so it is refused")
-		assert.Contains(t, refusal.Message(), "export PVEFLOW_CODEC_KEY_FILE=<the worker's key file>")
-		// A client without the key writes the input plain, and no codec can take that back: the
-		// secret is in the start event. What the worker does is refuse it at once, so that
-		// nothing else holds it (no activity ran: no seed ISO on Proxmox, no copy in another
-		// event) and the user learns to set the key before the next create; the README has the
-		// CLI set it against make run's stack.
-		events := history(t, s.client, workflows.CreateWorkflowID(uid), "")
-		assert.Equal(t, []string{"WorkflowExecutionStarted"}, eventsHolding(t, events, secret))
-		assert.Equal(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED, events[len(events)-1].GetEventType())
+		assert.ErrorIs(t, err, starter.ErrRejected, "pveflow exits 3")
+		// A client without the key writes the request plain, and no codec could take that back
+		// from a history. The proxy's entity cannot read it, so its validator refuses it before
+		// anything records it: no event holds the secret, no activity ran (no seed ISO on
+		// Proxmox), and the user learns to set the key before the next create; the README has
+		// the CLI set it against make run's stack.
+		events := history(t, s.client, workflows.ProxyWorkflowID(uid), "")
+		assert.Empty(t, eventsHolding(t, events, secret))
 		assert.Empty(t, scheduledActivities(events))
 		assert.Empty(t, leftovers(cluster))
 	})
 
-	t.Run("with another key the worker cannot read the input and the CLI names both", func(t *testing.T) {
+	t.Run("with another key the worker cannot read the request and the CLI names both", func(t *testing.T) {
 		const uid = "newcomer-other-key"
 		otherKey := keyFile(t, "other")
 
@@ -133,10 +117,8 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 
 		requireOneLine(t, err, `the failure's message encrypted with key ID "worker", which PVEFLOW_CODEC_KEY_FILE (`+otherKey+
 			`) does not hold: use the worker's key file`)
-		assert.Equal(t, workflows.FailPermanent, starter.FailureType(err))
-		assert.Contains(t, workerFailure(t, s, uid).Message(),
-			`payload encrypted with key ID "other", which PVEFLOW_CODEC_KEY_FILE (`+workerKey+`) does not hold`)
-		events := history(t, s.client, workflows.CreateWorkflowID(uid), "")
+		assert.ErrorIs(t, err, starter.ErrRejected)
+		events := history(t, s.client, workflows.ProxyWorkflowID(uid), "")
 		assert.Empty(t, eventsHolding(t, events, secret))
 		assert.Empty(t, scheduledActivities(events))
 		assert.Empty(t, leftovers(cluster))
