@@ -14,7 +14,7 @@ import (
 
 func TestClient_getProxyRunsBesideARunningCreateAndFindsItsVM(t *testing.T) {
 	s := startStack(t, 2*time.Second)
-	_, err := s.starter.Create(ctx(t), createInput(uid))
+	req, err := s.starter.Create(ctx(t), createInput(uid))
 	require.NoError(t, err)
 	eventually(t, "the create clones", func() bool { return s.cluster.CallCount("Clone") > 0 })
 
@@ -22,8 +22,8 @@ func TestClient_getProxyRunsBesideARunningCreateAndFindsItsVM(t *testing.T) {
 	assert.ErrorIs(t, err, starter.ErrTransient, "the VM is being cloned")
 	assert.Equal(t, workflows.FailTransient, starter.FailureType(err))
 
-	created, err := s.starter.CreateResult(ctx(t), uid)
-	require.NoError(t, err)
+	var created workflows.CreateProxyResult
+	require.NoError(t, req.Get(ctx(t), &created))
 	for _, key := range []string{uid, created.ProviderID} {
 		got, err := s.starter.GetProxy(ctx(t), key)
 		require.NoError(t, err, key)

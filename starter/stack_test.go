@@ -70,11 +70,12 @@ func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options, 
 	s := &stack{
 		server: server, cluster: cluster,
 		starter: starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(server.Namespace())),
-		register: func(r worker.Registry) {
-			(&workflows.Workflows{Config: cfg}).Register(r)
-			temporalSide := &activities.HistoryStartInput{Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter}
-			r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide})
-		},
+	}
+	s.register = func(r worker.Registry) {
+		// Rollout's and CollectGarbage's requests go to the entities through the starter.
+		(&workflows.Workflows{Config: cfg}).Register(r)
+		temporalSide := &activities.HistoryStartInput{Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter}
+		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide, Proxies: starter.EntityProxies{Client: s.starter}})
 	}
 	s.startWorker()
 	return s

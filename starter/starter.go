@@ -1,12 +1,15 @@
-// Package starter is what an operator uses to drive pveflow: start the create or delete of a proxy
-// by its UID, follow it, read its result, and list proxies by phase; and, through the short read
-// workflows, get what a proxy's VM is doing, list the VMs carrying pveflow's mark, and check the
-// cluster's health (read.go). A Kubernetes controller
-// imports it; the pveflow CLI (starter/cmd/pveflow) is a thin shell around it.
+// Package starter is what an operator uses to drive pveflow: ask a proxy, by its UID, to be
+// created, changed or deleted, follow the operation that serves the request, read the proxy's
+// status, and list proxies by phase; and, through the short read workflows, get what a proxy's
+// VM is doing, list the VMs carrying pveflow's mark, and check the cluster's health (read.go). A
+// Kubernetes controller imports it; the pveflow CLI (starter/cmd/pveflow) is a thin shell
+// around it.
 //
-// Everything is keyed by the Proxy UID: a proxy's create and delete are workflows with IDs of
-// their own (workflows.CreateWorkflowID, workflows.DeleteWorkflowID), and the calls here act on
-// the latest run of the one an Op names.
+// Everything is keyed by the Proxy UID. A proxy is one long-lived workflow, its entity
+// (workflows.ProxyWorkflowID): Create, Change and Delete send it Updates with UpdateWithStart
+// (request.go), and it runs each operation as a child workflow under an ID of its own
+// (workflows.CreateWorkflowID, ChangeWorkflowID, DeleteWorkflowID). Progress, Status and the
+// wait operations act on the latest run of the child an Op names; ProxyProgress on the entity.
 //
 // A Proxy UID is 1 to 128 bytes of ASCII letters, digits, '-', '_' and '.', starting with a
 // letter or digit: Kubernetes UIDs (UUIDs), ULIDs and Kubernetes object names up to 128
@@ -65,13 +68,14 @@ func checkUID(uid string) error {
 	return nil
 }
 
-// Op names one of the two workflows of a proxy.
+// Op names one of the operations of a proxy: the child workflows its entity runs.
 type Op string
 
 // The operations on a proxy.
 const (
-	Create Op = "create"
-	Delete Op = "delete"
+	Create Op = workflows.OpCreate
+	Change Op = workflows.OpChange
+	Delete Op = workflows.OpDelete
 )
 
 // workflowID is the ID of the workflow op of uid, or an error wrapping ErrInvalidUID.
@@ -82,10 +86,12 @@ func (op Op) workflowID(uid string) (string, error) {
 	switch op {
 	case Create:
 		return workflows.CreateWorkflowID(uid), nil
+	case Change:
+		return workflows.ChangeWorkflowID(uid), nil
 	case Delete:
 		return workflows.DeleteWorkflowID(uid), nil
 	}
-	return "", fmt.Errorf("unknown operation %q: want %q or %q", op, Create, Delete)
+	return "", fmt.Errorf("unknown operation %q: want %q, %q or %q", op, Create, Change, Delete)
 }
 
 // Client starts and follows proxy workflows on one task queue. It is safe for concurrent use.
@@ -135,37 +141,6 @@ func New(c client.Client, taskQueue string, opts ...Option) *Client {
 		o(s)
 	}
 	return s
-}
-
-// Create starts the CreateProxy of in.UID, or returns the one that runs already. An invalid
-// in.UID fails with ErrInvalidUID, user-data over workflows.MaxUserDataBytes with
-// ErrUserDataTooLarge, before Temporal is called.
-func (c *Client) Create(ctx context.Context, in workflows.CreateProxyInput) (client.WorkflowRun, error) {
-	if err := checkUID(in.UID); err != nil {
-		return nil, err
-	}
-	if err := workflows.ValidateUserData(in.UserData); err != nil {
-		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrUserDataTooLarge}
-	}
-	run, err := c.temporal.ExecuteWorkflow(ctx, workflows.CreateOptions(in.UID, c.taskQueue), workflows.CreateProxyName, in)
-	if err != nil {
-		return nil, fmt.Errorf("start create of proxy %s: %w", in.UID, err)
-	}
-	return run, nil
-}
-
-// Delete starts the DeleteProxy of in.UID, or returns the one that runs already. A create of
-// the same UID that still runs is cancelled by the delete. An invalid in.UID fails with
-// ErrInvalidUID.
-func (c *Client) Delete(ctx context.Context, in workflows.DeleteProxyInput) (client.WorkflowRun, error) {
-	if err := checkUID(in.UID); err != nil {
-		return nil, err
-	}
-	run, err := c.temporal.ExecuteWorkflow(ctx, workflows.DeleteOptions(in.UID, c.taskQueue), workflows.DeleteProxyName, in)
-	if err != nil {
-		return nil, fmt.Errorf("start delete of proxy %s: %w", in.UID, err)
-	}
-	return run, nil
 }
 
 // CreateResult waits for the latest CreateProxy of uid to close and returns its result. A
@@ -431,26 +406,28 @@ func runState(s enumspb.WorkflowExecutionStatus) string {
 	return cmp.Or(runStates[s], "unknown")
 }
 
-// Proxy is one run of a proxy workflow, as the search attributes show it.
+// Proxy is a proxy as its entity's search attributes show it.
 type Proxy struct {
-	UID   string `json:"uid"`
-	Name  string `json:"name"`
-	Op    Op     `json:"op"`
+	UID string `json:"uid"`
+	// Name is the VM's name.
+	Name string `json:"name,omitempty"`
+	// Phase is one of workflows.ProxyAbsent, ProxyCreating, ProxyPresent, ...
 	Phase string `json:"phase"`
 	Node  string `json:"node,omitempty"`
 	VMID  int    `json:"vmid,omitempty"`
-	// Status is the run's state, as Progress.State.
+	// Status is the state of the entity's run, as Progress.State: running while it holds the
+	// proxy, completed once it closed, absent and idle.
 	Status     string    `json:"status"`
 	WorkflowID string    `json:"workflowID"`
 	RunID      string    `json:"runID"`
 	StartTime  time.Time `json:"startTime"`
 }
 
-// List returns the runs of proxy workflows whose ProxyPhase is phase, or of all of them when
-// phase is empty, newest first. A workflow started more than once appears once per run the
-// namespace still keeps. Visibility lags the workflows by a moment.
+// List returns the proxies, one per entity, whose ProxyPhase is phase, or all of them when
+// phase is empty, newest first: of an entity that continued as new, its latest run. Visibility
+// lags the entities by a moment.
 func (c *Client) List(ctx context.Context, phase string) ([]Proxy, error) {
-	query := fmt.Sprintf("WorkflowType IN (%s, %s)", strconv.Quote(workflows.CreateProxyName), strconv.Quote(workflows.DeleteProxyName))
+	query := fmt.Sprintf("WorkflowType = %s AND ExecutionStatus != 'ContinuedAsNew'", strconv.Quote(workflows.ProxyName))
 	if phase != "" {
 		query += " AND ProxyPhase = " + strconv.Quote(phase)
 	}
@@ -474,7 +451,13 @@ func (c *Client) List(ctx context.Context, phase string) ([]Proxy, error) {
 	}
 	// SQL visibility sorts running runs first; the newest start is what an operator looks for.
 	slices.SortStableFunc(proxies, func(a, b Proxy) int { return b.StartTime.Compare(a.StartTime) })
-	return proxies, nil
+	// An entity that closed and was started again by a later request has a run of each.
+	seen := map[string]bool{}
+	return slices.DeleteFunc(proxies, func(p Proxy) bool {
+		dup := seen[p.WorkflowID]
+		seen[p.WorkflowID] = true
+		return dup
+	}), nil
 }
 
 // dataConverter decodes search attributes, which are stored as plain JSON payloads whatever
@@ -487,12 +470,6 @@ func proxyOf(info *workflowpb.WorkflowExecutionInfo) (Proxy, error) {
 		WorkflowID: info.GetExecution().GetWorkflowId(),
 		RunID:      info.GetExecution().GetRunId(),
 		StartTime:  info.GetStartTime().AsTime(),
-	}
-	switch info.GetType().GetName() {
-	case workflows.CreateProxyName:
-		p.Op = Create
-	case workflows.DeleteProxyName:
-		p.Op = Delete
 	}
 	var vmid int64
 	fields := info.GetSearchAttributes().GetIndexedFields()
@@ -515,14 +492,13 @@ func proxyOf(info *workflowpb.WorkflowExecutionInfo) (Proxy, error) {
 	return p, nil
 }
 
-// FailCanceled is the FailureType of a workflow that was cancelled, as a running create is by
-// the delete of its proxy.
+// FailCanceled is the FailureType of a workflow that was cancelled.
 const FailCanceled = "Canceled"
 
-// FailureType says what kind of failure err, from CreateResult, DeleteResult or a read,
-// reports: workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded,
-// workflows.FailNotFound, FailCanceled, or "" for anything else (the workflow was terminated,
-// the call itself failed).
+// FailureType says what kind of failure err, from a Request's Get, CreateResult, DeleteResult or
+// a read, reports: workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded,
+// workflows.FailNotFound, FailSuperseded, FailCanceled, or "" for anything else (the workflow
+// was terminated, the call itself failed).
 func FailureType(err error) string {
 	if temporal.IsCanceledError(err) {
 		return FailCanceled
@@ -532,7 +508,7 @@ func FailureType(err error) string {
 		return ""
 	}
 	switch t := appErr.Type(); t {
-	case workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded, workflows.FailNotFound:
+	case workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded, workflows.FailNotFound, FailSuperseded:
 		return t
 	}
 	return ""

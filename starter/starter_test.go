@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -18,27 +19,17 @@ import (
 	"github.com/pveflow/pveflow/workflows"
 )
 
-func TestClient_createTwiceWhileRunningReturnsTheRunningRun(t *testing.T) {
-	s := startStack(t, 10*time.Second)
-	first, err := s.starter.Create(ctx(t), createInput(uid))
-	require.NoError(t, err)
-
-	second, err := s.starter.Create(ctx(t), createInput(uid))
-
-	require.NoError(t, err)
-	assert.Equal(t, workflows.CreateWorkflowID(uid), second.GetID())
-	assert.Equal(t, first.GetRunID(), second.GetRunID())
-}
-
 func TestClient_createResultAfterCompletion(t *testing.T) {
 	s := startStack(t, time.Second)
-	run, err := s.starter.Create(ctx(t), createInput(uid))
+	req, err := s.starter.Create(ctx(t), createInput(uid))
 	require.NoError(t, err)
-	require.NoError(t, run.Get(ctx(t), nil))
+	var served workflows.CreateProxyResult
+	require.NoError(t, req.Get(ctx(t), &served))
 
 	res, err := s.starter.CreateResult(ctx(t), uid)
 
 	require.NoError(t, err)
+	assert.Equal(t, served, res, "the result of the CreateProxy that served the request")
 	assert.Equal(t, proxy.FormatProviderID(res.VMID, proxy.NameFromUID(uid)), res.ProviderID)
 	assert.Equal(t, "pve1", res.Node)
 	assert.NotEmpty(t, res.IPv4)
@@ -99,31 +90,31 @@ func TestClient_statusOfAProxyWithoutWorkflowNamesIt(t *testing.T) {
 }
 
 func TestClient_listByPhaseFindsTheProxy(t *testing.T) {
-	s := startStack(t, time.Minute)
-	run, err := s.starter.Create(ctx(t), createInput(uid))
+	s := startStack(t, time.Second)
+	req, err := s.starter.Create(ctx(t), createInput(uid))
 	require.NoError(t, err)
+	var created workflows.CreateProxyResult
+	require.NoError(t, req.Get(ctx(t), &created))
 
 	var found []starter.Proxy
-	eventually(t, "the list of cloning proxies holds the create", func() bool {
-		found, err = s.starter.List(ctx(t), workflows.PhaseCloning)
-		return err == nil && len(found) > 0
+	eventually(t, "the list of present proxies holds the proxy", func() bool {
+		found, err = s.starter.List(ctx(t), workflows.ProxyPresent)
+		return err == nil && len(found) > 0 && found[0].VMID != 0
 	})
 
 	require.Len(t, found, 1)
 	assert.Equal(t, starter.Proxy{
 		UID:        uid,
-		Name:       proxy.NameFromUID(uid),
-		Op:         starter.Create,
-		Phase:      workflows.PhaseCloning,
+		Name:       created.Name,
+		Phase:      workflows.ProxyPresent,
 		Node:       "pve1",
-		VMID:       found[0].VMID,
+		VMID:       created.VMID,
 		Status:     "running",
-		WorkflowID: workflows.CreateWorkflowID(uid),
-		RunID:      run.GetRunID(),
+		WorkflowID: workflows.ProxyWorkflowID(uid),
+		RunID:      found[0].RunID,
 		StartTime:  found[0].StartTime,
 	}, found[0])
-	assert.NotZero(t, found[0].VMID)
-	others, err := s.starter.List(ctx(t), workflows.PhaseCreated)
+	others, err := s.starter.List(ctx(t), workflows.ProxyCreating)
 	require.NoError(t, err)
 	assert.Empty(t, others)
 }
@@ -137,7 +128,7 @@ func TestClient_listIsNewestFirst(t *testing.T) {
 	}
 
 	var found []starter.Proxy
-	eventually(t, "the list holds every create", func() bool {
+	eventually(t, "the list holds every proxy", func() bool {
 		var err error
 		found, err = s.starter.List(ctx(t), "")
 		return err == nil && len(found) == len(uids)
@@ -150,21 +141,22 @@ func TestClient_listIsNewestFirst(t *testing.T) {
 	assert.Equal(t, []string{"proxy-c", "proxy-b", "proxy-a"}, got)
 }
 
-func TestClient_unknownImageFailsPermanent(t *testing.T) {
+func TestClient_aCreateOfAnUnknownImageIsRefusedAtOnce(t *testing.T) {
 	s := startStack(t, time.Second)
 	in := createInput(uid)
 	in.Image = "no-such-image"
+
 	_, err := s.starter.Create(ctx(t), in)
-	require.NoError(t, err)
 
-	_, err = s.starter.CreateResult(ctx(t), uid)
-
-	require.Error(t, err)
-	assert.Equal(t, workflows.FailPermanent, starter.FailureType(err))
+	require.ErrorIs(t, err, starter.ErrRejected)
+	assert.Contains(t, err.Error(), "create of proxy "+uid+" refused: ")
 	assert.Contains(t, err.Error(), "no-such-image")
+	assert.NotContains(t, err.Error(), "\n", "one line")
+	_, err = s.server.Client().DescribeWorkflowExecution(ctx(t), workflows.CreateWorkflowID(uid), "")
+	assert.ErrorAs(t, err, new(*serviceerror.NotFound), "no CreateProxy ran")
 }
 
-func TestClient_deleteRunsAsItsOwnWorkflowAndCancelsTheCreate(t *testing.T) {
+func TestClient_aDeleteSupersedesTheRunningCreate(t *testing.T) {
 	s := startStack(t, 5*time.Second)
 	create, err := s.starter.Create(ctx(t), createInput(uid))
 	require.NoError(t, err)
@@ -173,13 +165,13 @@ func TestClient_deleteRunsAsItsOwnWorkflowAndCancelsTheCreate(t *testing.T) {
 	del, err := s.starter.Delete(ctx(t), workflows.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
-	assert.Equal(t, workflows.DeleteWorkflowID(uid), del.GetID())
-	assert.NotEqual(t, create.GetRunID(), del.GetRunID())
-	res, err := s.starter.DeleteResult(ctx(t), uid)
-	require.NoError(t, err)
+	assert.Equal(t, workflows.DeleteWorkflowID(uid), del.WorkflowID())
+	var res workflows.DeleteProxyResult
+	require.NoError(t, del.Get(ctx(t), &res))
 	assert.Len(t, res.Destroyed, 1, "the clone the create had started")
-	_, err = s.starter.CreateResult(ctx(t), uid)
-	assert.Equal(t, starter.FailCanceled, starter.FailureType(err))
+	err = create.Get(ctx(t), nil)
+	assert.Equal(t, starter.FailSuperseded, starter.FailureType(err), "%v", err)
+	assert.Len(t, s.cluster.VMs(), 1, "the template alone")
 }
 
 func TestFailureType(t *testing.T) {
@@ -196,6 +188,7 @@ func TestFailureType(t *testing.T) {
 		{"quota exceeded", appErr(workflows.FailQuotaExceeded), workflows.FailQuotaExceeded},
 		{"wrapped", fmt.Errorf("create of proxy x: %w", appErr(workflows.FailPermanent)), workflows.FailPermanent},
 		{"canceled", fmt.Errorf("create of proxy x: %w", temporal.NewCanceledError()), starter.FailCanceled},
+		{"superseded", fmt.Errorf("create of proxy x: %w", appErr(starter.FailSuperseded)), starter.FailSuperseded},
 		{"another application error type", appErr("PanicError"), ""},
 		{"not a workflow failure", errors.New("connection refused"), ""},
 		{"nil", nil, ""},

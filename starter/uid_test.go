@@ -39,8 +39,18 @@ func (f *fakeTemporal) call(what, workflowID string) error {
 	return errTemporalUnavailable
 }
 
-func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, opts client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
-	return nil, f.call("ExecuteWorkflow", opts.ID)
+// startOperation is the start of an UpdateWithStart: the workflow ID it starts.
+type startOperation struct {
+	client.WithStartWorkflowOperation
+	id string
+}
+
+func (f *fakeTemporal) NewWithStartWorkflowOperation(opts client.StartWorkflowOptions, _ any, _ ...any) client.WithStartWorkflowOperation {
+	return startOperation{id: opts.ID}
+}
+
+func (f *fakeTemporal) UpdateWithStartWorkflow(_ context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	return nil, f.call("UpdateWithStartWorkflow", opts.StartWorkflowOperation.(startOperation).id)
 }
 
 func (f *fakeTemporal) GetWorkflow(_ context.Context, workflowID, _ string) client.WorkflowRun {
@@ -74,11 +84,23 @@ var uidCalls = []uidCall{
 	{"Create", func(c *starter.Client, uid string) error {
 		_, err := c.Create(context.Background(), createInput(uid))
 		return err
-	}, workflows.CreateWorkflowID},
+	}, workflows.ProxyWorkflowID},
+	{"Change", func(c *starter.Client, uid string) error {
+		_, err := c.Change(context.Background(), workflows.ChangeRequest{UID: uid, MachineType: "large"})
+		return err
+	}, workflows.ProxyWorkflowID},
 	{"Delete", func(c *starter.Client, uid string) error {
 		_, err := c.Delete(context.Background(), workflows.DeleteProxyInput{UID: uid})
 		return err
-	}, workflows.DeleteWorkflowID},
+	}, workflows.ProxyWorkflowID},
+	{"ProxyStatus", func(c *starter.Client, uid string) error {
+		_, err := c.ProxyStatus(context.Background(), uid)
+		return err
+	}, workflows.ProxyWorkflowID},
+	{"ProxyProgress", func(c *starter.Client, uid string) error {
+		_, err := c.ProxyProgress(context.Background(), uid)
+		return err
+	}, workflows.ProxyWorkflowID},
 	{"CreateResult", func(c *starter.Client, uid string) error {
 		_, err := c.CreateResult(context.Background(), uid)
 		return err
@@ -99,6 +121,10 @@ var uidCalls = []uidCall{
 		_, err := c.Progress(context.Background(), uid, starter.Create)
 		return err
 	}, workflows.CreateWorkflowID},
+	{"Progress of change", func(c *starter.Client, uid string) error {
+		_, err := c.Progress(context.Background(), uid, starter.Change)
+		return err
+	}, workflows.ChangeWorkflowID},
 	{"Progress of delete", func(c *starter.Client, uid string) error {
 		_, err := c.Progress(context.Background(), uid, starter.Delete)
 		return err

@@ -34,5 +34,15 @@ func TestClient_userDataAtTheLimitReachesTemporal(t *testing.T) {
 
 	require.ErrorIs(t, err, errTemporalUnavailable)
 	assert.NotErrorIs(t, err, starter.ErrUserDataTooLarge)
-	assert.Equal(t, []string{workflows.CreateWorkflowID(uid)}, temporal.called)
+	assert.Equal(t, []string{workflows.ProxyWorkflowID(uid)}, temporal.called)
+}
+
+func TestClient_changeWithUserDataOverTheLimitRefusedBeforeTemporal(t *testing.T) {
+	c := starter.New(&fakeTemporal{t: t, refuse: true}, workflows.DefaultTaskQueue)
+	big := strings.Repeat("x", workflows.MaxUserDataBytes+1)
+
+	_, err := c.Change(context.Background(), workflows.ChangeRequest{UID: uid, UserData: &big})
+
+	require.ErrorIs(t, err, starter.ErrUserDataTooLarge)
+	assert.EqualError(t, err, "change proxy "+uid+": user-data is 65537 bytes, more than the limit of 65536 (workflows.MaxUserDataBytes)")
 }

@@ -1,6 +1,7 @@
 package starter_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -72,19 +73,31 @@ func TestClient_progressWithTheWorkerStoppedIsDescribed(t *testing.T) {
 	assert.Equal(t, time.Minute, p.Budget)
 }
 
-func TestClient_progressOnATaskQueueNoWorkerPollsSaysSo(t *testing.T) {
+func TestClient_aRequestOnATaskQueueNoWorkerPollsWaitsAndTheProxySaysWhy(t *testing.T) {
 	s := startStack(t, time.Minute)
 	orphan := starter.New(s.server.Client(), "no-worker-here", starter.WithNamespace(s.server.Namespace()))
-	_, err := orphan.Create(ctx(t), createInput(uid))
-	require.NoError(t, err)
+	sendCtx, cancel := context.WithTimeout(ctx(t), 3*time.Second)
+	defer cancel()
+	sent := make(chan error, 1)
+	go func() {
+		_, err := orphan.Create(sendCtx, createInput(uid))
+		sent <- err
+	}()
 
-	p, err := orphan.Progress(ctx(t), uid, starter.Create)
+	var p starter.ProxyProgress
+	eventually(t, "the request started the proxy's entity", func() bool {
+		var err error
+		p, err = orphan.ProxyProgress(ctx(t), uid)
+		return err == nil
+	})
 
-	require.NoError(t, err)
 	assert.Equal(t, starter.SourceDescribed, p.Source)
 	assert.Equal(t, "no worker polls task queue no-worker-here", p.QueryError)
 	assert.Equal(t, starter.Workers{TaskQueue: "no-worker-here"}, p.Workers)
 	assert.Equal(t, "running", p.State)
+	assert.Equal(t, uid, p.UID)
+	assert.Nil(t, p.OperationProgress, "no worker took the request")
+	assert.ErrorAs(t, <-sent, new(*client.WorkflowUpdateServiceTimeoutOrCanceledError), "no worker accepted the request")
 }
 
 func TestClient_progressWithAWorkerSaysWhenItLastPolled(t *testing.T) {
@@ -146,9 +159,9 @@ func TestClient_pausedWaitPollsAgainWhenResumed(t *testing.T) {
 
 func TestClient_waitOperationsNeedAPendingWait(t *testing.T) {
 	s := startStack(t, time.Second)
-	run, err := s.starter.Create(ctx(t), createInput(uid))
+	req, err := s.starter.Create(ctx(t), createInput(uid))
 	require.NoError(t, err)
-	require.NoError(t, run.Get(ctx(t), nil))
+	require.NoError(t, req.Get(ctx(t), nil))
 	ref := starter.WaitRef{UID: uid, Op: starter.Create}
 
 	_, err = s.starter.RetryWait(ctx(t), ref)

@@ -270,12 +270,12 @@ func createProxy(t *testing.T, server *testserver.Server, w workerRun) workflows
 	t.Helper()
 	s := starter.New(server.Client(), "worker-test")
 	const uid = "b3a1f9c2-6d4e-4a8b-9c70-2e5f1d3a4b68"
-	_, err := s.Create(context.Background(), workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
-	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := s.CreateResult(ctx, uid)
+	req, err := s.Create(ctx, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
 	require.NoError(t, err, w.stderr.String())
+	var res workflows.CreateProxyResult
+	require.NoError(t, req.Get(ctx, &res), w.stderr.String())
 	return res
 }
 

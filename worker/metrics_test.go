@@ -100,20 +100,20 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 	s := starter.New(server.Client(), "worker-test")
 	uids := []string{"6c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", "7d2e3f4a-5b6c-4d7e-8f9a-0b1c2d3e4f5a"}
 	const badUID = "8e3f4a5b-6c7d-4e8f-9a0b-1c2d3e4f5a6b"
+	var reqs []*starter.Request
 	for _, uid := range uids {
-		_, err := s.Create(context.Background(), workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
+		req, err := s.Create(context.Background(), workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
 		require.NoError(t, err)
+		reqs = append(reqs, req)
 	}
+	// The proxy's entity refuses an unknown image before any CreateProxy runs.
 	_, err = s.Create(context.Background(), workflows.CreateProxyInput{UID: badUID, Image: "no-such-image", MachineType: "small"})
-	require.NoError(t, err)
+	require.ErrorIs(t, err, starter.ErrRejected)
 	waitCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	created := make(chan error, len(uids))
-	for _, uid := range uids {
-		go func() {
-			_, err := s.CreateResult(waitCtx, uid)
-			created <- err
-		}()
+	for _, req := range reqs {
+		go func() { created <- req.Get(waitCtx, nil) }()
 	}
 
 	// While the creates run, the admission of their storage shows one clone running and the
@@ -132,12 +132,9 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 		running, _ := m.value("pveflow_clones_running", map[string]string{"storage": storage})
 		mostQueued, mostRunning = max(mostQueued, queued), max(mostRunning, running)
 	}
-	_, err = s.CreateResult(waitCtx, badUID)
-	require.Error(t, err)
-	_, err = s.Delete(context.Background(), workflows.DeleteProxyInput{UID: uids[0]})
+	del, err := s.Delete(context.Background(), workflows.DeleteProxyInput{UID: uids[0]})
 	require.NoError(t, err)
-	_, err = s.DeleteResult(waitCtx, uids[0])
-	require.NoError(t, err, w.stderr.String())
+	require.NoError(t, del.Get(waitCtx, nil), w.stderr.String())
 	m := scrape(t, url)
 
 	assert.Equal(t, 1.0, mostQueued, "clones queued")
@@ -148,10 +145,8 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 		want   float64
 	}{
 		{"pveflow_proxies_created_total", map[string]string{"outcome": "completed", "failure_type": ""}, 2},
-		{"pveflow_proxies_created_total", map[string]string{"outcome": "failed", "failure_type": "Permanent"}, 1},
 		{"pveflow_proxies_deleted_total", map[string]string{"outcome": "completed", "failure_type": ""}, 1},
 		{"pveflow_proxy_create_duration_seconds", map[string]string{"outcome": "completed"}, 2},
-		{"pveflow_proxy_create_duration_seconds", map[string]string{"outcome": "failed"}, 1},
 		{"pveflow_proxy_delete_duration_seconds", map[string]string{"outcome": "completed"}, 1},
 		{"pveflow_proxmox_request_duration_seconds", map[string]string{"method": "Clone", "status_class": "2xx"}, 2},
 		{"pveflow_proxmox_request_duration_seconds", map[string]string{"method": "UploadISO", "status_class": "2xx"}, 2},

@@ -86,22 +86,20 @@ func TestSecrets_userDataAndTokenAppearInNoLogErrorOrHistory(t *testing.T) {
 	stop := runWorker(sim.TokenFile())
 	in := workflows.CreateProxyInput{UID: "secret-proxy", Image: "debian13", MachineType: "small",
 		UserData: "#cloud-config\npassword: " + userDataSecret + "\n"}
-	_, err = s.Create(ctx, in)
+	req, err := s.Create(ctx, in)
 	require.NoError(t, err)
-	_, err = s.CreateResult(ctx, in.UID)
-	require.NoError(t, err, logs.String())
-	_, err = s.Delete(ctx, workflows.DeleteProxyInput{UID: in.UID})
+	require.NoError(t, req.Get(ctx, nil), logs.String())
+	req, err = s.Delete(ctx, workflows.DeleteProxyInput{UID: in.UID})
 	require.NoError(t, err)
-	_, err = s.DeleteResult(ctx, in.UID)
-	require.NoError(t, err, logs.String())
+	require.NoError(t, req.Get(ctx, nil), logs.String())
 	stop()
 
 	stop = runWorker(wrongToken)
 	refused := in
 	refused.UID = "refused-proxy"
-	_, err = s.Create(ctx, refused)
+	req, err = s.Create(ctx, refused)
 	require.NoError(t, err)
-	_, err = s.CreateResult(ctx, refused.UID)
+	err = req.Get(ctx, nil)
 	require.Error(t, err, "Proxmox refuses the token")
 	assert.Equal(t, "Permanent", starter.FailureType(err))
 	errs = append(errs, err.Error())

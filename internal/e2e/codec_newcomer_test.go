@@ -57,18 +57,19 @@ func envOf(env map[string]string) func(string) string {
 	return func(k string) string { return env[k] }
 }
 
-// createWithSecretThrough starts a create of uid whose user-data holds secret through s, waits
-// for it to close as `pveflow create --wait` does, and returns its error.
+// createWithSecretThrough asks for the proxy of uid with user-data that holds secret through
+// s, waits for the create to close as `pveflow create --wait` does, and returns its error.
 func createWithSecretThrough(t *testing.T, s *starter.Client, uid string) error {
 	t.Helper()
 	in := createInput(uid)
 	in.UserData = "#cloud-config\npassword: " + secret + "\n"
-	_, err := s.Create(context.Background(), in)
-	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = s.CreateResult(ctx, uid)
-	return err
+	req, err := s.Create(ctx, in)
+	if err != nil {
+		return err
+	}
+	return req.Get(ctx, nil)
 }
 
 // requireOneLine checks that err is what `pveflow` prints in one line: want, and no word of

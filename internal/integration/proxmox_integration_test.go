@@ -294,24 +294,24 @@ func (h *harness) vmsInRange(ctx context.Context, t *testing.T) []pve.VMResource
 	return in
 }
 
-// create runs the CreateProxy of in and waits for its result.
+// create asks the proxy of in.UID to be created and waits for its result.
 func (h *harness) create(ctx context.Context, t *testing.T, in workflows.CreateProxyInput) workflows.CreateProxyResult {
 	t.Helper()
-	run, err := h.starter.Create(ctx, in)
+	req, err := h.starter.Create(ctx, in)
 	require.NoError(t, err)
 	var res workflows.CreateProxyResult
-	require.NoError(t, run.Get(ctx, &res), "CreateProxy %s", in.UID)
+	require.NoError(t, req.Get(ctx, &res), "create of proxy %s", in.UID)
 	return res
 }
 
-// delete runs the DeleteProxy of uid and waits for its result.
+// delete asks the proxy of uid to be deleted and waits for its result.
 func (h *harness) delete(ctx context.Context, uid string) (workflows.DeleteProxyResult, error) {
-	run, err := h.starter.Delete(ctx, workflows.DeleteProxyInput{UID: uid})
+	req, err := h.starter.Delete(ctx, workflows.DeleteProxyInput{UID: uid})
 	if err != nil {
 		return workflows.DeleteProxyResult{}, err
 	}
 	var res workflows.DeleteProxyResult
-	return res, run.Get(ctx, &res)
+	return res, req.Get(ctx, &res)
 }
 
 // awaitRunning asks GetProxy until the proxy is Running. Cluster resources, which GetProxy reads

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
@@ -27,9 +27,11 @@ func (c *cli) createCommand() *cobra.Command {
 	var wait bool
 	cmd := &cobra.Command{
 		Use:   "create --uid UID [flags]",
-		Short: "Start creating the proxy of a UID, or join the create that runs",
-		Long: `Starts the CreateProxy workflow of the proxy of UID, or joins the one that runs. With --wait,
-waits for its VM and prints it: provider ID, node and IPv4.
+		Short: "Ask for the proxy of a UID to be created, and with --wait wait for its VM",
+		Long: `Asks the proxy of UID (its entity, workflow proxy/<UID>, started by the first request) to be
+present with the image, machine type, zone and user-data given, and returns once it has
+accepted the request; a request it refuses, such as an unknown image, fails at once. With
+--wait, waits for the CreateProxy that serves it and prints the VM: provider ID, node and IPv4.
 
 The user-data file holds at most 65536 bytes (64 KiB); it is sent to the workflow and never
 printed.`,
@@ -39,21 +41,14 @@ printed.`,
 				return err
 			}
 			if userDataFile != "" {
-				// The file may hold secrets: an error names the file, never its content.
-				data, err := os.ReadFile(userDataFile)
+				data, err := readUserData(cmd, userDataFile)
 				if err != nil {
-					return usageError{fmt.Errorf("create: --user-data-file: %w", err)}
+					return err
 				}
-				in.UserData = string(data)
-				if err := workflows.ValidateUserData(in.UserData); err != nil {
-					return usageError{fmt.Errorf("create: --user-data-file %s: %w", userDataFile, err)}
-				}
+				in.UserData = data
 			}
-			return startAndWait(cmd.Context(), c, starter.Create, in.UID, wait,
-				func(ctx context.Context) (client.WorkflowRun, error) { return c.starter.Create(ctx, in) },
-				func(ctx context.Context, uid string) (workflows.CreateProxyResult, error) {
-					return c.starter.CreateResult(ctx, uid)
-				},
+			return sendAndWait(cmd.Context(), c, starter.Create, in.UID, wait,
+				func(ctx context.Context) (*starter.Request, error) { return c.starter.Create(ctx, in) },
 				c.printCreated)
 		},
 	}
@@ -69,27 +64,81 @@ printed.`,
 	return cmd
 }
 
+// readUserData reads the user-data file of cmd's --user-data-file: a file that cannot be read
+// or is over the limit is a usage error. The file may hold secrets: an error names the file,
+// never its content.
+func readUserData(cmd *cobra.Command, file string) (string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", usageError{fmt.Errorf("%s: --user-data-file: %w", cmd.Name(), err)}
+	}
+	if err := workflows.ValidateUserData(string(data)); err != nil {
+		return "", usageError{fmt.Errorf("%s: --user-data-file %s: %w", cmd.Name(), file, err)}
+	}
+	return string(data), nil
+}
+
+func (c *cli) updateCommand() *cobra.Command {
+	var req workflows.ChangeRequest
+	var userDataFile string
+	cmd := &cobra.Command{
+		Use:   "update --uid UID [--machine-type TYPE] [--user-data-file FILE] [--image IMAGE] [flags]",
+		Short: "Change a present proxy: its machine type, user-data or image; print what changed",
+		Long: `Asks the proxy of UID to change what the flags give, at least one of them, waits for the
+operation that serves the request and prints what changed and whether the guest was restarted.
+A request the proxy refuses, such as an unknown machine type or a change of a proxy that is not
+present, fails at once.
+
+A new machine type writes cores and memory to the VM's config and grows its disk, and restarts
+the guest when it must; new user-data becomes a new seed ISO with a new cloud-init instance-id
+and a reboot, so that cloud-init runs it; a new image rebuilds the VM from the new template
+(a delete and a create).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkUID(cmd, req.UID); err != nil {
+				return err
+			}
+			if req.MachineType == "" && req.Image == "" && userDataFile == "" {
+				return usageError{errors.New("update: give at least one of --machine-type, --user-data-file, --image")}
+			}
+			if userDataFile != "" {
+				data, err := readUserData(cmd, userDataFile)
+				if err != nil {
+					return err
+				}
+				req.UserData = &data
+			}
+			return sendAndWait(cmd.Context(), c, starter.Change, req.UID, true,
+				func(ctx context.Context) (*starter.Request, error) { return c.starter.Change(ctx, req) },
+				c.printChanged)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.UID, "uid", "", "the proxy's `UID` (required)")
+	f.StringVar(&req.MachineType, "machine-type", "", "the new machine `TYPE`: cores, memory, disk")
+	f.StringVar(&userDataFile, "user-data-file", "", "the new cloud-init user-data `FILE` of at most 64 KiB")
+	f.StringVar(&req.Image, "image", "", "the new `IMAGE`: the VM is rebuilt from its template")
+	return cmd
+}
+
 func (c *cli) deleteCommand() *cobra.Command {
 	var in workflows.DeleteProxyInput
 	var wait bool
 	cmd := &cobra.Command{
 		Use:   "delete --uid UID [flags]",
-		Short: "Start deleting the proxy of a UID; a create that still runs is cancelled",
-		Long: `Starts the DeleteProxy workflow of the proxy of UID, which cancels a create of it that still
-runs, destroys its VM and removes its seed ISO. The UID alone finds the proxy's VM. --name (or
-the name in --provider-id) is needed only for the seed ISO of a proxy created with --name
-before pveflow found seed ISOs by UID. With --wait, waits for the delete and prints what it
-destroyed.`,
+		Short: "Ask for the proxy of a UID to be deleted; a create that still runs is superseded",
+		Long: `Asks the proxy of UID to be absent: a create of it that still runs is stopped, and a DeleteProxy
+destroys its VM and removes its seed ISO. Returns once the proxy has accepted the request. The
+UID alone finds the proxy's VM. --name (or the name in --provider-id) is needed only for the
+seed ISO of a proxy created with --name before pveflow found seed ISOs by UID. With --wait,
+waits for the delete and prints what it destroyed.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkUID(cmd, in.UID); err != nil {
 				return err
 			}
-			return startAndWait(cmd.Context(), c, starter.Delete, in.UID, wait,
-				func(ctx context.Context) (client.WorkflowRun, error) { return c.starter.Delete(ctx, in) },
-				func(ctx context.Context, uid string) (workflows.DeleteProxyResult, error) {
-					return c.starter.DeleteResult(ctx, uid)
-				},
+			return sendAndWait(cmd.Context(), c, starter.Delete, in.UID, wait,
+				func(ctx context.Context) (*starter.Request, error) { return c.starter.Delete(ctx, in) },
 				func(res workflows.DeleteProxyResult) error { return c.printDeleted(in.UID, res) })
 		},
 	}
@@ -101,12 +150,11 @@ destroyed.`,
 	return cmd
 }
 
-// startAndWait connects, starts op for uid, and either prints the started run or, with wait,
-// waits for its result with a progress line and prints it with show. start and result run
-// once connected, when c.starter is set.
-func startAndWait[T any](ctx context.Context, c *cli, op starter.Op, uid string, wait bool,
-	start func(context.Context) (client.WorkflowRun, error),
-	result func(context.Context, string) (T, error),
+// sendAndWait connects and sends the request of op for uid with send, saying so when no worker
+// takes it; then it prints the accepted request or, with wait, waits for its result with a
+// progress line and prints it with show.
+func sendAndWait[T any](ctx context.Context, c *cli, op starter.Op, uid string, wait bool,
+	send func(context.Context) (*starter.Request, error),
 	show func(T) error,
 ) error {
 	closeConn, err := c.connect(ctx)
@@ -115,49 +163,93 @@ func startAndWait[T any](ctx context.Context, c *cli, op starter.Op, uid string,
 	}
 	defer closeConn()
 
-	run, err := start(ctx)
-	if err != nil {
+	var req *starter.Request
+	res, err := awaitRequest(ctx, c, op, uid, func(ctx context.Context) (T, error) {
+		if wait {
+			return sendAndGet[T](ctx, op, uid, send)
+		}
+		var res T
+		r, err := send(ctx)
+		req = r
+		return res, err
+	})
+	switch {
+	case err != nil:
 		return err
-	}
-	if !wait {
-		return c.printStarted(op, uid, run)
-	}
-	res, err := waitFor(ctx, c, uid, op, result)
-	if err != nil {
-		return err
+	case !wait:
+		return c.printAccepted(req)
 	}
 	return show(res)
 }
 
+// sendAndGet sends a request of op for uid with send and waits for its result. The failure of
+// the operation that serves it is a failed; a refusal, or any error of send, is as send said.
+func sendAndGet[T any](ctx context.Context, op starter.Op, uid string, send func(context.Context) (*starter.Request, error)) (T, error) {
+	var res T
+	req, err := send(ctx)
+	if err != nil {
+		return res, err
+	}
+	if err := req.Get(ctx, &res); err != nil {
+		return res, failed{op: op, uid: uid, err: err}
+	}
+	return res, nil
+}
+
+// awaitRequest runs call, which sends a request of op for uid and may wait for its result,
+// showing the progress of the operation the proxy runs on stderr about once a second, and
+// saying so when no worker polls its task queue.
+func awaitRequest[T any](ctx context.Context, c *cli, op starter.Op, uid string, call func(context.Context) (T, error)) (T, error) {
+	line := &progressLine{w: c.stderr, width: c.terminalWidth()}
+	defer line.clear()
+	res, err := await(ctx, c, fmt.Sprintf("the %s of proxy %s", op, uid), line, call,
+		func(ctx context.Context) (starter.Workers, error) {
+			p, err := c.starter.ProxyProgress(ctx, uid)
+			if err != nil {
+				// The request has not started the proxy's entity yet.
+				return c.starter.Workers(ctx)
+			}
+			if p.OperationProgress != nil {
+				line.show(*p.OperationProgress, time.Now())
+			}
+			return p.Workers, nil
+		})
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("stopped waiting; the %s of proxy %s goes on: follow it with 'pveflow status --uid %s'", op, uid, uid)
+	}
+	return res, err
+}
+
 func (c *cli) statusCommand() *cobra.Command {
 	var uid string
-	var del bool
 	cmd := &cobra.Command{
-		Use:   "status --uid UID [--delete]",
-		Short: "Where the create (or the delete) of a UID is, and what it waits for",
-		Long: `Says where the create (or, with --delete, the delete) of UID is, and what it waits for: from
-the workflow's status query, or, when no worker answers it, from what Temporal keeps (its
-search attributes and pending wait), with when a worker last polled its task queue.`,
+		Use:   "status --uid UID",
+		Short: "The proxy of a UID: what was asked, what is, the operation that runs and its wait",
+		Long: `Shows the proxy of UID as its entity (workflow proxy/<UID>) answers its status query: its phase,
+the spec last asked for, the VM as last seen (and any drift from the spec), the operation that
+runs with its step and the wait it is in, the requests queued behind it, the last failure and
+the latest operations. When no worker answers the query, it shows what Temporal keeps (the
+entity's search attributes), with when a worker last polled its task queue.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkUID(cmd, uid); err != nil {
 				return err
 			}
-			return c.status(cmd.Context(), uid, opOf(del))
+			return c.status(cmd.Context(), uid)
 		},
 	}
-	proxyOpFlags(cmd, &uid, &del)
+	cmd.Flags().StringVar(&uid, "uid", "", "the proxy's `UID` (required)")
 	return cmd
 }
 
-func (c *cli) status(ctx context.Context, uid string, op starter.Op) error {
+func (c *cli) status(ctx context.Context, uid string) error {
 	closeConn, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
 
-	p, err := c.starter.Progress(ctx, uid, op)
+	p, err := c.starter.ProxyProgress(ctx, uid)
 	if err != nil {
 		return err
 	}
@@ -165,50 +257,143 @@ func (c *cli) status(ctx context.Context, uid string, op starter.Op) error {
 		return c.printJSON(p)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "proxy\t%s (%s)\n", p.UID, p.Name)
-	fmt.Fprintf(tw, "%s\t%s\n", op, p.State)
+	fmt.Fprintf(tw, "proxy\t%s\n", p.UID)
 	fmt.Fprintf(tw, "phase\t%s\n", p.Phase)
-	if p.Step != "" {
-		fmt.Fprintf(tw, "step\t%s\n", p.Step)
+	fmt.Fprintf(tw, "entity\t%s, workflow %s\n", p.State, workflows.ProxyWorkflowID(uid))
+	switch {
+	case p.Source == starter.SourceQuery:
+		fmt.Fprintf(tw, "desired\t%s\n", desiredText(p.Desired))
+	case p.Desired.Name != "":
+		// Described, the spec is unknown but for the name of the search attributes.
+		fmt.Fprintf(tw, "name\t%s\n", p.Desired.Name)
 	}
-	if p.VMID != 0 {
-		fmt.Fprintf(tw, "vm\t%d on node %s\n", p.VMID, p.Node)
+	if o := observedText(p.Observed); o != "" {
+		fmt.Fprintf(tw, "observed\t%s\n", o)
 	}
-	if p.UPID != "" {
-		fmt.Fprintf(tw, "task\t%s\n", p.UPID)
+	for _, d := range p.Observed.Drift {
+		fmt.Fprintf(tw, "drift\t%s\n", d)
 	}
-	if p.ActivityID != "" {
-		fmt.Fprintf(tw, "wait\t%s\n", waitLine(p.Wait))
+	if op := p.Operation; op != nil {
+		fmt.Fprintf(tw, "operation\t%s, workflow %s, since %s\n", kindText(*op), op.WorkflowID, op.StartedAt.Local().Format(time.DateTime))
+		if child := p.OperationProgress; child != nil {
+			operationLines(tw, *child)
+		}
+	}
+	if p.Queued > 0 {
+		fmt.Fprintf(tw, "queued\t%d requests\n", p.Queued)
 	}
 	if p.LastFailure != "" {
 		fmt.Fprintf(tw, "last failure\t%s\n", p.LastFailure)
 	}
-	if p.LastError != "" {
-		fmt.Fprintf(tw, "error\t%s\n", p.LastError)
+	for _, op := range p.Operations {
+		fmt.Fprintf(tw, "done\t%s\n", operationText(op))
 	}
-	fmt.Fprintf(tw, "started\t%s\n", p.StartedAt.Local().Format(time.DateTime))
-	fmt.Fprintf(tw, "source\t%s\n", sourceText(p))
-	fmt.Fprintf(tw, "workers\t%s\n", workersText(p, time.Now()))
+	if !p.StartedAt.IsZero() {
+		fmt.Fprintf(tw, "started\t%s\n", p.StartedAt.Local().Format(time.DateTime))
+	}
+	fmt.Fprintf(tw, "source\t%s\n", sourceText(p.Source, p.QueryError))
+	fmt.Fprintf(tw, "workers\t%s\n", workersText(p.Workers, p.Source, time.Now()))
 	return tw.Flush()
 }
 
+// operationLines are the lines of the child that runs an operation: where it is and the wait
+// it is in.
+func operationLines(tw io.Writer, p starter.Progress) {
+	if p.Phase != "" {
+		fmt.Fprintf(tw, "  phase\t%s\n", p.Phase)
+	}
+	if p.Step != "" {
+		fmt.Fprintf(tw, "  step\t%s\n", p.Step)
+	}
+	if p.UPID != "" {
+		fmt.Fprintf(tw, "  task\t%s\n", p.UPID)
+	}
+	if p.ActivityID != "" {
+		fmt.Fprintf(tw, "  wait\t%s\n", waitLine(p.Wait))
+	}
+	if p.LastFailure != "" {
+		fmt.Fprintf(tw, "  last failure\t%s\n", p.LastFailure)
+	}
+}
+
+// desiredText is what was asked of a proxy: "present: image debian13, machine type small".
+func desiredText(d workflows.DesiredState) string {
+	var parts []string
+	for _, p := range []struct{ name, value string }{
+		{"name", d.Name}, {"image", d.Image}, {"machine type", d.MachineType}, {"zone", d.Zone},
+		{"user-data sha256", clip(d.UserDataSHA256, 13)}, {"instance-id", d.InstanceID},
+	} {
+		if p.value != "" {
+			parts = append(parts, p.name+" "+p.value)
+		}
+	}
+	state := "absent"
+	if d.Present {
+		state = "present"
+	}
+	if len(parts) == 0 {
+		return state
+	}
+	return state + ": " + strings.Join(parts, ", ")
+}
+
+// observedText is what pveflow last saw of a proxy's VM: "VM 124973 on node pve1, running,
+// IPv4 10.0.0.5 (checked 12:00:00)".
+func observedText(o workflows.ObservedState) string {
+	if o.VMID == 0 {
+		return ""
+	}
+	text := fmt.Sprintf("VM %d on node %s", o.VMID, cmp.Or(o.Node, "?"))
+	if o.State != "" {
+		text += ", " + o.State
+	}
+	if o.IPv4 != "" {
+		text += ", IPv4 " + o.IPv4
+	}
+	if !o.CheckedAt.IsZero() {
+		text += " (checked " + o.CheckedAt.Local().Format(time.DateTime) + ")"
+	}
+	return text
+}
+
+// kindText is an operation's kind and why it ran: "change (requested)"; the kind alone when no
+// worker answered why.
+func kindText(op workflows.OperationRecord) string {
+	if op.Reason == "" {
+		return op.Kind
+	}
+	return fmt.Sprintf("%s (%s)", op.Kind, op.Reason)
+}
+
+// operationText is one operation of a proxy: "#2 change (requested) completed 2026-05-01
+// 12:00:00 to 12:01:30".
+func operationText(op workflows.OperationRecord) string {
+	text := fmt.Sprintf("#%d %s %s %s", op.Seq, kindText(op), cmp.Or(op.Outcome, "running"), op.StartedAt.Local().Format(time.DateTime))
+	if !op.ClosedAt.IsZero() {
+		text += " to " + op.ClosedAt.Local().Format(time.TimeOnly)
+	}
+	if op.Error != "" {
+		text += ": " + op.Error
+	}
+	return text
+}
+
 // sourceText says where a status comes from.
-func sourceText(p starter.Progress) string {
-	if p.Source == starter.SourceQuery {
+func sourceText(source, queryError string) string {
+	if source == starter.SourceQuery {
 		return "live query"
 	}
-	return "described by Temporal (" + p.QueryError + "): no step, task or error"
+	return "described by Temporal (" + queryError + ")"
 }
 
 // workersText says who polls a workflow's task queue, as of now. A worker that stopped or died
 // a moment ago still counts as a poller for a few minutes; it did not answer the query.
-func workersText(p starter.Progress, now time.Time) string {
-	w := p.Workers
+func workersText(w starter.Workers, source string, now time.Time) string {
 	ago := now.Sub(w.LastPoll).Truncate(time.Second)
 	switch {
 	case w.Pollers == 0:
 		return fmt.Sprintf("no worker polls task queue %s", w.TaskQueue)
-	case p.Source != starter.SourceQuery:
+	case source != starter.SourceQuery:
 		return fmt.Sprintf("no worker polls task queue %s: the last poll was %s ago", w.TaskQueue, ago)
 	}
 	return fmt.Sprintf("a worker polls task queue %s (last poll %s ago)", w.TaskQueue, ago)
@@ -253,22 +438,20 @@ func (c *cli) result(ctx context.Context, uid string, op starter.Op) error {
 	return c.printCreated(res)
 }
 
-// phases are the phases of workflows.Status, which list --phase takes.
+// phases are the phases of a proxy, which list --phase takes.
 var phases = []string{
-	workflows.PhaseValidating, workflows.PhaseLookingUp, workflows.PhasePlacing,
-	workflows.PhaseQueued, workflows.PhaseCloning, workflows.PhaseSeeding, workflows.PhaseConfiguring,
-	workflows.PhaseStarting, workflows.PhaseBooting, workflows.PhaseCreated,
-	workflows.PhaseStopping, workflows.PhaseDestroying, workflows.PhaseCleaning, workflows.PhaseDeleted,
-	workflows.PhaseFailed, workflows.PhaseCancelled,
+	workflows.ProxyAbsent, workflows.ProxyCreating, workflows.ProxyPresent, workflows.ProxyChanging,
+	workflows.ProxyHealing, workflows.ProxyDeleting, workflows.ProxyFailed,
 }
 
 func (c *cli) listCommand() *cobra.Command {
 	var phase string
 	cmd := &cobra.Command{
 		Use:   "list [--phase P]",
-		Short: "The proxy workflows, newest first, all or those in one phase",
-		Long: `Lists the CreateProxy and DeleteProxy workflows, newest first, from Temporal's visibility: all,
-or those in one phase. The phases are ` + strings.Join(phases, ", ") + `.`,
+		Short: "The proxies, newest first, all or those in one phase",
+		Long: `Lists the proxies (their entities, workflows proxy/<UID>), newest first, from Temporal's
+visibility: all, or those in one phase, with the node and VMID of their VM. The phases are
+` + strings.Join(phases, ", ") + `.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if phase != "" && !slices.Contains(phases, phase) {
@@ -277,7 +460,7 @@ or those in one phase. The phases are ` + strings.Join(phases, ", ") + `.`,
 			return c.list(cmd.Context(), phase)
 		},
 	}
-	cmd.Flags().StringVar(&phase, "phase", "", "list only the workflows in phase `P`, such as cloning or failed")
+	cmd.Flags().StringVar(&phase, "phase", "", "list only the proxies in phase `P`, such as creating or failed")
 	_ = cmd.RegisterFlagCompletionFunc("phase", cobra.FixedCompletions(phases, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -300,17 +483,17 @@ func (c *cli) list(ctx context.Context, phase string) error {
 		return c.printJSON(proxies)
 	}
 	if len(proxies) == 0 {
-		_, err := fmt.Fprintln(c.stdout, "no proxy workflows")
+		_, err := fmt.Fprintln(c.stdout, "no proxies")
 		return err
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "UID\tNAME\tOP\tPHASE\tNODE\tVMID\tSTATE\tSTARTED")
+	fmt.Fprintln(tw, "UID\tNAME\tPHASE\tNODE\tVMID\tSTATE\tSTARTED")
 	for _, p := range proxies {
 		vmid := "-"
 		if p.VMID != 0 {
 			vmid = fmt.Sprint(p.VMID)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.UID, p.Name, p.Op, p.Phase, cmp.Or(p.Node, "-"), vmid, p.Status,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.UID, cmp.Or(p.Name, "-"), p.Phase, cmp.Or(p.Node, "-"), vmid, p.Status,
 			p.StartTime.Local().Format(time.DateTime))
 	}
 	return tw.Flush()
@@ -321,7 +504,7 @@ func (c *cli) demoCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo [flags]",
 		Short: "Create a proxy with a new UID, wait for it, then delete it",
-		Long: `Creates a proxy with a new UID, waits for it, then deletes it and waits for the delete: what
+		Long: `Asks for a proxy with a new UID, waits for it, then asks for its delete and waits for it: what
 make run shows. A create that fails is deleted all the same, so the demo leaves nothing
 behind.`,
 		Args: noArgs,
@@ -347,10 +530,11 @@ func (c *cli) demo(ctx context.Context, in workflows.CreateProxyInput) error {
 	defer closeConn()
 
 	c.say("demo: creating proxy %s", in.UID)
-	if _, err := c.starter.Create(ctx, in); err != nil {
-		return err
-	}
-	created, createErr := waitFor(ctx, c, in.UID, starter.Create, c.starter.CreateResult)
+	created, createErr := awaitRequest(ctx, c, starter.Create, in.UID, func(ctx context.Context) (workflows.CreateProxyResult, error) {
+		return sendAndGet[workflows.CreateProxyResult](ctx, starter.Create, in.UID, func(ctx context.Context) (*starter.Request, error) {
+			return c.starter.Create(ctx, in)
+		})
+	})
 	switch {
 	case createErr != nil && ctx.Err() != nil:
 		return createErr
@@ -363,10 +547,12 @@ func (c *cli) demo(ctx context.Context, in workflows.CreateProxyInput) error {
 	}
 
 	c.say("demo: deleting proxy %s", in.UID)
-	if _, err := c.starter.Delete(ctx, workflows.DeleteProxyInput{UID: in.UID, ProviderID: created.ProviderID}); err != nil {
-		return errors.Join(createErr, err)
-	}
-	deleted, err := waitFor(ctx, c, in.UID, starter.Delete, c.starter.DeleteResult)
+	del := workflows.DeleteProxyInput{UID: in.UID, ProviderID: created.ProviderID}
+	deleted, err := awaitRequest(ctx, c, starter.Delete, in.UID, func(ctx context.Context) (workflows.DeleteProxyResult, error) {
+		return sendAndGet[workflows.DeleteProxyResult](ctx, starter.Delete, in.UID, func(ctx context.Context) (*starter.Request, error) {
+			return c.starter.Delete(ctx, del)
+		})
+	})
 	if err != nil {
 		return errors.Join(createErr, err)
 	}
@@ -484,14 +670,17 @@ func awaitWorkflow[T any](ctx context.Context, c *cli, what string, call func(co
 	return await(ctx, c, what, &progressLine{w: c.stderr}, call, c.starter.Workers)
 }
 
-func (c *cli) printStarted(op starter.Op, uid string, run client.WorkflowRun) error {
+func (c *cli) printAccepted(req *starter.Request) error {
 	if c.json {
 		return c.printJSON(struct {
+			UID        string `json:"uid"`
+			Kind       string `json:"kind"`
+			UpdateID   string `json:"updateID"`
 			WorkflowID string `json:"workflowID"`
-			RunID      string `json:"runID"`
-		}{run.GetID(), run.GetRunID()})
+		}{req.UID, req.Kind, req.UpdateID, workflows.ProxyWorkflowID(req.UID)})
 	}
-	_, err := fmt.Fprintf(c.stdout, "%s of proxy %s running: workflow %s, run %s\n", op, uid, run.GetID(), run.GetRunID())
+	_, err := fmt.Fprintf(c.stdout, "%s of proxy %s accepted by workflow %s (update %s); follow it with 'pveflow status --uid %s'\n",
+		req.Kind, req.UID, workflows.ProxyWorkflowID(req.UID), req.UpdateID, req.UID)
 	return err
 }
 
@@ -500,6 +689,26 @@ func (c *cli) printCreated(res workflows.CreateProxyResult) error {
 		return c.printJSON(res)
 	}
 	_, err := fmt.Fprintf(c.stdout, "proxy created: %s on %s, IPv4 %s\n", res.ProviderID, res.Node, res.IPv4)
+	return err
+}
+
+func (c *cli) printChanged(res workflows.ChangeProxyResult) error {
+	if c.json {
+		return c.printJSON(res)
+	}
+	what := "nothing changed: the VM matched"
+	if len(res.Changed) > 0 {
+		what = "changed " + strings.Join(res.Changed, ", ")
+	}
+	restart := "the guest was not restarted"
+	switch {
+	case res.Rebuilt:
+		restart = "the VM was rebuilt"
+	case res.Restarted:
+		restart = "the guest was restarted"
+	}
+	_, err := fmt.Fprintf(c.stdout, "proxy changed: %s on %s: %s; %s; IPv4 %s\n",
+		proxy.FormatProviderID(res.VMID, res.Name), res.Node, what, restart, cmp.Or(res.IPv4, "-"))
 	return err
 }
 

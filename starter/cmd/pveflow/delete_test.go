@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,29 +12,39 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/workflows"
 )
 
-// startedInput is the input the latest run of workflowID was started with.
-func startedInput[T any](t *testing.T, server *testserver.Server, workflowID string) T {
+// acceptedRequest is the argument of the first Update named update that the latest run of
+// workflowID accepted.
+func acceptedRequest[T any](t *testing.T, server *testserver.Server, workflowID, update string) T {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	history := server.Client().GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	require.True(t, history.HasNext(), "workflow %s has a history", workflowID)
-	first, err := history.Next()
-	require.NoError(t, err)
-	started := first.GetWorkflowExecutionStartedEventAttributes()
-	require.NotNil(t, started, "the first event of %s is its start", workflowID)
-	var in T
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(started.GetInput(), &in))
-	return in
+	for history.HasNext() {
+		event, err := history.Next()
+		require.NoError(t, err)
+		input := event.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()
+		if input.GetName() != update {
+			continue
+		}
+		var arg T
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(input.GetArgs(), &arg))
+		return arg
+	}
+	t.Fatalf("workflow %s accepted no %s Update", workflowID, update)
+	return *new(T)
 }
 
-func TestRun_deleteStartsTheWorkflowWithItsFlags(t *testing.T) {
-	// No worker: the test reads what the CLI started the workflow with from its history.
+func TestRun_deleteSendsItsFlags(t *testing.T) {
+	cfg, err := config.Load(filepath.Join("..", "..", "..", "testdata", "config", "simulator.yaml"))
+	require.NoError(t, err)
 	server := testserver.New(t)
+	serveWorkflows(server, workflows.DefaultTaskQueue, cfg, pvesim.New(pvesim.Default()))
 	env := map[string]string{"TEMPORAL_ADDRESS": server.Address(), "TEMPORAL_NAMESPACE": server.Namespace()}
 
 	tests := []struct {
@@ -55,8 +66,8 @@ func TestRun_deleteStartsTheWorkflowWithItsFlags(t *testing.T) {
 			code, stdout, stderr := runCLI(env, append([]string{"delete", "--uid", uid}, tt.flags...)...)
 
 			require.Equal(t, exitOK, code, stderr)
-			assert.Contains(t, stdout, "delete of proxy "+uid+" running: workflow "+workflows.DeleteWorkflowID(uid)+", run ")
-			assert.Equal(t, tt.want, startedInput[workflows.DeleteProxyInput](t, server, workflows.DeleteWorkflowID(uid)))
+			assert.Contains(t, stdout, "delete of proxy "+uid+" accepted by workflow "+workflows.ProxyWorkflowID(uid)+" (update ")
+			assert.Equal(t, tt.want, acceptedRequest[workflows.DeleteProxyInput](t, server, workflows.ProxyWorkflowID(uid), workflows.DeleteUpdate))
 		})
 	}
 }

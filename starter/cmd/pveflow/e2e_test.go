@@ -59,26 +59,41 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 
 	status := s.pveflow("status", "--uid", uid)
 	require.Equal(t, exitOK, status.code, status.stderr)
-	assert.Regexp(t, `(?m)^create\s+completed$`, status.stdout)
-	assert.Regexp(t, `(?m)^phase\s+created$`, status.stdout)
-	progress := decode[starter.Progress](t, s.pveflow("status", "--uid", uid, "--json"))
-	assert.Equal(t, workflows.PhaseCreated, progress.Phase)
-	assert.Equal(t, "completed", progress.State)
-	assert.Equal(t, m[2], strconv.Itoa(progress.VMID))
+	assert.Regexp(t, `(?m)^phase\s+present$`, status.stdout)
+	assert.Regexp(t, `(?m)^observed\s+VM `+m[2]+` on node pve1`, status.stdout)
+	assert.Regexp(t, `(?m)^done\s+#\d+ create \S.* completed `, status.stdout)
+	progress := decode[starter.ProxyProgress](t, s.pveflow("status", "--uid", uid, "--json"))
+	assert.Equal(t, workflows.ProxyPresent, progress.Phase)
+	assert.Equal(t, "running", progress.State, "the proxy's entity runs while it is present")
+	assert.Equal(t, m[2], strconv.Itoa(progress.Observed.VMID))
+	assert.Equal(t, "small", progress.Desired.MachineType)
 
 	res := decode[workflows.CreateProxyResult](t, s.pveflow("--json", "result", "--uid", uid))
 	assert.Equal(t, providerID, res.ProviderID)
 	assert.Equal(t, m[5], res.IPv4)
 
+	const newSecret = "n3w-s3cr3t-in-user-data"
+	newUserData := filepath.Join(t.TempDir(), "new-user-data")
+	require.NoError(t, os.WriteFile(newUserData, []byte("#cloud-config\npassword: "+newSecret+"\n"), 0o600))
+	reseeded := s.pveflow("update", "--uid", uid, "--user-data-file", newUserData)
+	require.Equal(t, exitOK, reseeded.code, reseeded.stderr)
+	assert.Regexp(t, `(?m)^proxy changed: `+providerID+` on pve1: changed \S.*; the guest was restarted; IPv4 \S+$`, reseeded.stdout)
+	resized := decode[workflows.ChangeProxyResult](t, s.pveflow("update", "--uid", uid, "--machine-type", "large", "--json"))
+	assert.NotEmpty(t, resized.Changed)
+	assert.Equal(t, "large", decode[starter.ProxyProgress](t, s.pveflow("status", "--uid", uid, "--json")).Desired.MachineType)
+	refused := s.pveflow("update", "--uid", uid, "--machine-type", "huge")
+	assert.Equal(t, exitPermanent, refused.code)
+	assert.Regexp(t, `^pveflow: change of proxy `+uid+` refused: [^\n]*"huge"[^\n]*\n$`, refused.stderr, "one line")
+
 	require.Eventually(t, func() bool {
 		list := decode[[]starter.Proxy](t, s.pveflow("list", "--json"))
 		return slices.ContainsFunc(list, func(p starter.Proxy) bool {
-			return p.UID == uid && p.Op == starter.Create && p.Phase == workflows.PhaseCreated && p.Status == "completed"
+			return p.UID == uid && p.Phase == workflows.ProxyPresent && p.VMID != 0
 		})
-	}, 30*time.Second, 500*time.Millisecond, "list shows the completed create")
-	listed := s.pveflow("list", "--phase", workflows.PhaseCreated)
+	}, 30*time.Second, 500*time.Millisecond, "list shows the present proxy")
+	listed := s.pveflow("list", "--phase", workflows.ProxyPresent)
 	require.Equal(t, exitOK, listed.code, listed.stderr)
-	assert.Regexp(t, `(?m)^`+uid+`\s+`+name+`\s+create\s+created\s+pve1\s+`+m[2]+`\s+completed\s`, listed.stdout)
+	assert.Regexp(t, `(?m)^`+uid+`\s+`+name+`\s+present\s+pve1\s+`+m[2]+`\s+running\s`, listed.stdout)
 
 	deleted := s.pveflow("delete", "--uid", uid, "--provider-id", providerID, "--wait")
 	require.Equal(t, exitOK, deleted.code, deleted.stderr)
@@ -86,25 +101,26 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	assert.Empty(t, proxyVMs(t, simURL, simDir))
 	delRes := decode[workflows.DeleteProxyResult](t, s.pveflow("result", "--uid", uid, "--delete", "--json"))
 	assert.Len(t, delRes.Destroyed, 1)
+	assert.Equal(t, workflows.ProxyAbsent, decode[starter.ProxyProgress](t, s.pveflow("status", "--uid", uid, "--json")).Phase)
 
-	for _, out := range []string{created.stdout, created.stderr, status.stdout, deleted.stdout, deleted.stderr, w.log.String()} {
+	for _, out := range []string{created.stdout, created.stderr, status.stdout, reseeded.stdout, reseeded.stderr, deleted.stdout, deleted.stderr, w.log.String()} {
 		assert.NotContains(t, out, secret, "user-data is never printed or logged")
+		assert.NotContains(t, out, newSecret, "user-data is never printed or logged")
 	}
 }
 
-func TestE2E_createWithAnUnknownImageExits3(t *testing.T) {
+func TestE2E_aCreateOfAnUnknownImageIsRefusedAtOnceAndExits3(t *testing.T) {
 	s := newE2E(t, "e2e-permanent")
 	s.startSimulatorWorker()
 	const uid = "0c9d8e7f-6a5b-4c3d-8e1f-2a3b4c5d6e7f"
+	sent := time.Now()
 
 	created := s.pveflow("create", "--uid", uid, "--image", "no-such-image", "--machine-type", "small", "--wait")
 
+	assert.Less(t, time.Since(sent), 20*time.Second, "refused, not tried")
 	assert.Equal(t, exitPermanent, created.code)
-	assert.Contains(t, created.stderr, "pveflow: create of proxy "+uid+" failed (Permanent): ")
-	assert.Contains(t, created.stderr, "no-such-image")
+	assert.Regexp(t, `^pveflow: create of proxy `+uid+` refused: [^\n]*no-such-image[^\n]*\n$`, created.stderr, "one line")
 	assert.Empty(t, created.stdout)
-	again := s.pveflow("result", "--uid", uid)
-	assert.Equal(t, exitPermanent, again.code, "result reports the same failure")
 }
 
 func TestE2E_demoCreatesAndDeletesAProxy(t *testing.T) {
@@ -119,14 +135,16 @@ func TestE2E_demoCreatesAndDeletesAProxy(t *testing.T) {
 	assert.Empty(t, proxyVMs(t, simulatorURL(t, simDir), simDir))
 }
 
-// createPollingItsClone starts the create of uid and returns once it polls its running clone.
+// createPollingItsClone asks for the proxy of uid and returns once its create polls its
+// running clone.
 func (s *e2e) createPollingItsClone(uid string) {
 	s.t.Helper()
 	started := s.pveflow("create", "--uid", uid, "--image", "debian13", "--machine-type", "small")
 	require.Equal(s.t, exitOK, started.code, started.stderr)
+	assert.Contains(s.t, started.stdout, "create of proxy "+uid+" accepted by workflow proxy/"+uid+" (update ")
 	require.Eventually(s.t, func() bool {
-		p := decode[starter.Progress](s.t, s.pveflow("status", "--uid", uid, "--json"))
-		return p.Phase == workflows.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
+		p := decode[starter.ProxyProgress](s.t, s.pveflow("status", "--uid", uid, "--json")).OperationProgress
+		return p != nil && p.Phase == workflows.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
 	}, time.Minute, 200*time.Millisecond, "the create polls its clone")
 }
 
@@ -152,11 +170,11 @@ func TestE2E_workerKilledMidCloneResumesWithoutASecondClone(t *testing.T) {
 	assert.Equal(t, m[2], strconv.Itoa(vms[0].VMID))
 	require.Eventually(t, func() bool {
 		list := decode[[]starter.Proxy](t, s.pveflow("list", "--json"))
-		return slices.ContainsFunc(list, func(p starter.Proxy) bool { return p.UID == uid && p.Status == "completed" })
-	}, 30*time.Second, 500*time.Millisecond, "list shows the completed create")
-	list := decode[[]starter.Proxy](t, s.pveflow("list", "--json"))
-	runs := slices.DeleteFunc(list, func(p starter.Proxy) bool { return p.UID != uid })
-	assert.Len(t, runs, 1, "the same run went on")
+		return slices.ContainsFunc(list, func(p starter.Proxy) bool { return p.UID == uid && p.Phase == workflows.ProxyPresent })
+	}, 30*time.Second, 500*time.Millisecond, "list shows the present proxy")
+	ops := decode[starter.ProxyProgress](t, s.pveflow("status", "--uid", uid, "--json")).Operations
+	require.Len(t, ops, 1, "the same create went on")
+	assert.Equal(t, "completed", ops[0].Outcome)
 }
 
 func TestE2E_withACodecKeyFileTheWorkerAndTheCLIReadEachOthersPayloads(t *testing.T) {
@@ -179,8 +197,8 @@ func TestE2E_withACodecKeyFileTheWorkerAndTheCLIReadEachOthersPayloads(t *testin
 			return false
 		}
 		stored = desc.GetPendingActivities()[0].GetLastFailure().GetMessage()
-		p := decode[starter.Progress](t, s.pveflow("status", "--uid", uid, "--json"))
-		return p.Phase == workflows.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
+		p := decode[starter.ProxyProgress](t, s.pveflow("status", "--uid", uid, "--json")).OperationProgress
+		return p != nil && p.Phase == workflows.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
 	}, time.Minute, 200*time.Millisecond, "the status shows the clone wait's last failure decrypted")
 	assert.Equal(t, "Encoded failure", stored, "the worker encrypts failure messages")
 	res := s.pveflow("result", "--uid", uid)
@@ -208,9 +226,10 @@ func TestE2E_withTheWorkerStoppedStatusDescribesTheWaitAndWaitActsOnIt(t *testin
 	res := s.pveflow("result", "--uid", uid)
 
 	require.Equal(t, exitOK, status.code, status.stderr)
-	assert.Regexp(t, `(?m)^phase\s+cloning$`, status.stdout)
-	assert.Regexp(t, `(?m)^wait\s+TaskStatus \(activity \S+\) scheduled, attempt \d+, budget 2m0s`, status.stdout)
-	assert.Regexp(t, `(?m)^last failure\s+clone task \S+ still running on node pve1`, status.stdout)
+	assert.Regexp(t, `(?m)^operation\s+create, workflow proxy/`+uid+`/create, since `, status.stdout)
+	assert.Regexp(t, `(?m)^  phase\s+cloning$`, status.stdout)
+	assert.Regexp(t, `(?m)^  wait\s+TaskStatus \(activity \S+\) scheduled, attempt \d+, budget 2m0s`, status.stdout)
+	assert.Regexp(t, `(?m)^  last failure\s+clone task \S+ still running on node pve1`, status.stdout)
 	assert.Regexp(t, `(?m)^source\s+described by Temporal \(no worker answered the status query within 3s\)`, status.stdout)
 	assert.Regexp(t, `(?m)^workers\s+no worker polls task queue e2e-stalled`, status.stdout)
 	assert.Equal(t, "TaskStatus", retried.ActivityType)

@@ -18,6 +18,7 @@ import (
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/syncbuf"
 	"github.com/pveflow/pveflow/internal/testserver"
+	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -28,14 +29,16 @@ const (
 	queueUnhealthy = "exit-unhealthy" // a configured node the cluster does not have
 )
 
-// serveWorkflows runs a worker on taskQueue that runs the workflows of cfg over cluster.
+// serveWorkflows runs a worker on taskQueue that runs the workflows of cfg over cluster, and
+// sends Rollout's and CollectGarbage's requests to the entities on taskQueue.
 func serveWorkflows(server *testserver.Server, taskQueue string, cfg config.Config, cluster *pvesim.Cluster) {
+	entities := starter.EntityProxies{Client: starter.New(server.Client(), taskQueue, starter.WithNamespace(server.Namespace()))}
 	server.NewWorker(taskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
 		history := &activities.HistoryStartInput{
 			Service: server.Client().WorkflowService(), Namespace: server.Namespace(), DataConverter: converter.GetDefaultDataConverter(),
 		}
-		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: history, Runs: history})
+		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: history, Runs: history, Proxies: entities})
 	})
 }
 
@@ -73,12 +76,12 @@ func TestRun_exitCodes(t *testing.T) {
 		{"a create onto a full storage", func(*testing.T) {
 			fast.FailTask("qmclone", "clone failed: not enough free space (1073741824 < 3221225472)")
 		}, create(queueFast, "exit-5", "--image", "debian13"), exitQuotaExceeded},
-		{"a create cancelled by its delete", func(t *testing.T) {
+		{"a create superseded by its delete", func(t *testing.T) {
 			deleted := make(chan struct{})
 			t.Cleanup(func() { <-deleted })
 			go func() {
 				defer close(deleted)
-				// Once the create runs: a delete started first would make the create wait for it.
+				// Once the create runs: a delete sent first would make the create wait for it.
 				for {
 					if _, err := server.Client().DescribeWorkflowExecution(t.Context(), workflows.CreateWorkflowID("exit-6"), ""); err == nil {
 						break
@@ -111,12 +114,11 @@ func TestRun_exitCodes(t *testing.T) {
 
 	t.Run("waiting commands say so when no worker polls", func(t *testing.T) {
 		const queue = "no-worker"
-		started, _, stderr := runCLI(env, "--task-queue", queue, "create", "--uid", "nobody-runs", "--image", "debian13")
-		require.Equal(t, exitOK, started, stderr)
 		for name, args := range map[string][]string{
+			"create":        {"create", "--uid", "nobody-accepts", "--image", "debian13", "--machine-type", "small"},
 			"create --wait": {"create", "--uid", "nobody-creates", "--image", "debian13", "--machine-type", "small", "--wait"},
-			"delete --wait": {"delete", "--uid", "nobody-deletes", "--wait"},
-			"result":        {"result", "--uid", "nobody-runs"},
+			"update":        {"update", "--uid", "nobody-changes", "--machine-type", "small"},
+			"delete":        {"delete", "--uid", "nobody-deletes"},
 			"get":           {"get", "--uid", "nobody-gets"},
 			"ls":            {"ls"},
 			"check":         {"check"},

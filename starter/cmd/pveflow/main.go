@@ -55,10 +55,10 @@ var exitCodes = []struct {
 	{exitOK, "success"},
 	{exitError, "any other error: Temporal cannot be reached, no such workflow, a deletion of gc failed, ..."},
 	{exitUsage, "usage error: an unknown command or flag, an invalid --uid, a file named by a flag that cannot be read, user-data over 64 KiB, an empty kept set"},
-	{exitPermanent, "the workflow failed Permanent: bad input or a state a person must resolve; a new start fails again"},
+	{exitPermanent, "the proxy refused the request (an unknown image or machine type, a change of a proxy not present), or its workflow failed Permanent: bad input or a state a person must resolve; a new start fails again"},
 	{exitTransient, "the workflow failed Transient: a budget ran out or Proxmox had trouble; a new start resumes"},
 	{exitQuotaExceeded, "the workflow failed QuotaExceeded: a storage is full"},
-	{exitCanceled, "the workflow was cancelled (a delete cancels the create of its proxy)"},
+	{exitCanceled, "a later request superseded the request (a delete stops the create of its proxy), or its workflow was cancelled"},
 	{exitNotFound, "get found no VM of the proxy"},
 	{exitUnhealthy, "check found a node unhealthy"},
 }
@@ -103,6 +103,8 @@ func exitCode(err error) int {
 	case errors.As(err, &usage), errors.Is(err, starter.ErrInvalidUID), errors.Is(err, starter.ErrUserDataTooLarge),
 		errors.Is(err, starter.ErrEmptyKeep):
 		return exitUsage
+	case errors.Is(err, starter.ErrRejected):
+		return exitPermanent
 	case errors.Is(err, starter.ErrNotFound):
 		return exitNotFound
 	case errors.As(err, &u):
@@ -115,7 +117,7 @@ func exitCode(err error) int {
 		return exitTransient
 	case workflows.FailQuotaExceeded:
 		return exitQuotaExceeded
-	case starter.FailCanceled:
+	case starter.FailSuperseded, starter.FailCanceled:
 		return exitCanceled
 	}
 	return exitError
@@ -173,7 +175,7 @@ func (c *cli) terminalWidth() int {
 	return 80
 }
 
-// failed is a workflow that closed without its result.
+// failed is a request whose operation closed without its result, or a workflow that did.
 type failed struct {
 	op  starter.Op
 	uid string
@@ -185,6 +187,8 @@ func (f failed) Error() string {
 	switch t := starter.FailureType(f.err); {
 	case t == starter.FailCanceled:
 		return fmt.Sprintf("%s of proxy %s was cancelled", f.op, f.uid)
+	case t == starter.FailSuperseded && errors.As(f.err, &appErr):
+		return fmt.Sprintf("%s of proxy %s was superseded: %s", f.op, f.uid, appErr.Message())
 	case t != "" && errors.As(f.err, &appErr):
 		return fmt.Sprintf("%s of proxy %s failed (%s): %s", f.op, f.uid, t, appErr.Message())
 	}

@@ -54,7 +54,10 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 		{"unknown shell", []string{"completion", "tcsh"}, `completion: want bash or zsh, not "tcsh"`},
 		{"bad duration", []string{"gc", "--all", "--grace", "soon"}, `gc: invalid argument "soon" for "--grace" flag`},
 		{"user-data file that is not there", []string{"create", "--uid", "x", "--user-data-file", "no-such-proxy.yaml"}, "create: --user-data-file: open no-such-proxy.yaml: no such file or directory"},
-		{"phase that is none", []string{"list", "--phase", "clonning"}, `list: --phase "clonning" is not a phase: want one of validating, `},
+		{"phase that is none", []string{"list", "--phase", "presnt"}, `list: --phase "presnt" is not a phase: want one of absent, `},
+		{"update that changes nothing", []string{"update", "--uid", "x"}, "update: give at least one of --machine-type, --user-data-file, --image"},
+		{"status of the delete, which is gone", []string{"status", "--uid", "x", "--delete"}, "status: unknown flag: --delete"},
+		{"wait on the delete and the change", []string{"wait", "--uid", "x", "--delete", "--change", "--retry-now"}, "wait: give one of --delete, --change"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,7 +90,7 @@ func TestRun_invalidUIDIsAUsageErrorBeforeConnecting(t *testing.T) {
 		{"create", []string{"create", "--image", "debian13"}, "team/proxy"},
 		{"delete", []string{"delete", "--name", "egress-a"}, "proxy a"},
 		{"status", []string{"status"}, "-proxy"},
-		{"status of the delete", []string{"status", "--delete"}, "próxy"},
+		{"update", []string{"update", "--machine-type", "small"}, "próxy"},
 		{"result", []string{"result"}, "proxy=a"},
 		{"result of the delete", []string{"result", "--delete"}, strings.Repeat("a", proxy.MaxUIDLength+1)},
 		{"trailing line break", []string{"create"}, "5d2c8a41\n"},
@@ -112,7 +115,8 @@ func TestRun_helpDocumentsCommandsEnvironmentAndExitCodes(t *testing.T) {
 	assert.Equal(t, exitOK, code)
 	for _, want := range []string{
 		"Usage:\n  pveflow [flags]\n  pveflow [command]\n",
-		"  create       Start creating the proxy of a UID",
+		"  create       Ask for the proxy of a UID to be created",
+		"  update       Change a present proxy",
 		"  completion   Write the shell completion script for bash or zsh",
 		"TEMPORAL_ADDRESS", "PVEFLOW_CODEC_KEY_FILE",
 		"1 to 128 ASCII letters, digits, '-', '_' and '.', starting with a letter or digit",
@@ -185,6 +189,7 @@ func TestExitCode(t *testing.T) {
 	workflowErr := func(typ string) error {
 		return failed{op: starter.Create, uid: "u", err: temporal.NewNonRetryableApplicationError("boom", typ, nil)}
 	}
+	rejected := fmt.Errorf("create of proxy u refused: %w", starter.ErrRejected)
 	tests := []struct {
 		name string
 		err  error
@@ -198,6 +203,8 @@ func TestExitCode(t *testing.T) {
 		{"transient", workflowErr(workflows.FailTransient), exitTransient},
 		{"quota exceeded", workflowErr(workflows.FailQuotaExceeded), exitQuotaExceeded},
 		{"cancelled", failed{op: starter.Create, uid: "u", err: temporal.NewCanceledError()}, exitCanceled},
+		{"refused by the proxy", rejected, exitPermanent},
+		{"superseded", workflowErr(starter.FailSuperseded), exitCanceled},
 		{"any other error", errors.New("connection refused"), exitError},
 	}
 	for _, tt := range tests {
@@ -212,6 +219,13 @@ func TestFailed_readsAsTheWorkflowsOwnMessageAndType(t *testing.T) {
 		temporal.NewNonRetryableApplicationError("destroy VM 100 on node pve1: storage gone", workflows.FailTransient, nil))}
 
 	assert.Equal(t, "delete of proxy u-1 failed (Transient): destroy VM 100 on node pve1: storage gone", err.Error())
+}
+
+func TestFailed_supersededCreate(t *testing.T) {
+	err := failed{op: starter.Create, uid: "u-1", err: fmt.Errorf("create of proxy u-1: %w",
+		temporal.NewNonRetryableApplicationError("a delete was requested", starter.FailSuperseded, nil))}
+
+	assert.Equal(t, "create of proxy u-1 was superseded: a delete was requested", err.Error())
 }
 
 func TestFailed_cancelledCreate(t *testing.T) {
@@ -370,31 +384,53 @@ func TestRun_versionNamesTheModuleAndTheSDK(t *testing.T) {
 	assert.Equal(t, runtime.Version(), v.GoVersion)
 }
 
-func TestPhases_areEveryPhaseOfTheWorkflows(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "..", "..", "workflows", "*.go"))
+func TestPhases_areEveryPhaseOfAProxy(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "..", "..", "workflows", "proxy.go"), nil, 0)
 	require.NoError(t, err)
 	var declared []string
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
+	ast.Inspect(f, func(n ast.Node) bool {
+		spec, ok := n.(*ast.ValueSpec)
+		if !ok {
+			return true
 		}
-		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
-		require.NoError(t, err)
-		ast.Inspect(f, func(n ast.Node) bool {
-			spec, ok := n.(*ast.ValueSpec)
-			if !ok {
-				return true
-			}
-			for i, name := range spec.Names {
-				if strings.HasPrefix(name.Name, "Phase") && i < len(spec.Values) {
-					if lit, ok := spec.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-						declared = append(declared, strings.Trim(lit.Value, `"`))
-					}
+		for i, name := range spec.Names {
+			if strings.HasPrefix(name.Name, "Proxy") && i < len(spec.Values) {
+				if lit, ok := spec.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					declared = append(declared, strings.Trim(lit.Value, `"`))
 				}
 			}
-			return false
+		}
+		return false
+	})
+
+	assert.ElementsMatch(t, declared, phases, "list --phase takes every Proxy phase of package workflows")
+}
+
+func TestPrintChanged_saysWhatChangedAndWhetherTheGuestRestarted(t *testing.T) {
+	base := workflows.ChangeProxyResult{VMID: 124973, Node: "pve1", Name: "proxy-a", IPv4: "10.0.0.23"}
+	tests := []struct {
+		name string
+		edit func(*workflows.ChangeProxyResult)
+		want string
+	}{
+		{"nothing to change", func(*workflows.ChangeProxyResult) {},
+			"proxy changed: vms/124973/proxy-a on pve1: nothing changed: the VM matched; the guest was not restarted; IPv4 10.0.0.23\n"},
+		{"a reboot", func(r *workflows.ChangeProxyResult) {
+			r.Changed, r.Restarted = []string{"cores 2 -> 4", "memory 2048 -> 4096 MiB"}, true
+		}, "proxy changed: vms/124973/proxy-a on pve1: changed cores 2 -> 4, memory 2048 -> 4096 MiB; the guest was restarted; IPv4 10.0.0.23\n"},
+		{"a rebuild", func(r *workflows.ChangeProxyResult) {
+			r.Changed, r.Restarted, r.Rebuilt = []string{"image debian12 -> debian13"}, true, true
+		}, "proxy changed: vms/124973/proxy-a on pve1: changed image debian12 -> debian13; the VM was rebuilt; IPv4 10.0.0.23\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			res := base
+			tt.edit(&res)
+
+			require.NoError(t, (&cli{stdout: &out}).printChanged(res))
+
+			assert.Equal(t, tt.want, out.String())
 		})
 	}
-
-	assert.ElementsMatch(t, declared, phases, "list --phase takes every Phase constant of package workflows")
 }

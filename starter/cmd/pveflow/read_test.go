@@ -11,9 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
 
-	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
@@ -42,11 +40,7 @@ func readServer(t *testing.T) (env map[string]string, cfg config.Config) {
 	}})
 	cluster := pvesim.New(opts)
 	server := testserver.New(t)
-	server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
-		(&workflows.Workflows{Config: cfg}).Register(r)
-		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox,
-			Runs: &activities.HistoryStartInput{Service: server.Client().WorkflowService(), Namespace: server.Namespace()}})
-	})
+	serveWorkflows(server, workflows.DefaultTaskQueue, cfg, cluster)
 	return map[string]string{"TEMPORAL_ADDRESS": server.Address(), "TEMPORAL_NAMESPACE": server.Namespace()}, cfg
 }
 

@@ -12,13 +12,15 @@ import (
 	"github.com/pveflow/pveflow/workflows"
 )
 
-const rootLong = `pveflow creates and deletes egress-proxy VMs on Proxmox VE through Temporal workflows.
+const rootLong = `pveflow creates, changes and deletes egress-proxy VMs on Proxmox VE through Temporal
+workflows. Each proxy is a workflow of its own, proxy/<UID>, to which create, update and delete
+send requests; it runs one operation at a time, each a workflow of its own.
 
 A UID is 1 to 128 ASCII letters, digits, '-', '_' and '.', starting with a letter or digit:
 Kubernetes UIDs, ULIDs, UUIDs and object names up to 128 characters fit. Any other --uid is a
 usage error.
 
-While it waits, pveflow shows the workflow's phase, step, elapsed time and the attempt of the
+While it waits, pveflow shows the operation's phase, step, elapsed time and the attempt of the
 current wait on stderr, and says so when no worker polls the task queue. The user-data file is
 sent to the workflow and never printed.`
 
@@ -74,7 +76,7 @@ func exitCodesHelp() string {
 func (c *cli) command() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "pveflow",
-		Short: "Create and delete egress-proxy VMs on Proxmox VE through Temporal workflows",
+		Short: "Create, change and delete egress-proxy VMs on Proxmox VE through Temporal workflows",
 		Long:  rootLong,
 		// The root runs only when no command is given: a usage error, as an unknown command is.
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -104,7 +106,7 @@ func (c *cli) command() *cobra.Command {
 	root.PersistentFlags().StringVar(&c.taskQueue, "task-queue", cmp.Or(c.getenv("PVEFLOW_TASK_QUEUE"), workflows.DefaultTaskQueue),
 		"the workers' task queue `Q`; $PVEFLOW_TASK_QUEUE sets the default")
 	root.AddCommand(
-		c.createCommand(), c.deleteCommand(), c.statusCommand(), c.waitCommand(), c.resultCommand(),
+		c.createCommand(), c.updateCommand(), c.deleteCommand(), c.statusCommand(), c.waitCommand(), c.resultCommand(),
 		c.listCommand(), c.getCommand(), c.lsCommand(), c.checkCommand(), c.gcCommand(), c.rolloutCommand(), c.demoCommand(),
 		c.codecServerCommand(), c.codecKeygenCommand(), c.versionCommand(), completionCommand(root),
 	)

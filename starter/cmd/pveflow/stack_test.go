@@ -99,7 +99,7 @@ func (s *e2e) writeConfig(url, caFile, tokenFile string, budgets ...string) stri
   isoStorage: local
   storage: local-lvm
   templates: {debian13: {vmid: 9000}}
-  machineTypes: {small: {cores: 2, memoryMiB: 2048, diskGiB: 10}}
+  machineTypes: {small: {cores: 2, memoryMiB: 2048, diskGiB: 10}, large: {cores: 4, memoryMiB: 4096, diskGiB: 20}}
 budgets: {%s}
 poll: {initialInterval: 500ms, backoffCoefficient: 1.2, maximumInterval: 2s}
 `, url, caFile, tokenFile, strings.Join(append([]string{"unlock: 2s", "request: 5s"}, budgets...), ", "))

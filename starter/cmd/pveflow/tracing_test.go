@@ -47,7 +47,7 @@ func spanNamed(t *testing.T, spans []consoleSpan, name string) consoleSpan {
 	return found[0]
 }
 
-func TestE2E_withConsoleTracingTheWorkersSpansAreChildrenOfTheCLIsStartWorkflow(t *testing.T) {
+func TestE2E_withConsoleTracingTheWorkersSpansAreInTheTraceOfTheCLIsRequest(t *testing.T) {
 	s := newE2E(t, "e2e-tracing")
 	s.extraEnv = []string{"OTEL_TRACES_EXPORTER=console"}
 	worker, _ := s.startSimulatorWorker()
@@ -56,10 +56,12 @@ func TestE2E_withConsoleTracingTheWorkersSpansAreChildrenOfTheCLIsStartWorkflow(
 	require.Equal(t, exitOK, created.code, created.stderr)
 	worker.stop(t) // which exports its last spans
 
-	start := spanNamed(t, consoleSpans(t, created.stderr), "StartWorkflow:CreateProxy")
+	request := spanNamed(t, consoleSpans(t, created.stderr), "UpdateWithStartWorkflow:create")
 	workerSpans := consoleSpans(t, worker.log.String())
+	handle := spanNamed(t, workerSpans, "HandleUpdate:create")
 	run := spanNamed(t, workerSpans, "RunWorkflow:CreateProxy")
 	clone := spanNamed(t, workerSpans, "PVE POST /nodes/{node}/qemu/{vmid}/clone")
-	assert.Equal(t, start.SpanContext, run.Parent, "the worker's workflow span is the child of the CLI's")
-	assert.Equal(t, start.SpanContext.TraceID, clone.SpanContext.TraceID, "the clone's HTTP call is in the CLI's trace")
+	assert.Equal(t, request.SpanContext, handle.Parent, "the proxy's handling of the request is the child of the CLI's span")
+	assert.Equal(t, request.SpanContext.TraceID, run.SpanContext.TraceID, "the create is in the CLI's trace")
+	assert.Equal(t, request.SpanContext.TraceID, clone.SpanContext.TraceID, "the clone's HTTP call is in the CLI's trace")
 }

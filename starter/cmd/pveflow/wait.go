@@ -15,22 +15,29 @@ import (
 
 func (c *cli) waitCommand() *cobra.Command {
 	var ref starter.WaitRef
-	var del, retryNow, pause, resume bool
+	var del, change, retryNow, pause, resume bool
 	var reason string
 	cmd := &cobra.Command{
-		Use:   "wait --uid UID [--delete] [--activity-id ID] (--retry-now | --pause [--reason R] | --resume)",
-		Short: "Act on the wait the create (or the delete) of a UID is in: retry it now, pause or resume it",
-		Long: `Acts on the wait the create (or, with --delete, the delete) of UID is in, with Temporal's
-activity operations, also with no worker running: --retry-now polls again now with its
-attempts back at one; --pause stops its polls until --resume. --activity-id names the activity
-when several are pending. A wait that needs more time than its budget fails the run Transient,
-and a new create resumes on the same VM (see docs/operations.md).`,
+		Use:   "wait --uid UID [--delete | --change] [--activity-id ID] (--retry-now | --pause [--reason R] | --resume)",
+		Short: "Act on the wait the operation of a UID is in: retry it now, pause or resume it",
+		Long: `Acts on the wait the create (or, with --delete, the delete; with --change, the change) of UID
+is in, with Temporal's activity operations, also with no worker running: --retry-now polls
+again now with its attempts back at one; --pause stops its polls until --resume.
+--activity-id names the activity when several are pending. A wait that needs more time than
+its budget fails the run Transient, and a new create resumes on the same VM (see
+docs/operations.md).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkUID(cmd, ref.UID); err != nil {
 				return err
 			}
+			if del && change {
+				return usageError{errors.New("wait: give one of --delete, --change")}
+			}
 			ref.Op = opOf(del)
+			if change {
+				ref.Op = starter.Change
+			}
 			actions := 0
 			for _, set := range []bool{retryNow, pause, resume} {
 				if set {
@@ -56,6 +63,7 @@ and a new create resumes on the same VM (see docs/operations.md).`,
 	}
 	f := cmd.Flags()
 	proxyOpFlags(cmd, &ref.UID, &del)
+	f.BoolVar(&change, "change", false, "the proxy's change rather than its create")
 	f.StringVar(&ref.ActivityID, "activity-id", "", "the pending activity's `ID`, when several are pending")
 	f.BoolVar(&retryNow, "retry-now", false, "poll again now, with the attempts back at one")
 	f.BoolVar(&pause, "pause", false, "stop the polls until --resume")

@@ -1,0 +1,135 @@
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// ProxyStatus asks the entity of uid for its status: what was asked, what is, the operation
+// that runs and the latest ones. The entity answers once closed too, as long as a worker runs
+// to replay it. An invalid uid fails with ErrInvalidUID.
+func (c *Client) ProxyStatus(ctx context.Context, uid string) (workflows.ProxyStatus, error) {
+	if err := checkUID(uid); err != nil {
+		return workflows.ProxyStatus{}, err
+	}
+	st, err := c.proxyStatus(ctx, uid)
+	if err != nil {
+		return workflows.ProxyStatus{}, fmt.Errorf("status of proxy %s: %w", uid, err)
+	}
+	return st, nil
+}
+
+func (c *Client) proxyStatus(ctx context.Context, uid string) (workflows.ProxyStatus, error) {
+	val, err := c.temporal.QueryWorkflow(ctx, workflows.ProxyWorkflowID(uid), "", workflows.StatusQuery)
+	if err != nil {
+		return workflows.ProxyStatus{}, err
+	}
+	var st workflows.ProxyStatus
+	return st, val.Get(&st)
+}
+
+// ProxyProgress is a proxy entity's status together with what Temporal knows of its run, and
+// the Progress of the operation it runs.
+type ProxyProgress struct {
+	workflows.ProxyStatus
+	// State is the entity run's state, as Progress.State.
+	State string `json:"state"`
+	// Source is SourceQuery or SourceDescribed: described, the status holds the UID, the phase,
+	// the name, node and VMID of the entity's search attributes and its start time.
+	Source     string `json:"source"`
+	QueryError string `json:"queryError,omitempty"`
+	// Workers says who polls the entity's task queue.
+	Workers Workers `json:"workers"`
+	// OperationProgress is the Progress of the child that runs the operation, nil when none
+	// runs.
+	OperationProgress *Progress `json:"operationProgress,omitempty"`
+}
+
+// ErrNoProxy is what errors.Is finds in the error of ProxyProgress for a UID that no request
+// was ever sent for: it has no entity.
+var ErrNoProxy = errors.New("no such proxy")
+
+// ProxyProgress returns where the entity of uid is: its status from the status query when a
+// worker answers it, else from DescribeWorkflowExecution (Source says which), the Progress of the
+// operation it runs, and the pollers of its task queue. It works with no worker running. An
+// invalid uid fails with ErrInvalidUID, a UID without entity with ErrNoProxy.
+func (c *Client) ProxyProgress(ctx context.Context, uid string) (ProxyProgress, error) {
+	if err := checkUID(uid); err != nil {
+		return ProxyProgress{}, err
+	}
+	id := workflows.ProxyWorkflowID(uid)
+	desc, err := c.temporal.DescribeWorkflowExecution(ctx, id, "")
+	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
+		return ProxyProgress{}, fmt.Errorf("%w %s: no request was sent for it (workflow %s)", ErrNoProxy, uid, id)
+	}
+	if err != nil {
+		return ProxyProgress{}, fmt.Errorf("describe proxy %s: %w", uid, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	p := ProxyProgress{State: runState(info.GetStatus())}
+	if p.Workers, err = c.workers(ctx, desc.GetExecutionConfig().GetTaskQueue().GetName()); err != nil {
+		return ProxyProgress{}, fmt.Errorf("proxy %s: %w", uid, err)
+	}
+	if p.Workers.Pollers == 0 {
+		p.QueryError = "no worker polls task queue " + p.Workers.TaskQueue
+	} else {
+		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+		p.ProxyStatus, err = c.proxyStatus(qctx, uid)
+		timedOut := qctx.Err() != nil
+		cancel()
+		switch {
+		case err == nil:
+			p.Source = SourceQuery
+			return p, c.operationProgress(ctx, uid, &p, desc.GetPendingChildren())
+		case ctx.Err() != nil:
+			return ProxyProgress{}, fmt.Errorf("status of proxy %s: %w", uid, ctx.Err())
+		case timedOut || errors.As(err, new(*serviceerror.DeadlineExceeded)):
+			p.QueryError = fmt.Sprintf("no worker answered the status query within %s", queryTimeout)
+		default:
+			p.QueryError = err.Error()
+		}
+	}
+	p.Source = SourceDescribed
+	described, err := proxyOf(info)
+	if err != nil {
+		return ProxyProgress{}, fmt.Errorf("describe proxy %s: %w", uid, err)
+	}
+	p.ProxyStatus = workflows.ProxyStatus{
+		UID: described.UID, Phase: described.Phase, StartedAt: described.StartTime,
+		Desired:  workflows.DesiredState{Name: described.Name},
+		Observed: workflows.ObservedState{Node: described.Node, VMID: described.VMID},
+	}
+	return p, c.operationProgress(ctx, uid, &p, desc.GetPendingChildren())
+}
+
+// operationProgress adds the Progress of the operation p's entity runs: the started child of a
+// kind Progress knows among its pending children. Without a worker to answer the status query, it
+// is all p says of the operation.
+func (c *Client) operationProgress(ctx context.Context, uid string, p *ProxyProgress, children []*workflowpb.PendingChildExecutionInfo) error {
+	for _, child := range children {
+		if child.GetRunId() == "" {
+			continue // initiated, not started yet
+		}
+		for _, op := range []Op{Create, Change, Delete} {
+			if id, _ := op.workflowID(uid); id != child.GetWorkflowId() {
+				continue
+			}
+			progress, err := c.Progress(ctx, uid, op)
+			if err != nil {
+				return fmt.Errorf("proxy %s: %w", uid, err)
+			}
+			p.OperationProgress = &progress
+			if p.Operation == nil {
+				p.Operation = &workflows.OperationRecord{Kind: string(op), WorkflowID: child.GetWorkflowId(), RunID: child.GetRunId(), StartedAt: progress.StartedAt}
+			}
+			return nil
+		}
+	}
+	return nil
+}

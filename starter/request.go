@@ -1,0 +1,176 @@
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// ErrRejected is what errors.Is finds in the error of Create, Change or Delete when the proxy's
+// entity refused the request at once: an unknown image, machine type or zone, a change of an
+// absent proxy. Nothing ran and nothing was recorded; the error's message is the entity's.
+var ErrRejected = errors.New("request refused")
+
+// FailSuperseded is the FailureType of a request that a later one of the same proxy superseded
+// before it was served, as a delete supersedes a running create.
+const FailSuperseded = workflows.FailSuperseded
+
+// A RequestOption changes a request that Create, Change or Delete sends.
+type RequestOption func(*requestOptions)
+
+type requestOptions struct{ updateID string }
+
+// WithUpdateID sends the request under the Update ID id: sent again with the same ID while the
+// entity's run is the same, it is the same request, not a second one, so a caller that lost
+// the answer may retry. Without it, every call is a new request.
+func WithUpdateID(id string) RequestOption {
+	return func(o *requestOptions) { o.updateID = id }
+}
+
+// Request is a request a proxy's entity accepted: Get waits for the operation that serves it.
+type Request struct {
+	UID string
+	// Kind is workflows.OpCreate, OpChange or OpDelete.
+	Kind     string
+	UpdateID string
+	// rebuild is a change with a new image: the entity serves it with a delete and a create.
+	rebuild bool
+	handle  client.WorkflowUpdateHandle
+}
+
+// Get waits for the operation that serves the request to close and stores its result in result:
+// a *workflows.CreateProxyResult, *workflows.ChangeProxyResult or *workflows.DeleteProxyResult.
+// A failure keeps its type (see FailureType): the operation's, or FailSuperseded.
+func (r *Request) Get(ctx context.Context, result any) error {
+	if err := r.handle.Get(ctx, result); err != nil {
+		return fmt.Errorf("%s of proxy %s: %w", r.Kind, r.UID, err)
+	}
+	return nil
+}
+
+// WorkflowID is the ID of the child workflow that serves the request, whose Progress tells how
+// it gets on: workflows.CreateWorkflowID, ChangeWorkflowID or DeleteWorkflowID. A change with a
+// new image rebuilds the VM, a DeleteProxy and then a CreateProxy: its WorkflowID is the create's,
+// which runs last and the longest; ProxyProgress follows whichever child runs.
+func (r *Request) WorkflowID() string {
+	id, _ := r.Op().workflowID(r.UID)
+	return id
+}
+
+// Op is the operation of WorkflowID, for Progress.
+func (r *Request) Op() Op {
+	if r.rebuild {
+		return Create
+	}
+	return Op(r.Kind)
+}
+
+// Create asks the entity of in.UID for the proxy to be present with in's spec, starting the
+// entity when none runs. It returns once the entity accepted the request, which needs a worker;
+// Get waits for the CreateProxy that serves it. An invalid in.UID fails with ErrInvalidUID,
+// user-data over workflows.MaxUserDataBytes with ErrUserDataTooLarge, before Temporal is called;
+// a request the entity refuses fails with ErrRejected.
+func (c *Client) Create(ctx context.Context, in workflows.CreateProxyInput, opts ...RequestOption) (*Request, error) {
+	if err := checkUID(in.UID); err != nil {
+		return nil, err
+	}
+	if err := workflows.ValidateUserData(in.UserData); err != nil {
+		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrUserDataTooLarge}
+	}
+	return c.request(ctx, &Request{UID: in.UID, Kind: workflows.OpCreate}, workflows.CreateUpdate, in, opts)
+}
+
+// Change asks the entity of req.UID to change its present proxy: what req sets. It returns once
+// the entity accepted the request; Get waits for the ChangeProxy (or, with a new image, the
+// delete and create) that serves it. An invalid req.UID fails with ErrInvalidUID, user-data over
+// workflows.MaxUserDataBytes with ErrUserDataTooLarge, before Temporal is called; a request the
+// entity refuses, a change of an absent proxy among them, fails with ErrRejected.
+func (c *Client) Change(ctx context.Context, req workflows.ChangeRequest, opts ...RequestOption) (*Request, error) {
+	if err := checkUID(req.UID); err != nil {
+		return nil, err
+	}
+	if req.UserData != nil {
+		if err := workflows.ValidateUserData(*req.UserData); err != nil {
+			return nil, refused{fmt.Errorf("change proxy %s: %w", req.UID, err), ErrUserDataTooLarge}
+		}
+	}
+	r := &Request{UID: req.UID, Kind: workflows.OpChange, rebuild: req.Image != ""}
+	return c.request(ctx, r, workflows.ChangeUpdate, req, opts)
+}
+
+// Delete asks the entity of in.UID for the proxy to be absent, starting the entity when none
+// runs; a create that still runs is superseded. It returns once the entity accepted the
+// request; Get waits for the DeleteProxy that serves it. An invalid in.UID fails with
+// ErrInvalidUID before Temporal is called.
+func (c *Client) Delete(ctx context.Context, in workflows.DeleteProxyInput, opts ...RequestOption) (*Request, error) {
+	if err := checkUID(in.UID); err != nil {
+		return nil, err
+	}
+	return c.request(ctx, &Request{UID: in.UID, Kind: workflows.OpDelete}, workflows.DeleteUpdate, in, opts)
+}
+
+// request sends r as the Update named update with arg, by UpdateWithStart, and waits for the
+// entity to accept or refuse it.
+func (c *Client) request(ctx context.Context, r *Request, update string, arg any, opts []RequestOption) (*Request, error) {
+	var o requestOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	start := c.temporal.NewWithStartWorkflowOperation(workflows.ProxyOptions(r.UID, c.taskQueue), workflows.ProxyName,
+		workflows.ProxyInput{UID: r.UID})
+	handle, err := c.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID:     o.updateID,
+			UpdateName:   update,
+			Args:         []any{arg},
+			WaitForStage: client.WorkflowUpdateStageAccepted,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("send %s of proxy %s to %s: %w", r.Kind, r.UID, workflows.ProxyWorkflowID(r.UID), err)
+	}
+	if err := refusal(handle); err != nil {
+		return nil, refused{rejection{r, err}, ErrRejected}
+	}
+	r.UpdateID = handle.UpdateID()
+	r.handle = handle
+	return r, nil
+}
+
+// rejection is a request the entity refused with err: one line, its validator's message
+// without the request it names again and without the causes the SDK appends.
+type rejection struct {
+	r   *Request
+	err error
+}
+
+func (e rejection) Error() string {
+	msg := e.err.Error()
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](e.err); ok {
+		msg = strings.TrimPrefix(appErr.Message(), fmt.Sprintf("%s proxy %s: ", e.r.Kind, e.r.UID))
+	}
+	return fmt.Sprintf("%s of proxy %s refused: %s", e.r.Kind, e.r.UID, msg)
+}
+
+func (e rejection) Unwrap() error { return e.err }
+
+// refusal is the error the entity refused an update with, or nil when it accepted it. A refused
+// update comes back completed with its failure; an accepted one, unless it completed at once,
+// has an outcome still to come, which a Get on a context already done does not wait for: the
+// poll fails before it is sent.
+func refusal(handle client.WorkflowUpdateHandle) error {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := handle.Get(done, nil)
+	if _, pending := errors.AsType[*client.WorkflowUpdateServiceTimeoutOrCanceledError](err); pending {
+		return nil
+	}
+	return err
+}

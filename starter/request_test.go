@@ -1,0 +1,188 @@
+package starter_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/starter"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// withLarge configures a stack with a second machine type, large.
+func withLarge(c *config.Config) {
+	c.Proxmox.MachineTypes["large"] = config.MachineType{Cores: 4, MemoryMiB: 4096, DiskGiB: 20}
+}
+
+// get is what waits for the result of a request that Create, Change or Delete sent.
+func get[T any](t *testing.T) func(*starter.Request, error) T {
+	return func(req *starter.Request, err error) T {
+		t.Helper()
+		require.NoError(t, err)
+		var res T
+		require.NoError(t, req.Get(ctx(t), &res))
+		return res
+	}
+}
+
+// seedISO is the content of the seed ISO of the VM vmid on the simulator.
+func (s *stack) seedISO(t *testing.T, vmid int) []byte {
+	t.Helper()
+	for _, vm := range s.cluster.VMs() {
+		if vm.VMID != vmid {
+			continue
+		}
+		for _, v := range s.cluster.Volumes() {
+			if v.Data != nil && strings.HasPrefix(vm.Config["ide2"], v.VolID+",") {
+				return v.Data
+			}
+		}
+	}
+	t.Fatalf("VM %d has no seed ISO; volumes: %v", vmid, s.cluster.Volumes())
+	return nil
+}
+
+func TestClient_aProxyThroughCreateChangesAndDelete(t *testing.T) {
+	s := startStackWith(t, 200*time.Millisecond, client.Options{}, withLarge)
+
+	created := get[workflows.CreateProxyResult](t)(s.starter.Create(ctx(t), createInput(uid)))
+	before, err := s.starter.ProxyStatus(ctx(t), uid)
+	require.NoError(t, err)
+
+	const userData = "#cloud-config\nhostname: changed-by-update\n"
+	newUserData := userData
+	reseeded := get[workflows.ChangeProxyResult](t)(s.starter.Change(ctx(t), workflows.ChangeRequest{UID: uid, UserData: &newUserData}))
+	afterReseed, err := s.starter.ProxyStatus(ctx(t), uid)
+	require.NoError(t, err)
+	seed := s.seedISO(t, created.VMID)
+
+	resized := get[workflows.ChangeProxyResult](t)(s.starter.Change(ctx(t), workflows.ChangeRequest{UID: uid, MachineType: "large"}))
+	afterResize, err := s.starter.ProxyStatus(ctx(t), uid)
+	require.NoError(t, err)
+	var cores string
+	for _, vm := range s.cluster.VMs() {
+		if vm.VMID == created.VMID {
+			cores = vm.Config["cores"]
+		}
+	}
+
+	deleted := get[workflows.DeleteProxyResult](t)(s.starter.Delete(ctx(t), workflows.DeleteProxyInput{UID: uid}))
+	final, err := s.starter.ProxyStatus(ctx(t), uid)
+	require.NoError(t, err)
+
+	assert.Equal(t, created.VMID, reseeded.VMID, "the same VM")
+	assert.NotEmpty(t, reseeded.Changed)
+	assert.True(t, reseeded.Restarted, "cloud-init runs new user-data at a boot")
+	sum := sha256.Sum256([]byte(userData))
+	assert.Equal(t, hex.EncodeToString(sum[:]), afterReseed.Desired.UserDataSHA256)
+	assert.NotEqual(t, before.Desired.InstanceID, afterReseed.Desired.InstanceID, "a new instance-id")
+	assert.True(t, bytes.Contains(seed, []byte("hostname: changed-by-update")), "the seed ISO holds the new user-data")
+	assert.True(t, bytes.Contains(seed, []byte(afterReseed.Desired.InstanceID)), "the seed ISO holds the new instance-id")
+
+	assert.Equal(t, created.VMID, resized.VMID, "the same VM")
+	assert.NotEmpty(t, resized.Changed)
+	assert.Equal(t, "4", cores)
+	assert.Equal(t, "large", afterResize.Desired.MachineType)
+
+	assert.Len(t, deleted.Destroyed, 1)
+	assert.Len(t, s.cluster.VMs(), 1, "the template alone")
+	assert.Equal(t, workflows.ProxyAbsent, final.Phase)
+	assert.False(t, final.Desired.Present)
+}
+
+func TestClient_aChangeToAnUnknownMachineTypeIsRefusedAtOnce(t *testing.T) {
+	s := startStack(t, 200*time.Millisecond)
+	get[workflows.CreateProxyResult](t)(s.starter.Create(ctx(t), createInput(uid)))
+	sent := time.Now()
+
+	_, err := s.starter.Change(ctx(t), workflows.ChangeRequest{UID: uid, MachineType: "huge"})
+
+	require.ErrorIs(t, err, starter.ErrRejected)
+	assert.Less(t, time.Since(sent), 5*time.Second, "refused by the validator, not after an operation")
+	assert.EqualError(t, err, "change of proxy "+uid+` refused: machineType: "huge" is not a configured machine type (choices: small)`,
+		"the validator's message alone, in one line")
+	st, err := s.starter.ProxyStatus(ctx(t), uid)
+	require.NoError(t, err)
+	assert.Equal(t, "small", st.Desired.MachineType, "nothing recorded")
+}
+
+func TestClient_aChangeOfAProxyNeverCreatedIsRefused(t *testing.T) {
+	s := startStack(t, 200*time.Millisecond)
+
+	_, err := s.starter.Change(ctx(t), workflows.ChangeRequest{UID: uid, MachineType: "small"})
+
+	assert.ErrorIs(t, err, starter.ErrRejected)
+}
+
+func TestClient_aRequestSentAgainUnderItsUpdateIDIsTheSameRequest(t *testing.T) {
+	s := startStack(t, 2*time.Second)
+
+	first, err := s.starter.Create(ctx(t), createInput(uid), starter.WithUpdateID("create-1"))
+	require.NoError(t, err)
+	again, err := s.starter.Create(ctx(t), createInput(uid), starter.WithUpdateID("create-1"))
+	require.NoError(t, err)
+
+	assert.Equal(t, "create-1", first.UpdateID)
+	assert.Equal(t, "create-1", again.UpdateID)
+	var a, b workflows.CreateProxyResult
+	require.NoError(t, first.Get(ctx(t), &a))
+	require.NoError(t, again.Get(ctx(t), &b))
+	assert.Equal(t, a, b)
+	assert.Len(t, s.cluster.CloneRuns(), 1, "one create")
+	st, err := s.starter.ProxyStatus(ctx(t), uid)
+	require.NoError(t, err)
+	assert.Len(t, st.Operations, 1, "one operation")
+}
+
+func TestClient_proxyProgressFollowsTheOperationThatRuns(t *testing.T) {
+	s := startStack(t, time.Minute)
+	req, err := s.starter.Create(ctx(t), createInput(uid))
+	require.NoError(t, err)
+
+	var p starter.ProxyProgress
+	eventually(t, "the proxy's progress shows its create polling the clone", func() bool {
+		p, err = s.starter.ProxyProgress(ctx(t), uid)
+		return err == nil && p.OperationProgress != nil && p.OperationProgress.LastFailure != ""
+	})
+
+	assert.Equal(t, starter.SourceQuery, p.Source)
+	assert.Equal(t, workflows.ProxyCreating, p.Phase)
+	require.NotNil(t, p.Operation)
+	assert.Equal(t, workflows.OpCreate, p.Operation.Kind)
+	assert.Equal(t, req.WorkflowID(), p.Operation.WorkflowID)
+	assert.Equal(t, workflows.PhaseCloning, p.OperationProgress.Phase)
+	assert.Equal(t, "TaskStatus", p.OperationProgress.ActivityType)
+}
+
+func TestClient_proxyProgressWithTheWorkerStoppedDescribesTheRunningOperation(t *testing.T) {
+	s := startStack(t, time.Minute)
+	s.awaitCloneWait(t)
+	s.stopWorker()
+
+	p, err := s.starter.ProxyProgress(ctx(t), uid)
+
+	require.NoError(t, err)
+	assert.Equal(t, starter.SourceDescribed, p.Source)
+	assert.Equal(t, "no worker answered the status query within 3s", p.QueryError)
+	require.NotNil(t, p.Operation, "the entity's pending child")
+	assert.Equal(t, workflows.CreateWorkflowID(uid), p.Operation.WorkflowID)
+	require.NotNil(t, p.OperationProgress)
+	assert.Equal(t, "TaskStatus", p.OperationProgress.ActivityType)
+	assert.Contains(t, p.OperationProgress.LastFailure, "still running")
+}
+
+func TestClient_proxyProgressOfAUIDWithoutRequestIsErrNoProxy(t *testing.T) {
+	s := startStack(t, time.Second)
+
+	_, err := s.starter.ProxyProgress(ctx(t), uid)
+
+	assert.ErrorIs(t, err, starter.ErrNoProxy)
+}
