@@ -82,6 +82,9 @@ type entity struct {
 	reason string
 	// drifted asks the next plan for a change that puts the machine type back.
 	drifted bool
+	// deleteWith is the last delete request's, for its name or provider ID: the seed ISO of a
+	// proxy created with a name of its own before seed ISOs were named after the UID.
+	deleteWith DeleteProxyInput
 	// stopTimer stops the timer that wakes the loop for the next check, or to close an absent
 	// proxy's entity; woken says it fired.
 	stopTimer workflow.CancelFunc
@@ -138,7 +141,7 @@ func (e *entity) register() error {
 	}
 	return workflow.SetUpdateHandlerWithOptions(e.ctx, DeleteUpdate,
 		func(ctx workflow.Context, in DeleteProxyInput) (DeleteProxyResult, error) {
-			w := e.accept(OpDelete, func() { e.st.Spec = nil })
+			w := e.accept(OpDelete, func() { e.st.Spec, e.deleteWith = nil, in })
 			return awaitResult[DeleteProxyResult](ctx, w)
 		},
 		workflow.UpdateHandlerOptions{Validator: e.validateDelete})
@@ -405,6 +408,13 @@ func (e *entity) startChange(spec, applied CreateProxyInput) {
 // a rebuild onto a new image or zone, which a create of the spec follows.
 func (e *entity) startDelete(rebuildFrom *CreateProxyInput) {
 	in := DeleteProxyInput{UID: e.uid, Name: e.nameOf()}
+	switch {
+	case rebuildFrom != nil:
+		in.Name = rebuildFrom.Name
+	case e.deleteWith.Name != "" || e.deleteWith.ProviderID != "":
+		// What the operator named; DeleteProxy takes a name left out from the provider ID.
+		in.Name, in.ProviderID = e.deleteWith.Name, e.deleteWith.ProviderID
+	}
 	e.start(&runningOp{rebuildFrom: rebuildFrom}, OpDelete, DeleteWorkflowID(e.uid), DeleteProxyName, in)
 }
 
@@ -478,8 +488,10 @@ func (e *entity) finish() {
 	switch {
 	case op.err == nil:
 		op.rec.Outcome = "completed"
-	case op.superseded != "" || temporal.IsCanceledError(op.err):
+	case op.superseded != "":
 		op.rec.Outcome, op.rec.Error = "cancelled", op.superseded
+	case temporal.IsCanceledError(op.err):
+		op.rec.Outcome, op.rec.Error = "cancelled", op.err.Error()
 	default:
 		op.rec.Outcome, op.rec.Error = "failed", op.err.Error()
 	}
@@ -488,7 +500,7 @@ func (e *entity) finish() {
 		e.failed(op)
 		return
 	}
-	e.st.LastFailure = ""
+	e.st.LastFailure, e.st.NeedsPerson = "", false
 	now := workflow.Now(e.ctx)
 	switch res := op.result.(type) {
 	case CreateProxyResult:
@@ -536,6 +548,7 @@ func (e *entity) failed(op *runningOp) {
 	}
 	e.st.Blocked = true
 	e.st.LastFailure = op.rec.Error
+	e.st.NeedsPerson = isType(op.err, FailPermanent)
 	for _, w := range e.pending() {
 		if w.version <= op.serves {
 			w.done, w.err = true, op.err
@@ -642,8 +655,13 @@ func (e *entity) drift(got GetProxyResult) []string {
 }
 
 // heal makes the next operation a create, which adopts a stopped VM and starts it, or makes a
-// new one, with why.
+// new one, with why. After a Permanent failure it only reports: a person has to act first (a
+// foreign VM with the proxy's name, a missing privilege), and a request after that runs again.
 func (e *entity) heal(why string) {
+	if e.st.NeedsPerson {
+		workflow.GetLogger(e.ctx).Warn("not healing the proxy until a request after its Permanent failure", "uid", e.uid, "found", why)
+		return
+	}
 	e.st.Applied = nil
 	e.st.Blocked = false
 	e.reason = why
@@ -675,13 +693,13 @@ func (e *entity) resumeOperation(rec *OperationRecord) {
 	if e.st.Spec != nil {
 		op.spec = e.st.Spec
 	}
-	ctx, cancel := workflow.WithCancel(e.ctx)
+	// Cancelling it asks it to stop, and the wait goes on until it has: the next operation never
+	// overlaps it.
 	op.cancel = func() {
-		cancel()
 		workflow.RequestCancelExternalWorkflow(e.ctx, r.WorkflowID, r.RunID)
 	}
 	e.op = op
-	workflow.Go(ctx, func(ctx workflow.Context) {
+	workflow.Go(e.ctx, func(ctx workflow.Context) {
 		var a *activities.Activities
 		step := "wait for workflow " + r.WorkflowID + " to close"
 		var run activities.RunInfo
@@ -690,13 +708,15 @@ func (e *entity) resumeOperation(rec *OperationRecord) {
 			// starts again until it ends.
 			op.err = execute(ctx, e.s.waitOptions(e.s.Budgets.Unlock, step), a.DescribeRun,
 				activities.DescribeRunRequest{WorkflowID: r.WorkflowID, RunID: r.RunID, WaitClosed: true}).Get(ctx, &run)
-			if op.err == nil || ctx.Err() != nil || !(temporal.IsTimeoutError(op.err) || isType(op.err, activities.ErrNotReady)) {
+			if op.err == nil || !(temporal.IsTimeoutError(op.err) || isType(op.err, activities.ErrNotReady)) {
 				break
 			}
 		}
 		switch {
 		case op.err != nil:
 			op.err = fail(step, op.err)
+		case run.Status == "canceled":
+			op.err = temporal.NewCanceledError(r.WorkflowID + " run " + r.RunID + " was cancelled")
 		case run.Status != "completed":
 			op.err = transientf("%s run %s closed %s", r.WorkflowID, r.RunID, run.Status)
 		}
@@ -781,10 +801,10 @@ func (e *entity) phase() string {
 		return ProxyCreating
 	}
 	switch {
-	case e.st.Spec == nil:
-		return ProxyAbsent
 	case e.st.Blocked:
 		return ProxyFailed
+	case e.st.Spec == nil:
+		return ProxyAbsent
 	}
 	return ProxyPresent
 }

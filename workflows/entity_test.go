@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -500,4 +501,27 @@ func TestProxy_newImageRebuildsTheVMOnTheSameVMID(t *testing.T) {
 	for _, s := range during {
 		assert.Equal(t, workflows.ProxyChanging, s.Phase, "a rebuild is a change throughout: %+v", s.Operation)
 	}
+}
+
+func TestProxy_aPermanentFailureIsNotHealedUntilARequestComes(t *testing.T) {
+	w := newWorld(t)
+	require.NoError(t, w.cluster.AddVM(pvesim.VM{Node: "pve1", VMID: 4242, Config: pve.VMConfig{
+		"name": proxy.NameFromUID(uid), "description": "a VM someone made by hand",
+	}}))
+	// The seed ISO of a proxy created with a name of its own, before seeds were named after UIDs.
+	_, err := w.cluster.UploadISO(context.Background(), "pve1", "local", "proxy-own-name-seed.iso", strings.NewReader("iso"), 3)
+	require.NoError(t, err)
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	var waiting workflows.ProxyStatus
+	p.at(time.Hour, func() { waiting = p.status() })
+	p.request(time.Hour+time.Second, workflows.DeleteUpdate, "delete", workflows.DeleteProxyInput{UID: uid, Name: "proxy-own-name"})
+
+	st := p.run()
+
+	assert.Equal(t, workflows.FailPermanent, failureType(t, p.answer("create").err))
+	assert.Equal(t, workflows.ProxyFailed, waiting.Phase)
+	assert.Equal(t, "absent", waiting.Observed.State, "the checks found no VM of the proxy, and left it so")
+	assert.Equal(t, []string{"create:failed", "delete:completed"}, kinds(st))
+	assert.Empty(t, w.isos(), "the delete request's name reached the delete, which deleted that seed ISO")
 }

@@ -120,8 +120,11 @@ type ProxyState struct {
 	Checks     int               `json:"checks"`
 	// Blocked is set when the last operation failed: nothing runs again until a request or a
 	// check asks for it.
-	Blocked     bool      `json:"blocked,omitempty"`
-	LastFailure string    `json:"lastFailure,omitempty"`
+	Blocked     bool   `json:"blocked,omitempty"`
+	LastFailure string `json:"lastFailure,omitempty"`
+	// NeedsPerson is set when the last operation failed Permanent: checks report what they
+	// find and heal nothing until a request comes.
+	NeedsPerson bool      `json:"needsPerson,omitempty"`
 	Runs        int       `json:"runs"`
 	StartedAt   time.Time `json:"startedAt"`
 }

@@ -57,36 +57,33 @@ it is.`,
 }
 
 func (c *cli) rolloutStatusCommand() *cobra.Command {
-	var id string
-	cmd := &cobra.Command{
-		Use:   "status --id ID",
-		Short: "Where a rollout is: the proxies done, changing and pending, and why it paused",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkRolloutID(cmd, id); err != nil {
-				return err
-			}
-			closeConn, err := c.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			st, err := c.starter.RolloutStatus(cmd.Context(), id)
+	return c.rolloutIDCommand("status --id ID", "Where a rollout is: the proxies done, changing and pending, and why it paused",
+		func(ctx context.Context, id string) error {
+			st, err := c.starter.RolloutStatus(ctx, id)
 			if err != nil {
 				return err
 			}
 			return c.printRollout(id, st)
-		},
-	}
-	cmd.Flags().StringVar(&id, "id", "", "the rollout's workflow `ID`, as rollout printed it (required)")
-	return cmd
+		})
 }
 
 func (c *cli) rolloutResumeCommand() *cobra.Command {
+	return c.rolloutIDCommand("resume --id ID", "Resume a paused rollout: make the failed changes again, go on, and follow it",
+		func(ctx context.Context, id string) error {
+			if _, err := c.starter.ResumeRollout(ctx, id); err != nil {
+				return err
+			}
+			c.say("pveflow: rollout %s resumed", id)
+			return c.followRollout(ctx, id)
+		})
+}
+
+// rolloutIDCommand is a subcommand of rollout that acts, connected, on the rollout --id names.
+func (c *cli) rolloutIDCommand(use, short string, act func(ctx context.Context, id string) error) *cobra.Command {
 	var id string
 	cmd := &cobra.Command{
-		Use:   "resume --id ID",
-		Short: "Resume a paused rollout: make the failed changes again, go on, and follow it",
+		Use:   use,
+		Short: short,
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkRolloutID(cmd, id); err != nil {
@@ -97,11 +94,7 @@ func (c *cli) rolloutResumeCommand() *cobra.Command {
 				return err
 			}
 			defer closeConn()
-			if _, err := c.starter.ResumeRollout(cmd.Context(), id); err != nil {
-				return err
-			}
-			c.say("pveflow: rollout %s resumed", id)
-			return c.followRollout(cmd.Context(), id)
+			return act(cmd.Context(), id)
 		},
 	}
 	cmd.Flags().StringVar(&id, "id", "", "the rollout's workflow `ID`, as rollout printed it (required)")
