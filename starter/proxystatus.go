@@ -108,28 +108,42 @@ func (c *Client) ProxyProgress(ctx context.Context, uid string) (ProxyProgress, 
 	return p, c.operationProgress(ctx, uid, &p, desc.GetPendingChildren())
 }
 
-// operationProgress adds the Progress of the operation p's entity runs: the started child of a
-// kind Progress knows among its pending children. Without a worker to answer the status query, it
-// is all p says of the operation.
+// operationProgress adds the Progress of the operation p's entity runs: the one its status
+// names, or else the started child of a kind Progress knows among its pending children, which is
+// all there is to go by without a worker to answer the status query. A child an earlier run
+// started before it continued as new is no child of this run: only the status names it.
 func (c *Client) operationProgress(ctx context.Context, uid string, p *ProxyProgress, children []*workflowpb.PendingChildExecutionInfo) error {
-	for _, child := range children {
-		if child.GetRunId() == "" {
-			continue // initiated, not started yet
-		}
-		for _, op := range []Op{Create, Change, Delete} {
-			if id, _ := op.workflowID(uid); id != child.GetWorkflowId() {
-				continue
-			}
-			progress, err := c.Progress(ctx, uid, op)
-			if err != nil {
-				return fmt.Errorf("proxy %s: %w", uid, err)
-			}
-			p.OperationProgress = &progress
-			if p.Operation == nil {
-				p.Operation = &workflows.OperationRecord{Kind: string(op), WorkflowID: child.GetWorkflowId(), RunID: child.GetRunId(), StartedAt: progress.StartedAt}
-			}
-			return nil
-		}
+	var op Op
+	if p.Operation != nil {
+		op = Op(p.Operation.Kind)
+	} else {
+		op, p.Operation = pendingOperation(uid, children)
+	}
+	if _, err := op.workflowID(uid); err != nil {
+		return nil // none runs, or one Progress does not know
+	}
+	progress, err := c.Progress(ctx, uid, op)
+	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
+		return nil // started a moment ago: Temporal has yet to record its start
+	}
+	if err != nil {
+		return fmt.Errorf("proxy %s: %w", uid, err)
+	}
+	p.OperationProgress = &progress
+	if p.Operation.StartedAt.IsZero() {
+		p.Operation.StartedAt = progress.StartedAt
 	}
 	return nil
+}
+
+// pendingOperation is the started child of a kind Progress knows among children, and its record.
+func pendingOperation(uid string, children []*workflowpb.PendingChildExecutionInfo) (Op, *workflows.OperationRecord) {
+	for _, child := range children {
+		for _, op := range []Op{Create, Change, Delete} {
+			if id, _ := op.workflowID(uid); id == child.GetWorkflowId() && child.GetRunId() != "" {
+				return op, &workflows.OperationRecord{Kind: string(op), WorkflowID: id, RunID: child.GetRunId()}
+			}
+		}
+	}
+	return "", nil
 }
