@@ -156,7 +156,10 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	}
 	defer c.Close()
 
-	applyHealthSchedule(ctx, starter.New(c, opts.taskQueue), opts.healthEvery, logger)
+	// The worker's own client sends the requests of Rollout and CollectGarbage to the proxies'
+	// entities, and applies the health schedule.
+	requests := starter.New(c, opts.taskQueue, starter.WithDataConverter(clientOpts.DataConverter), starter.WithNamespace(clientOpts.Namespace))
+	applyHealthSchedule(ctx, requests, opts.healthEvery, logger)
 
 	workerOpts := worker.Options{
 		// No activity attempt runs longer than budgets.request (its StartToClose timeout), so
@@ -171,7 +174,8 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	temporalSide := &activities.HistoryStartInput{
 		Service: c.WorkflowService(), Namespace: clientOpts.Namespace, DataConverter: clientOpts.DataConverter,
 	}
-	w.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide})
+	w.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide,
+		Proxies: starter.EntityProxies{Client: requests}})
 	logger.Info("pveflow worker starting",
 		slog.String("temporal", clientOpts.HostPort),
 		slog.String("namespace", clientOpts.Namespace),

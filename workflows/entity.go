@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -781,7 +782,7 @@ func (e *entity) jitter() time.Duration {
 		return 0
 	}
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%s/%d", e.uid, e.st.Checks)
+	h.Write([]byte(e.uid + "/" + strconv.Itoa(e.st.Checks)))
 	return time.Duration(h.Sum64() % uint64(e.s.Entity.CheckJitter))
 }
 

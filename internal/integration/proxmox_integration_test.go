@@ -253,7 +253,8 @@ func startHarness(t *testing.T, e hostEnv) *harness {
 	server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
 		temporalSide := &activities.HistoryStartInput{Service: server.Client().WorkflowService(), Namespace: server.Namespace()}
-		r.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide})
+		entities := starter.EntityProxies{Client: starter.New(server.Client(), workflows.DefaultTaskQueue, starter.WithNamespace(server.Namespace()))}
+		r.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide, Proxies: entities})
 	})
 	t.Logf("pveflow on a Temporal dev server at %s, against %s node %s", server.Address(), e.URL, e.Node)
 	return &harness{
