@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 
+	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -72,7 +73,7 @@ func (c *Client) ProxyProgress(ctx context.Context, uid string) (ProxyProgress, 
 		return ProxyProgress{}, fmt.Errorf("describe proxy %s: %w", uid, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	p := ProxyProgress{State: runState(info.GetStatus())}
+	p := ProxyProgress{State: activities.RunStatus(info.GetStatus())}
 	if p.Workers, err = c.workers(ctx, desc.GetExecutionConfig().GetTaskQueue().GetName()); err != nil {
 		return ProxyProgress{}, fmt.Errorf("proxy %s: %w", uid, err)
 	}

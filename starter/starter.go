@@ -18,7 +18,6 @@
 package starter
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +35,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -278,7 +278,7 @@ func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, err
 		return Progress{}, fmt.Errorf("describe %s of proxy %s: %w", op, uid, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	p := Progress{State: runState(info.GetStatus())}
+	p := Progress{State: activities.RunStatus(info.GetStatus())}
 	// The workflows run one activity at a time.
 	if pending := desc.GetPendingActivities(); len(pending) > 0 {
 		p.Wait = c.waitOf(pending[0])
@@ -391,21 +391,6 @@ func (c *Client) failureMessage(f *failurepb.Failure) string {
 	return attrs.Message
 }
 
-var runStates = map[enumspb.WorkflowExecutionStatus]string{
-	enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:          "running",
-	enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:        "completed",
-	enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:           "failed",
-	enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:         "canceled",
-	enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:       "terminated",
-	enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW: "continued-as-new",
-	enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:        "timed-out",
-	enumspb.WORKFLOW_EXECUTION_STATUS_PAUSED:           "paused",
-}
-
-func runState(s enumspb.WorkflowExecutionStatus) string {
-	return cmp.Or(runStates[s], "unknown")
-}
-
 // Proxy is a proxy as its entity's search attributes show it.
 type Proxy struct {
 	UID string `json:"uid"`
@@ -466,7 +451,7 @@ var dataConverter = converter.GetDefaultDataConverter()
 
 func proxyOf(info *workflowpb.WorkflowExecutionInfo) (Proxy, error) {
 	p := Proxy{
-		Status:     runState(info.GetStatus()),
+		Status:     activities.RunStatus(info.GetStatus()),
 		WorkflowID: info.GetExecution().GetWorkflowId(),
 		RunID:      info.GetExecution().GetRunId(),
 		StartTime:  info.GetStartTime().AsTime(),

@@ -11,6 +11,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/pveflow/pveflow/activities"
 )
 
 // ErrNoPendingWait is what errors.Is finds in the error of a wait operation (RetryWait,
@@ -106,7 +108,7 @@ func (c *Client) pendingWait(ctx context.Context, workflowID, activityID string)
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return nil, nil, fmt.Errorf("%w: workflow %s is %s", ErrNoPendingWait, workflowID, runState(info.GetStatus()))
+		return nil, nil, fmt.Errorf("%w: workflow %s is %s", ErrNoPendingWait, workflowID, activities.RunStatus(info.GetStatus()))
 	}
 	pending := desc.GetPendingActivities()
 	candidates := pending
