@@ -19,7 +19,7 @@ import (
 func (c *cli) rolloutCommand() *cobra.Command {
 	var opts starter.RolloutOptions
 	cmd := &cobra.Command{
-		Use:   "rollout --image I [--machine-type M] --max-unavailable N (--selector Q | --uid UID...)",
+		Use:   "rollout [--image I] [--machine-type M] --max-unavailable N (--selector Q | --uid UID...)",
 		Short: "Change the image or machine type of many proxies, N at a time, pausing on the first failure",
 		Long: `Starts a Rollout workflow that changes the proxies of the UIDs given with --uid (which repeats),
 or of the running, present Proxy entities that the Temporal visibility filter --selector
