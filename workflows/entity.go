@@ -188,10 +188,10 @@ func (e *entity) accept(kind string, apply func()) *waiter {
 
 // want makes the create request's spec the proxy's.
 func (e *entity) want(in CreateProxyInput) {
-	in = withDefaults(in)
-	if e.st.Spec != nil && sameSpec(*e.st.Spec, in) {
-		return
+	if e.st.Spec != nil {
+		return // the validator lets through only the spec the proxy has
 	}
+	in = withDefaults(in)
 	in.InstanceID = e.uid
 	e.st.UserDataGen = 0
 	e.st.Spec = &in
@@ -220,11 +220,6 @@ func withDefaults(in CreateProxyInput) CreateProxyInput {
 	}
 	in.Region = ""
 	return in
-}
-
-// sameSpec reports whether two create inputs ask for the same proxy.
-func sameSpec(a, b CreateProxyInput) bool {
-	return len(specDiff(a, b)) == 0 && a.UserData == b.UserData
 }
 
 // specDiff says in words how spec b differs from a, leaving the user-data out.
