@@ -8,9 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/internal/pvesim"
@@ -84,14 +82,11 @@ func requireOneLine(t *testing.T, err error, want string) {
 	assert.NotContains(t, err.Error(), secret)
 }
 
-// workerFailure is the failure of the create of uid as the worker's own client, which holds
-// the key, reads it.
-func workerFailure(t *testing.T, s *stack, uid string) *temporal.ApplicationError {
+// assertNoCreateRan asserts that no CreateProxy of uid ran.
+func assertNoCreateRan(t *testing.T, s *stack, uid string) {
 	t.Helper()
-	err := s.client.GetWorkflow(context.Background(), workflows.CreateWorkflowID(uid), "").Get(context.Background(), nil)
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr)
-	return appErr
+	_, err := s.client.DescribeWorkflowExecution(context.Background(), workflows.CreateWorkflowID(uid), "")
+	assert.ErrorAs(t, err, new(*serviceerror.NotFound), "no CreateProxy of %s ran", uid)
 }
 
 // TestE2E_newcomerCLIAgainstAnEncryptingWorker follows a newcomer who runs the CLI against
@@ -109,19 +104,13 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 
 		requireOneLine(t, err, `the failure's message encrypted with key ID "worker", and PVEFLOW_CODEC_KEY_FILE is not set: `+
 			`set it to the worker's key file (make run: .run/codec.key)`)
-		assert.Equal(t, workflows.FailPermanent, starter.FailureType(err), "pveflow exits 3")
-		refusal := workerFailure(t, s, uid)
-		assert.Contains(t, refusal.Message(), "payload not encrypted, and PVEFLOW_CODEC_KEY_FILE is set here ("+workerKey+"), so it is refused")
-		assert.Contains(t, refusal.Message(), "export PVEFLOW_CODEC_KEY_FILE=<the worker's key file>")
-		// A client without the key writes the input plain, and no codec can take that back: the
-		// secret is in the start event. What the worker does is refuse it at once, so that
-		// nothing else holds it (no activity ran: no seed ISO on Proxmox, no copy in another
-		// event) and the user learns to set the key before the next create; the README has the
-		// CLI set it against make run's stack.
-		events := history(t, s.client, workflows.CreateWorkflowID(uid), "")
-		assert.Equal(t, []string{"WorkflowExecutionStarted"}, eventsHolding(t, events, secret))
-		assert.Equal(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED, events[len(events)-1].GetEventType())
-		assert.Empty(t, scheduledActivities(events))
+		assert.ErrorIs(t, err, starter.ErrRejected, "pveflow exits 3")
+		// A client without the key writes the request plain. The proxy's entity refuses it
+		// before it is recorded, so that nothing holds the secret (no event, no CreateProxy, no
+		// seed ISO on Proxmox) and the user learns to set the key before the next create; the
+		// README has the CLI set it against make run's stack.
+		assert.Empty(t, eventsHolding(t, history(t, s.client, workflows.ProxyWorkflowID(uid), ""), secret))
+		assertNoCreateRan(t, s, uid)
 		assert.Empty(t, leftovers(cluster))
 	})
 
@@ -133,12 +122,9 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 
 		requireOneLine(t, err, `the failure's message encrypted with key ID "worker", which PVEFLOW_CODEC_KEY_FILE (`+otherKey+
 			`) does not hold: use the worker's key file`)
-		assert.Equal(t, workflows.FailPermanent, starter.FailureType(err))
-		assert.Contains(t, workerFailure(t, s, uid).Message(),
-			`payload encrypted with key ID "other", which PVEFLOW_CODEC_KEY_FILE (`+workerKey+`) does not hold`)
-		events := history(t, s.client, workflows.CreateWorkflowID(uid), "")
-		assert.Empty(t, eventsHolding(t, events, secret))
-		assert.Empty(t, scheduledActivities(events))
+		assert.ErrorIs(t, err, starter.ErrRejected)
+		assert.Empty(t, eventsHolding(t, history(t, s.client, workflows.ProxyWorkflowID(uid), ""), secret))
+		assertNoCreateRan(t, s, uid)
 		assert.Empty(t, leftovers(cluster))
 	})
 
@@ -160,15 +146,4 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 			`set it to the worker's key file (make run: .run/codec.key)`)
 		assert.Empty(t, starter.FailureType(err), "not reported as the workflow's failure")
 	})
-}
-
-// scheduledActivities lists the activities events schedule.
-func scheduledActivities(events []*historypb.HistoryEvent) []string {
-	var names []string
-	for _, ev := range events {
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-			names = append(names, a.GetActivityType().GetName())
-		}
-	}
-	return names
 }
