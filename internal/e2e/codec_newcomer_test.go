@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/internal/pvesim"
@@ -82,6 +83,16 @@ func requireOneLine(t *testing.T, err error, want string) {
 	assert.NotContains(t, err.Error(), secret)
 }
 
+// workerFailure is the failure of the entity of uid as the worker's own client, which holds
+// the key, reads it.
+func workerFailure(t *testing.T, s *stack, uid string) *temporal.ApplicationError {
+	t.Helper()
+	err := s.client.GetWorkflow(context.Background(), workflows.ProxyWorkflowID(uid), "").Get(context.Background(), nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	return appErr
+}
+
 // assertNoCreateRan asserts that no CreateProxy of uid ran.
 func assertNoCreateRan(t *testing.T, s *stack, uid string) {
 	t.Helper()
@@ -105,10 +116,14 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 		requireOneLine(t, err, `the failure's message encrypted with key ID "worker", and PVEFLOW_CODEC_KEY_FILE is not set: `+
 			`set it to the worker's key file (make run: .run/codec.key)`)
 		assert.ErrorIs(t, err, starter.ErrRejected, "pveflow exits 3")
-		// A client without the key writes the request plain. The proxy's entity refuses it
-		// before it is recorded, so that nothing holds the secret (no event, no CreateProxy, no
-		// seed ISO on Proxmox) and the user learns to set the key before the next create; the
-		// README has the CLI set it against make run's stack.
+		refusal := workerFailure(t, s, uid)
+		assert.Contains(t, refusal.Message(), "payload not encrypted, and PVEFLOW_CODEC_KEY_FILE is set here ("+workerKey+"), so it is refused")
+		assert.Contains(t, refusal.Message(), "export PVEFLOW_CODEC_KEY_FILE=<the worker's key file>")
+		// A client without the key writes the request plain. The worker refuses it: the
+		// proxy's entity fails on its plain input and the request is refused before it is
+		// recorded, so that nothing holds the secret (no event, no CreateProxy, no seed ISO on
+		// Proxmox) and the user learns to set the key before the next create; the README has
+		// the CLI set it against make run's stack.
 		assert.Empty(t, eventsHolding(t, history(t, s.client, workflows.ProxyWorkflowID(uid), ""), secret))
 		assertNoCreateRan(t, s, uid)
 		assert.Empty(t, leftovers(cluster))
@@ -123,6 +138,8 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 		requireOneLine(t, err, `the failure's message encrypted with key ID "worker", which PVEFLOW_CODEC_KEY_FILE (`+otherKey+
 			`) does not hold: use the worker's key file`)
 		assert.ErrorIs(t, err, starter.ErrRejected)
+		assert.Contains(t, workerFailure(t, s, uid).Message(),
+			`payload encrypted with key ID "other", which PVEFLOW_CODEC_KEY_FILE (`+workerKey+`) does not hold`)
 		assert.Empty(t, eventsHolding(t, history(t, s.client, workflows.ProxyWorkflowID(uid), ""), secret))
 		assertNoCreateRan(t, s, uid)
 		assert.Empty(t, leftovers(cluster))
