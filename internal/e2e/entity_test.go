@@ -11,7 +11,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/pvesim/simserver"
@@ -55,7 +54,7 @@ func TestE2E_aProxyThroughCreateChangesOfUserDataAndMachineTypeAndDeleteOverTheR
 	t.Cleanup(func() { _ = srv.Close() })
 	cfg := fastConfig(t)
 	cfg.Proxmox.URL, cfg.Proxmox.CAFile, cfg.Proxmox.TokenFile = srv.URL(), srv.CAFile(), srv.TokenFile()
-	cfg.Proxmox.MachineTypes["large"] = config.MachineType{Cores: 4, MemoryMiB: 4096, DiskGiB: 20}
+	withLarge(&cfg)
 	api, err := pve.NewClient(pve.ClientConfig{URL: srv.URL(), CAFile: srv.CAFile(), TokenFile: srv.TokenFile()})
 	require.NoError(t, err)
 	s := startStack(t, api, cfg)

@@ -285,11 +285,6 @@ func serve[T any](t *testing.T, r *starter.Request) {
 	require.NoError(t, err)
 }
 
-// withLarge configures a second machine type, large, to change a proxy to.
-func withLarge(c *config.Config) {
-	c.Proxmox.MachineTypes["large"] = config.MachineType{Cores: 4, MemoryMiB: 4096, DiskGiB: 20}
-}
-
 // closingSoon is configure, when not nil, and then an entity that closes a few seconds after
 // its proxy became absent, so that its history ends.
 func closingSoon(configure func(*config.Config)) func(*config.Config) {
