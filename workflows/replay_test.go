@@ -12,6 +12,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/proxy"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -39,9 +40,42 @@ func TestReplay_recordedHistories(t *testing.T) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			(&workflows.Workflows{Config: testConfig(t)}).Register(r)
-			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, file))
+			h := load(t, file)
+			require.NoError(t, replay(t, r, h, originalExecution(t, h)))
 		})
 	}
+}
+
+// load reads a recorded history.
+func load(t *testing.T, file string) *historypb.History {
+	t.Helper()
+	f, err := os.Open(file)
+	require.NoError(t, err)
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	return h
+}
+
+// originalExecution is the execution a plain history h was recorded under, as far as its
+// workflow reads it: a Proxy entity refuses to run under another ID than its proxy's, and a
+// history does not hold its own workflow's ID, so it is the one of the UID in its input.
+// Other workflows replay under the replayer's own.
+func originalExecution(t *testing.T, h *historypb.History) workflow.Execution {
+	t.Helper()
+	start := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
+	if start.GetWorkflowType().GetName() != workflows.ProxyName {
+		return workflow.Execution{}
+	}
+	var in workflows.ProxyInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(start.GetInput(), &in))
+	return workflow.Execution{ID: workflows.ProxyWorkflowID(in.UID)}
+}
+
+// replay replays h with r under the execution exec.
+func replay(t *testing.T, r worker.WorkflowReplayer, h *historypb.History, exec workflow.Execution) error {
+	t.Helper()
+	return r.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{OriginalExecution: exec})
 }
 
 // newCodec is a codec over a new key file, as PVEFLOW_CODEC_KEY_FILE gives the worker.
@@ -69,11 +103,7 @@ func codecReplayer(t *testing.T, c *codec.Codec) worker.WorkflowReplayer {
 // a starter with the codec write it: search attributes stay plain, as the server needs them.
 func encrypted(t *testing.T, file string, c *codec.Codec) *historypb.History {
 	t.Helper()
-	f, err := os.Open(file)
-	require.NoError(t, err)
-	defer f.Close()
-	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-	require.NoError(t, err)
+	h := load(t, file)
 	sealed := 0
 	require.NoError(t, proxy.VisitPayloads(context.Background(), h, proxy.VisitPayloadsOptions{
 		SkipSearchAttributes: true,
@@ -90,7 +120,8 @@ func TestReplay_encryptedHistoriesWithTheSameKeys(t *testing.T) {
 	c := newCodec(t)
 	for _, file := range recordedHistories(t) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			require.NoError(t, codecReplayer(t, c).ReplayWorkflowHistory(nil, encrypted(t, file, c)))
+			exec := originalExecution(t, load(t, file))
+			require.NoError(t, replay(t, codecReplayer(t, c), encrypted(t, file, c), exec))
 		})
 	}
 }

@@ -8,7 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/internal/pvesim"
@@ -82,6 +83,23 @@ func requireOneLine(t *testing.T, err error, want string) {
 	assert.NotContains(t, err.Error(), secret)
 }
 
+// workerFailure is the failure of the entity of uid as the worker's own client, which holds
+// the key, reads it.
+func workerFailure(t *testing.T, s *stack, uid string) *temporal.ApplicationError {
+	t.Helper()
+	err := s.client.GetWorkflow(context.Background(), workflows.ProxyWorkflowID(uid), "").Get(context.Background(), nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	return appErr
+}
+
+// assertNoCreateRan asserts that no CreateProxy of uid ran.
+func assertNoCreateRan(t *testing.T, s *stack, uid string) {
+	t.Helper()
+	_, err := s.client.DescribeWorkflowExecution(context.Background(), workflows.CreateWorkflowID(uid), "")
+	assert.ErrorAs(t, err, new(*serviceerror.NotFound), "no CreateProxy of %s ran", uid)
+}
+
 // TestE2E_newcomerCLIAgainstAnEncryptingWorker follows a newcomer who runs the CLI against
 // make run's stack, whose worker encrypts: without the key, with another key, and with the
 // worker's key.
@@ -90,7 +108,7 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 	cluster := newCluster()
 	s := encryptingStack(t, cluster, workerKey)
 
-	t.Run("without the key the worker refuses the request and the CLI says to set the key", func(t *testing.T) {
+	t.Run("without the key the worker refuses the input and the CLI says to set the key", func(t *testing.T) {
 		const uid = "newcomer-without-key"
 
 		err := createWithSecretThrough(t, cli(t, s, ""), uid)
@@ -98,18 +116,20 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 		requireOneLine(t, err, `the failure's message encrypted with key ID "worker", and PVEFLOW_CODEC_KEY_FILE is not set: `+
 			`set it to the worker's key file (make run: .run/codec.key)`)
 		assert.ErrorIs(t, err, starter.ErrRejected, "pveflow exits 3")
-		// A client without the key writes the request plain, and no codec could take that back
-		// from a history. The proxy's entity cannot read it, so its validator refuses it before
-		// anything records it: no event holds the secret, no activity ran (no seed ISO on
-		// Proxmox), and the user learns to set the key before the next create; the README has
+		refusal := workerFailure(t, s, uid)
+		assert.Contains(t, refusal.Message(), "payload not encrypted, and PVEFLOW_CODEC_KEY_FILE is set here ("+workerKey+"), so it is refused")
+		assert.Contains(t, refusal.Message(), "export PVEFLOW_CODEC_KEY_FILE=<the worker's key file>")
+		// A client without the key writes the request plain. The worker refuses it: the
+		// proxy's entity fails on its plain input and the request is refused before it is
+		// recorded, so that nothing holds the secret (no event, no CreateProxy, no seed ISO on
+		// Proxmox) and the user learns to set the key before the next create; the README has
 		// the CLI set it against make run's stack.
-		events := history(t, s.client, workflows.ProxyWorkflowID(uid), "")
-		assert.Empty(t, eventsHolding(t, events, secret))
-		assert.Empty(t, scheduledActivities(events))
+		assert.Empty(t, eventsHolding(t, history(t, s.client, workflows.ProxyWorkflowID(uid), ""), secret))
+		assertNoCreateRan(t, s, uid)
 		assert.Empty(t, leftovers(cluster))
 	})
 
-	t.Run("with another key the worker cannot read the request and the CLI names both", func(t *testing.T) {
+	t.Run("with another key the worker cannot read the input and the CLI names both", func(t *testing.T) {
 		const uid = "newcomer-other-key"
 		otherKey := keyFile(t, "other")
 
@@ -118,9 +138,10 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 		requireOneLine(t, err, `the failure's message encrypted with key ID "worker", which PVEFLOW_CODEC_KEY_FILE (`+otherKey+
 			`) does not hold: use the worker's key file`)
 		assert.ErrorIs(t, err, starter.ErrRejected)
-		events := history(t, s.client, workflows.ProxyWorkflowID(uid), "")
-		assert.Empty(t, eventsHolding(t, events, secret))
-		assert.Empty(t, scheduledActivities(events))
+		assert.Contains(t, workerFailure(t, s, uid).Message(),
+			`payload encrypted with key ID "other", which PVEFLOW_CODEC_KEY_FILE (`+workerKey+`) does not hold`)
+		assert.Empty(t, eventsHolding(t, history(t, s.client, workflows.ProxyWorkflowID(uid), ""), secret))
+		assertNoCreateRan(t, s, uid)
 		assert.Empty(t, leftovers(cluster))
 	})
 
@@ -142,15 +163,4 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 			`set it to the worker's key file (make run: .run/codec.key)`)
 		assert.Empty(t, starter.FailureType(err), "not reported as the workflow's failure")
 	})
-}
-
-// scheduledActivities lists the activities events schedule.
-func scheduledActivities(events []*historypb.HistoryEvent) []string {
-	var names []string
-	for _, ev := range events {
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-			names = append(names, a.GetActivityType().GetName())
-		}
-	}
-	return names
 }

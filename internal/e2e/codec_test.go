@@ -33,18 +33,20 @@ func codecOptions(t *testing.T) client.Options {
 	return client.Options{DataConverter: dc, FailureConverter: fc}
 }
 
-// createWithSecret runs a CreateProxy whose user-data holds secret to its end and returns its
-// history as a client without a codec reads it: as the server stores it.
-func createWithSecret(t *testing.T, base client.Options) []*historypb.HistoryEvent {
+// createWithSecret asks for a proxy whose user-data holds secret, waits for its create, and
+// returns the histories of the CreateProxy and of its entity as a client without a codec reads
+// them: as the server stores them.
+func createWithSecret(t *testing.T, base client.Options) (create, entity []*historypb.HistoryEvent) {
 	t.Helper()
 	s := startStackWith(t, newCluster(), fastConfig(t), base)
 	in := createInput(uid)
 	in.UserData = "#cloud-config\npassword: " + secret + "\n"
-	run := s.startCreate(in)
-	_, err := result[workflows.CreateProxyResult](t, run)
+	_, err := served[workflows.CreateProxyResult](t, s.startCreate(in))
 	require.NoError(t, err)
 
-	return history(t, s.server.NewClient(client.Options{}), run.GetID(), run.GetRunID())
+	run := s.operation(uid, workflows.OpCreate)
+	plain := s.server.NewClient(client.Options{})
+	return history(t, plain, run.GetID(), run.GetRunID()), history(t, plain, workflows.ProxyWorkflowID(uid), "")
 }
 
 // eventsHolding names the events of history in which s can be read, as "WorkflowExecutionStarted"
@@ -72,15 +74,17 @@ func eventsHolding(t *testing.T, history []*historypb.HistoryEvent, s string) []
 	return found
 }
 
-func TestE2E_withTheCodecNoEventOfTheHistoryHoldsTheUserData(t *testing.T) {
-	history := createWithSecret(t, codecOptions(t))
+func TestE2E_withTheCodecNoEventOfTheHistoriesHoldsTheUserData(t *testing.T) {
+	create, entity := createWithSecret(t, codecOptions(t))
 
-	assert.Empty(t, eventsHolding(t, history, secret))
-	assert.Empty(t, eventsHolding(t, history, "cloud-config"))
+	for _, history := range [][]*historypb.HistoryEvent{create, entity} {
+		assert.Empty(t, eventsHolding(t, history, secret))
+		assert.Empty(t, eventsHolding(t, history, "cloud-config"))
+	}
 }
 
 func TestE2E_withoutTheCodecTheUserDataIsInTheWorkflowInputOnce(t *testing.T) {
-	history := createWithSecret(t, client.Options{})
+	history, _ := createWithSecret(t, client.Options{})
 
 	// The workflow's input, once: not UploadISO's input (the activity reads it from the start
 	// event), nor any result, failure, marker, memo or search attribute.

@@ -17,9 +17,9 @@ import (
 )
 
 // TestE2E_aRunningCreateStaysPinnedToItsBuildWhileNewCreatesGoToThePromotedOne rolls a worker
-// deployment from one build to the next while a create waits for its clone: the create is
-// pinned to the build it started on and completes there, while a create started after the
-// promotion runs on the new build.
+// deployment from one build to the next while a create waits for its clone: the CreateProxy,
+// its entity's child, is pinned to the build it started on and completes there, while a
+// create requested after the promotion runs on the new build.
 func TestE2E_aRunningCreateStaysPinnedToItsBuildWhileNewCreatesGoToThePromotedOne(t *testing.T) {
 	const freshUID = "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b"
 	cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second} })
@@ -34,22 +34,22 @@ func TestE2E_aRunningCreateStaysPinnedToItsBuildWhileNewCreatesGoToThePromotedOn
 		require.NoError(t, starter.PromoteBuild(ctx, c, deployment, buildID))
 	}
 	startBuild("build-1")
-	old, err := c.ExecuteWorkflow(context.Background(), workflows.CreateOptions(uid, workflows.DefaultTaskQueue), workflows.CreateProxyName, createInput(uid))
-	require.NoError(t, err)
-	eventually(t, "the create waits for its clone", func() bool { return query(t, c, old.GetID()).Phase == workflows.PhaseCloning })
+	old := s.startCreate(createInput(uid))
+	eventually(t, "the create waits for its clone", func() bool {
+		return query(t, c, workflows.CreateWorkflowID(uid)).Phase == workflows.PhaseCloning
+	})
 
 	startBuild("build-2")
-	fresh, err := c.ExecuteWorkflow(context.Background(), workflows.CreateOptions(freshUID, workflows.DefaultTaskQueue), workflows.CreateProxyName, createInput(freshUID))
-	require.NoError(t, err)
-	_, oldErr := result[workflows.CreateProxyResult](t, old)
-	_, freshErr := result[workflows.CreateProxyResult](t, fresh)
+	fresh := s.startCreate(createInput(freshUID))
+	_, oldErr := served[workflows.CreateProxyResult](t, old)
+	_, freshErr := served[workflows.CreateProxyResult](t, fresh)
 
 	require.NoError(t, oldErr)
 	require.NoError(t, freshErr)
 	for _, tt := range []struct {
 		run   client.WorkflowRun
 		build string
-	}{{old, "build-1"}, {fresh, "build-2"}} {
+	}{{s.operation(uid, workflows.OpCreate), "build-1"}, {s.operation(freshUID, workflows.OpCreate), "build-2"}} {
 		desc, err := c.DescribeWorkflowExecution(context.Background(), tt.run.GetID(), tt.run.GetRunID())
 		require.NoError(t, err)
 		versioning := desc.GetWorkflowExecutionInfo().GetVersioningInfo()

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,11 +11,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/pvesim/simserver"
+	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -45,9 +49,14 @@ func leftovers(c *pvesim.Cluster) []string {
 	return out
 }
 
+// query is the status of the operation workflowID, or no status while its entity has not
+// started it yet.
 func query(t *testing.T, c client.Client, workflowID string) workflows.Status {
 	t.Helper()
 	val, err := c.QueryWorkflow(context.Background(), workflowID, "", workflows.StatusQuery)
+	if _, notYet := errors.AsType[*serviceerror.NotFound](err); notYet {
+		return workflows.Status{}
+	}
 	require.NoError(t, err)
 	var st workflows.Status
 	require.NoError(t, val.Get(&st))
@@ -65,13 +74,13 @@ func TestE2E_createQueryResultDeleteThroughTheRESTAPI(t *testing.T) {
 	require.NoError(t, err)
 	s := startStack(t, api, cfg)
 
-	run := s.startCreate(createInput(uid))
+	req := s.startCreate(createInput(uid))
 	var waiting workflows.Status
 	eventually(t, "the status query shows the clone wait", func() bool {
 		waiting = query(t, s.client, workflows.CreateWorkflowID(uid))
 		return waiting.Phase == workflows.PhaseCloning && waiting.UPID != ""
 	})
-	res, err := result[workflows.CreateProxyResult](t, run)
+	res, err := served[workflows.CreateProxyResult](t, req)
 
 	require.NoError(t, err)
 	assert.Equal(t, res.VMID, waiting.VMID)
@@ -79,13 +88,14 @@ func TestE2E_createQueryResultDeleteThroughTheRESTAPI(t *testing.T) {
 	assert.NotEmpty(t, res.IPv4)
 	assert.Equal(t, workflows.PhaseCreated, query(t, s.client, workflows.CreateWorkflowID(uid)).Phase)
 
-	delRun := s.startDelete(workflows.DeleteProxyInput{UID: uid, ProviderID: res.ProviderID})
-	del, err := result[workflows.DeleteProxyResult](t, delRun)
+	create := s.operation(uid, workflows.OpCreate)
+
+	del, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid, ProviderID: res.ProviderID}))
 	require.NoError(t, err)
 	assert.Len(t, del.Destroyed, 1)
 	assert.Empty(t, leftovers(cluster))
-	assertNoFailureEvents(t, s, run)
-	assertNoFailureEvents(t, s, delRun)
+	assertNoFailureEvents(t, s, create)
+	assertNoFailureEvents(t, s, s.operation(uid, workflows.OpDelete))
 }
 
 // assertNoFailureEvents asserts that the history of a run that succeeded holds no event of a
@@ -111,22 +121,28 @@ func TestE2E_createStartedDuringADeleteWaitsForItAndNeitherHistoryHoldsAFailure(
 		o.TaskDurations = map[string]time.Duration{"qmclone": 2 * time.Second, "qmdestroy": 3 * time.Second}
 	})
 	s := startStack(t, cluster, fastConfig(t))
-	first := s.startCreate(createInput(uid))
-	_, err := result[workflows.CreateProxyResult](t, first)
+	_, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
 	require.NoError(t, err)
+	first := s.operation(uid, workflows.OpCreate)
 	del := s.startDelete(workflows.DeleteProxyInput{UID: uid})
 	eventually(t, "the delete destroys the VM", func() bool { return cluster.CallCount("Destroy") > 0 })
 
 	second := s.startCreate(createInput(uid))
-	_, delErr := result[workflows.DeleteProxyResult](t, del)
-	res, err := result[workflows.CreateProxyResult](t, second)
+	_, delErr := served[workflows.DeleteProxyResult](t, del)
+	res, err := served[workflows.CreateProxyResult](t, second)
 
 	require.NoError(t, delErr)
 	require.NoError(t, err)
 	assert.Equal(t, 2, cluster.CallCount("Clone"), "the second create cloned anew after the delete")
 	assert.Len(t, leftovers(cluster), 2, "the second create's VM and seed ISO")
 	assert.NotZero(t, res.VMID)
-	for _, run := range []client.WorkflowRun{first, del, second} {
+	ops := s.proxyStatus(uid).Operations
+	require.Len(t, ops, 3, "create, delete, create")
+	assert.Equal(t, []string{workflows.OpCreate, workflows.OpDelete, workflows.OpCreate}, []string{ops[0].Kind, ops[1].Kind, ops[2].Kind})
+	assert.False(t, ops[2].StartedAt.Before(ops[1].ClosedAt), "the second create started once the delete had closed")
+	runs := []client.WorkflowRun{first, s.operation(uid, workflows.OpDelete), s.operation(uid, workflows.OpCreate)}
+	assert.NotEqual(t, first.GetRunID(), runs[2].GetRunID(), "a create of its own served the second request")
+	for _, run := range runs {
 		assertNoFailureEvents(t, s, run)
 	}
 }
@@ -134,12 +150,12 @@ func TestE2E_createStartedDuringADeleteWaitsForItAndNeitherHistoryHoldsAFailure(
 func TestE2E_workerRestartMidCloneDoesNotCloneTwice(t *testing.T) {
 	cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second} })
 	s := startStack(t, cluster, fastConfig(t))
-	run := s.startCreate(createInput(uid))
+	req := s.startCreate(createInput(uid))
 	eventually(t, "the create polls its clone", func() bool { return cluster.CallCount("TaskStatus") > 0 })
 
 	s.worker.Stop()
 	s.startWorker()
-	_, err := result[workflows.CreateProxyResult](t, run)
+	_, err := served[workflows.CreateProxyResult](t, req)
 
 	require.NoError(t, err)
 	assert.Equal(t, 1, cluster.CallCount("Clone"))
@@ -152,12 +168,14 @@ func TestE2E_deleteDuringCreateLeavesNothingBehind(t *testing.T) {
 	create := s.startCreate(createInput(uid))
 	eventually(t, "the create polls its clone", func() bool { return cluster.CallCount("TaskStatus") > 0 })
 
-	del, err := result[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	del, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
 
 	require.NoError(t, err)
 	assert.Len(t, del.Destroyed, 1, "the clone the create had started")
-	_, err = result[workflows.CreateProxyResult](t, create)
-	require.Error(t, err, "the create was cancelled")
+	_, err = served[workflows.CreateProxyResult](t, create)
+	assert.Equal(t, starter.FailSuperseded, starter.FailureType(err), "the create request: %v", err)
+	_, err = result[workflows.CreateProxyResult](t, s.operation(uid, workflows.OpCreate))
+	assert.ErrorAs(t, err, new(*temporal.CanceledError), "the CreateProxy was cancelled")
 	assert.Empty(t, leftovers(cluster))
 }
 
@@ -170,14 +188,14 @@ func TestE2E_fiftyConcurrentCreatesGetDistinctVMIDsAndDeletesRemoveAll(t *testin
 	cfg.Clones.PerStorage = 0
 	s := startStack(t, cluster, cfg)
 	uids := make([]string, n)
-	runs := make([]client.WorkflowRun, n)
+	reqs := make([]*starter.Request, n)
 	for i := range n {
 		uids[i] = fmt.Sprintf("proxy-uid-%02d", i)
-		runs[i] = s.startCreate(createInput(uids[i]))
+		reqs[i] = s.startCreate(createInput(uids[i]))
 	}
 	vmids := map[int]string{}
-	for i, run := range runs {
-		res, err := result[workflows.CreateProxyResult](t, run)
+	for i, req := range reqs {
+		res, err := served[workflows.CreateProxyResult](t, req)
 		require.NoError(t, err, uids[i])
 		require.NotContains(t, vmids, res.VMID, "VMID %d given to %s and %s", res.VMID, vmids[res.VMID], uids[i])
 		vmids[res.VMID] = uids[i]
@@ -185,10 +203,10 @@ func TestE2E_fiftyConcurrentCreatesGetDistinctVMIDsAndDeletesRemoveAll(t *testin
 	assert.Len(t, leftovers(cluster), 2*n, "one VM and one seed ISO per proxy")
 
 	for i, u := range uids {
-		runs[i] = s.startDelete(workflows.DeleteProxyInput{UID: u})
+		reqs[i] = s.startDelete(workflows.DeleteProxyInput{UID: u})
 	}
-	for i, run := range runs {
-		_, err := result[workflows.DeleteProxyResult](t, run)
+	for i, req := range reqs {
+		_, err := served[workflows.DeleteProxyResult](t, req)
 		require.NoError(t, err, uids[i])
 	}
 	assert.Empty(t, leftovers(cluster))

@@ -10,11 +10,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/client"
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -38,24 +38,21 @@ func lockTimeouts(c *pvesim.Cluster) int {
 	return n
 }
 
-// createAll starts the creates of n proxies at once and waits for all of them.
-func createAll(t testing.TB, s *stack, n int, timeout time.Duration) (runs []client.WorkflowRun, errs []error) {
-	runs = make([]client.WorkflowRun, n)
+// createAll sends the create requests of n proxies at once and waits for all of them.
+func createAll(t testing.TB, s *stack, n int, timeout time.Duration) []error {
+	reqs := make([]*starter.Request, n)
 	for i := range n {
-		in := createInput(fmt.Sprintf("fleet-%02d", i))
-		run, err := s.client.ExecuteWorkflow(context.Background(), workflows.CreateOptions(in.UID, workflows.DefaultTaskQueue), workflows.CreateProxyName, in)
-		require.NoError(t, err)
-		runs[i] = run
+		reqs[i] = s.startCreate(createInput(fmt.Sprintf("fleet-%02d", i)))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	errs = make([]error, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i, run := range runs {
-		wg.Go(func() { errs[i] = run.Get(ctx, nil) })
+	for i, req := range reqs {
+		wg.Go(func() { errs[i] = req.Get(ctx, nil) })
 	}
 	wg.Wait()
-	return runs, errs
+	return errs
 }
 
 func TestE2E_clonesAdmittedPerStorageNeverExceedTheLimitAndAllSucceed(t *testing.T) {
@@ -79,7 +76,7 @@ func TestE2E_clonesAdmittedPerStorageNeverExceedTheLimitAndAllSucceed(t *testing
 		}
 	}()
 
-	_, errs := createAll(t, s, n, 2*time.Minute)
+	errs := createAll(t, s, n, 2*time.Minute)
 
 	for i, err := range errs {
 		assert.NoError(t, err, "fleet-%02d", i)
@@ -107,7 +104,7 @@ func BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage(b *testing.B) {
 				cfg.Clones.PerStorage = perStorage
 				s := startStack(b, cluster, cfg)
 				start := time.Now()
-				_, errs := createAll(b, s, 50, 10*time.Minute)
+				errs := createAll(b, s, 50, 10*time.Minute)
 				failed := 0
 				for _, err := range errs {
 					if err != nil {
@@ -140,16 +137,21 @@ func TestE2E_leaseOfATerminatedCreateIsReleased(t *testing.T) {
 	const holder, waiter = "lease-holder", "lease-waiter"
 	// The holder's clone never ends, so it keeps its lease until it is terminated.
 	cluster.StallClone(proxy.VMIDFor(holder, cfg.Proxmox.VMIDRange, 0))
-	s.startCreate(createInput(holder))
+	held := s.startCreate(createInput(holder))
 	eventually(t, "the holder clones", func() bool { return cluster.CallCount("Clone") > 0 })
-	run := s.startCreate(createInput(waiter))
+	req := s.startCreate(createInput(waiter))
 	eventually(t, "the waiter is queued", func() bool {
 		return query(t, s.client, workflows.CreateWorkflowID(waiter)).Phase == workflows.PhaseQueued
 	})
 
+	// The holder's CreateProxy, the child of its entity, is terminated: it cannot give its
+	// lease back itself.
 	require.NoError(t, s.client.TerminateWorkflow(context.Background(), workflows.CreateWorkflowID(holder), "", "a person gave up on it"))
 
-	res, err := result[workflows.CreateProxyResult](t, run)
+	res, err := served[workflows.CreateProxyResult](t, req)
 	require.NoError(t, err, "the waiter got the lease the terminated holder could not give back")
 	assert.Equal(t, proxy.VMIDFor(waiter, cfg.Proxmox.VMIDRange, 0), res.VMID)
+	_, err = served[workflows.CreateProxyResult](t, held)
+	require.Error(t, err, "the entity failed the holder's create")
+	assert.Equal(t, workflows.ProxyFailed, s.proxyStatus(holder).Phase)
 }

@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/client"
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -44,14 +44,14 @@ func TestE2E_gcCollectsTheVMOfAKilledCreateAndAnOrphanISOAndLeavesTheKeptProxies
 	orphanISO := uploadOrphanISO(t, cluster, "a-proxy-long-gone")
 	kept := []string{"kept-proxy-a", "kept-proxy-b"}
 	const killed = "killed-proxy"
-	runs := []client.WorkflowRun{s.startCreate(createInput(kept[0])), s.startCreate(createInput(kept[1]))}
+	reqs := []*starter.Request{s.startCreate(createInput(kept[0])), s.startCreate(createInput(kept[1]))}
 	s.startCreate(createInput(killed))
 	eventually(t, "the third create waits for its VM to boot", func() bool {
 		return query(t, s.client, workflows.CreateWorkflowID(killed)).Phase == workflows.PhaseBooting
 	})
 	require.NoError(t, s.client.TerminateWorkflow(context.Background(), workflows.CreateWorkflowID(killed), "", "killed halfway"))
-	for _, run := range runs {
-		_, err := result[workflows.CreateProxyResult](t, run)
+	for _, req := range reqs {
+		_, err := served[workflows.CreateProxyResult](t, req)
 		require.NoError(t, err)
 	}
 	killedVM := markedVM(t, cluster, killed)
@@ -79,6 +79,7 @@ func TestE2E_gcCollectsTheVMOfAKilledCreateAndAnOrphanISOAndLeavesTheKeptProxies
 	assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome)
 	require.Len(t, res.ISOs, 1)
 	assert.Equal(t, workflows.GarbageDeleted, res.ISOs[0].Outcome)
+	assert.Equal(t, workflows.ProxyAbsent, s.proxyStatus(killed).Phase, "the VM went by a delete of the killed proxy's entity")
 	want := []string{}
 	for _, v := range keptVMs {
 		want = append(want, fmt.Sprintf("VM %d on %s", v.VMID, v.Node))

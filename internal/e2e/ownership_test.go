@@ -15,19 +15,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
 
 // The colliding-proxies test: 20 proxies whose probe sequences overlap, created and deleted in
-// random interleavings against a real Temporal server. It checks the end state (the last
-// started operation of each proxy wins) and that no proxy's workflow ever wrote to, started,
-// stopped or destroyed a VM, or uploaded or deleted an ISO, that was not provably its own.
+// random interleavings of requests to their entities against a real Temporal server. It checks
+// the end state (the last request of each proxy wins) and that no proxy's workflow ever wrote
+// to, started, stopped or destroyed a VM, or uploaded or deleted an ISO, that was not provably
+// its own.
 const (
 	// collidingProxies is how many proxies take part.
 	collidingProxies = 20
@@ -76,7 +77,7 @@ func TestE2E_collidingProxiesCreateAndDeleteInRandomInterleavings(t *testing.T) 
 	guard.setStart(t0)
 	var wg sync.WaitGroup
 	for i := range plans {
-		wg.Go(func() { plans[i].run(s.client, t0) })
+		wg.Go(func() { plans[i].run(s.starter, t0) })
 	}
 	wg.Wait()
 	t.Logf("all workflows closed after %v; %d Clone calls for %d proxies", time.Since(t0).Round(time.Millisecond), cluster.CallCount("Clone"), len(plans))
@@ -158,18 +159,16 @@ const (
 	opDelete opKind = "delete"
 )
 
-// op is one planned operation of a proxy and, once run, what came of it.
+// op is one planned request of a proxy and, once sent, what came of it.
 type op struct {
 	kind opKind
-	// gap is the wait before starting it: after the plan's offset for the first op, after the
-	// previous op's start returned for the others.
+	// gap is the wait before sending it: after the plan's offset for the first op, after the
+	// entity accepted the previous one for the others.
 	gap time.Duration
 
 	startedAt time.Duration // since t0
 	startErr  error
-	run       client.WorkflowRun
-	runID     string
-	joined    bool // the start joined a run an earlier op of this plan had started
+	req       *starter.Request
 	closedAt  time.Duration
 	err       error
 	created   workflows.CreateProxyResult
@@ -226,20 +225,11 @@ func randDuration(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
 }
 
-// last is the proxy's last operation that started a run of its own. A start that joined the
-// run of an earlier one of the same kind (the workflow ID's conflict policy returns the running
-// execution) is that earlier operation: a create that joined a create a later delete is
-// stopping ends with that run's cancellation.
-func (p *plan) last() *op {
-	for i := len(p.ops) - 1; i > 0; i-- {
-		if !p.ops[i].joined {
-			return p.ops[i]
-		}
-	}
-	return p.ops[0]
-}
+// last is the proxy's last request: the entity serves it after the ones before, or supersedes
+// them with it.
+func (p *plan) last() *op { return p.ops[len(p.ops)-1] }
 
-// survives is whether the proxy should exist at the end: its last started operation wins.
+// survives is whether the proxy should exist at the end: its last request wins.
 func (p *plan) survives() bool { return p.last().kind == opCreate }
 
 func (p *plan) describe() string {
@@ -257,40 +247,31 @@ func (p *plan) describe() string {
 	return strings.Join(parts, " ") + " => " + want
 }
 
-// run starts the plan's operations one after another, each only once the previous start
-// returned, and then waits for every one of them to close.
-func (p *plan) run(c client.Client, t0 time.Time) {
+// run sends the plan's requests to the proxy's entity one after another, each once the entity
+// accepted the previous one, and then waits for every one of them to be served or superseded.
+func (p *plan) run(c *starter.Client, t0 time.Time) {
 	time.Sleep(p.offset)
 	for i, o := range p.ops {
 		if i > 0 {
 			time.Sleep(o.gap)
 		}
 		o.startedAt = time.Since(t0)
-		var opts client.StartWorkflowOptions
-		var name string
-		var input any
 		if o.kind == opCreate {
-			opts, name, input = workflows.CreateOptions(p.uid, workflows.DefaultTaskQueue), workflows.CreateProxyName, createInput(p.uid)
+			o.req, o.startErr = c.Create(context.Background(), createInput(p.uid))
 		} else {
-			opts, name, input = workflows.DeleteOptions(p.uid, workflows.DefaultTaskQueue), workflows.DeleteProxyName, workflows.DeleteProxyInput{UID: p.uid}
+			o.req, o.startErr = c.Delete(context.Background(), workflows.DeleteProxyInput{UID: p.uid})
 		}
-		o.run, o.startErr = c.ExecuteWorkflow(context.Background(), opts, name, input)
-		if o.startErr != nil {
-			continue
-		}
-		o.runID = o.run.GetRunID()
-		o.joined = slices.ContainsFunc(p.ops[:i], func(e *op) bool { return e.kind == o.kind && e.runID == o.runID })
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ownershipWait)
 	defer cancel()
 	for _, o := range p.ops {
-		if o.run == nil {
+		if o.req == nil {
 			continue
 		}
 		if o.kind == opCreate {
-			o.err = o.run.Get(ctx, &o.created)
+			o.err = o.req.Get(ctx, &o.created)
 		} else {
-			o.err = o.run.Get(ctx, &o.deleted)
+			o.err = o.req.Get(ctx, &o.deleted)
 		}
 		o.closedAt = time.Since(t0)
 	}
@@ -300,13 +281,10 @@ func (p *plan) outcome() string {
 	var parts []string
 	for _, o := range p.ops {
 		s := fmt.Sprintf("%s@%v", o.kind, o.startedAt.Round(time.Millisecond))
-		switch {
-		case o.startErr != nil:
-			s += " NOT STARTED: " + shorten(o.startErr.Error())
+		if o.startErr != nil {
+			s += " NOT SENT: " + shorten(o.startErr.Error())
 			parts = append(parts, s)
 			continue
-		case o.joined:
-			s += " (joined the earlier run)"
 		}
 		s += fmt.Sprintf(" closed@%v ", o.closedAt.Round(time.Millisecond))
 		switch {
@@ -365,15 +343,20 @@ func checkOutcome(t *testing.T, cluster *pvesim.Cluster, cfg config.Config, plan
 
 	expected := map[int]bool{cfg.Proxmox.Templates["debian13"].VMID: true}
 	for _, p := range plans {
+		for _, o := range p.ops[:len(p.ops)-1] {
+			if o.err != nil && starter.FailureType(o.err) != starter.FailSuperseded {
+				t.Errorf("%s: a %s request before its last failed other than superseded: %v", p.uid, o.kind, o.err)
+			}
+		}
 		last := p.last()
 		seedISO := proxy.SeedISOName(proxy.NameFromUID(p.uid))
 		if last.startErr != nil {
-			t.Errorf("%s: its last operation (%s) could not start: %v", p.uid, last.kind, last.startErr)
+			t.Errorf("%s: its last request (%s) could not be sent: %v", p.uid, last.kind, last.startErr)
 			continue
 		}
 		if !p.survives() {
 			if last.err != nil {
-				t.Errorf("%s: its last operation, a delete, failed: %v", p.uid, last.err)
+				t.Errorf("%s: its last request, a delete, failed: %v", p.uid, last.err)
 			}
 			for _, v := range byUID[p.uid] {
 				t.Errorf("%s was deleted last, but VM %d on %s still carries its mark (lock %q)", p.uid, v.VMID, v.Node, v.Config["lock"])
@@ -384,7 +367,7 @@ func checkOutcome(t *testing.T, cluster *pvesim.Cluster, cfg config.Config, plan
 			continue
 		}
 		if last.err != nil {
-			t.Errorf("%s: its last operation, a create, failed: %v", p.uid, last.err)
+			t.Errorf("%s: its last request, a create, failed: %v", p.uid, last.err)
 		}
 		ours := byUID[p.uid]
 		if len(ours) != 1 {

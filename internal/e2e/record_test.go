@@ -3,9 +3,10 @@
 // Recording the histories that TestReplay_recordedHistories replays: `make histories`. A
 // scenario whose file exists is skipped. A change that breaks the replay of a short workflow's
 // history (they run pinned to their build) deletes the files of the scenarios it changes and
-// records them again in the same commit; a change to the auto-upgrading CloneAdmission keeps its
-// old histories, as their runs move to the new code (docs/architecture.md, "Changing a
-// workflow").
+// records them again in the same commit; a change to the auto-upgrading workflows (Proxy,
+// Rollout, CloneAdmission) keeps their old histories, as their runs move to the new code
+// (docs/architecture.md, "Changing a workflow"). The operations' histories are those of the
+// entity's children that served the scenario's requests.
 
 package e2e_test
 
@@ -13,7 +14,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +27,7 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -41,31 +42,30 @@ func TestRecordHistories(t *testing.T) {
 		run     func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun
 	}{
 		{name: "create-clean", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
-			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			return created(t, s, createInput(uid))
 		}},
 		{name: "create-vmid-collision", run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			require.NoError(t, c.AddVM(pvesim.VM{Node: "pve2", VMID: proxy.VMIDFor(uid, s.cfg.Proxmox.VMIDRange, 0), Config: pve.VMConfig{"name": "someone-else"}}))
-			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			return created(t, s, createInput(uid))
 		}},
 		{name: "create-resumed-over-locked-clone", run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			cloneOntoHome(t, s, c, uid)
-			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			return created(t, s, createInput(uid))
 		}},
 		{name: "create-clone-budget-exhausted",
 			cluster: func(o *pvesim.Options) { o.StallClones = true },
 			config:  func(c *config.Config) { c.Budgets.Clone = 3 * time.Second },
 			run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
-				run := s.startCreate(createInput(uid))
-				_, err := result[workflows.CreateProxyResult](t, run)
+				_, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
 				require.Error(t, err)
-				return run
+				return s.operation(uid, workflows.OpCreate)
 			}},
 		{name: "delete-running-vm", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
-			mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
-			return mustSucceed[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+			created(t, s, createInput(uid))
+			return deleted(t, s, uid)
 		}},
 		{name: "delete-absent-vm", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
-			return mustSucceed[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+			return deleted(t, s, uid)
 		}},
 		{name: "create-moves-on-from-foreign-clone", cluster: func(o *pvesim.Options) {
 			o.VMs = []pvesim.VM{pvesim.Template(9000, "pve1", 1)}
@@ -74,7 +74,7 @@ func TestRecordHistories(t *testing.T) {
 			// Another proxy's clone is still copying onto this proxy's home VMID, and shows
 			// its mark only when it ends.
 			cloneOntoHome(t, s, c, otherUID)
-			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			return created(t, s, createInput(uid))
 		}},
 		{name: "delete-orphan-clone", cluster: func(o *pvesim.Options) {
 			o.VMs = []pvesim.VM{pvesim.Template(9000, "pve1", 1)}
@@ -82,26 +82,28 @@ func TestRecordHistories(t *testing.T) {
 		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			// A clone of this proxy still copies, under PVE's temporary config, and no create runs.
 			cloneOntoHome(t, s, c, uid)
-			return mustSucceed[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+			return deleted(t, s, uid)
 		}},
 		{name: "create-waits-for-delete", cluster: func(o *pvesim.Options) {
 			o.TaskDurations = map[string]time.Duration{"qmclone": 2 * time.Second, "qmdestroy": 3 * time.Second}
 		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
-			mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			// The entity holds the create request back until the delete has closed.
+			created(t, s, createInput(uid))
 			del := s.startDelete(workflows.DeleteProxyInput{UID: uid})
 			eventually(t, "the delete destroys the VM", func() bool { return c.CallCount("Destroy") > 0 })
-			create := mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
-			mustSucceed[workflows.DeleteProxyResult](t, del)
-			writeHistory(t, s, "create-waits-for-delete.delete", del)
-			return create
+			create := s.startCreate(createInput(uid))
+			serve[workflows.DeleteProxyResult](t, del)
+			writeHistory(t, s, "create-waits-for-delete.delete", s.operation(uid, workflows.OpDelete))
+			serve[workflows.CreateProxyResult](t, create)
+			return s.operation(uid, workflows.OpCreate)
 		}},
 		{name: "create-waits-out-template-backup", run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			require.NoError(t, c.HoldLock(9000, "backup", 3*time.Second))
-			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			return created(t, s, createInput(uid))
 		}},
 		{name: "create-clones-again-after-storage-lock", run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			c.FailTask("qmclone", "clone failed: can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout")
-			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			return created(t, s, createInput(uid))
 		}},
 		{name: "create-placed-by-capacity",
 			cluster: func(o *pvesim.Options) {
@@ -113,7 +115,7 @@ func TestRecordHistories(t *testing.T) {
 				c.Proxmox.Templates["debian13"] = config.Template{Nodes: map[string]int{"pve1": 9000, "pve2": 9001}}
 			},
 			run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
-				return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+				return created(t, s, createInput(uid))
 			}},
 		{name: "create-queued-for-clone-lease",
 			cluster: func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 3 * time.Second} },
@@ -121,8 +123,8 @@ func TestRecordHistories(t *testing.T) {
 			run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 				first := s.startCreate(createInput(otherUID))
 				eventually(t, "the first create clones", func() bool { return c.CallCount("Clone") > 0 })
-				queued := mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
-				mustSucceed[workflows.CreateProxyResult](t, first)
+				queued := created(t, s, createInput(uid))
+				serve[workflows.CreateProxyResult](t, first)
 				return queued
 			}},
 		{name: "delete-stops-running-create", cluster: func(o *pvesim.Options) {
@@ -130,40 +132,32 @@ func TestRecordHistories(t *testing.T) {
 		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			create := s.startCreate(createInput(uid))
 			eventually(t, "the create polls its clone", func() bool { return c.CallCount("TaskStatus") > 0 })
-			del := mustSucceed[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
-			_, err := result[workflows.CreateProxyResult](t, create)
+			del := deleted(t, s, uid)
+			_, err := served[workflows.CreateProxyResult](t, create)
 			require.Error(t, err)
-			writeHistory(t, s, "delete-stops-running-create.create", create)
+			writeHistory(t, s, "delete-stops-running-create.create", s.operation(uid, workflows.OpCreate))
 			return del
 		}},
 		{name: "create-userdata-once", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			// UploadISO reads the user-data from the run's start event.
-			return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
-		}},
-		{name: "create-userdata-too-large", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
-			in := createInput(uid)
-			in.UserData += strings.Repeat("#", workflows.MaxUserDataBytes)
-			run := s.startCreate(in)
-			_, err := result[workflows.CreateProxyResult](t, run)
-			require.ErrorContains(t, err, "more than the limit")
-			return run
+			return created(t, s, createInput(uid))
 		}},
 		{name: "create-resumed-after-wait-out-of-budget",
 			cluster: func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second} },
 			config:  func(c *config.Config) { c.Budgets.Clone = 2 * time.Second },
 			run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
-				// The clone outlasts its budget: the first run fails Transient, and the one
-				// started again resumes on the VM the first cloned.
-				_, err := result[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+				// The clone outlasts its budget: the first create fails Transient, and the one
+				// the request sent again runs resumes on the VM the first cloned.
+				_, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
 				require.Error(t, err)
 				eventually(t, "the clone ends", func() bool {
 					runs := c.CloneRuns()
 					return len(runs) == 1 && !runs[0].End.IsZero()
 				})
-				return mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+				return created(t, s, createInput(uid))
 			}},
 		{name: "get-running-proxy", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
-			mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			created(t, s, createInput(uid))
 			return mustSucceed[workflows.GetProxyResult](t, startRead(t, s, workflows.GetProxyWorkflowID(uid, "record"), workflows.GetProxyName, workflows.GetProxyInput{UID: uid}))
 		}},
 		{name: "get-absent-proxy", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
@@ -173,7 +167,7 @@ func TestRecordHistories(t *testing.T) {
 			return run
 		}},
 		{name: "list-proxies", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
-			mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			created(t, s, createInput(uid))
 			return mustSucceed[workflows.ListProxiesResult](t, startRead(t, s, workflows.ListProxiesWorkflowID("record"), workflows.ListProxiesName))
 		}},
 		{name: "check-health", config: func(c *config.Config) {
@@ -182,12 +176,46 @@ func TestRecordHistories(t *testing.T) {
 			return mustSucceed[workflows.CheckHealthResult](t, startRead(t, s, workflows.CheckHealthWorkflowID("record"), workflows.CheckHealthName))
 		}},
 		{name: "collect-garbage", run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
-			// The proxy of uid is not kept: its VM goes through a child DeleteProxy, after the
-			// probe finds no create of uid running; the orphan ISO goes with DeleteVolume.
-			mustSucceed[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+			// The proxy of uid is not kept: its VM goes by a delete request to its entity
+			// (RequestDelete); the orphan ISO goes with DeleteVolume.
+			created(t, s, createInput(uid))
 			uploadOrphanISO(t, c, "a-proxy-long-gone")
 			in := workflows.CollectGarbageInput{Keep: []string{otherUID}, Grace: time.Millisecond}
 			return mustSucceed[workflows.CollectGarbageResult](t, s.startGC("record", in))
+		}},
+		{name: "change-machine-type", config: withLarge, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			created(t, s, createInput(uid))
+			serve[workflows.ChangeProxyResult](t, s.startChange(workflows.ChangeRequest{UID: uid, MachineType: "large"}))
+			return s.operation(uid, workflows.OpChange)
+		}},
+		{name: "change-user-data", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			created(t, s, createInput(uid))
+			userData := "#cloud-config\nhostname: changed\n"
+			serve[workflows.ChangeProxyResult](t, s.startChange(workflows.ChangeRequest{UID: uid, UserData: &userData}))
+			return s.operation(uid, workflows.OpChange)
+		}},
+		{name: "rollout", config: withLarge, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			created(t, s, createInput(uid))
+			created(t, s, createInput(otherUID))
+			id, err := s.starter.Rollout(context.Background(), starter.RolloutOptions{UIDs: []string{uid, otherUID}, MachineType: "large", MaxUnavailable: 1})
+			require.NoError(t, err)
+			return mustSucceed[workflows.RolloutStatus](t, s.client.GetWorkflow(context.Background(), id, ""))
+		}},
+		{name: "proxy-lifecycle", config: closingSoon(withLarge), run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			created(t, s, createInput(uid))
+			serve[workflows.ChangeProxyResult](t, s.startChange(workflows.ChangeRequest{UID: uid, MachineType: "large"}))
+			deleted(t, s, uid)
+			return closedEntity(t, s, uid)
+		}},
+		{name: "proxy-delete-supersedes-create", config: closingSoon(nil), cluster: func(o *pvesim.Options) {
+			o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second}
+		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+			create := s.startCreate(createInput(uid))
+			eventually(t, "the create polls its clone", func() bool { return c.CallCount("TaskStatus") > 0 })
+			deleted(t, s, uid)
+			_, err := served[workflows.CreateProxyResult](t, create)
+			require.Equal(t, starter.FailSuperseded, starter.FailureType(err), "%v", err)
+			return closedEntity(t, s, uid)
 		}},
 	}
 	for _, sc := range scenarios {
@@ -233,6 +261,49 @@ func startRead(t *testing.T, s *stack, id, workflowType string, args ...any) cli
 	run, err := s.client.ExecuteWorkflow(context.Background(), workflows.ReadOptions(id, workflows.DefaultTaskQueue), workflowType, args...)
 	require.NoError(t, err)
 	return run
+}
+
+// created requests the proxy of in and returns the run of the CreateProxy that served it.
+func created(t *testing.T, s *stack, in workflows.CreateProxyInput) client.WorkflowRun {
+	t.Helper()
+	serve[workflows.CreateProxyResult](t, s.startCreate(in))
+	return s.operation(in.UID, workflows.OpCreate)
+}
+
+// deleted requests the deletion of the proxy of uid and returns the run of the DeleteProxy
+// that served it.
+func deleted(t *testing.T, s *stack, uid string) client.WorkflowRun {
+	t.Helper()
+	serve[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	return s.operation(uid, workflows.OpDelete)
+}
+
+// serve requires that the request r is served without error.
+func serve[T any](t *testing.T, r *starter.Request) {
+	t.Helper()
+	_, err := served[T](t, r)
+	require.NoError(t, err)
+}
+
+// closingSoon is configure, when not nil, and then an entity that closes a few seconds after
+// its proxy became absent, so that its history ends.
+func closingSoon(configure func(*config.Config)) func(*config.Config) {
+	return func(c *config.Config) {
+		if configure != nil {
+			configure(c)
+		}
+		c.Entity.CloseAfter = 3 * time.Second
+	}
+}
+
+// closedEntity waits for the entity of uid to close and returns its last run.
+func closedEntity(t *testing.T, s *stack, uid string) client.WorkflowRun {
+	t.Helper()
+	id := workflows.ProxyWorkflowID(uid)
+	mustSucceed[workflows.ProxyStatus](t, s.client.GetWorkflow(context.Background(), id, ""))
+	desc, err := s.client.DescribeWorkflowExecution(context.Background(), id, "")
+	require.NoError(t, err)
+	return s.client.GetWorkflow(context.Background(), id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
 }
 
 func mustSucceed[T any](t *testing.T, run client.WorkflowRun) client.WorkflowRun {

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/testserver"
+	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -30,7 +32,10 @@ type stack struct {
 	// startInput reads a run's user-data, and describes runs, through the server's default
 	// client, the workers'.
 	startInput *activities.HistoryStartInput
-	worker     worker.Worker
+	// starter sends requests to the proxies' entities, as pveflow and the worker's
+	// EntityProxies do.
+	starter *starter.Client
+	worker  worker.Worker
 }
 
 // fastConfig is the simulator's configuration with budgets and polls for real-time runs
@@ -47,6 +52,11 @@ func fastConfig(t testing.TB) config.Config {
 	}
 	cfg.Poll = config.Poll{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.2, MaximumInterval: time.Second}
 	return cfg
+}
+
+// withLarge configures a second machine type, large, to change a proxy to.
+func withLarge(c *config.Config) {
+	c.Proxmox.MachineTypes["large"] = config.MachineType{Cores: 4, MemoryMiB: 4096, DiskGiB: 20}
 }
 
 const uid = "0f5b1c9e-4a7d-4e8b-9a51-7c2e3d4f5a60"
@@ -76,9 +86,10 @@ func newStack(t testing.TB, api pve.API, cfg config.Config, base client.Options)
 	t.Helper()
 	server := testserver.New(t, testserver.WithBaseClientOptions(base))
 	c := server.Client()
-	return &stack{t: t, server: server, client: c, cfg: cfg, api: api, startInput: &activities.HistoryStartInput{
-		Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter,
-	}}
+	return &stack{t: t, server: server, client: c, cfg: cfg, api: api,
+		startInput: &activities.HistoryStartInput{Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter},
+		starter:    starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(server.Namespace())),
+	}
 }
 
 // stop stops the server and its workers.
@@ -89,24 +100,79 @@ func (s *stack) startWorker() {
 	s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, s.register)
 }
 
-// register registers the workflows and the activities, as the worker does.
+// register registers the workflows and the activities, as the worker does: Rollout's and
+// CollectGarbage's requests go to the entities through the stack's starter.
 func (s *stack) register(r worker.Registry) {
 	(&workflows.Workflows{Config: s.cfg}).Register(r)
-	r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, StartInput: s.startInput, Runs: s.startInput})
+	r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, StartInput: s.startInput, Runs: s.startInput,
+		Proxies: starter.EntityProxies{Client: s.starter}})
 }
 
-func (s *stack) startCreate(in workflows.CreateProxyInput) client.WorkflowRun {
+// startCreate sends a create request to the entity of in.UID, as pveflow create does, and
+// returns once the entity accepted it.
+func (s *stack) startCreate(in workflows.CreateProxyInput) *starter.Request {
 	s.t.Helper()
-	run, err := s.client.ExecuteWorkflow(context.Background(), workflows.CreateOptions(in.UID, workflows.DefaultTaskQueue), workflows.CreateProxyName, in)
-	require.NoError(s.t, err)
-	return run
+	return accepted(s.t)(s.starter.Create(context.Background(), in))
 }
 
-func (s *stack) startDelete(in workflows.DeleteProxyInput) client.WorkflowRun {
+// startChange sends a change request to the entity of req.UID, as pveflow update does.
+func (s *stack) startChange(req workflows.ChangeRequest) *starter.Request {
 	s.t.Helper()
-	run, err := s.client.ExecuteWorkflow(context.Background(), workflows.DeleteOptions(in.UID, workflows.DefaultTaskQueue), workflows.DeleteProxyName, in)
+	return accepted(s.t)(s.starter.Change(context.Background(), req))
+}
+
+// startDelete sends a delete request to the entity of in.UID, as pveflow delete does.
+func (s *stack) startDelete(in workflows.DeleteProxyInput) *starter.Request {
+	s.t.Helper()
+	return accepted(s.t)(s.starter.Delete(context.Background(), in))
+}
+
+// accepted requires that a request was sent and accepted.
+func accepted(t testing.TB) func(*starter.Request, error) *starter.Request {
+	return func(r *starter.Request, err error) *starter.Request {
+		t.Helper()
+		require.NoError(t, err)
+		return r
+	}
+}
+
+// served waits, within a minute, for the operation that serves r, and returns its result.
+func served[T any](t testing.TB, r *starter.Request) (T, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var res T
+	err := r.Get(ctx, &res)
+	return res, err
+}
+
+// proxyStatus is the status that the entity of uid answers.
+func (s *stack) proxyStatus(uid string) workflows.ProxyStatus {
+	s.t.Helper()
+	val, err := s.client.QueryWorkflow(context.Background(), workflows.ProxyWorkflowID(uid), "", workflows.StatusQuery)
 	require.NoError(s.t, err)
-	return run
+	var st workflows.ProxyStatus
+	require.NoError(s.t, val.Get(&st))
+	return st
+}
+
+// operation is the run of the latest operation of kind (workflows.OpCreate, OpChange, OpDelete)
+// of the entity of uid, its child: the one that runs, or else the last that closed. Once a
+// request was served, it is the run that served it.
+func (s *stack) operation(uid, kind string) client.WorkflowRun {
+	s.t.Helper()
+	st := s.proxyStatus(uid)
+	ops := st.Operations
+	if st.Operation != nil {
+		ops = append(ops, *st.Operation)
+	}
+	for _, op := range slices.Backward(ops) {
+		if op.Kind == kind && op.RunID != "" {
+			return s.client.GetWorkflow(context.Background(), op.WorkflowID, op.RunID)
+		}
+	}
+	require.FailNow(s.t, "no operation", "the entity of %s ran no %s: %+v", uid, kind, ops)
+	return nil
 }
 
 // startGC starts a CollectGarbage as the starter does, under the request ID requestID.

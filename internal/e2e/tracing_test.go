@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 
@@ -21,7 +22,7 @@ import (
 	"github.com/pveflow/pveflow/workflows"
 )
 
-// tracedCreate runs a CreateProxy whose user-data holds secret, traced into a span recorder, on
+// tracedCreate asks for a proxy whose user-data holds secret, traced into a span recorder, on
 // the real client over the simulator's REST API. It returns the spans, the result and the
 // secret of the API token, which the simulator makes anew for each server: a sentinel no span
 // may hold. (The token's id is no secret: Proxmox writes it into every task's UPID.)
@@ -48,7 +49,7 @@ func tracedCreate(t *testing.T) ([]sdktrace.ReadOnlySpan, workflows.CreateProxyR
 
 	in := createInput(uid)
 	in.UserData = "#cloud-config\npassword: " + secret + "\n"
-	res, err := result[workflows.CreateProxyResult](t, s.startCreate(in))
+	res, err := served[workflows.CreateProxyResult](t, s.startCreate(in))
 	require.NoError(t, err)
 	// The worker ends the workflow's span as the workflow returns, about when its result comes.
 	eventually(t, "the workflow span ends", func() bool {
@@ -81,15 +82,20 @@ func TestE2E_tracesNestHTTPUnderActivitiesUnderTheWorkflow(t *testing.T) {
 		}
 		return "(none)"
 	}
-	start := named(spans, "StartWorkflow:"+workflows.CreateProxyName)
-	require.Len(t, start, 1)
+	// The request's span is the trace's root; the entity's RunWorkflow:Proxy, under it, runs
+	// on and has not ended.
+	request := named(spans, "UpdateWithStartWorkflow:"+workflows.CreateUpdate)
+	require.Len(t, request, 1)
+	startChild := named(spans, "StartChildWorkflow:"+workflows.CreateProxyName)
+	require.Len(t, startChild, 1)
+	entity := startChild[0].Parent().SpanID()
 	run := named(spans, "RunWorkflow:"+workflows.CreateProxyName)
 	require.Len(t, run, 1)
-	assert.Equal(t, start[0].SpanContext().SpanID(), run[0].Parent().SpanID(), "RunWorkflow under StartWorkflow")
+	assert.Equal(t, startChild[0].SpanContext().SpanID(), run[0].Parent().SpanID(), "RunWorkflow under StartChildWorkflow")
 
 	var httpSpans, activitySpans int
 	for _, s := range spans {
-		assert.Equal(t, start[0].SpanContext().TraceID(), s.SpanContext().TraceID(), "%s in the create's trace", s.Name())
+		assert.Equal(t, request[0].SpanContext().TraceID(), s.SpanContext().TraceID(), "%s in the request's trace", s.Name())
 		switch kind, _, _ := strings.Cut(s.Name(), ":"); {
 		case strings.HasPrefix(s.Name(), "PVE "):
 			httpSpans++
@@ -100,7 +106,7 @@ func TestE2E_tracesNestHTTPUnderActivitiesUnderTheWorkflow(t *testing.T) {
 			}
 			assert.Equal(t, "StartActivity"+strings.TrimPrefix(s.Name(), "RunActivity"), parentName(s))
 		case kind == "StartActivity":
-			assert.Equal(t, run[0].SpanContext().SpanID(), s.Parent().SpanID(), "%s under RunWorkflow", s.Name())
+			assert.Contains(t, []trace.SpanID{run[0].SpanContext().SpanID(), entity}, s.Parent().SpanID(), "%s under RunWorkflow", s.Name())
 		}
 	}
 	assert.Positive(t, activitySpans)

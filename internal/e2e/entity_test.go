@@ -1,0 +1,131 @@
+package e2e_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/internal/pvesim/simserver"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// carriedOperation is the operation that the current run of the entity of uid was started
+// with, carried by a continue-as-new of the run before; nil when there is none.
+func carriedOperation(t *testing.T, s *stack, uid string) *workflows.OperationRecord {
+	t.Helper()
+	iter := s.client.GetWorkflowHistory(context.Background(), workflows.ProxyWorkflowID(uid), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	require.True(t, iter.HasNext())
+	first, err := iter.Next()
+	require.NoError(t, err)
+	var in workflows.ProxyInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(first.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in))
+	if in.State == nil {
+		return nil
+	}
+	return in.State.Current
+}
+
+// seedISO is the content of the seed ISO that VM vmid boots from on the simulator.
+func seedISO(t *testing.T, c *pvesim.Cluster, vmid int) string {
+	t.Helper()
+	vm, ok := vmByID(c.VMs(), vmid)
+	require.True(t, ok, "VM %d", vmid)
+	for _, v := range c.Volumes() {
+		if v.Data != nil && strings.HasPrefix(vm.Config["ide2"], v.VolID+",") {
+			return string(v.Data)
+		}
+	}
+	require.FailNow(t, "no seed ISO", "VM %d boots from %q", vmid, vm.Config["ide2"])
+	return ""
+}
+
+func TestE2E_aProxyThroughCreateChangesOfUserDataAndMachineTypeAndDeleteOverTheRESTAPI(t *testing.T) {
+	cluster := newCluster()
+	srv, err := simserver.Start(simserver.Options{API: cluster, Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	cfg := fastConfig(t)
+	cfg.Proxmox.URL, cfg.Proxmox.CAFile, cfg.Proxmox.TokenFile = srv.URL(), srv.CAFile(), srv.TokenFile()
+	withLarge(&cfg)
+	api, err := pve.NewClient(pve.ClientConfig{URL: srv.URL(), CAFile: srv.CAFile(), TokenFile: srv.TokenFile()})
+	require.NoError(t, err)
+	s := startStack(t, api, cfg)
+	created, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	require.NoError(t, err)
+
+	userData := "#cloud-config\nhostname: changed-by-update\n"
+	reseeded, err := served[workflows.ChangeProxyResult](t, s.startChange(workflows.ChangeRequest{UID: uid, UserData: &userData}))
+	require.NoError(t, err)
+	seed := seedISO(t, cluster, created.VMID)
+	resized, err := served[workflows.ChangeProxyResult](t, s.startChange(workflows.ChangeRequest{UID: uid, MachineType: "large"}))
+	require.NoError(t, err)
+	vm := markedVM(t, cluster, uid)
+	deleted, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	require.NoError(t, err)
+
+	assert.Equal(t, created.VMID, reseeded.VMID, "the same VM")
+	assert.True(t, reseeded.Restarted, "cloud-init runs new user-data at a boot")
+	assert.Contains(t, seed, "hostname: changed-by-update", "the seed ISO holds the new user-data")
+	assert.Contains(t, seed, uid+".g1", "the seed ISO holds the new instance-id")
+	assert.Equal(t, created.VMID, resized.VMID, "the same VM")
+	assert.Equal(t, "4", vm.Config["cores"])
+	assert.Equal(t, "4096", vm.Config["memory"])
+	assert.Len(t, deleted.Destroyed, 1)
+	assert.Empty(t, leftovers(cluster))
+	for _, op := range []string{workflows.OpCreate, workflows.OpChange, workflows.OpDelete} {
+		assertNoFailureEvents(t, s, s.operation(uid, op))
+	}
+}
+
+func TestE2E_anEntityThatContinuesAsNewWhileItHealsFollowsTheHealInItsNextRun(t *testing.T) {
+	// A heal's create waits seconds for the guest agent: the entity continues as new meanwhile.
+	cluster := newCluster(func(o *pvesim.Options) { o.AgentBootDelay = 3 * time.Second })
+	cfg := fastConfig(t)
+	cfg.Entity.HistoryEvents = 100
+	cfg.Entity.CheckInterval, cfg.Entity.CheckJitter = time.Second, 0
+	s := startStack(t, cluster, cfg)
+	created, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	require.NoError(t, err)
+
+	// A request in flight holds the run, so the operation carried is a heal's: the VM is
+	// stopped when the entity is idle and near its history's bound, so that the check that
+	// finds it stopped starts a create during which the bound is passed. A run whose bound fell
+	// between two checks continues as new idle; the next one is tried.
+	var carried *workflows.OperationRecord
+	require.Eventually(t, func() bool {
+		if carried = carriedOperation(t, s, uid); carried != nil {
+			return true
+		}
+		desc, err := s.client.DescribeWorkflowExecution(context.Background(), workflows.ProxyWorkflowID(uid), "")
+		require.NoError(t, err)
+		length := desc.GetWorkflowExecutionInfo().GetHistoryLength()
+		st := s.proxyStatus(uid)
+		vm, _ := vmByID(cluster.VMs(), created.VMID)
+		if st.Operation == nil && vm.Running && length >= 80 {
+			_, err := cluster.Stop(context.Background(), created.Node, created.VMID)
+			require.NoError(t, err)
+		}
+		return false
+	}, 2*time.Minute, 100*time.Millisecond, "a run continued as new while an operation ran")
+
+	var final workflows.ProxyStatus
+	eventually(t, "the next run follows the heal to its end", func() bool {
+		final = s.proxyStatus(uid)
+		return final.Operation == nil && len(final.Operations) > 0 && final.Operations[len(final.Operations)-1].RunID == carried.RunID
+	})
+	assert.Equal(t, workflows.OpCreate, carried.Kind)
+	assert.Contains(t, carried.Reason, "was stopped")
+	assert.Equal(t, "completed", final.Operations[len(final.Operations)-1].Outcome)
+	assert.Equal(t, workflows.ProxyPresent, final.Phase)
+	vm := markedVM(t, cluster, uid)
+	assert.Equal(t, created.VMID, vm.VMID, "the one VM, healed")
+	assert.True(t, vm.Running)
+}
