@@ -137,24 +137,3 @@ var SearchAttributes = map[string]string{
 	"PveNode":    "Keyword",
 	"PveVMID":    "Int",
 }
-
-// CreateOptions are the start options of the CreateProxy of uid. Starting it while it runs
-// returns the running execution; starting it after it closed runs it again, which re-checks the
-// cluster and returns the same VM.
-func CreateOptions(uid, taskQueue string) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{
-		ID:                       CreateWorkflowID(uid),
-		TaskQueue:                taskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes:    temporal.NewSearchAttributes(ProxyUIDKey.ValueSet(uid)),
-	}
-}
-
-// DeleteOptions are the start options of the DeleteProxy of uid. Like a create, a running delete
-// is joined rather than doubled, and a delete may run again at any time.
-func DeleteOptions(uid, taskQueue string) client.StartWorkflowOptions {
-	opts := CreateOptions(uid, taskQueue)
-	opts.ID = DeleteWorkflowID(uid)
-	return opts
-}
