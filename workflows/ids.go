@@ -1,7 +1,8 @@
-// Package workflows holds CreateProxy and DeleteProxy, the durable workflows that create and
-// delete an egress-proxy VM on Proxmox VE, the short read workflows GetProxy, ListProxies and
-// CheckHealth, CollectGarbage, which deletes what no proxy needs any more, and the names an
-// operator uses to find them.
+// Package workflows holds Proxy, the long-lived entity of one egress-proxy VM on Proxmox VE,
+// and the durable operations it runs as its children, CreateProxy, ChangeProxy and DeleteProxy;
+// Rollout, which changes a fleet through the entities; the short read workflows GetProxy,
+// ListProxies and CheckHealth; CollectGarbage, which deletes what no proxy needs any more; and
+// the names an operator uses to find them.
 //
 // Workflow code here is deterministic: no I/O, no wall-clock time, no randomness outside the
 // workflow APIs. Everything that touches Proxmox is an activity of package activities; the one
@@ -75,8 +76,8 @@ const StatusQuery = "status"
 
 // CreateWorkflowID is the workflow ID of the CreateProxy of a Proxy UID.
 //
-// Create and delete have IDs of their own: with one ID for both, starting a delete while the
-// create runs would silently attach to the create.
+// Each kind of operation has an ID of its own under its entity's, so the UI and a client find
+// the one that runs, or ran last, by its kind.
 func CreateWorkflowID(uid string) string { return "proxy/" + uid + "/create" }
 
 // DeleteWorkflowID is the workflow ID of the DeleteProxy of a Proxy UID.
