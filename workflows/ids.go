@@ -8,7 +8,8 @@
 // workflow APIs. Everything that touches Proxmox is an activity of package activities; the one
 // thing read from the worker's configuration (placement, budgets, poll policy) is recorded in
 // history as a side effect, so a later config change cannot break the replay of a running
-// workflow.
+// workflow. The entity's Update validators read the configuration as it is: Temporal runs a
+// validator when a request comes, never on replay.
 package workflows
 
 import (
