@@ -77,25 +77,15 @@ func (c *Client) ProxyProgress(ctx context.Context, uid string) (ProxyProgress, 
 	if p.Workers, err = c.workers(ctx, desc.GetExecutionConfig().GetTaskQueue().GetName()); err != nil {
 		return ProxyProgress{}, fmt.Errorf("proxy %s: %w", uid, err)
 	}
-	if p.Workers.Pollers == 0 {
-		p.QueryError = "no worker polls task queue " + p.Workers.TaskQueue
-	} else {
-		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
-		p.ProxyStatus, err = c.proxyStatus(qctx, uid)
-		timedOut := qctx.Err() != nil
-		cancel()
-		switch {
-		case err == nil:
-			p.Source = SourceQuery
-			return p, c.operationProgress(ctx, uid, &p, desc.GetPendingChildren())
-		case ctx.Err() != nil:
-			return ProxyProgress{}, fmt.Errorf("status of proxy %s: %w", uid, ctx.Err())
-		case timedOut || errors.As(err, new(*serviceerror.DeadlineExceeded)):
-			p.QueryError = fmt.Sprintf("no worker answered the status query within %s", queryTimeout)
-		default:
-			p.QueryError = err.Error()
-		}
+	why, err := c.askStatus(ctx, id, p.Workers, &p.ProxyStatus)
+	switch {
+	case err != nil:
+		return ProxyProgress{}, fmt.Errorf("status of proxy %s: %w", uid, err)
+	case why == "":
+		p.Source = SourceQuery
+		return p, c.operationProgress(ctx, uid, &p, desc.GetPendingChildren())
 	}
+	p.QueryError = why
 	p.Source = SourceDescribed
 	described, err := proxyOf(info)
 	if err != nil {

@@ -192,6 +192,31 @@ func (c *Client) query(ctx context.Context, workflowID string) (workflows.Status
 	return st, val.Get(&st)
 }
 
+// askStatus asks the latest run of workflowID its status query into out, within queryTimeout,
+// when workers says one polls. why is empty when a worker answered, and says why none did
+// otherwise; err is ctx's end.
+func (c *Client) askStatus(ctx context.Context, workflowID string, workers Workers, out any) (why string, err error) {
+	if workers.Pollers == 0 {
+		return "no worker polls task queue " + workers.TaskQueue, nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	val, err := c.temporal.QueryWorkflow(qctx, workflowID, "", workflows.StatusQuery)
+	if err == nil {
+		err = val.Get(out)
+	}
+	switch {
+	case err == nil:
+		return "", nil
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	case qctx.Err() != nil || errors.As(err, new(*serviceerror.DeadlineExceeded)):
+		// The server answers before the deadline with one of its own, in a few wordings.
+		return fmt.Sprintf("no worker answered the status query within %s", queryTimeout), nil
+	}
+	return err.Error(), nil
+}
+
 // Where a Progress's Status comes from.
 const (
 	// SourceQuery is a Status a worker answered the status query with: all of it.
@@ -259,7 +284,7 @@ type Workers struct {
 	LastPoll time.Time `json:"lastPoll,omitzero"`
 }
 
-// queryTimeout bounds the status query that Progress makes: a worker that was killed still
+// queryTimeout bounds the status query that Progress and ProxyProgress make: a worker that was killed still
 // counts as a poller for a few minutes, and the query would wait for it in vain.
 const queryTimeout = 3 * time.Second
 
@@ -286,27 +311,15 @@ func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, err
 	if p.Workers, err = c.workers(ctx, desc.GetExecutionConfig().GetTaskQueue().GetName()); err != nil {
 		return Progress{}, fmt.Errorf("%s of proxy %s: %w", op, uid, err)
 	}
-	if p.Workers.Pollers == 0 {
-		p.QueryError = "no worker polls task queue " + p.Workers.TaskQueue
-	} else {
-		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
-		p.Status, err = c.query(qctx, id)
-		timedOut := qctx.Err() != nil
-		cancel()
-		if err == nil {
-			p.Source = SourceQuery
-			return p, nil
-		}
-		switch {
-		case ctx.Err() != nil:
-			return Progress{}, fmt.Errorf("status of %s of proxy %s: %w", op, uid, ctx.Err())
-		case timedOut || errors.As(err, new(*serviceerror.DeadlineExceeded)):
-			// The server answers before the deadline with one of its own, in a few wordings.
-			p.QueryError = fmt.Sprintf("no worker answered the status query within %s", queryTimeout)
-		default:
-			p.QueryError = err.Error()
-		}
+	why, err := c.askStatus(ctx, id, p.Workers, &p.Status)
+	switch {
+	case err != nil:
+		return Progress{}, fmt.Errorf("status of %s of proxy %s: %w", op, uid, err)
+	case why == "":
+		p.Source = SourceQuery
+		return p, nil
 	}
+	p.QueryError = why
 	p.Source = SourceDescribed
 	described, err := proxyOf(info)
 	if err != nil {
