@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,12 +35,14 @@ func consoleSpans(t *testing.T, output string) []consoleSpan {
 	return spans
 }
 
-// spanNamed is the one span of spans called name.
+// spanNamed is the one span of spans called name. A workflow's span ends again, with the same
+// IDs, each time a worker replays the workflow (after it left the worker's cache), so the spans
+// of one ID count once.
 func spanNamed(t *testing.T, spans []consoleSpan, name string) consoleSpan {
 	t.Helper()
 	var found []consoleSpan
 	for _, s := range spans {
-		if s.Name == name {
+		if s.Name == name && !slices.ContainsFunc(found, func(f consoleSpan) bool { return f.SpanContext == s.SpanContext }) {
 			found = append(found, s)
 		}
 	}
