@@ -85,6 +85,11 @@ func (p *proxyEntity) status() workflows.ProxyStatus {
 	return st
 }
 
+// created is what the request "create" answered.
+func (p *proxyEntity) created() workflows.CreateProxyResult {
+	return p.answer("create").result.(workflows.CreateProxyResult)
+}
+
 func (p *proxyEntity) answer(id string) *answer {
 	a := p.answers[id]
 	require.True(p.t, a.done, "request %s was answered", id)
@@ -110,7 +115,7 @@ func TestProxy_createThenDeleteLeavesNothing(t *testing.T) {
 
 	st := p.run()
 
-	created := p.answer("create").result.(workflows.CreateProxyResult)
+	created := p.created()
 	assert.NotEmpty(t, created.IPv4)
 	require.NoError(t, p.answer("delete").err)
 	assert.Equal(t, []string{"create:completed", "delete:completed"}, kinds(st))
@@ -220,8 +225,7 @@ func TestProxy_healsAStoppedVMByStartingIt(t *testing.T) {
 	p := newProxyEntity(t, w)
 	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
 	p.at(10*time.Minute, func() {
-		created := p.answer("create").result.(workflows.CreateProxyResult)
-		_, err := w.cluster.Stop(context.Background(), created.Node, created.VMID)
+		_, err := w.cluster.Stop(context.Background(), p.created().Node, p.created().VMID)
 		require.NoError(t, err)
 	})
 	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
@@ -230,7 +234,7 @@ func TestProxy_healsAStoppedVMByStartingIt(t *testing.T) {
 
 	ops := st.Operations
 	require.Len(t, ops, 3, kinds(st))
-	vmid := p.answer("create").result.(workflows.CreateProxyResult).VMID
+	vmid := p.created().VMID
 	assert.Equal(t, "create", ops[1].Kind)
 	assert.Equal(t, "check: VM "+itoa(vmid)+" on node pve1 was stopped", ops[1].Reason)
 	assert.Equal(t, "completed", ops[1].Outcome)
@@ -243,13 +247,11 @@ func TestProxy_healsADestroyedVMByCreatingItAgain(t *testing.T) {
 	p := newProxyEntity(t, w)
 	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
 	p.at(10*time.Minute, func() {
-		created := p.answer("create").result.(workflows.CreateProxyResult)
-		_, err := w.cluster.Stop(context.Background(), created.Node, created.VMID)
+		_, err := w.cluster.Stop(context.Background(), p.created().Node, p.created().VMID)
 		require.NoError(t, err)
 	})
 	p.at(11*time.Minute, func() {
-		created := p.answer("create").result.(workflows.CreateProxyResult)
-		_, err := w.cluster.Destroy(context.Background(), created.Node, created.VMID)
+		_, err := w.cluster.Destroy(context.Background(), p.created().Node, p.created().VMID)
 		require.NoError(t, err)
 	})
 	var healed workflows.ProxyStatus
@@ -359,7 +361,7 @@ func TestProxy_changeDuringCreateRunsOnceTheCreateIsDone(t *testing.T) {
 	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
 	p.request(20*time.Second, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, MachineType: "large"})
 	var changed pve.VMConfig
-	p.at(time.Hour, func() { changed = vmConfig(t, w, p.answer("create").result.(workflows.CreateProxyResult).VMID) })
+	p.at(time.Hour, func() { changed = vmConfig(t, w, p.created().VMID) })
 	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
 
 	st := p.run()
@@ -386,7 +388,7 @@ func TestProxy_twoChangesInARowTheLaterWins(t *testing.T) {
 	var final pve.VMConfig
 	var desired workflows.DesiredState
 	p.at(time.Hour, func() {
-		final = vmConfig(t, w, p.answer("create").result.(workflows.CreateProxyResult).VMID)
+		final = vmConfig(t, w, p.created().VMID)
 		desired = p.status().Desired
 	})
 	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
@@ -435,8 +437,7 @@ func TestProxy_driftIsReported(t *testing.T) {
 	p := newProxyEntity(t, w)
 	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
 	p.at(10*time.Minute, func() {
-		created := p.answer("create").result.(workflows.CreateProxyResult)
-		require.NoError(t, w.cluster.SetVMConfig(context.Background(), created.Node, created.VMID, pve.VMConfig{"cores": "1"}))
+		require.NoError(t, w.cluster.SetVMConfig(context.Background(), p.created().Node, p.created().VMID, pve.VMConfig{"cores": "1"}))
 	})
 	var drifted workflows.ProxyStatus
 	p.at(30*time.Minute, func() { drifted = p.status() })
@@ -455,11 +456,10 @@ func TestProxy_driftIsPutBackWhenTheConfigSaysSo(t *testing.T) {
 	p := newProxyEntity(t, w)
 	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
 	p.at(10*time.Minute, func() {
-		created := p.answer("create").result.(workflows.CreateProxyResult)
-		require.NoError(t, w.cluster.SetVMConfig(context.Background(), created.Node, created.VMID, pve.VMConfig{"cores": "1"}))
+		require.NoError(t, w.cluster.SetVMConfig(context.Background(), p.created().Node, p.created().VMID, pve.VMConfig{"cores": "1"}))
 	})
 	var fixed pve.VMConfig
-	p.at(50*time.Minute, func() { fixed = vmConfig(t, w, p.answer("create").result.(workflows.CreateProxyResult).VMID) })
+	p.at(50*time.Minute, func() { fixed = vmConfig(t, w, p.created().VMID) })
 	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
 
 	st := p.run()
@@ -489,7 +489,7 @@ func TestProxy_newImageRebuildsTheVMOnTheSameVMID(t *testing.T) {
 
 	st := p.run()
 
-	created := p.answer("create").result.(workflows.CreateProxyResult)
+	created := p.created()
 	res := p.answer("change").result.(workflows.ChangeProxyResult)
 	assert.True(t, res.Rebuilt)
 	assert.Equal(t, []string{`image "debian13" -> "debian14"`}, res.Changed)
