@@ -10,17 +10,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/client"
 
-	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
-
-// withLarge configures a stack with a second machine type, large.
-func withLarge(c *config.Config) {
-	c.Proxmox.MachineTypes["large"] = config.MachineType{Cores: 4, MemoryMiB: 4096, DiskGiB: 20}
-}
 
 // get is what waits for the result of a request that Create, Change or Delete sent.
 func get[T any](t *testing.T) func(*starter.Request, error) T {
@@ -51,7 +44,7 @@ func (s *stack) seedISO(t *testing.T, vmid int) []byte {
 }
 
 func TestClient_aProxyThroughCreateChangesAndDelete(t *testing.T) {
-	s := startStackWith(t, 200*time.Millisecond, client.Options{}, withLarge)
+	s := startStack(t, 200*time.Millisecond)
 
 	created := get[workflows.CreateProxyResult](t)(s.starter.Create(ctx(t), createInput(uid)))
 	before, err := s.starter.ProxyStatus(ctx(t), uid)
@@ -107,7 +100,7 @@ func TestClient_aChangeToAnUnknownMachineTypeIsRefusedAtOnce(t *testing.T) {
 
 	require.ErrorIs(t, err, starter.ErrRejected)
 	assert.Less(t, time.Since(sent), 5*time.Second, "refused by the validator, not after an operation")
-	assert.EqualError(t, err, "change of proxy "+uid+` refused: machineType: "huge" is not a configured machine type (choices: small)`,
+	assert.EqualError(t, err, "change of proxy "+uid+` refused: machineType: "huge" is not a configured machine type (choices: large, small)`,
 		"the validator's message alone, in one line")
 	st, err := s.starter.ProxyStatus(ctx(t), uid)
 	require.NoError(t, err)

@@ -54,7 +54,6 @@ func TestE2E_aProxyThroughCreateChangesOfUserDataAndMachineTypeAndDeleteOverTheR
 	t.Cleanup(func() { _ = srv.Close() })
 	cfg := fastConfig(t)
 	cfg.Proxmox.URL, cfg.Proxmox.CAFile, cfg.Proxmox.TokenFile = srv.URL(), srv.CAFile(), srv.TokenFile()
-	withLarge(&cfg)
 	api, err := pve.NewClient(pve.ClientConfig{URL: srv.URL(), CAFile: srv.CAFile(), TokenFile: srv.TokenFile()})
 	require.NoError(t, err)
 	s := startStack(t, api, cfg)

@@ -183,7 +183,7 @@ func TestRecordHistories(t *testing.T) {
 			in := workflows.CollectGarbageInput{Keep: []string{otherUID}, Grace: time.Millisecond}
 			return mustSucceed[workflows.CollectGarbageResult](t, s.startGC("record", in))
 		}},
-		{name: "change-machine-type", config: withLarge, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+		{name: "change-machine-type", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			created(t, s, createInput(uid))
 			serve[workflows.ChangeProxyResult](t, s.startChange(workflows.ChangeRequest{UID: uid, MachineType: "large"}))
 			return s.operation(uid, workflows.OpChange)
@@ -194,20 +194,20 @@ func TestRecordHistories(t *testing.T) {
 			serve[workflows.ChangeProxyResult](t, s.startChange(workflows.ChangeRequest{UID: uid, UserData: &userData}))
 			return s.operation(uid, workflows.OpChange)
 		}},
-		{name: "rollout", config: withLarge, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+		{name: "rollout", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			created(t, s, createInput(uid))
 			created(t, s, createInput(otherUID))
 			id, err := s.starter.Rollout(context.Background(), starter.RolloutOptions{UIDs: []string{uid, otherUID}, MachineType: "large", MaxUnavailable: 1})
 			require.NoError(t, err)
 			return mustSucceed[workflows.RolloutStatus](t, s.client.GetWorkflow(context.Background(), id, ""))
 		}},
-		{name: "proxy-lifecycle", config: closingSoon(withLarge), run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+		{name: "proxy-lifecycle", config: closingSoon, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			created(t, s, createInput(uid))
 			serve[workflows.ChangeProxyResult](t, s.startChange(workflows.ChangeRequest{UID: uid, MachineType: "large"}))
 			deleted(t, s, uid)
 			return closedEntity(t, s, uid)
 		}},
-		{name: "proxy-delete-supersedes-create", config: closingSoon(nil), cluster: func(o *pvesim.Options) {
+		{name: "proxy-delete-supersedes-create", config: closingSoon, cluster: func(o *pvesim.Options) {
 			o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second}
 		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			create := s.startCreate(createInput(uid))
@@ -285,16 +285,9 @@ func serve[T any](t *testing.T, r *starter.Request) {
 	require.NoError(t, err)
 }
 
-// closingSoon is configure, when not nil, and then an entity that closes a few seconds after
-// its proxy became absent, so that its history ends.
-func closingSoon(configure func(*config.Config)) func(*config.Config) {
-	return func(c *config.Config) {
-		if configure != nil {
-			configure(c)
-		}
-		c.Entity.CloseAfter = 3 * time.Second
-	}
-}
+// closingSoon makes an entity close a few seconds after its proxy became absent, so that its
+// history ends.
+func closingSoon(c *config.Config) { c.Entity.CloseAfter = 3 * time.Second }
 
 // closedEntity waits for the entity of uid to close and returns its last run.
 func closedEntity(t *testing.T, s *stack, uid string) client.WorkflowRun {

@@ -54,11 +54,6 @@ func fastConfig(t testing.TB) config.Config {
 	return cfg
 }
 
-// withLarge configures a second machine type, large, to change a proxy to.
-func withLarge(c *config.Config) {
-	c.Proxmox.MachineTypes["large"] = config.MachineType{Cores: 4, MemoryMiB: 4096, DiskGiB: 20}
-}
-
 const uid = "0f5b1c9e-4a7d-4e8b-9a51-7c2e3d4f5a60"
 
 func createInput(uid string) workflows.CreateProxyInput {
