@@ -76,14 +76,7 @@ func (w *Workflows) ChangeProxy(ctx workflow.Context, in ChangeProxyInput) (_ Ch
 	}
 	t = c.t
 	res, err := c.run()
-	switch {
-	case ctx.Err() != nil:
-		c.t.phase(PhaseCancelled, c.t.status.Step)
-	case err != nil:
-		c.t.failed(err)
-	default:
-		c.t.phase(PhaseChanged, "done")
-	}
+	c.t.closed(err, PhaseChanged)
 	return res, err
 }
 

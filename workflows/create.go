@@ -92,14 +92,7 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	}
 	t = c.t
 	res, err := c.run()
-	switch {
-	case ctx.Err() != nil:
-		c.t.phase(PhaseCancelled, c.t.status.Step)
-	case err != nil:
-		c.t.failed(err)
-	default:
-		c.t.phase(PhaseCreated, "done")
-	}
+	c.t.closed(err, PhaseCreated)
 	return res, err
 }
 

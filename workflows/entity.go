@@ -343,9 +343,7 @@ func (e *entity) run(fresh bool) (ProxyStatus, error) {
 				return e.status(), nil
 			}
 			if e.op == nil && e.st.Spec != nil {
-				if err := e.check(); err != nil {
-					return ProxyStatus{}, err
-				}
+				e.check()
 				e.schedule()
 			}
 		}
@@ -599,7 +597,7 @@ func (e *entity) record(rec OperationRecord) {
 }
 
 // check reads the proxy's VM (a GetProxy child) and decides what to heal.
-func (e *entity) check() error {
+func (e *entity) check() {
 	e.st.Checks++
 	seen := e.version
 	ctx := workflow.WithChildOptions(e.ctx, workflow.ChildWorkflowOptions{
@@ -610,7 +608,7 @@ func (e *entity) check() error {
 	var got GetProxyResult
 	err := workflow.ExecuteChildWorkflow(ctx, GetProxyName, GetProxyInput{UID: e.uid}).Get(ctx, &got)
 	if e.version != seen || e.st.Spec == nil {
-		return nil // a request came meanwhile: it decides
+		return // a request came meanwhile: it decides
 	}
 	now := workflow.Now(e.ctx)
 	switch {
@@ -633,7 +631,6 @@ func (e *entity) check() error {
 		}
 	}
 	e.publish()
-	return nil
 }
 
 // drift says where the VM a check found differs from the spec's machine type.

@@ -95,6 +95,18 @@ func (t *tracker) vm(node string, vmid int) {
 
 func (t *tracker) task(upid pve.UPID) { t.status.UPID = upid }
 
+// closed enters the phase an operation's outcome says: cancelled, failed with err, or done.
+func (t *tracker) closed(err error, done string) {
+	switch {
+	case t.ctx.Err() != nil:
+		t.phase(PhaseCancelled, t.status.Step)
+	case err != nil:
+		t.failed(err)
+	default:
+		t.phase(done, "done")
+	}
+}
+
 func (t *tracker) failed(err error) {
 	t.status.LastError = err.Error()
 	t.phase(PhaseFailed, t.status.Step)

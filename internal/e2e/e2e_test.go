@@ -15,9 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/internal/pvesim/simserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -65,14 +63,7 @@ func query(t *testing.T, c client.Client, workflowID string) workflows.Status {
 
 func TestE2E_createQueryResultDeleteThroughTheRESTAPI(t *testing.T) {
 	cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 3 * time.Second} })
-	srv, err := simserver.Start(simserver.Options{API: cluster, Dir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
-	cfg := fastConfig(t)
-	cfg.Proxmox.URL, cfg.Proxmox.CAFile, cfg.Proxmox.TokenFile = srv.URL(), srv.CAFile(), srv.TokenFile()
-	api, err := pve.NewClient(pve.ClientConfig{URL: srv.URL(), CAFile: srv.CAFile(), TokenFile: srv.TokenFile()})
-	require.NoError(t, err)
-	s := startStack(t, api, cfg)
+	s := startRESTStack(t, cluster)
 
 	req := s.startCreate(createInput(uid))
 	var waiting workflows.Status

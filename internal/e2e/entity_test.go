@@ -11,9 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/internal/pvesim/simserver"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -49,14 +47,7 @@ func seedISO(t *testing.T, c *pvesim.Cluster, vmid int) string {
 
 func TestE2E_aProxyThroughCreateChangesOfUserDataAndMachineTypeAndDeleteOverTheRESTAPI(t *testing.T) {
 	cluster := newCluster()
-	srv, err := simserver.Start(simserver.Options{API: cluster, Dir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
-	cfg := fastConfig(t)
-	cfg.Proxmox.URL, cfg.Proxmox.CAFile, cfg.Proxmox.TokenFile = srv.URL(), srv.CAFile(), srv.TokenFile()
-	api, err := pve.NewClient(pve.ClientConfig{URL: srv.URL(), CAFile: srv.CAFile(), TokenFile: srv.TokenFile()})
-	require.NoError(t, err)
-	s := startStack(t, api, cfg)
+	s := startRESTStack(t, cluster)
 	created, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
 	require.NoError(t, err)
 

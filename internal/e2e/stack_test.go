@@ -16,6 +16,8 @@ import (
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/internal/pvesim/simserver"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
@@ -85,6 +87,20 @@ func newStack(t testing.TB, api pve.API, cfg config.Config, base client.Options)
 		startInput: &activities.HistoryStartInput{Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter},
 		starter:    starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(server.Namespace())),
 	}
+}
+
+// startRESTStack starts a stack whose worker reaches cluster over the simulator's REST API, as
+// it reaches Proxmox.
+func startRESTStack(t *testing.T, cluster *pvesim.Cluster) *stack {
+	t.Helper()
+	srv, err := simserver.Start(simserver.Options{API: cluster, Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	cfg := fastConfig(t)
+	cfg.Proxmox.URL, cfg.Proxmox.CAFile, cfg.Proxmox.TokenFile = srv.URL(), srv.CAFile(), srv.TokenFile()
+	api, err := pve.NewClient(pve.ClientConfig{URL: srv.URL(), CAFile: srv.CAFile(), TokenFile: srv.TokenFile()})
+	require.NoError(t, err)
+	return startStack(t, api, cfg)
 }
 
 // stop stops the server and its workers.
