@@ -34,6 +34,9 @@ import (
 // otherUID is another proxy's, whose clone this proxy's create meets.
 const otherUID = "7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f"
 
+// thirdUID is a third proxy's, queued behind both.
+const thirdUID = "2c4e6a80-1b3d-4f5a-9c7e-8d0f1a2b3c4d"
+
 func TestRecordHistories(t *testing.T) {
 	scenarios := []struct {
 		name    string
@@ -126,6 +129,29 @@ func TestRecordHistories(t *testing.T) {
 				queued := created(t, s, createInput(uid))
 				serve[workflows.CreateProxyResult](t, first)
 				return queued
+			}},
+		// The admission as pveflow 1.0 ran it: grants, a queue told its places, and the lease of
+		// a terminated create reclaimed. Its runs auto-upgrade, so later builds must replay it.
+		{name: "clone-admission-1.0",
+			cluster: func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 3 * time.Second} },
+			config:  func(c *config.Config) { c.Clones.PerStorage = 1 },
+			run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+				first := s.startCreate(createInput(otherUID))
+				eventually(t, "the first create clones", func() bool { return c.CallCount("Clone") > 0 })
+				second, third := s.startCreate(createInput(uid)), s.startCreate(createInput(thirdUID))
+				admission := s.client.GetWorkflow(context.Background(), workflows.CloneAdmissionWorkflowID(workflows.DefaultTaskQueue, "pve1/local-lvm"), "")
+				eventually(t, "two creates queue", func() bool { return len(admissionState(t, s, admission).Waiting) == 2 })
+				holder := s.operation(otherUID, workflows.OpCreate)
+				require.NoError(t, s.client.TerminateWorkflow(context.Background(), holder.GetID(), holder.GetRunID(), "a person stops the create"))
+				_, err := served[workflows.CreateProxyResult](t, first)
+				require.Error(t, err)
+				serve[workflows.CreateProxyResult](t, second)
+				serve[workflows.CreateProxyResult](t, third)
+				eventually(t, "the admission is idle", func() bool {
+					st := admissionState(t, s, admission)
+					return len(st.Holders) == 0 && len(st.Waiting) == 0
+				})
+				return admission
 			}},
 		{name: "delete-stops-running-create", cluster: func(o *pvesim.Options) {
 			o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second}
@@ -323,3 +349,17 @@ func writeHistory(t *testing.T, s *stack, name string, run client.WorkflowRun) {
 }
 
 func historyFile(name string) string { return filepath.Join(historiesDir, name+".json") }
+
+// admissionState asks the admission run for its holders and queue.
+func admissionState(t *testing.T, s *stack, admission client.WorkflowRun) workflows.AdmissionState {
+	t.Helper()
+	var st workflows.AdmissionState
+	v, err := s.client.QueryWorkflow(context.Background(), admission.GetID(), admission.GetRunID(), workflows.AdmissionQuery)
+	if err == nil {
+		err = v.Get(&st)
+	}
+	if err != nil {
+		return workflows.AdmissionState{Waiting: []workflows.Holder{{}}} // not running yet
+	}
+	return st
+}
