@@ -31,12 +31,6 @@ import (
 	"github.com/pveflow/pveflow/workflows"
 )
 
-// otherUID is another proxy's, whose clone this proxy's create meets.
-const otherUID = "7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f"
-
-// thirdUID is a third proxy's, queued behind both.
-const thirdUID = "2c4e6a80-1b3d-4f5a-9c7e-8d0f1a2b3c4d"
-
 func TestRecordHistories(t *testing.T) {
 	scenarios := []struct {
 		name    string
@@ -304,13 +298,6 @@ func deleted(t *testing.T, s *stack, uid string) client.WorkflowRun {
 	return s.operation(uid, workflows.OpDelete)
 }
 
-// serve requires that the request r is served without error.
-func serve[T any](t *testing.T, r *starter.Request) {
-	t.Helper()
-	_, err := served[T](t, r)
-	require.NoError(t, err)
-}
-
 // closingSoon makes an entity close a few seconds after its proxy became absent, so that its
 // history ends.
 func closingSoon(c *config.Config) { c.Entity.CloseAfter = 3 * time.Second }
@@ -349,17 +336,3 @@ func writeHistory(t *testing.T, s *stack, name string, run client.WorkflowRun) {
 }
 
 func historyFile(name string) string { return filepath.Join(historiesDir, name+".json") }
-
-// admissionState asks the admission run for its holders and queue.
-func admissionState(t *testing.T, s *stack, admission client.WorkflowRun) workflows.AdmissionState {
-	t.Helper()
-	var st workflows.AdmissionState
-	v, err := s.client.QueryWorkflow(context.Background(), admission.GetID(), admission.GetRunID(), workflows.AdmissionQuery)
-	if err == nil {
-		err = v.Get(&st)
-	}
-	if err != nil {
-		return workflows.AdmissionState{Waiting: []workflows.Holder{{}}} // not running yet
-	}
-	return st
-}
