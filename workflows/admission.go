@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -70,6 +71,8 @@ type admissionRequest struct {
 	Limit int `json:"limit"`
 	// CheckEvery spaces the admission's checks of its holders and of the clones it covers.
 	CheckEvery time.Duration `json:"checkEvery"`
+	// HistoryEvents is clones.historyEvents as the requesting run has it.
+	HistoryEvents int `json:"historyEvents,omitempty"`
 }
 
 // leaseRelease is what a release signal carries: the run, and the clone its lease still covers
@@ -105,11 +108,14 @@ type AdmissionState struct {
 	Holders    []Holder       `json:"holders"`
 	Waiting    []Holder       `json:"waiting"`
 	Covered    []CoveredClone `json:"covered,omitempty"`
+	// HistoryEvents is the history length past which it continues as new; zero is
+	// defaultAdmissionHistoryEvents.
+	HistoryEvents int `json:"historyEvents,omitempty"`
 }
 
-// admissionHistoryLimit is the history length past which the admission continues as new, if
-// the server has not suggested it before.
-const admissionHistoryLimit = 10000
+// defaultAdmissionHistoryEvents is the history length past which the admission continues as
+// new, if the server has not suggested it before, until a request brings clones.historyEvents.
+const defaultAdmissionHistoryEvents = 10000
 
 // CloneAdmission grants the clone leases of one storage. It runs as long as clones are made
 // onto that storage. Cancelled, it grants no more leases and closes once its leases are back:
@@ -174,7 +180,7 @@ func (a *admission) busy() bool { return len(a.st.Holders)+len(a.st.Covered) > 0
 
 func (a *admission) historyIsLong() bool {
 	info := workflow.GetInfo(a.ctx)
-	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > admissionHistoryLimit
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > cmp.Or(a.st.HistoryEvents, defaultAdmissionHistoryEvents)
 }
 
 // receive adds the admission's two signal channels to sel.
@@ -216,6 +222,9 @@ func (a *admission) acquire(req admissionRequest) {
 	}
 	if req.CheckEvery > 0 {
 		a.st.CheckEvery = req.CheckEvery
+	}
+	if req.HistoryEvents > 0 {
+		a.st.HistoryEvents = req.HistoryEvents
 	}
 	if slices.Contains(a.st.Holders, req.Holder) {
 		a.tell(req.Holder, cloneAdmittedSignal, nil) // its grant crossed its repeated request
@@ -354,9 +363,10 @@ type lease struct {
 func (c *create) admitClone(storage string) (*lease, error) {
 	info := workflow.GetInfo(c.ctx)
 	l := &lease{admission: CloneAdmissionWorkflowID(info.TaskQueueName, storage), storage: storage, req: admissionRequest{
-		Holder:     Holder{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID},
-		Limit:      c.s.Clones.PerStorage,
-		CheckEvery: max(c.s.Poll.MaximumInterval, time.Second) * 3,
+		Holder:        Holder{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID},
+		Limit:         c.s.Clones.PerStorage,
+		CheckEvery:    max(c.s.Poll.MaximumInterval, time.Second) * 3,
+		HistoryEvents: c.s.Clones.HistoryEvents,
 	}}
 	c.t.phase(PhaseQueued, fmt.Sprintf("ask %s for a clone lease", l.admission))
 	c.t.status.Admission = l.admission
