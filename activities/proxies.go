@@ -60,6 +60,10 @@ type ProxyDelete struct {
 	ProviderID string `json:"providerID,omitempty"`
 	// RequestID is the Update's ID, as ProxyChange's.
 	RequestID string `json:"requestID"`
+	// UnlessWantedSince, when set, makes the entity refuse the delete (ErrSuperseded) if it
+	// accepted a create or change of the proxy after it: a garbage collection gives the time it
+	// began looking, so a proxy created again since is not destroyed.
+	UnlessWantedSince time.Time `json:"unlessWantedSince,omitzero"`
 }
 
 // ProxyDeleteOutcome is what the delete Update answered.

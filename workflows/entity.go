@@ -126,7 +126,7 @@ func (e *entity) register() error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(e.ctx, CreateUpdate,
 		func(ctx workflow.Context, in CreateProxyInput) (CreateProxyResult, error) {
-			w := e.accept(OpCreate, func() { e.want(in) })
+			w := e.accept(OpCreate, func() { e.want(in); e.st.WantedAt = workflow.Now(e.ctx) })
 			return awaitResult[CreateProxyResult](ctx, w)
 		},
 		workflow.UpdateHandlerOptions{Validator: e.validateCreate}); err != nil {
@@ -134,7 +134,7 @@ func (e *entity) register() error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(e.ctx, ChangeUpdate,
 		func(ctx workflow.Context, req ChangeRequest) (ChangeProxyResult, error) {
-			w := e.accept(OpChange, func() { e.change(req) })
+			w := e.accept(OpChange, func() { e.change(req); e.st.WantedAt = workflow.Now(e.ctx) })
 			return awaitResult[ChangeProxyResult](ctx, w)
 		},
 		workflow.UpdateHandlerOptions{Validator: e.validateChange}); err != nil {
@@ -295,6 +295,13 @@ func (e *entity) validateDelete(in DeleteProxyInput) error {
 		if _, _, err := proxy.ParseProviderID(in.ProviderID); err != nil {
 			return fmt.Errorf("delete proxy %s: %w", in.UID, err)
 		}
+	}
+	// A garbage collection's delete of a proxy created or changed since it looked: the proxy is
+	// wanted again. A validator's check records nothing, so the entity's commands are as before.
+	if !in.UnlessWantedSince.IsZero() && e.st.Spec != nil && e.st.WantedAt.After(in.UnlessWantedSince) {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"delete proxy %s: refused: a create or change of it was accepted at %s, after the request's caller looked (%s); the proxy is wanted again",
+			in.UID, e.st.WantedAt.Format(time.RFC3339Nano), in.UnlessWantedSince.Format(time.RFC3339Nano)), FailSuperseded, nil)
 	}
 	return nil
 }
