@@ -327,7 +327,10 @@ func (g *collector) deleteVMs(vms []GarbageVM) error {
 			info := workflow.GetInfo(g.ctx)
 			req := activities.ProxyDelete{UID: uid, ProviderID: providerIDOf(vms, uid), RequestID: info.WorkflowExecution.ID + "/" + uid,
 				UnlessWantedSince: info.WorkflowStartTime}
-			deletes[i] = execute(g.ctx, g.s.requestOptions(g.s.deleteBudget(), "delete proxy "+uid), a.RequestDelete, req)
+			opts := g.s.requestOptions(g.s.deleteBudget(), "delete proxy "+uid)
+			// A cancelled collection ends at once: the delete it asked for goes on in the entity.
+			opts.WaitForCancellation = false
+			deletes[i] = execute(g.ctx, opts, a.RequestDelete, req)
 		}
 		for i, uid := range batch {
 			var out activities.ProxyDeleteOutcome
