@@ -384,11 +384,13 @@ func (g *collector) deleteISOs(isos []GarbageISO) error {
 			continue
 		}
 		now, err := g.seedISOs(iso.Node)
-		if err != nil {
-			return err
-		}
 		j := slices.IndexFunc(now, func(n GarbageISO) bool { return n.VolID == iso.VolID })
 		switch {
+		case temporal.IsCanceledError(err):
+			return err
+		case err != nil:
+			iso.Outcome, iso.Detail = GarbageFailed, err.Error()
+			continue
 		case j < 0:
 			iso.Outcome, iso.Detail = GarbageSkipped, "gone since it was listed"
 			continue
