@@ -73,7 +73,8 @@ type ProxyDeleteOutcome struct {
 }
 
 // ErrSuperseded is the type of the failure of a request that a later one superseded (a delete
-// stops a running create): the entity's, kept as the activity's.
+// stops a running create), or of a delete refused for a create or change accepted after its
+// UnlessWantedSince: the entity's, kept as the activity's.
 const ErrSuperseded = "Superseded"
 
 // answerTypes are the failure types of an entity's answer that an activity keeps; any other

@@ -21,7 +21,8 @@ import (
 
 // FailSuperseded is the failure type of a request that a later one made moot before an
 // operation served it: a create or change that a delete overtook, a delete that a create
-// overtook before it began.
+// overtook before it began; and of a garbage collection's delete that the validator refuses, a
+// create or change having been accepted since the collection looked (UnlessWantedSince).
 const FailSuperseded = "Superseded"
 
 // keptOperations is how many operations a Proxy entity keeps in its status.
