@@ -78,3 +78,23 @@ func TestE2E_aCreateStoppedWhileCloningKeepsItsLeaseUntilTheCloneEnds(t *testing
 
 	assert.Equal(t, 1, cluster.MaxConcurrentClones("pve1", "local-lvm"), "clones.perStorage is 1: %+v", cluster.CloneRuns())
 }
+
+func TestE2E_aQueuedCreatesProgressShowsItsPlaceFromTheAdmission(t *testing.T) {
+	s, cluster := oneCloneAtATime(t, 6*time.Second)
+	first := s.startCreate(createInput(uid))
+	eventually(t, "the first create clones", func() bool { return cluster.CallCount("Clone") > 0 })
+	second := s.startCreate(createInput(otherUID))
+	eventually(t, "the second create queues", func() bool { return len(admissionState(t, s, admissionOfHome(s)).Waiting) == 1 })
+	third := s.startCreate(createInput(thirdUID))
+	eventually(t, "the third create queues", func() bool { return len(admissionState(t, s, admissionOfHome(s)).Waiting) == 2 })
+
+	progress, err := s.starter.Progress(context.Background(), thirdUID, starter.Create)
+
+	require.NoError(t, err)
+	assert.Equal(t, workflows.PhaseQueued, progress.Phase)
+	assert.Equal(t, 1, progress.QueuedBehind)
+	assert.Contains(t, progress.Step, "1 ahead")
+	for _, r := range []*starter.Request{first, second, third} {
+		serve[workflows.CreateProxyResult](t, r)
+	}
+}
