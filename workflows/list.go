@@ -3,7 +3,6 @@ package workflows
 import (
 	"cmp"
 	"slices"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -160,10 +159,8 @@ func readCluster(ctx workflow.Context, s settings) (cluster, error) {
 			if cfg["name"] != "" {
 				c.Names[cfg["name"]] = true
 			}
-			for _, v := range cfg {
-				if volid, _, _ := strings.Cut(v, ","); strings.Contains(volid, ":iso/") {
-					c.ISOs[volid] = true
-				}
+			for _, volid := range proxy.ISOVolumes(cfg) {
+				c.ISOs[volid] = true
 			}
 			mark, managed := proxy.ParseDescription(cfg["description"])
 			if !managed {
