@@ -20,7 +20,8 @@ import (
 // CreateProxyInput is the input of CreateProxy.
 type CreateProxyInput struct {
 	UID string `json:"uid"`
-	// Name is the VM's name; empty means proxy.NameFromUID(UID).
+	// Name is the VM's name, and the guest's hostname; empty means proxy.NameFromUID(UID).
+	// ValidateName says which names a create takes.
 	Name string `json:"name,omitempty"`
 	// Zone is the node; it may be empty when the config names one node.
 	Zone string `json:"zone,omitempty"`
@@ -62,6 +63,17 @@ func ValidateUserData(userData string) error {
 	return nil
 }
 
+// ValidateName refuses a name that a create could not carry through every step, the seed's
+// hostname and the provider ID among them: the rule is proxy.ValidateName. An empty name is
+// the default, proxy.NameFromUID of the UID. The entity's validator, CreateProxy, the starter
+// and the CLI check it before any Proxmox call.
+func ValidateName(name string) error {
+	if name == "" {
+		return nil
+	}
+	return proxy.ValidateName(name)
+}
+
 // CreateProxyResult is what CreateProxy returns.
 type CreateProxyResult struct {
 	// ProviderID is "vms/<vmid>/<name>".
@@ -85,6 +97,9 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	defer func() { recordOutcome(ctx, createMetrics, in.UID, t, err) }()
 	if err := checkOperation(ctx, "create", in.UID, in.UserData); err != nil {
 		return CreateProxyResult{}, err
+	}
+	if err := ValidateName(in.Name); err != nil {
+		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
 	}
 	c, err := newCreate(ctx, w.Config, in)
 	if err != nil {

@@ -120,6 +120,40 @@ func TestCreate_rejectsUnknownPlacementBeforeAnyCall(t *testing.T) {
 	}
 }
 
+func TestCreate_refusesANameThatIsNotADNSLabelBeforeAnyCall(t *testing.T) {
+	for _, name := range []string{"egress.eu-1", "egress_1", "-egress", strings.Repeat("a", 64)} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			in := createInput()
+			in.Name = name
+
+			_, err := w.create(in)
+
+			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.ErrorContains(t, err, "is not a DNS label")
+			assert.Empty(t, w.cluster.Calls())
+		})
+	}
+}
+
+func TestCreate_aNameWithUpperCaseIsFoundAndDeletedByItsProviderID(t *testing.T) {
+	w := newWorld(t)
+	in := createInput()
+	in.Name = "Egress-EU-1"
+	created, err := w.create(in)
+	require.NoError(t, err)
+	require.Equal(t, proxy.FormatProviderID(created.VMID, "Egress-EU-1"), created.ProviderID)
+
+	got, err := w.get(workflows.GetProxyInput{ProviderID: created.ProviderID})
+	require.NoError(t, err)
+	assert.Equal(t, created.VMID, got.VMID)
+	_, err = w.delete(workflows.DeleteProxyInput{UID: uid, ProviderID: created.ProviderID})
+
+	require.NoError(t, err)
+	assert.Empty(t, w.vms())
+	assert.Empty(t, w.isos())
+}
+
 func TestCreate_regionIgnored(t *testing.T) {
 	w := newWorld(t)
 	in := createInput()
