@@ -322,16 +322,7 @@ func (c *create) clone(h holdings) error {
 // Something holding the VMID again is an AlreadyExists error, as a clone finding it would meet:
 // a clone never goes onto a VMID that holds something.
 func (c *create) backOffFromLock(vmid int, begun time.Time) (again bool, err error) {
-	wait := c.s.Poll.InitialInterval
-	for range c.t.status.LockRetries {
-		wait = min(time.Duration(float64(wait)*c.s.Poll.BackoffCoefficient), c.s.Poll.MaximumInterval)
-	}
-	if workflow.Now(c.ctx).Add(wait).Sub(begun) >= c.s.Budgets.Clone {
-		return false, nil
-	}
-	c.t.status.LockRetries++
-	c.t.step(fmt.Sprintf("the clone onto VM %d failed on a lock; cloning again in %s (retry %d)", vmid, wait, c.t.status.LockRetries))
-	if err := workflow.Sleep(c.ctx, wait); err != nil {
+	if again, err := c.sleepOutLock(fmt.Sprintf("the clone onto VM %d", vmid), begun, c.s.Budgets.Clone); !again || err != nil {
 		return false, err
 	}
 	_, found, err := c.locate(vmid)

@@ -339,6 +339,46 @@ func TestCreate_startTaskFailureIsTransient(t *testing.T) {
 	assert.Contains(t, err.Error(), "QEMU exited with code 1")
 }
 
+func TestCreate_waitsOutAStartTaskThatFailsOnABackupLock(t *testing.T) {
+	w := newWorld(t)
+	// PVE checks the lock inside the start task: the call was taken, its task failed.
+	w.cluster.FailTask("qmstart", "VM is locked (backup)")
+	w.cluster.FailTask("qmstart", "VM is locked (backup)")
+
+	_, err := w.create(createInput())
+
+	require.NoError(t, err)
+	assert.Equal(t, 3, w.cluster.CallCount("Start"))
+	require.Len(t, w.vms(), 1)
+	assert.True(t, w.vms()[0].Running)
+}
+
+func TestCreate_waitsOutAResizeTaskThatFailsOnABackupLock(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Proxmox.MachineTypes["small"] = config.MachineType{Cores: 2, MemoryMiB: 2048, DiskGiB: 10}
+	w.cluster.FailTask("resize", "VM is locked (backup)")
+
+	res, err := w.create(createInput())
+
+	require.NoError(t, err)
+	assert.Equal(t, 2, w.cluster.CallCount("Resize"))
+	assert.Contains(t, vmConfig(t, w, res.VMID)["scsi0"], "size=10G")
+}
+
+func TestCreate_aStartTaskLockedBeyondTheUnlockBudgetIsTransient(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Budgets.Unlock = 30 * time.Second
+	for range 100 {
+		w.cluster.FailTask("qmstart", "VM is locked (backup)")
+	}
+
+	_, err := w.create(createInput())
+
+	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.ErrorContains(t, err, "VM is locked (backup)")
+	assert.Less(t, w.cluster.CallCount("Start"), 100, "the unlock budget ended the retries")
+}
+
 func TestCreate_agentWaitCapIsTransient(t *testing.T) {
 	w := newWorld(t)
 	w.cluster.StallAgent(firstVMID(w))
