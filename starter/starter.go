@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/api/serviceerror"
@@ -322,6 +323,7 @@ func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, err
 		return Progress{}, fmt.Errorf("status of %s of proxy %s: %w", op, uid, err)
 	case why == "":
 		p.Source = SourceQuery
+		c.placeInQueue(ctx, &p.Status, info.GetExecution())
 		return p, nil
 	}
 	p.QueryError = why
@@ -335,6 +337,24 @@ func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, err
 		Node: described.Node, VMID: described.VMID, StartedAt: described.StartTime,
 	}
 	return p, nil
+}
+
+// placeInQueue fills in how many creates are before the run in the queue of the clone
+// admission it waits in, which the admission knows, not the create. An admission that does not
+// answer leaves it out.
+func (c *Client) placeInQueue(ctx context.Context, st *workflows.Status, run *commonpb.WorkflowExecution) {
+	if st.Admission == "" {
+		return
+	}
+	val, err := c.temporal.QueryWorkflow(ctx, st.Admission, "", workflows.AdmissionQuery)
+	var admission workflows.AdmissionState
+	if err != nil || val.Get(&admission) != nil {
+		return
+	}
+	if i := slices.Index(admission.Waiting, workflows.Holder{WorkflowID: run.GetWorkflowId(), RunID: run.GetRunId()}); i >= 0 {
+		st.QueuedBehind = i
+		st.Step += fmt.Sprintf(": %d ahead", i)
+	}
 }
 
 // workers describes who polls taskQueue for workflow tasks: the status query needs one, and

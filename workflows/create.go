@@ -259,13 +259,13 @@ func (c *create) clone(h holdings) error {
 			"PVE refuses such a clone (can't clone VM to node '%s' (VM uses local storage)); give image %q a template on %s (templates.%s.nodes) or clone onto shared storage",
 			c.in.Name, c.p.TemplateVMID, tmplNode, c.p.Node, storage, tmplNode, c.p.Node, c.p.Image, c.p.Node, c.p.Image)
 	}
+	var l *lease
 	if c.s.Clones.PerStorage > 0 {
 		key := storage
 		if !shared {
 			key = tmplNode + "/" + storage // another node's storage of that name is another storage
 		}
-		l, err := c.admitClone(key)
-		if err != nil {
+		if l, err = c.admitClone(key); err != nil {
 			return err
 		}
 		defer l.release(c.ctx)
@@ -276,7 +276,7 @@ func (c *create) clone(h holdings) error {
 		if h.Taken[vmid] {
 			continue
 		}
-		step, err := c.cloneOnto(tmplNode, vmid, attempt)
+		step, err := c.cloneOnto(tmplNode, vmid, attempt, l)
 		for isTaskFailedWith(err, activities.ErrLocked) && !vmidTaken(err, vmid) {
 			again, backOffErr := c.backOffFromLock(vmid, begun)
 			if backOffErr != nil {
@@ -285,7 +285,7 @@ func (c *create) clone(h holdings) error {
 			if !again {
 				break
 			}
-			step, err = c.cloneOnto(tmplNode, vmid, attempt)
+			step, err = c.cloneOnto(tmplNode, vmid, attempt, l)
 		}
 		if err == nil {
 			c.vm = vm{Node: c.p.Node, VMID: vmid}
@@ -301,6 +301,7 @@ func (c *create) clone(h holdings) error {
 			return err
 		}
 		if !found {
+			l.covers(nil)
 			continue // a clone that failed and was removed: PVE frees the VMID
 		}
 		theirs.Node = node
@@ -309,9 +310,13 @@ func (c *create) clone(h holdings) error {
 			return err
 		}
 		if owner, _ := proxy.OwnerOf(theirs.Config); !gone && owner == c.in.UID {
+			// An earlier attempt's clone, whose answer was lost: the lease covers it until the
+			// admission sees its VM unlocked.
+			l.covers(&CloneInFlight{Node: node, VMID: vmid})
 			c.adopt(theirs)
 			return nil
 		}
+		l.covers(nil) // another proxy's clone, under its own lease
 	}
 	return transientf("create proxy %s: no free VMID among %d tried in %d-%d", c.in.Name, proxy.MaxProbes, c.s.VMIDRange.Min, c.s.VMIDRange.Max)
 }
@@ -428,7 +433,9 @@ func (c *create) place(h holdings) error {
 
 // cloneOnto clones the template onto vmid and waits for the clone. It returns the activity's own
 // error, for a caller that acts on how the clone failed, and the step that failed.
-func (c *create) cloneOnto(tmplNode string, vmid, attempt int) (step string, err error) {
+// The lease l covers the clone from before the call, whose answer may be lost after PVE took
+// it, until the wait sees its task end.
+func (c *create) cloneOnto(tmplNode string, vmid, attempt int, l *lease) (step string, err error) {
 	var a *activities.Activities
 	c.t.status.Attempt = attempt + 1
 	c.t.phase(PhaseCloning, fmt.Sprintf("clone template %d to VM %d", c.p.TemplateVMID, vmid))
@@ -446,11 +453,17 @@ func (c *create) cloneOnto(tmplNode string, vmid, attempt int) (step string, err
 	}
 	step = fmt.Sprintf("clone template %d on %s to VM %d on %s", c.p.TemplateVMID, tmplNode, vmid, c.p.Node)
 	var upid pve.UPID
+	l.covers(&CloneInFlight{Node: tmplNode, VMID: vmid})
 	if err := execute(c.ctx, c.s.callOptions(step), a.Clone, req).Get(c.ctx, &upid); err != nil {
 		return step, err
 	}
+	l.covers(&CloneInFlight{Node: tmplNode, UPID: upid})
 	step = fmt.Sprintf("wait for clone of %d to %d on %s", c.p.TemplateVMID, vmid, c.p.Node)
-	return step, waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Clone, step)
+	err = waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Clone, step)
+	if err == nil || isType(err, activities.ErrTaskFailed) {
+		l.covers(nil)
+	}
+	return step, err
 }
 
 // vmidTaken reports whether a clone onto vmid failed because the VMID is taken: PVE found its

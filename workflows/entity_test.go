@@ -134,11 +134,15 @@ func TestProxy_deleteWhileCloningStopsTheCreateAndLeavesNothing(t *testing.T) {
 	p.at(20*time.Second, func() { during = p.status() })
 	p.request(21*time.Second, workflows.DeleteUpdate, "delete", deleteInput())
 	var admission workflows.AdmissionState
+	admissionID := workflows.CloneAdmissionWorkflowID("default-test-taskqueue", "pve1/local-lvm")
 	p.at(30*time.Minute, func() {
-		v, err := p.env.QueryWorkflowByID(workflows.CloneAdmissionWorkflowID("default-test-taskqueue", "pve1/local-lvm"), workflows.AdmissionQuery)
+		v, err := p.env.QueryWorkflowByID(admissionID, workflows.AdmissionQuery)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&admission))
 	})
+	// The admission outlives the create that started it; idle, it closes when cancelled, and
+	// the test environment with it.
+	p.at(31*time.Minute, func() { p.env.CancelWorkflowByID(admissionID, "") })
 
 	st := p.run()
 
@@ -152,6 +156,7 @@ func TestProxy_deleteWhileCloningStopsTheCreateAndLeavesNothing(t *testing.T) {
 	assert.Empty(t, w.isos())
 	assert.Len(t, w.cluster.CloneRuns(), 1)
 	assert.Empty(t, admission.Holders, "the cancelled create gave its clone lease back")
+	assert.Empty(t, admission.Covered, "and the admission has seen its clone end")
 }
 
 func TestProxy_createAfterDeleteWaitsForIt(t *testing.T) {

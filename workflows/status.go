@@ -45,8 +45,11 @@ type Status struct {
 	UPID pve.UPID `json:"upid,omitempty"`
 	// Attempt counts the VMIDs CreateProxy has tried, starting at 1.
 	Attempt int `json:"attempt,omitempty"`
+	// Admission is the ID of the clone admission this create waits in for a clone lease.
+	Admission string `json:"admission,omitempty"`
 	// QueuedBehind is how many clones onto the same storage are before this create's while it
-	// waits for a clone lease.
+	// waits for a clone lease. The admission knows it, not the create: the starter fills it in
+	// from the admission's query (AdmissionQuery).
 	QueuedBehind int `json:"queuedBehind,omitempty"`
 	// Placement says why the create chose its node when no zone named one.
 	Placement string `json:"placement,omitempty"`

@@ -12,6 +12,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,6 +23,8 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
@@ -30,12 +33,6 @@ import (
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
-
-// otherUID is another proxy's, whose clone this proxy's create meets.
-const otherUID = "7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f"
-
-// thirdUID is a third proxy's, queued behind both.
-const thirdUID = "2c4e6a80-1b3d-4f5a-9c7e-8d0f1a2b3c4d"
 
 func TestRecordHistories(t *testing.T) {
 	scenarios := []struct {
@@ -152,6 +149,60 @@ func TestRecordHistories(t *testing.T) {
 					return len(st.Holders) == 0 && len(st.Waiting) == 0
 				})
 				return admission
+			}},
+		// The admission as it runs now: grants; a create stopped by a delete while it clones,
+		// whose lease covers the clone until it ends; a terminated create's lease reclaimed; and,
+		// idle, a cancel that closes it.
+		{name: "clone-admission",
+			cluster: func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 3 * time.Second} },
+			config:  func(c *config.Config) { c.Clones.PerStorage = 1 },
+			run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+				first := s.startCreate(createInput(otherUID))
+				eventually(t, "the first create clones", func() bool { return c.CallCount("TaskStatus") > 0 })
+				second, third := s.startCreate(createInput(uid)), s.startCreate(createInput(thirdUID))
+				admission := admissionOfHome(s)
+				eventually(t, "two creates queue", func() bool { return len(admissionState(t, s, admission).Waiting) == 2 })
+				serve[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: otherUID}))
+				_, err := served[workflows.CreateProxyResult](t, first)
+				require.Error(t, err)
+				eventually(t, "the second create holds the lease", func() bool {
+					st := admissionState(t, s, admission)
+					return len(st.Holders) == 1 && st.Holders[0].WorkflowID == workflows.ProxyWorkflowID(uid)+"/create"
+				})
+				holder := s.operation(uid, workflows.OpCreate)
+				require.NoError(t, s.client.TerminateWorkflow(context.Background(), holder.GetID(), holder.GetRunID(), "a person stops the create"))
+				_, err = served[workflows.CreateProxyResult](t, second)
+				require.Error(t, err)
+				serve[workflows.CreateProxyResult](t, third)
+				eventually(t, "the admission is idle", func() bool {
+					st := admissionState(t, s, admission)
+					return len(st.Holders)+len(st.Waiting)+len(st.Covered) == 0
+				})
+				require.NoError(t, s.client.CancelWorkflow(context.Background(), admission.GetID(), ""))
+				require.ErrorAs(t, admission.Get(context.Background(), nil), new(*temporal.CanceledError))
+				return admission
+			}},
+		{name: "clone-admission-continued-as-new",
+			config: func(c *config.Config) {
+				c.Clones.PerStorage = 2
+				c.Clones.HistoryEvents = 100
+			},
+			run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+				var reqs []*starter.Request
+				for i := range 12 {
+					reqs = append(reqs, s.startCreate(createInput(fmt.Sprintf("admission-uid-%02d", i))))
+				}
+				admission := admissionOfHome(s)
+				eventually(t, "the admission runs", func() bool { return len(admissionState(t, s, admission).Holders) > 0 })
+				desc, err := s.client.DescribeWorkflowExecution(context.Background(), admission.GetID(), "")
+				require.NoError(t, err)
+				firstRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+				for _, r := range reqs {
+					serve[workflows.CreateProxyResult](t, r)
+				}
+				run := s.client.GetWorkflow(context.Background(), admission.GetID(), firstRun)
+				require.ErrorAs(t, run.GetWithOptions(context.Background(), nil, client.WorkflowRunGetOptions{DisableFollowingRuns: true}), new(*workflow.ContinueAsNewError))
+				return run
 			}},
 		{name: "delete-stops-running-create", cluster: func(o *pvesim.Options) {
 			o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second}
@@ -304,13 +355,6 @@ func deleted(t *testing.T, s *stack, uid string) client.WorkflowRun {
 	return s.operation(uid, workflows.OpDelete)
 }
 
-// serve requires that the request r is served without error.
-func serve[T any](t *testing.T, r *starter.Request) {
-	t.Helper()
-	_, err := served[T](t, r)
-	require.NoError(t, err)
-}
-
 // closingSoon makes an entity close a few seconds after its proxy became absent, so that its
 // history ends.
 func closingSoon(c *config.Config) { c.Entity.CloseAfter = 3 * time.Second }
@@ -349,17 +393,3 @@ func writeHistory(t *testing.T, s *stack, name string, run client.WorkflowRun) {
 }
 
 func historyFile(name string) string { return filepath.Join(historiesDir, name+".json") }
-
-// admissionState asks the admission run for its holders and queue.
-func admissionState(t *testing.T, s *stack, admission client.WorkflowRun) workflows.AdmissionState {
-	t.Helper()
-	var st workflows.AdmissionState
-	v, err := s.client.QueryWorkflow(context.Background(), admission.GetID(), admission.GetRunID(), workflows.AdmissionQuery)
-	if err == nil {
-		err = v.Get(&st)
-	}
-	if err != nil {
-		return workflows.AdmissionState{Waiting: []workflows.Holder{{}}} // not running yet
-	}
-	return st
-}

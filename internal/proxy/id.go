@@ -14,7 +14,6 @@ import (
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/nocloud"
-	"github.com/pveflow/pveflow/internal/pve"
 )
 
 // nameEncoding is RFC 4648 base32 in lower case, as hostnames are written.
@@ -29,15 +28,6 @@ func NameFromUID(uid string) string {
 
 // namePrefix begins every name NameFromUID makes.
 const namePrefix = "proxy-"
-
-// MayBeProxy says whether a VM that cluster resources lists may be a proxy's, so that its
-// config is worth reading for the mark: a VM (not a container, not a template) with pveflow's
-// Tag or a name as NameFromUID makes them. Only the mark decides whose a VM is; this spares a
-// list the config of every other VM. A proxy created with a name of its own is found by its
-// Tag, which its create sets.
-func MayBeProxy(r pve.VMResource) bool {
-	return r.Type == "qemu" && !r.Template && (HasTag(r.Tags) || strings.HasPrefix(r.Name, namePrefix))
-}
 
 // vmidRE is PVE's own VMID format: 100 to 999999999, without sign or leading zero.
 var vmidRE = regexp.MustCompile(`^[1-9][0-9]{2,8}$`)

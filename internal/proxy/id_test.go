@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pveflow/pveflow/internal/config"
-	"github.com/pveflow/pveflow/internal/pve"
 )
 
 func TestNameFromUID_table(t *testing.T) {
@@ -165,26 +164,5 @@ func TestVMIDFor_probesForwardAndWraps(t *testing.T) {
 		}
 		assert.Len(t, visited, span, "probing visits every VMID of the range once")
 		assert.Equal(t, home, VMIDFor(uid, r, span), "probing wraps back home")
-	}
-}
-
-func TestMayBeProxy_table(t *testing.T) {
-	tests := []struct {
-		name string
-		r    pve.VMResource
-		want bool
-	}{
-		{"tagged VM", pve.VMResource{Type: "qemu", Name: "egress-1", Tags: "prod;proxy_operator"}, true},
-		{"tag in other case", pve.VMResource{Type: "qemu", Name: "egress-1", Tags: "Proxy_Operator"}, true},
-		{"pveflow's name", pve.VMResource{Type: "qemu", Name: NameFromUID("u1")}, true},
-		{"tagged, name not yet in the cache", pve.VMResource{Type: "qemu", Status: "unknown", Tags: "proxy_operator"}, true},
-		{"other VM", pve.VMResource{Type: "qemu", Name: "web", Tags: "prod"}, false},
-		{"container with the tag", pve.VMResource{Type: "lxc", Name: "proxy-box", Tags: "proxy_operator"}, false},
-		{"template with the name", pve.VMResource{Type: "qemu", Name: "proxy-template", Template: true}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, MayBeProxy(tt.r))
-		})
 	}
 }
