@@ -53,8 +53,13 @@ var ErrInvalidUID = errors.New("invalid proxy UID")
 // the user-data's size and the limit, never the user-data.
 var ErrUserDataTooLarge = errors.New("user-data too large")
 
+// ErrInvalidName is what errors.Is finds in the error of Create given a name that
+// workflows.ValidateName refuses: one that is not a DNS label. It is bad input: no workflow was
+// started. The error's message says what is wrong with the name, quoting it.
+var ErrInvalidName = errors.New("invalid proxy name")
+
 // refused is the error of input a validation refused: its message is the validation's, and it
-// is its sentinel (ErrInvalidUID, ErrUserDataTooLarge) to errors.Is.
+// is its sentinel (ErrInvalidUID, ErrInvalidName, ErrUserDataTooLarge) to errors.Is.
 type refused struct{ err, sentinel error }
 
 func (e refused) Error() string        { return e.err.Error() }

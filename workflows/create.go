@@ -20,7 +20,8 @@ import (
 // CreateProxyInput is the input of CreateProxy.
 type CreateProxyInput struct {
 	UID string `json:"uid"`
-	// Name is the VM's name; empty means proxy.NameFromUID(UID).
+	// Name is the VM's name, and the guest's hostname; empty means proxy.NameFromUID(UID).
+	// ValidateName says which names a create takes.
 	Name string `json:"name,omitempty"`
 	// Zone is the node; it may be empty when the config names one node.
 	Zone string `json:"zone,omitempty"`
@@ -62,6 +63,17 @@ func ValidateUserData(userData string) error {
 	return nil
 }
 
+// ValidateName refuses a name that a create could not carry through every step, the seed's
+// hostname and the provider ID among them: the rule is proxy.ValidateName. An empty name is
+// the default, proxy.NameFromUID of the UID. The entity's validator, CreateProxy, the starter
+// and the CLI check it before any Proxmox call.
+func ValidateName(name string) error {
+	if name == "" {
+		return nil
+	}
+	return proxy.ValidateName(name)
+}
+
 // CreateProxyResult is what CreateProxy returns.
 type CreateProxyResult struct {
 	// ProviderID is "vms/<vmid>/<name>".
@@ -85,6 +97,9 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	defer func() { recordOutcome(ctx, createMetrics, in.UID, t, err) }()
 	if err := checkOperation(ctx, "create", in.UID, in.UserData); err != nil {
 		return CreateProxyResult{}, err
+	}
+	if err := ValidateName(in.Name); err != nil {
+		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
 	}
 	c, err := newCreate(ctx, w.Config, in)
 	if err != nil {
@@ -312,16 +327,7 @@ func (c *create) clone(h holdings) error {
 // Something holding the VMID again is an AlreadyExists error, as a clone finding it would meet:
 // a clone never goes onto a VMID that holds something.
 func (c *create) backOffFromLock(vmid int, begun time.Time) (again bool, err error) {
-	wait := c.s.Poll.InitialInterval
-	for range c.t.status.LockRetries {
-		wait = min(time.Duration(float64(wait)*c.s.Poll.BackoffCoefficient), c.s.Poll.MaximumInterval)
-	}
-	if workflow.Now(c.ctx).Add(wait).Sub(begun) >= c.s.Budgets.Clone {
-		return false, nil
-	}
-	c.t.status.LockRetries++
-	c.t.step(fmt.Sprintf("the clone onto VM %d failed on a lock; cloning again in %s (retry %d)", vmid, wait, c.t.status.LockRetries))
-	if err := workflow.Sleep(c.ctx, wait); err != nil {
+	if again, err := c.sleepOutLock(fmt.Sprintf("the clone onto VM %d", vmid), begun, c.s.Budgets.Clone); !again || err != nil {
 		return false, err
 	}
 	_, found, err := c.locate(vmid)

@@ -243,6 +243,9 @@ func (e *entity) validateCreate(in CreateProxyInput) error {
 	if err := ValidateUserData(in.UserData); err != nil {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
 	}
+	if err := ValidateName(in.Name); err != nil {
+		return fmt.Errorf("create proxy %s: %w", in.UID, err)
+	}
 	if _, err := e.cfg.Proxmox.ResolvePlacement(in.Zone, in.Image, in.MachineType); err != nil {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
 	}

@@ -186,6 +186,7 @@ func TestProxy_invalidRequestsAreRefusedAndNothingRecorded(t *testing.T) {
 	}{
 		{"unknown machine type", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "huge"}, `machineType: "huge" is not a configured machine type`},
 		{"another proxy's UID", workflows.CreateUpdate, workflows.CreateProxyInput{UID: otherUID, Image: "debian13", MachineType: "small"}, "send it to proxy/" + otherUID},
+		{"name that is not a DNS label", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Name: "egress.eu-1", Image: "debian13", MachineType: "small"}, `name "egress.eu-1" is not a DNS label`},
 		{"user-data too large", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: string(make([]byte, workflows.MaxUserDataBytes+1))}, "more than the limit"},
 		{"change of an absent proxy", workflows.ChangeUpdate, workflows.ChangeRequest{UID: uid, MachineType: "small"}, "the proxy is absent; create it first"},
 		{"change of nothing", workflows.ChangeUpdate, workflows.ChangeRequest{UID: uid}, "nothing to change"},

@@ -53,7 +53,8 @@ type Status struct {
 	QueuedBehind int `json:"queuedBehind,omitempty"`
 	// Placement says why the create chose its node when no zone named one.
 	Placement string `json:"placement,omitempty"`
-	// LockRetries counts the clones made again after one failed on a lock.
+	// LockRetries counts the calls (a clone, a start, a resize) made again after their task
+	// failed on a lock.
 	LockRetries int       `json:"lockRetries,omitempty"`
 	LastError   string    `json:"lastError,omitempty"`
 	StartedAt   time.Time `json:"startedAt"`
