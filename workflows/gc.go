@@ -352,6 +352,9 @@ func (g *collector) deleteVMs(vms []GarbageVM) error {
 // delete.
 func providerIDOf(vms []GarbageVM, uid string) string {
 	i := slices.IndexFunc(vms, func(v GarbageVM) bool { return v.UID == uid })
+	if proxy.ValidateName(vms[i].Name) != nil {
+		return "" // a provider ID the entity would refuse; the UID finds the VM
+	}
 	return proxy.FormatProviderID(vms[i].VMID, vms[i].Name)
 }
 

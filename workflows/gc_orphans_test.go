@@ -138,3 +138,21 @@ func (a *afterFirstISOListing) StorageContent(ctx context.Context, node, storage
 	a.once.Do(a.then)
 	return vols, err
 }
+
+// A VM made before names had one rule (a dotted name), or renamed by a person, has a provider
+// ID the entity would refuse: its delete names the UID alone, which finds it.
+func TestCollectGarbage_deletesAMarkedVMWhoseNameIsNotADNSLabelByItsUID(t *testing.T) {
+	w := newWorld(t)
+	orphan := proxyVM(w, otherUID, true)
+	orphan.Config["name"] = "egress.eu-1"
+	w.add(orphan)
+
+	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+
+	require.NoError(t, err)
+	require.Len(t, res.VMs, 1)
+	assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome)
+	require.Len(t, w.proxies.deleted(), 1)
+	assert.Equal(t, otherUID, w.proxies.deleted()[0].UID)
+	assert.Empty(t, w.proxies.deleted()[0].ProviderID)
+}
