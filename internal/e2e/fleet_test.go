@@ -61,15 +61,17 @@ func TestE2E_clonesAdmittedPerStorageNeverExceedTheLimitAndAllSucceed(t *testing
 	cfg := fastConfig(t)
 	cfg.Clones.PerStorage = limit
 	s := startStack(t, cluster, cfg)
-	// Six of the eight wait: one of them is seen queued behind another.
+	// Six of the eight wait: one of them is seen queued behind another, its place asked of the
+	// admission as pveflow status asks it.
 	var queued workflows.Status
 	seen := make(chan struct{})
 	go func() {
 		defer close(seen)
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			for i := range n {
-				val, err := s.client.QueryWorkflow(context.Background(), workflows.CreateWorkflowID(fmt.Sprintf("fleet-%02d", i)), "", workflows.StatusQuery)
-				if err == nil && val.Get(&queued) == nil && queued.Phase == workflows.PhaseQueued && queued.QueuedBehind > 0 {
+				p, err := s.starter.Progress(context.Background(), fmt.Sprintf("fleet-%02d", i), starter.Create)
+				if err == nil && p.Phase == workflows.PhaseQueued && p.QueuedBehind > 0 {
+					queued = p.Status
 					return
 				}
 			}
