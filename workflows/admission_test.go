@@ -306,3 +306,23 @@ func TestAdmission_continuesAsNewWhenSuggestedWithItsHoldersAndQueue(t *testing.
 	assert.Equal(t, []string{"b"}, holderRuns(next.Waiting))
 	assert.Equal(t, 1, next.Limit)
 }
+
+func TestAdmission_a1_0RunContinuesAsNewIntoTheCurrentShapeAtItsFirstLiveEvent(t *testing.T) {
+	a := newAdmissionWorld(t)
+	// A run that 1.0 started: its history has no version marker.
+	a.env.OnGetVersion("admission-leases-cover-clones", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	a.at(time.Second, func() {
+		a.acquire("a", 1)
+		a.acquire("b", 1)
+	})
+
+	a.env.ExecuteWorkflow(workflows.CloneAdmissionName, workflows.AdmissionState{Storage: "pve1/local-lvm"})
+
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, a.env.GetWorkflowError(), &can, "it moves to the current shape")
+	var next workflows.AdmissionState
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	assert.Equal(t, []string{"a"}, holderRuns(next.Holders), "carrying its lease")
+	assert.Equal(t, []string{"b"}, holderRuns(next.Waiting), "and its queue")
+	assert.Contains(t, a.told, "b clone-queued", "the event it met was handled as 1.0 handled it")
+}
