@@ -117,7 +117,7 @@ type run struct {
 	deleted []string
 	// counts of what happened, for the report.
 	requests, resent, sendRetries, workerKills, serverKills, mootFailures int
-	gcRuns, gcFailed, gcDeleted                                           int
+	gcRuns, gcFailed, gcDeleted, gcDeletedISOs                            int
 	failures                                                              []string
 }
 
@@ -390,8 +390,19 @@ func (r *run) collectLoop(stop <-chan struct{}) {
 			r.t.Logf("collection failed: %v", err)
 		default:
 			for _, vm := range res.VMs {
-				if vm.Outcome == workflows.GarbageDeleted {
+				switch vm.Outcome {
+				case workflows.GarbageDeleted:
 					r.gcDeleted++
+				case workflows.GarbageFailed:
+					r.t.Logf("collection failed to delete VM %d of %s: %s", vm.VMID, vm.UID, vm.Detail)
+				}
+			}
+			for _, iso := range res.ISOs {
+				switch iso.Outcome {
+				case workflows.GarbageDeleted:
+					r.gcDeletedISOs++
+				case workflows.GarbageFailed:
+					r.t.Logf("collection failed to delete seed ISO %s: %s", iso.VolID, iso.Detail)
 				}
 			}
 			if res.Failed() {
@@ -499,7 +510,7 @@ func (r *run) report(name string, load, total time.Duration, st pvesim.State) {
 	fmt.Fprintf(&b, "  requests sent: %d; runs that needed a second start: %d; sends retried (server or workers away): %d; failures made moot by a later request: %d\n",
 		r.requests, r.resent, r.sendRetries, r.mootFailures)
 	fmt.Fprintf(&b, "  workers SIGKILLed: %d; server SIGKILLed: %d\n", r.workerKills, r.serverKills)
-	fmt.Fprintf(&b, "  collections: %d (%d failed or with a failed deletion), VMs they deleted: %d\n", r.gcRuns, r.gcFailed, r.gcDeleted)
+	fmt.Fprintf(&b, "  collections: %d (%d failed or with a failed deletion); they deleted %d VMs and %d seed ISOs\n", r.gcRuns, r.gcFailed, r.gcDeleted, r.gcDeletedISOs)
 	fmt.Fprintf(&b, "  Proxmox calls: %d, failed at random: %d (%.1f%%)\n", st.Calls, faults, 100*float64(faults)/float64(max(st.Calls, 1)))
 	for _, kind := range slices.Sorted(maps.Keys(st.Faults)) {
 		fmt.Fprintf(&b, "    %s: %d\n", kind, st.Faults[kind])
