@@ -110,11 +110,13 @@ type run struct {
 	stopKills chan struct{}
 	killsDone sync.WaitGroup
 
-	mu      sync.Mutex
-	rng     *rand.Rand
-	present map[string]bool // the driver's wish for each UID it sent a request for
-	kept    []string
-	deleted []string
+	mu sync.Mutex
+	// plan draws the proxies' requests, in order, so that the seed fixes them; kills draws
+	// the moments of the kills, which the goroutines of the kills draw as they go.
+	plan, kills *rand.Rand
+	present     map[string]bool // the driver's wish for each UID it sent a request for
+	kept        []string
+	deleted     []string
 	// counts of what happened, for the report.
 	requests, resent, sendRetries, workerKills, serverKills, mootFailures int
 	gcRuns, gcFailed, gcDeleted, gcDeletedISOs                            int
@@ -129,7 +131,7 @@ func newRun(t *testing.T, sc scenario, seed uint64) *run {
 			t.Logf("the run's logs and data are kept in %s", dir)
 		}
 	})
-	r := &run{t: t, sc: sc, seed: seed, dir: dir, rng: rand.New(rand.NewPCG(seed, 19)), present: map[string]bool{}, stopKills: make(chan struct{})}
+	r := &run{t: t, sc: sc, seed: seed, dir: dir, plan: rand.New(rand.NewPCG(seed, 19)), kills: rand.New(rand.NewPCG(seed, 20)), present: map[string]bool{}, stopKills: make(chan struct{})}
 	bin := filepath.Join(dir, "bin")
 	temporalBin := buildBinaries(t, bin)
 
@@ -137,7 +139,7 @@ func newRun(t *testing.T, sc scenario, seed uint64) *run {
 	address := fmt.Sprintf("127.0.0.1:%d", port)
 	r.server = &proc{name: "temporal", bin: temporalBin, log: filepath.Join(dir, "temporal.log"),
 		args: []string{"-db", filepath.Join(dir, "temporal.db"), "-port", strconv.Itoa(port), "-ui-port", "-1"}}
-	r.server.start(t, "namespace:")
+	r.server.mustStart(t, "namespace:")
 	t.Cleanup(r.server.stop)
 
 	simDir := filepath.Join(dir, "pvesim")
@@ -145,7 +147,7 @@ func newRun(t *testing.T, sc scenario, seed uint64) *run {
 		args: []string{"-listen", "127.0.0.1:0", "-dir", simDir, "-auth-delay", "0s", "-resources-lag", "2s",
 			"-agent-boot-delay", "1s", "-task-scale", "0.5", "-fault-rate", strconv.FormatFloat(faultRate, 'f', -1, 64),
 			"-fault-seed", strconv.FormatUint(seed, 10), "-state-listen", "127.0.0.1:0"}}
-	line := r.sim.start(t, "pvesim serves the Proxmox VE API at ")
+	line := r.sim.mustStart(t, "pvesim serves the Proxmox VE API at ")
 	t.Cleanup(r.sim.stop)
 	simURL := strings.TrimSuffix(strings.TrimPrefix(line, "pvesim serves the Proxmox VE API at "), "/api2/json")
 	r.stateURL = r.waitForStateURL()
@@ -157,7 +159,7 @@ func newRun(t *testing.T, sc scenario, seed uint64) *run {
 		w := &proc{name: fmt.Sprintf("worker-%d", i+1), bin: filepath.Join(bin, "worker"), env: env,
 			log:  filepath.Join(dir, fmt.Sprintf("worker-%d.log", i+1)),
 			args: []string{"--config", cfg, "--task-queue", taskQueue, "--health-every", "0"}}
-		w.start(t, "")
+		w.mustStart(t, "")
 		t.Cleanup(w.stop)
 		r.workers[i] = w
 	}
@@ -205,24 +207,19 @@ entity: {checkInterval: 1m, checkJitter: 15s, closeAfter: 20s}
 `, url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token"), perStorage)
 }
 
-// intn draws from the run's random source.
-func (r *run) intn(n int) int {
+// between draws a duration in [lo, hi) from src.
+func (r *run) between(src *rand.Rand, lo, hi time.Duration) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.rng.IntN(n)
-}
-
-// between draws a duration in [lo, hi).
-func (r *run) between(lo, hi time.Duration) time.Duration {
-	return lo + time.Duration(r.intn(int(hi-lo)))
+	return lo + time.Duration(src.Int64N(int64(hi-lo)))
 }
 
 // drive runs the load: every proxy's requests, the collections, the worker kills and the one
 // server kill, and returns once every proxy's last request is done.
 func (r *run) drive() {
-	for i, w := range r.workers {
+	for _, w := range r.workers {
 		r.killsDone.Add(1)
-		go r.killLoop(w, uint64(i))
+		go r.killLoop(w)
 	}
 	r.killsDone.Add(1)
 	go r.killServerOnce()
@@ -242,10 +239,10 @@ func (r *run) drive() {
 		} else {
 			r.deleted = append(r.deleted, uid)
 		}
-		offset := r.between(0, r.sc.load)
-		again := r.intn(10) < 3 // a second round: create, delete, create for a kept proxy
-		pause := r.between(0, 15*time.Second)
-		pause2 := r.between(0, 15*time.Second)
+		offset := r.between(r.plan, 0, r.sc.load)
+		again := r.plan.IntN(10) < 3 // a second round; for a kept proxy, a create and delete first
+		pause := r.between(r.plan, 0, 15*time.Second)
+		pause2 := r.between(r.plan, 0, 15*time.Second)
 		proxies.Add(1)
 		go func() {
 			defer proxies.Done()
@@ -427,17 +424,20 @@ func (r *run) keepSet(context.Context) ([]string, error) {
 }
 
 // killLoop SIGKILLs w every 5 to 20 s and starts it again at once, until stopChaos.
-func (r *run) killLoop(w *proc, _ uint64) {
+func (r *run) killLoop(w *proc) {
 	defer r.killsDone.Done()
 	for {
 		select {
 		case <-r.stopKills:
 			return
-		case <-time.After(r.between(5*time.Second, 20*time.Second)):
+		case <-time.After(r.between(r.kills, 5*time.Second, 20*time.Second)):
 		}
 		w.kill()
 		r.count(&r.workerKills)
-		w.start(r.t, "")
+		if _, err := w.start(""); err != nil {
+			r.fail("restart %s: %v", w.name, err)
+			return
+		}
 	}
 }
 
@@ -453,7 +453,9 @@ func (r *run) killServerOnce() {
 	r.server.kill()
 	r.count(&r.serverKills)
 	time.Sleep(2 * time.Second)
-	r.server.start(r.t, "namespace:")
+	if _, err := r.server.start("namespace:"); err != nil {
+		r.fail("restart the Temporal server: %v", err)
+	}
 }
 
 // stopChaos ends the kills; every process runs afterwards. The faults go on: the workflows
@@ -463,11 +465,11 @@ func (r *run) stopChaos() {
 	r.killsDone.Wait()
 	for _, w := range r.workers {
 		if !w.running() {
-			w.start(r.t, "")
+			w.mustStart(r.t, "")
 		}
 	}
 	if !r.server.running() {
-		r.server.start(r.t, "namespace:")
+		r.server.mustStart(r.t, "namespace:")
 	}
 }
 

@@ -39,27 +39,32 @@ type proc struct {
 
 // start starts the process and, when ready is not empty, waits until its output has a line
 // starting with ready, which it returns.
-func (p *proc) start(t *testing.T, ready string) string {
-	t.Helper()
+func (p *proc) start(ready string) (string, error) {
 	out, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	require.NoError(t, err)
+	if err != nil {
+		return "", err
+	}
 	defer out.Close()
 	fmt.Fprintf(out, "=== start %d at %s\n", p.starts+1, time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = p.env
 	cmd.Stderr = out
-	// Its own process group, so that a kill of the test binary's group on a timeout does not
-	// depend on it, and the process dies with SIGKILL alone.
+	// Its own process group, so that the process dies with SIGKILL alone, not with a signal
+	// to the test's group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	lines := make(chan string, 1)
 	if ready == "" {
 		cmd.Stdout = out
 	} else {
 		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
+		if err != nil {
+			return "", err
+		}
 		go scanFor(stdout, p.log, ready, lines)
 	}
-	require.NoError(t, cmd.Start(), "start %s", p.name)
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("start %s: %w", p.name, err)
+	}
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
@@ -70,17 +75,25 @@ func (p *proc) start(t *testing.T, ready string) string {
 	p.starts++
 	p.mu.Unlock()
 	if ready == "" {
-		return ""
+		return "", nil
 	}
 	select {
 	case line := <-lines:
-		return line
+		return line, nil
 	case <-done:
-		t.Fatalf("%s exited before it was ready; its log is %s:\n%s", p.name, p.log, tailOf(p.log))
+		return "", fmt.Errorf("%s exited before it was ready; its log is %s:\n%s", p.name, p.log, tailOf(p.log))
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("%s did not print %q within 2 minutes; its log is %s", p.name, ready, p.log)
+		return "", fmt.Errorf("%s did not print %q within 2 minutes; its log is %s", p.name, ready, p.log)
 	}
-	return ""
+}
+
+// mustStart is start for the test's goroutine, failing the test when the process does not
+// start.
+func (p *proc) mustStart(t *testing.T, ready string) string {
+	t.Helper()
+	line, err := p.start(ready)
+	require.NoError(t, err)
+	return line
 }
 
 // scanFor copies r to the file log, sending the first line that starts with prefix to found.
