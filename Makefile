@@ -87,7 +87,7 @@ bench: $(TEMPORAL_BIN)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 
 # The long chaos run: 120 proxies created and deleted while the workers are SIGKILLed every 5 to
-# 20 s, the server once, and 20% of Proxmox calls fail (docs/reliability.md). It takes about 15
+# 20 s, the server once, and 20% of Proxmox calls fail (docs/reliability.md). It takes about 8
 # minutes; PVEFLOW_CHAOS_SEED picks another seed.
 chaos: $(TEMPORAL_BIN)
 	PVEFLOW_CHAOS_LONG=1 $(GO) test -count=1 -v -timeout 60m -run TestChaos ./internal/chaos/
