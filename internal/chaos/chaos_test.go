@@ -1,12 +1,9 @@
-// Package chaos holds pveflow's chaos test (docs/reliability.md): the real server, simulator
-// and workers, proxies created and deleted at random while workers are killed, the server is
-// killed once and Proxmox calls fail, and afterwards the invariants that must hold under any
-// interleaving, read from the simulator's state and from Temporal.
 package chaos
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -293,13 +290,18 @@ func (r *run) ask(uid string, op starter.Op, round int) {
 	r.present[uid] = op == starter.Create
 	r.mu.Unlock()
 	for attempt := 1; ; attempt++ {
-		req := r.send(ctx, uid, op, fmt.Sprintf("%s-%s-%d-%d", uid, op, round, attempt))
-		if req == nil {
-			r.fail("%s of %s: not accepted within %s", op, uid, requestDeadline)
+		req, err := r.send(ctx, uid, op, fmt.Sprintf("%s-%s-%d-%d", uid, op, round, attempt))
+		switch {
+		case err == nil:
+		case starter.FailureType(err) == starter.FailSuperseded:
+			// Sent before under the same Update ID, accepted, and superseded since: the starter
+			// answers the resend with that outcome, as a refusal.
+			return
+		default:
+			r.fail("%s of %s: not accepted: %v", op, uid, err)
 			return
 		}
-		err := r.follow(ctx, req)
-		if err == nil {
+		if err = r.follow(ctx, req); err == nil {
 			return
 		}
 		r.mu.Lock()
@@ -321,8 +323,8 @@ func (r *run) ask(uid string, op starter.Op, round int) {
 	}
 }
 
-// send sends the request until the entity accepts it, nil when ctx ends first.
-func (r *run) send(ctx context.Context, uid string, op starter.Op, updateID string) *starter.Request {
+// send sends the request until the entity accepts it, or refuses it, or ctx ends.
+func (r *run) send(ctx context.Context, uid string, op starter.Op, updateID string) (*starter.Request, error) {
 	r.count(&r.requests)
 	for {
 		sendCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -335,13 +337,11 @@ func (r *run) send(ctx context.Context, uid string, op starter.Op, updateID stri
 			req, err = r.starter.Delete(sendCtx, workflows.DeleteProxyInput{UID: uid}, starter.WithUpdateID(updateID))
 		}
 		cancel()
-		if err == nil {
-			return req
-		}
-		if ctx.Err() != nil {
-			return nil
+		if err == nil || errors.Is(err, starter.ErrRejected) || ctx.Err() != nil {
+			return req, err
 		}
 		r.count(&r.sendRetries)
+		r.t.Logf("send again: %v", err)
 		time.Sleep(time.Second)
 	}
 }

@@ -49,9 +49,10 @@ func (p *proc) start(ready string) (string, error) {
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = p.env
 	cmd.Stderr = out
-	// Its own process group, so that the process dies with SIGKILL alone, not with a signal
-	// to the test's group.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so that it dies of the test's kills alone, not of a signal to the
+	// test's group; and killed by the kernel when the test binary dies, so that a test killed
+	// by its timeout leaves nothing behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	lines := make(chan string, 1)
 	if ready == "" {
 		cmd.Stdout = out
