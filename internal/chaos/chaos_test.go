@@ -291,17 +291,16 @@ func (r *run) ask(uid string, op starter.Op, round int) {
 	r.mu.Unlock()
 	for attempt := 1; ; attempt++ {
 		req, err := r.send(ctx, uid, op, fmt.Sprintf("%s-%s-%d-%d", uid, op, round, attempt))
+		// A resend under the Update ID of a send that was accepted after all, and whose
+		// operation has ended since, is answered with the operation's failure, as a refusal.
 		switch {
 		case err == nil:
-		case starter.FailureType(err) == starter.FailSuperseded:
-			// Sent before under the same Update ID, accepted, and superseded since: the starter
-			// answers the resend with that outcome, as a refusal.
-			return
-		default:
+			err = r.follow(ctx, req)
+		case starter.FailureType(err) == "":
 			r.fail("%s of %s: not accepted: %v", op, uid, err)
 			return
 		}
-		if err = r.follow(ctx, req); err == nil {
+		if err == nil {
 			return
 		}
 		r.mu.Lock()
