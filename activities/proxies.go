@@ -60,6 +60,10 @@ type ProxyDelete struct {
 	ProviderID string `json:"providerID,omitempty"`
 	// RequestID is the Update's ID, as ProxyChange's.
 	RequestID string `json:"requestID"`
+	// UnlessWantedSince, when set, makes the entity refuse the delete (ErrSuperseded) if it
+	// accepted a create or change of the proxy after it: a garbage collection gives the time it
+	// began looking, so a proxy created again since is not destroyed.
+	UnlessWantedSince time.Time `json:"unlessWantedSince,omitzero"`
 }
 
 // ProxyDeleteOutcome is what the delete Update answered.
@@ -69,7 +73,8 @@ type ProxyDeleteOutcome struct {
 }
 
 // ErrSuperseded is the type of the failure of a request that a later one superseded (a delete
-// stops a running create): the entity's, kept as the activity's.
+// stops a running create), or of a delete refused for a create or change accepted after its
+// UnlessWantedSince: the entity's, kept as the activity's.
 const ErrSuperseded = "Superseded"
 
 // answerTypes are the failure types of an entity's answer that an activity keeps; any other

@@ -73,12 +73,16 @@ func (r *Request) Op() Op {
 
 // Create asks the entity of in.UID for the proxy to be present with in's spec, starting the
 // entity when none runs. It returns once the entity accepted the request, which needs a worker;
-// Get waits for the CreateProxy that serves it. An invalid in.UID fails with ErrInvalidUID,
-// user-data over workflows.MaxUserDataBytes with ErrUserDataTooLarge, before Temporal is called;
+// Get waits for the CreateProxy that serves it. An invalid in.UID fails with ErrInvalidUID, a
+// name workflows.ValidateName refuses with ErrInvalidName, user-data over
+// workflows.MaxUserDataBytes with ErrUserDataTooLarge, before Temporal is called;
 // a request the entity refuses fails with ErrRejected.
 func (c *Client) Create(ctx context.Context, in workflows.CreateProxyInput, opts ...RequestOption) (*Request, error) {
 	if err := checkUID(in.UID); err != nil {
 		return nil, err
+	}
+	if err := workflows.ValidateName(in.Name); err != nil {
+		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrInvalidName}
 	}
 	if err := workflows.ValidateUserData(in.UserData); err != nil {
 		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrUserDataTooLarge}

@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/api/serviceerror"
@@ -52,8 +53,13 @@ var ErrInvalidUID = errors.New("invalid proxy UID")
 // the user-data's size and the limit, never the user-data.
 var ErrUserDataTooLarge = errors.New("user-data too large")
 
+// ErrInvalidName is what errors.Is finds in the error of Create given a name that
+// workflows.ValidateName refuses: one that is not a DNS label. It is bad input: no workflow was
+// started. The error's message says what is wrong with the name, quoting it.
+var ErrInvalidName = errors.New("invalid proxy name")
+
 // refused is the error of input a validation refused: its message is the validation's, and it
-// is its sentinel (ErrInvalidUID, ErrUserDataTooLarge) to errors.Is.
+// is its sentinel (ErrInvalidUID, ErrInvalidName, ErrUserDataTooLarge) to errors.Is.
 type refused struct{ err, sentinel error }
 
 func (e refused) Error() string        { return e.err.Error() }
@@ -317,6 +323,7 @@ func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, err
 		return Progress{}, fmt.Errorf("status of %s of proxy %s: %w", op, uid, err)
 	case why == "":
 		p.Source = SourceQuery
+		c.placeInQueue(ctx, &p.Status, info.GetExecution())
 		return p, nil
 	}
 	p.QueryError = why
@@ -330,6 +337,24 @@ func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, err
 		Node: described.Node, VMID: described.VMID, StartedAt: described.StartTime,
 	}
 	return p, nil
+}
+
+// placeInQueue fills in how many creates are before the run in the queue of the clone
+// admission it waits in, which the admission knows, not the create. An admission that does not
+// answer leaves it out.
+func (c *Client) placeInQueue(ctx context.Context, st *workflows.Status, run *commonpb.WorkflowExecution) {
+	if st.Admission == "" {
+		return
+	}
+	val, err := c.temporal.QueryWorkflow(ctx, st.Admission, "", workflows.AdmissionQuery)
+	var admission workflows.AdmissionState
+	if err != nil || val.Get(&admission) != nil {
+		return
+	}
+	if i := slices.Index(admission.Waiting, workflows.Holder{WorkflowID: run.GetWorkflowId(), RunID: run.GetRunId()}); i >= 0 {
+		st.QueuedBehind = i
+		st.Step += fmt.Sprintf(": %d ahead", i)
+	}
 }
 
 // workers describes who polls taskQueue for workflow tasks: the status query needs one, and

@@ -46,3 +46,14 @@ func TestClient_changeWithUserDataOverTheLimitRefusedBeforeTemporal(t *testing.T
 	require.ErrorIs(t, err, starter.ErrUserDataTooLarge)
 	assert.EqualError(t, err, "change proxy "+uid+": user-data is 65537 bytes, more than the limit of 65536 (workflows.MaxUserDataBytes)")
 }
+
+func TestClient_nameThatIsNotADNSLabelRefusedBeforeTemporal(t *testing.T) {
+	c := starter.New(&fakeTemporal{t: t, refuse: true}, workflows.DefaultTaskQueue)
+	in := createInput(uid)
+	in.Name = "egress.eu-1"
+
+	_, err := c.Create(context.Background(), in)
+
+	require.ErrorIs(t, err, starter.ErrInvalidName)
+	assert.ErrorContains(t, err, `create proxy `+uid+`: name "egress.eu-1" is not a DNS label`)
+}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -8,6 +9,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/pve"
 )
 
 // Clone admission. PVE allocates a clone's volumes on a storage under one lock per storage, taken
@@ -19,22 +23,33 @@ import (
 // that sees every request in order, survives any worker, and shows its queue in the UI, where
 // a lock in a worker's memory would see one worker only and a task queue's rate limit bounds
 // rates, not how many run at once. A create asks by signal (acquire), waits for the grant, and
-// gives the lease back (release) when its clone task has ended, and when it fails or is
-// cancelled. A holder that can give nothing back, because it was terminated, is found out: the
-// admission checks its holders from time to time by a signal to their run, which fails for a
-// closed run. A worker that dies loses nothing: the run goes on elsewhere, holding its lease.
+// gives the lease back (release) when it has seen its clone task end, or when it fails or is
+// cancelled. A lease covers a clone, not a run: a create that stops before it saw its clone end
+// (its budget spent, a delete stopping it, an answer lost and the clone adopted) gives the
+// lease back with the clone it covers, and the admission keeps it until PVE says that clone has
+// ended. A holder that can give nothing back, because it was terminated, is found out: the
+// admission checks its holders on a schedule by a signal to their run, which fails for a closed
+// run. A worker that dies loses nothing: the run goes on elsewhere, holding its lease.
+//
+// The admission outlives whatever starts it: a create starts it on a disconnected context, and
+// abandons it. Its work per event is bounded (a grant signals the runs it admits, no one else: a
+// queued run's place is answered by AdmissionQuery), and it continues as new when the server
+// suggests it, carrying its holders and queue.
 
 // Signals of the clone admission protocol.
 const (
 	cloneAcquireSignal  = "clone-acquire"
 	cloneReleaseSignal  = "clone-release"
 	cloneAdmittedSignal = "clone-admitted"
-	cloneQueuedSignal   = "clone-queued"
 	cloneLeaseCheck     = "clone-lease-check"
 )
 
-// AdmissionQuery answers the admission's state: who holds a lease, who waits.
+// AdmissionQuery answers the admission's state: who holds a lease, who waits, in order, and
+// which clones it still covers for runs that stopped waiting for them.
 const AdmissionQuery = "admission"
+
+// admissionShape names the change from the 1.0 admission (admission_1_0.go) to this one.
+const admissionShape = "admission-leases-cover-clones"
 
 // CloneAdmissionWorkflowID is the ID of the admission workflow of one storage key, for the
 // workers of one task queue: another installation on the same Temporal namespace, with a task
@@ -54,71 +69,151 @@ type admissionRequest struct {
 	Holder
 	// Limit is clones.perStorage as the requesting run has it; the admission takes the latest.
 	Limit int `json:"limit"`
-	// CheckEvery spaces the admission's checks that its holders still run.
+	// CheckEvery spaces the admission's checks of its holders and of the clones it covers.
 	CheckEvery time.Duration `json:"checkEvery"`
+	// HistoryEvents is clones.historyEvents as the requesting run has it.
+	HistoryEvents int `json:"historyEvents,omitempty"`
 }
 
-// queued is what a clone-queued signal carries: how many requests are before this one.
-type queued struct {
-	Ahead int `json:"ahead"`
+// leaseRelease is what a release signal carries: the run, and the clone its lease still covers
+// when the run stopped before it saw that clone end. A 1.0 create sends the run alone.
+type leaseRelease struct {
+	Holder
+	Clone *CloneInFlight `json:"clone,omitempty"`
+}
+
+// CloneInFlight is a clone whose end its create did not see: its task, when the create has the
+// task's UPID, else the VM the clone makes (the Clone call's answer was lost). It has ended when
+// its task has, or when the VM is gone or no longer locked by the clone.
+type CloneInFlight struct {
+	// Node is the node the clone task runs on, the template's.
+	Node string   `json:"node"`
+	UPID pve.UPID `json:"upid,omitempty"`
+	VMID int      `json:"vmid,omitempty"`
+}
+
+// CoveredClone is a lease given back with a clone still in flight: it counts against the limit
+// until the clone has ended.
+type CoveredClone struct {
+	Holder
+	CloneInFlight
 }
 
 // AdmissionState is the admission's state, carried across continue-as-new, and what
-// AdmissionQuery answers.
+// AdmissionQuery answers. Waiting is in order: a run's index in it is how many are before it.
 type AdmissionState struct {
-	Storage    string        `json:"storage"`
-	Limit      int           `json:"limit"`
-	CheckEvery time.Duration `json:"checkEvery"`
-	Holders    []Holder      `json:"holders"`
-	Waiting    []Holder      `json:"waiting"`
+	Storage    string         `json:"storage"`
+	Limit      int            `json:"limit"`
+	CheckEvery time.Duration  `json:"checkEvery"`
+	Holders    []Holder       `json:"holders"`
+	Waiting    []Holder       `json:"waiting"`
+	Covered    []CoveredClone `json:"covered,omitempty"`
+	// HistoryEvents is the history length past which it continues as new; zero is
+	// defaultAdmissionHistoryEvents.
+	HistoryEvents int `json:"historyEvents,omitempty"`
 }
 
-// admissionHistoryLimit is the history length past which an idle admission continues as new.
-const admissionHistoryLimit = 2000
+// defaultAdmissionHistoryEvents is the history length past which the admission continues as
+// new, if the server has not suggested it before, until a request brings clones.historyEvents.
+const defaultAdmissionHistoryEvents = 10000
 
 // CloneAdmission grants the clone leases of one storage. It runs as long as clones are made
-// onto that storage, continuing as new when its history grows long while nobody holds or waits.
+// onto that storage. Cancelled, it grants no more leases and closes once its leases are back:
+// the creates still queued ask a new admission when they ask again.
 func (w *Workflows) CloneAdmission(ctx workflow.Context, st AdmissionState) error {
-	a := &admission{ctx: ctx, st: st}
+	a := &admission{st: st}
+	a.ctx, _ = workflow.NewDisconnectedContext(ctx)
 	if err := workflow.SetQueryHandler(ctx, AdmissionQuery, func() (AdmissionState, error) { return a.st, nil }); err != nil {
 		return err
 	}
 	acquires := workflow.GetSignalChannel(ctx, cloneAcquireSignal)
 	releases := workflow.GetSignalChannel(ctx, cloneReleaseSignal)
 	a.report()
-	for ctx.Err() == nil {
-		timerCtx, cancelTimer := workflow.WithCancel(ctx)
-		sel := workflow.NewSelector(ctx).
-			AddReceive(acquires, func(ch workflow.ReceiveChannel, _ bool) {
-				var req admissionRequest
-				ch.Receive(ctx, &req)
-				a.acquire(req)
-			}).
-			AddReceive(releases, func(ch workflow.ReceiveChannel, _ bool) {
-				var h Holder
-				ch.Receive(ctx, &h)
-				a.release(h)
-			})
-		if len(a.st.Holders) > 0 && a.st.CheckEvery > 0 {
-			sel.AddFuture(workflow.NewTimer(timerCtx, a.st.CheckEvery), func(workflow.Future) { a.checkHolders() })
+	if workflow.GetVersion(ctx, admissionShape, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return a.run1_0(ctx, acquires, releases)
+	}
+	cancelled := false
+	var check workflow.Future // one check at a time, on a schedule that no signal pushes back
+	for {
+		if check == nil && a.busy() && a.st.CheckEvery > 0 {
+			check = workflow.NewTimer(a.ctx, a.st.CheckEvery)
 		}
-		sel.Select(ctx)
-		cancelTimer()
-		a.grant()
+		sel := workflow.NewSelector(a.ctx)
+		a.receive(sel, acquires, releases)
+		if !cancelled {
+			sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelled = true })
+		}
+		if check != nil {
+			sel.AddFuture(check, func(workflow.Future) {
+				check = nil
+				a.checkHolders()
+				a.checkCovered()
+			})
+		}
+		sel.Select(a.ctx)
+		if cancelled {
+			a.st.Waiting = nil
+		} else {
+			a.grant()
+		}
 		a.report()
-		idle := len(a.st.Holders) == 0 && len(a.st.Waiting) == 0
-		if idle && workflow.GetInfo(ctx).GetCurrentHistoryLength() > admissionHistoryLimit && acquires.Len() == 0 && releases.Len() == 0 {
-			return workflow.NewContinueAsNewError(ctx, CloneAdmissionName, a.st)
+		switch {
+		case cancelled && !a.busy():
+			return temporal.NewCanceledError()
+		case !cancelled && a.historyIsLong():
+			return a.continueAsNew(acquires, releases)
 		}
 	}
-	// Cancelled by a person: the creates that wait or hold a lease start a new one when they
-	// ask again.
-	return temporal.NewCanceledError()
 }
 
 type admission struct {
+	// ctx is disconnected from the run's: a cancelled admission still checks and hears back
+	// the leases it has granted.
 	ctx workflow.Context
 	st  AdmissionState
+	// tellPlaces is set on a 1.0 run, which tells queued runs their places (admission_1_0.go).
+	tellPlaces bool
+}
+
+// busy is whether any lease is out: held, or covering a clone in flight.
+func (a *admission) busy() bool { return len(a.st.Holders)+len(a.st.Covered) > 0 }
+
+func (a *admission) historyIsLong() bool {
+	info := workflow.GetInfo(a.ctx)
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > cmp.Or(a.st.HistoryEvents, defaultAdmissionHistoryEvents)
+}
+
+// receive adds the admission's two signal channels to sel.
+func (a *admission) receive(sel workflow.Selector, acquires, releases workflow.ReceiveChannel) {
+	sel.AddReceive(acquires, func(ch workflow.ReceiveChannel, _ bool) {
+		var req admissionRequest
+		ch.Receive(a.ctx, &req)
+		a.acquire(req)
+	}).AddReceive(releases, func(ch workflow.ReceiveChannel, _ bool) {
+		var r leaseRelease
+		ch.Receive(a.ctx, &r)
+		a.release(r)
+	})
+}
+
+// continueAsNew takes in every signal already delivered, so that none is lost with this run,
+// grants what it can, and continues as new with the holders, the queue and the covered clones.
+func (a *admission) continueAsNew(acquires, releases workflow.ReceiveChannel) error {
+	for {
+		var req admissionRequest
+		var r leaseRelease
+		switch {
+		case acquires.ReceiveAsync(&req):
+			a.acquire(req)
+		case releases.ReceiveAsync(&r):
+			a.release(r)
+		default:
+			a.grant() // its signals may let more in: take them too
+			if acquires.Len() == 0 && releases.Len() == 0 {
+				return workflow.NewContinueAsNewError(a.ctx, CloneAdmissionName, a.st)
+			}
+		}
+	}
 }
 
 func (a *admission) acquire(req admissionRequest) {
@@ -128,33 +223,40 @@ func (a *admission) acquire(req admissionRequest) {
 	if req.CheckEvery > 0 {
 		a.st.CheckEvery = req.CheckEvery
 	}
+	if req.HistoryEvents > 0 {
+		a.st.HistoryEvents = req.HistoryEvents
+	}
 	if slices.Contains(a.st.Holders, req.Holder) {
 		a.tell(req.Holder, cloneAdmittedSignal, nil) // its grant crossed its repeated request
 		return
 	}
 	if i := slices.Index(a.st.Waiting, req.Holder); i >= 0 {
-		a.tell(req.Holder, cloneQueuedSignal, queued{Ahead: i})
+		a.tellPlace(req.Holder, i)
 		return
 	}
 	a.st.Waiting = append(a.st.Waiting, req.Holder)
 	if len(a.st.Holders) >= a.st.Limit {
-		a.tell(req.Holder, cloneQueuedSignal, queued{Ahead: len(a.st.Waiting) - 1})
+		a.tellPlace(req.Holder, len(a.st.Waiting)-1)
 	}
 }
 
-func (a *admission) release(h Holder) {
-	a.st.Holders = slices.DeleteFunc(a.st.Holders, func(x Holder) bool { return x == h })
-	a.st.Waiting = slices.DeleteFunc(a.st.Waiting, func(x Holder) bool { return x == h })
+// release takes back a run's lease, or withdraws its request. A lease given back with a clone
+// in flight goes on covering that clone.
+func (a *admission) release(r leaseRelease) {
+	held := slices.Contains(a.st.Holders, r.Holder)
+	a.st.Holders = slices.DeleteFunc(a.st.Holders, func(x Holder) bool { return x == r.Holder })
+	a.st.Waiting = slices.DeleteFunc(a.st.Waiting, func(x Holder) bool { return x == r.Holder })
+	if held && r.Clone != nil {
+		a.st.Covered = append(a.st.Covered, CoveredClone{Holder: r.Holder, CloneInFlight: *r.Clone})
+	}
 }
 
 // grant admits waiting runs, first come first served, while leases are free. A run that does
-// not take the grant (it has closed) is dropped. The grants go out together, and the runs still
-// waiting learn how many are before them now, without the admission waiting for that news to
-// arrive: with dozens waiting, one signal after the other would make the queue crawl.
+// not take the grant (it has closed) is dropped. The grants go out together.
 func (a *admission) grant() {
 	moved := false
-	for len(a.st.Holders) < a.st.Limit && len(a.st.Waiting) > 0 {
-		n := min(a.st.Limit-len(a.st.Holders), len(a.st.Waiting))
+	for len(a.st.Holders)+len(a.st.Covered) < a.st.Limit && len(a.st.Waiting) > 0 {
+		n := min(a.st.Limit-len(a.st.Holders)-len(a.st.Covered), len(a.st.Waiting))
 		next := slices.Clone(a.st.Waiting[:n])
 		a.st.Waiting = a.st.Waiting[n:]
 		moved = true
@@ -165,32 +267,64 @@ func (a *admission) grant() {
 		}
 	}
 	if moved {
-		for i, h := range a.st.Waiting {
-			workflow.SignalExternalWorkflow(a.ctx, h.WorkflowID, h.RunID, cloneQueuedSignal, queued{Ahead: i})
-		}
+		a.tellPlacesAfterGrant()
 	}
 }
 
 // checkHolders releases the leases of runs that have closed without giving them back: a
-// terminated run runs no code, so it cannot.
+// terminated run runs no code, so it cannot. Its clone, if one still runs, is not known here.
 func (a *admission) checkHolders() {
 	holders := slices.Clone(a.st.Holders)
 	for i, alive := range a.tellAll(holders, cloneLeaseCheck, nil) {
 		if !alive {
 			h := holders[i]
 			workflow.GetLogger(a.ctx).Warn("releasing the clone lease of a run that closed without giving it back", "workflowID", h.WorkflowID, "runID", h.RunID)
-			a.release(h)
+			a.release(leaseRelease{Holder: h})
 		}
 	}
 }
 
+// checkCovered asks PVE, once per covered clone, whether it has ended, and frees the leases of
+// those that have. A clone that cannot be read this time is asked again at the next check.
+func (a *admission) checkCovered() {
+	if len(a.st.Covered) == 0 {
+		return
+	}
+	var acts *activities.Activities
+	futures := make([]workflow.Future, len(a.st.Covered))
+	for i, c := range a.st.Covered {
+		ctx := workflow.WithActivityOptions(a.ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: max(a.st.CheckEvery, time.Second),
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+			Summary:             "has the clone of " + c.WorkflowID + " ended?",
+		})
+		if c.UPID != "" {
+			futures[i] = workflow.ExecuteActivity(ctx, acts.TaskStatus, activities.TaskStatusRequest{Node: c.Node, UPID: c.UPID})
+		} else {
+			futures[i] = workflow.ExecuteActivity(ctx, acts.VMConfig, activities.VMConfigRequest{VMRef: activities.VMRef{Node: c.Node, VMID: c.VMID}})
+		}
+	}
+	still := a.st.Covered[:0:0]
+	for i, f := range futures {
+		c := a.st.Covered[i]
+		var cfg pve.VMConfig
+		err := f.Get(a.ctx, &cfg)
+		ended := isType(err, activities.ErrNotFound) || isType(err, activities.ErrTaskFailed) ||
+			(err == nil && (c.UPID != "" || cfg["lock"] != "clone"))
+		if !ended {
+			still = append(still, c)
+		}
+	}
+	a.st.Covered = still
+}
+
 // report sets the gauges of the storage's clones: those waiting for a lease and those holding
-// one. The worker running the admission reports them; one that ran it before keeps the values it
-// last saw.
+// one or covered by one. The worker running the admission reports them; one that ran it before
+// keeps the values it last saw.
 func (a *admission) report() {
 	h := workflow.GetMetricsHandler(a.ctx).WithTags(map[string]string{"storage": a.st.Storage})
 	h.Gauge(clonesQueuedMetric).Update(float64(len(a.st.Waiting)))
-	h.Gauge(clonesRunningMetric).Update(float64(len(a.st.Holders)))
+	h.Gauge(clonesRunningMetric).Update(float64(len(a.st.Holders) + len(a.st.Covered)))
 }
 
 // tell signals a run; it fails when the run has closed.
@@ -217,24 +351,31 @@ type lease struct {
 	admission, storage string
 	req                admissionRequest
 	held               bool
+	// clone is the clone the lease covers whose end the create has not seen, if any.
+	clone *CloneInFlight
 }
 
-// admitClone waits for a lease to clone onto storage, showing in the status and the UI how many
-// requests are before it. The admission workflow is started when none runs. A request whose
-// grant got lost (the admission continued as new just then) is repeated from time to time.
+// admitClone waits for a lease to clone onto storage. The admission workflow is started when
+// none runs. A request whose grant got lost (the admission continued as new just then) is
+// repeated from time to time. How many are before it the status does not say, the admission
+// does (AdmissionQuery; pveflow status asks it): telling every queued create its place on
+// every grant made the admission's history grow with the square of its queue.
 func (c *create) admitClone(storage string) (*lease, error) {
 	info := workflow.GetInfo(c.ctx)
 	l := &lease{admission: CloneAdmissionWorkflowID(info.TaskQueueName, storage), storage: storage, req: admissionRequest{
-		Holder:     Holder{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID},
-		Limit:      c.s.Clones.PerStorage,
-		CheckEvery: max(c.s.Poll.MaximumInterval, time.Second) * 3,
+		Holder:        Holder{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID},
+		Limit:         c.s.Clones.PerStorage,
+		CheckEvery:    max(c.s.Poll.MaximumInterval, time.Second) * 3,
+		HistoryEvents: c.s.Clones.HistoryEvents,
 	}}
 	c.t.phase(PhaseQueued, fmt.Sprintf("ask %s for a clone lease", l.admission))
+	c.t.status.Admission = l.admission
+	defer func() { c.t.status.Admission = "" }()
 	if err := c.askForLease(l); err != nil {
 		return nil, err
 	}
+	c.t.step(fmt.Sprintf("queued for a clone onto storage %s, where %d clone at once (clones.perStorage)", storage, l.req.Limit))
 	admitted := workflow.GetSignalChannel(c.ctx, cloneAdmittedSignal)
-	queue := workflow.GetSignalChannel(c.ctx, cloneQueuedSignal)
 	every := c.s.Poll.MaximumInterval
 	timerCtx, cancelTimer := workflow.WithCancel(c.ctx)
 	defer func() { cancelTimer() }()
@@ -245,12 +386,6 @@ func (c *create) admitClone(storage string) (*lease, error) {
 			AddReceive(admitted, func(ch workflow.ReceiveChannel, _ bool) {
 				ch.Receive(c.ctx, nil)
 				l.held = true
-			}).
-			AddReceive(queue, func(ch workflow.ReceiveChannel, _ bool) {
-				var q queued
-				ch.Receive(c.ctx, &q)
-				c.t.status.QueuedBehind = q.Ahead
-				c.t.step(fmt.Sprintf("queued for a clone onto storage %s: %d ahead, %d cloning (clones.perStorage)", storage, q.Ahead, l.req.Limit))
 			}).
 			AddFuture(timer, func(workflow.Future) {
 				if c.ctx.Err() != nil {
@@ -265,7 +400,6 @@ func (c *create) admitClone(storage string) (*lease, error) {
 	if askErr != nil {
 		return nil, askErr
 	}
-	c.t.status.QueuedBehind = 0
 	if !l.held {
 		l.release(c.ctx)
 		return nil, temporal.NewCanceledError("stopped while queued for a clone lease")
@@ -305,9 +439,12 @@ func (c *create) signalAcquire(l *lease) error {
 
 // startAdmission starts the admission workflow of the lease's storage, on this run's task
 // queue, unless another create just did. It is a child only in name: it is abandoned, so it
-// outlives this run.
+// outlives this run, and it is started on a disconnected context, so that cancelling this run
+// does not cancel it: the SDK asks a child to cancel when its starting context is cancelled,
+// whatever its ParentClosePolicy.
 func (c *create) startAdmission(l *lease) error {
-	ctx := workflow.WithChildOptions(c.ctx, workflow.ChildWorkflowOptions{
+	ctx, _ := workflow.NewDisconnectedContext(c.ctx)
+	ctx = workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            l.admission,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
@@ -321,15 +458,22 @@ func (c *create) startAdmission(l *lease) error {
 	return nil
 }
 
-// release gives the lease back, or withdraws the request. It runs on a disconnected context, so
-// a failed or cancelled run still does it.
+// covers records the clone the lease covers, or, with nil, that the create saw it end.
+func (l *lease) covers(clone *CloneInFlight) {
+	if l != nil {
+		l.clone = clone
+	}
+}
+
+// release gives the lease back, with the clone it still covers, or withdraws the request. It
+// runs on a disconnected context, so a failed or cancelled run still does it.
 func (l *lease) release(ctx workflow.Context) {
 	if l == nil {
 		return
 	}
 	ctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
-	err := workflow.SignalExternalWorkflow(ctx, l.admission, "", cloneReleaseSignal, l.req.Holder).Get(ctx, nil)
+	err := workflow.SignalExternalWorkflow(ctx, l.admission, "", cloneReleaseSignal, leaseRelease{Holder: l.req.Holder, Clone: l.clone}).Get(ctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("clone lease not given back; the admission finds it out", "storage", l.storage, "error", err)
 	}

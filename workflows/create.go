@@ -20,7 +20,8 @@ import (
 // CreateProxyInput is the input of CreateProxy.
 type CreateProxyInput struct {
 	UID string `json:"uid"`
-	// Name is the VM's name; empty means proxy.NameFromUID(UID).
+	// Name is the VM's name, and the guest's hostname; empty means proxy.NameFromUID(UID).
+	// ValidateName says which names a create takes.
 	Name string `json:"name,omitempty"`
 	// Zone is the node; it may be empty when the config names one node.
 	Zone string `json:"zone,omitempty"`
@@ -62,6 +63,17 @@ func ValidateUserData(userData string) error {
 	return nil
 }
 
+// ValidateName refuses a name that a create could not carry through every step, the seed's
+// hostname and the provider ID among them: the rule is proxy.ValidateName. An empty name is
+// the default, proxy.NameFromUID of the UID. The entity's validator, CreateProxy, the starter
+// and the CLI check it before any Proxmox call.
+func ValidateName(name string) error {
+	if name == "" {
+		return nil
+	}
+	return proxy.ValidateName(name)
+}
+
 // CreateProxyResult is what CreateProxy returns.
 type CreateProxyResult struct {
 	// ProviderID is "vms/<vmid>/<name>".
@@ -85,6 +97,9 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	defer func() { recordOutcome(ctx, createMetrics, in.UID, t, err) }()
 	if err := checkOperation(ctx, "create", in.UID, in.UserData); err != nil {
 		return CreateProxyResult{}, err
+	}
+	if err := ValidateName(in.Name); err != nil {
+		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
 	}
 	c, err := newCreate(ctx, w.Config, in)
 	if err != nil {
@@ -244,13 +259,13 @@ func (c *create) clone(h holdings) error {
 			"PVE refuses such a clone (can't clone VM to node '%s' (VM uses local storage)); give image %q a template on %s (templates.%s.nodes) or clone onto shared storage",
 			c.in.Name, c.p.TemplateVMID, tmplNode, c.p.Node, storage, tmplNode, c.p.Node, c.p.Image, c.p.Node, c.p.Image)
 	}
+	var l *lease
 	if c.s.Clones.PerStorage > 0 {
 		key := storage
 		if !shared {
 			key = tmplNode + "/" + storage // another node's storage of that name is another storage
 		}
-		l, err := c.admitClone(key)
-		if err != nil {
+		if l, err = c.admitClone(key); err != nil {
 			return err
 		}
 		defer l.release(c.ctx)
@@ -261,7 +276,7 @@ func (c *create) clone(h holdings) error {
 		if h.Taken[vmid] {
 			continue
 		}
-		step, err := c.cloneOnto(tmplNode, vmid, attempt)
+		step, err := c.cloneOnto(tmplNode, vmid, attempt, l)
 		for isTaskFailedWith(err, activities.ErrLocked) && !vmidTaken(err, vmid) {
 			again, backOffErr := c.backOffFromLock(vmid, begun)
 			if backOffErr != nil {
@@ -270,7 +285,7 @@ func (c *create) clone(h holdings) error {
 			if !again {
 				break
 			}
-			step, err = c.cloneOnto(tmplNode, vmid, attempt)
+			step, err = c.cloneOnto(tmplNode, vmid, attempt, l)
 		}
 		if err == nil {
 			c.vm = vm{Node: c.p.Node, VMID: vmid}
@@ -286,6 +301,7 @@ func (c *create) clone(h holdings) error {
 			return err
 		}
 		if !found {
+			l.covers(nil)
 			continue // a clone that failed and was removed: PVE frees the VMID
 		}
 		theirs.Node = node
@@ -294,9 +310,13 @@ func (c *create) clone(h holdings) error {
 			return err
 		}
 		if owner, _ := proxy.OwnerOf(theirs.Config); !gone && owner == c.in.UID {
+			// An earlier attempt's clone, whose answer was lost: the lease covers it until the
+			// admission sees its VM unlocked.
+			l.covers(&CloneInFlight{Node: node, VMID: vmid})
 			c.adopt(theirs)
 			return nil
 		}
+		l.covers(nil) // another proxy's clone, under its own lease
 	}
 	return transientf("create proxy %s: no free VMID among %d tried in %d-%d", c.in.Name, proxy.MaxProbes, c.s.VMIDRange.Min, c.s.VMIDRange.Max)
 }
@@ -307,16 +327,7 @@ func (c *create) clone(h holdings) error {
 // Something holding the VMID again is an AlreadyExists error, as a clone finding it would meet:
 // a clone never goes onto a VMID that holds something.
 func (c *create) backOffFromLock(vmid int, begun time.Time) (again bool, err error) {
-	wait := c.s.Poll.InitialInterval
-	for range c.t.status.LockRetries {
-		wait = min(time.Duration(float64(wait)*c.s.Poll.BackoffCoefficient), c.s.Poll.MaximumInterval)
-	}
-	if workflow.Now(c.ctx).Add(wait).Sub(begun) >= c.s.Budgets.Clone {
-		return false, nil
-	}
-	c.t.status.LockRetries++
-	c.t.step(fmt.Sprintf("the clone onto VM %d failed on a lock; cloning again in %s (retry %d)", vmid, wait, c.t.status.LockRetries))
-	if err := workflow.Sleep(c.ctx, wait); err != nil {
+	if again, err := c.sleepOutLock(fmt.Sprintf("the clone onto VM %d", vmid), begun, c.s.Budgets.Clone); !again || err != nil {
 		return false, err
 	}
 	_, found, err := c.locate(vmid)
@@ -422,7 +433,9 @@ func (c *create) place(h holdings) error {
 
 // cloneOnto clones the template onto vmid and waits for the clone. It returns the activity's own
 // error, for a caller that acts on how the clone failed, and the step that failed.
-func (c *create) cloneOnto(tmplNode string, vmid, attempt int) (step string, err error) {
+// The lease l covers the clone from before the call, whose answer may be lost after PVE took
+// it, until the wait sees its task end.
+func (c *create) cloneOnto(tmplNode string, vmid, attempt int, l *lease) (step string, err error) {
 	var a *activities.Activities
 	c.t.status.Attempt = attempt + 1
 	c.t.phase(PhaseCloning, fmt.Sprintf("clone template %d to VM %d", c.p.TemplateVMID, vmid))
@@ -440,11 +453,17 @@ func (c *create) cloneOnto(tmplNode string, vmid, attempt int) (step string, err
 	}
 	step = fmt.Sprintf("clone template %d on %s to VM %d on %s", c.p.TemplateVMID, tmplNode, vmid, c.p.Node)
 	var upid pve.UPID
+	l.covers(&CloneInFlight{Node: tmplNode, VMID: vmid})
 	if err := execute(c.ctx, c.s.callOptions(step), a.Clone, req).Get(c.ctx, &upid); err != nil {
 		return step, err
 	}
+	l.covers(&CloneInFlight{Node: tmplNode, UPID: upid})
 	step = fmt.Sprintf("wait for clone of %d to %d on %s", c.p.TemplateVMID, vmid, c.p.Node)
-	return step, waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Clone, step)
+	err = waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Clone, step)
+	if err == nil || isType(err, activities.ErrTaskFailed) {
+		l.covers(nil)
+	}
+	return step, err
 }
 
 // vmidTaken reports whether a clone onto vmid failed because the VMID is taken: PVE found its

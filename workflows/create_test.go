@@ -120,6 +120,40 @@ func TestCreate_rejectsUnknownPlacementBeforeAnyCall(t *testing.T) {
 	}
 }
 
+func TestCreate_refusesANameThatIsNotADNSLabelBeforeAnyCall(t *testing.T) {
+	for _, name := range []string{"egress.eu-1", "egress_1", "-egress", strings.Repeat("a", 64)} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			in := createInput()
+			in.Name = name
+
+			_, err := w.create(in)
+
+			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.ErrorContains(t, err, "is not a DNS label")
+			assert.Empty(t, w.cluster.Calls())
+		})
+	}
+}
+
+func TestCreate_aNameWithUpperCaseIsFoundAndDeletedByItsProviderID(t *testing.T) {
+	w := newWorld(t)
+	in := createInput()
+	in.Name = "Egress-EU-1"
+	created, err := w.create(in)
+	require.NoError(t, err)
+	require.Equal(t, proxy.FormatProviderID(created.VMID, "Egress-EU-1"), created.ProviderID)
+
+	got, err := w.get(workflows.GetProxyInput{ProviderID: created.ProviderID})
+	require.NoError(t, err)
+	assert.Equal(t, created.VMID, got.VMID)
+	_, err = w.delete(workflows.DeleteProxyInput{UID: uid, ProviderID: created.ProviderID})
+
+	require.NoError(t, err)
+	assert.Empty(t, w.vms())
+	assert.Empty(t, w.isos())
+}
+
 func TestCreate_regionIgnored(t *testing.T) {
 	w := newWorld(t)
 	in := createInput()
@@ -303,6 +337,46 @@ func TestCreate_startTaskFailureIsTransient(t *testing.T) {
 
 	assert.Equal(t, workflows.FailTransient, failureType(t, err))
 	assert.Contains(t, err.Error(), "QEMU exited with code 1")
+}
+
+func TestCreate_waitsOutAStartTaskThatFailsOnABackupLock(t *testing.T) {
+	w := newWorld(t)
+	// PVE checks the lock inside the start task: the call was taken, its task failed.
+	w.cluster.FailTask("qmstart", "VM is locked (backup)")
+	w.cluster.FailTask("qmstart", "VM is locked (backup)")
+
+	_, err := w.create(createInput())
+
+	require.NoError(t, err)
+	assert.Equal(t, 3, w.cluster.CallCount("Start"))
+	require.Len(t, w.vms(), 1)
+	assert.True(t, w.vms()[0].Running)
+}
+
+func TestCreate_waitsOutAResizeTaskThatFailsOnABackupLock(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Proxmox.MachineTypes["small"] = config.MachineType{Cores: 2, MemoryMiB: 2048, DiskGiB: 10}
+	w.cluster.FailTask("resize", "VM is locked (backup)")
+
+	res, err := w.create(createInput())
+
+	require.NoError(t, err)
+	assert.Equal(t, 2, w.cluster.CallCount("Resize"))
+	assert.Contains(t, vmConfig(t, w, res.VMID)["scsi0"], "size=10G")
+}
+
+func TestCreate_aStartTaskLockedBeyondTheUnlockBudgetIsTransient(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Budgets.Unlock = 30 * time.Second
+	for range 100 {
+		w.cluster.FailTask("qmstart", "VM is locked (backup)")
+	}
+
+	_, err := w.create(createInput())
+
+	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.ErrorContains(t, err, "VM is locked (backup)")
+	assert.Less(t, w.cluster.CallCount("Start"), 100, "the unlock budget ended the retries")
 }
 
 func TestCreate_agentWaitCapIsTransient(t *testing.T) {

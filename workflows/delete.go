@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -20,6 +21,10 @@ type DeleteProxyInput struct {
 	Name string `json:"name,omitempty"`
 	// ProviderID is "vms/<vmid>/<name>", when the operator knows it.
 	ProviderID string `json:"providerID,omitempty"`
+	// UnlessWantedSince, in a delete request, makes the proxy's entity refuse it (FailSuperseded)
+	// when it accepted a create or change of the proxy after that time (ProxyState.WantedAt):
+	// the time a garbage collection began looking. DeleteProxy itself never reads it.
+	UnlessWantedSince time.Time `json:"unlessWantedSince,omitzero"`
 }
 
 // DeleteProxyResult is what DeleteProxy returns.

@@ -21,7 +21,8 @@ import (
 
 // FailSuperseded is the failure type of a request that a later one made moot before an
 // operation served it: a create or change that a delete overtook, a delete that a create
-// overtook before it began.
+// overtook before it began; and of a garbage collection's delete that the validator refuses, a
+// create or change having been accepted since the collection looked (UnlessWantedSince).
 const FailSuperseded = "Superseded"
 
 // keptOperations is how many operations a Proxy entity keeps in its status.
@@ -126,7 +127,7 @@ func (e *entity) register() error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(e.ctx, CreateUpdate,
 		func(ctx workflow.Context, in CreateProxyInput) (CreateProxyResult, error) {
-			w := e.accept(OpCreate, func() { e.want(in) })
+			w := e.accept(OpCreate, func() { e.want(in); e.st.WantedAt = workflow.Now(e.ctx) })
 			return awaitResult[CreateProxyResult](ctx, w)
 		},
 		workflow.UpdateHandlerOptions{Validator: e.validateCreate}); err != nil {
@@ -134,7 +135,7 @@ func (e *entity) register() error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(e.ctx, ChangeUpdate,
 		func(ctx workflow.Context, req ChangeRequest) (ChangeProxyResult, error) {
-			w := e.accept(OpChange, func() { e.change(req) })
+			w := e.accept(OpChange, func() { e.change(req); e.st.WantedAt = workflow.Now(e.ctx) })
 			return awaitResult[ChangeProxyResult](ctx, w)
 		},
 		workflow.UpdateHandlerOptions{Validator: e.validateChange}); err != nil {
@@ -242,6 +243,9 @@ func (e *entity) validateCreate(in CreateProxyInput) error {
 	if err := ValidateUserData(in.UserData); err != nil {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
 	}
+	if err := ValidateName(in.Name); err != nil {
+		return fmt.Errorf("create proxy %s: %w", in.UID, err)
+	}
 	if _, err := e.cfg.Proxmox.ResolvePlacement(in.Zone, in.Image, in.MachineType); err != nil {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
 	}
@@ -295,6 +299,13 @@ func (e *entity) validateDelete(in DeleteProxyInput) error {
 		if _, _, err := proxy.ParseProviderID(in.ProviderID); err != nil {
 			return fmt.Errorf("delete proxy %s: %w", in.UID, err)
 		}
+	}
+	// A garbage collection's delete of a proxy created or changed since it looked: the proxy is
+	// wanted again. A validator's check records nothing, so the entity's commands are as before.
+	if !in.UnlessWantedSince.IsZero() && e.st.Spec != nil && e.st.WantedAt.After(in.UnlessWantedSince) {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"delete proxy %s: refused: a create or change of it was accepted at %s, after the request's caller looked (%s); the proxy is wanted again",
+			in.UID, e.st.WantedAt.Format(time.RFC3339Nano), in.UnlessWantedSince.Format(time.RFC3339Nano)), FailSuperseded, nil)
 	}
 	return nil
 }

@@ -134,11 +134,15 @@ func TestProxy_deleteWhileCloningStopsTheCreateAndLeavesNothing(t *testing.T) {
 	p.at(20*time.Second, func() { during = p.status() })
 	p.request(21*time.Second, workflows.DeleteUpdate, "delete", deleteInput())
 	var admission workflows.AdmissionState
+	admissionID := workflows.CloneAdmissionWorkflowID("default-test-taskqueue", "pve1/local-lvm")
 	p.at(30*time.Minute, func() {
-		v, err := p.env.QueryWorkflowByID(workflows.CloneAdmissionWorkflowID("default-test-taskqueue", "pve1/local-lvm"), workflows.AdmissionQuery)
+		v, err := p.env.QueryWorkflowByID(admissionID, workflows.AdmissionQuery)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&admission))
 	})
+	// The admission outlives the create that started it; idle, it closes when cancelled, and
+	// the test environment with it.
+	p.at(31*time.Minute, func() { p.env.CancelWorkflowByID(admissionID, "") })
 
 	st := p.run()
 
@@ -152,6 +156,7 @@ func TestProxy_deleteWhileCloningStopsTheCreateAndLeavesNothing(t *testing.T) {
 	assert.Empty(t, w.isos())
 	assert.Len(t, w.cluster.CloneRuns(), 1)
 	assert.Empty(t, admission.Holders, "the cancelled create gave its clone lease back")
+	assert.Empty(t, admission.Covered, "and the admission has seen its clone end")
 }
 
 func TestProxy_createAfterDeleteWaitsForIt(t *testing.T) {
@@ -181,6 +186,7 @@ func TestProxy_invalidRequestsAreRefusedAndNothingRecorded(t *testing.T) {
 	}{
 		{"unknown machine type", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "huge"}, `machineType: "huge" is not a configured machine type`},
 		{"another proxy's UID", workflows.CreateUpdate, workflows.CreateProxyInput{UID: otherUID, Image: "debian13", MachineType: "small"}, "send it to proxy/" + otherUID},
+		{"name that is not a DNS label", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Name: "egress.eu-1", Image: "debian13", MachineType: "small"}, `name "egress.eu-1" is not a DNS label`},
 		{"user-data too large", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: string(make([]byte, workflows.MaxUserDataBytes+1))}, "more than the limit"},
 		{"change of an absent proxy", workflows.ChangeUpdate, workflows.ChangeRequest{UID: uid, MachineType: "small"}, "the proxy is absent; create it first"},
 		{"change of nothing", workflows.ChangeUpdate, workflows.ChangeRequest{UID: uid}, "nothing to change"},

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -57,7 +58,8 @@ type GarbageVM struct {
 	Age time.Duration `json:"age,omitempty"`
 }
 
-// GarbageISO is a seed ISO of a name no VM has.
+// GarbageISO is a seed ISO that no VM refers to, of a UID no VM carries and the operator does
+// not keep.
 type GarbageISO struct {
 	VolID     string    `json:"volid"`
 	Node      string    `json:"node"`
@@ -74,14 +76,15 @@ type CollectGarbageResult struct {
 	DryRun bool         `json:"dryRun"`
 	VMs    []GarbageVM  `json:"vms"`
 	ISOs   []GarbageISO `json:"isos"`
-	// Unreadable are the VMIDs of candidates whose config could not be read: they may be
-	// proxies, and are left alone.
+	// Unreadable are the VMIDs of VMs whose config could not be read: they may be proxies,
+	// and are left alone, and as they may use any seed ISO, no ISO is taken (each is
+	// GarbageSkipped, saying so).
 	Unreadable []int `json:"unreadable,omitempty"`
 	// Grace is the grace period the run applied.
 	Grace time.Duration `json:"grace"`
 	// YoungVMs and YoungISOs would be garbage but are younger than the grace period, and are
 	// left alone (GarbageSkipped), each with its age: the VMs of a UID with a young VM, and
-	// young seed ISOs of a name no VM has.
+	// young seed ISOs that would be orphans.
 	YoungVMs  []GarbageVM  `json:"youngVMs,omitempty"`
 	YoungISOs []GarbageISO `json:"youngISOs,omitempty"`
 }
@@ -96,14 +99,19 @@ func (r CollectGarbageResult) Failed() bool {
 // needs any more:
 //   - VMs with pveflow's mark whose UID is not in Keep, through the Proxy entity of that UID:
 //     RequestDelete asks it for the proxy to be absent, and it runs its DeleteProxy one
-//     operation at a time with the proxy's other requests, so only VMs with the UID's mark go.
-//     A UID whose create runs is skipped: it is not garbage yet: DescribeRun asks Temporal.
-//   - seed ISOs named after a UID (proxy.SeedISOOwner) of a name that no VM has, with the
-//     DeleteVolume call, after the VMs and only if a fresh look still finds no VM of the name.
+//     operation at a time with the proxy's other requests, so only VMs with the UID's mark go,
+//     with the UID's seed ISO. A UID whose create runs is skipped: it is not garbage yet:
+//     DescribeRun asks Temporal. The request carries the run's start: the entity refuses it
+//     when a create or change of the UID was accepted since, as the proxy is wanted again.
+//   - orphan seed ISOs (proxy.SeedISOOwner): ones that no VM's config refers to, named after
+//     no UID that a VM carries or Keep holds, and no VM's name; none while a VM's config
+//     cannot be read. They go with the DeleteVolume call, after the VMs, each only if a fresh
+//     listing shows it as it was listed: a create of its proxy uploads it anew.
 //
-// Nothing younger than the grace period is taken. Everything is listed before anything is
-// deleted: a list call failing fails the run, and deletes nothing. A deletion that fails is
-// reported in the result, and the run goes on with the others.
+// Every VM's config is read for the mark, whatever its name and tags. Nothing younger than the
+// grace period is taken. Everything is listed before anything is deleted: a list call failing
+// fails the run, and deletes nothing. A deletion that fails is reported in the result, and the
+// run goes on with the others.
 func (w *Workflows) CollectGarbage(ctx workflow.Context, in CollectGarbageInput) (res CollectGarbageResult, err error) {
 	defer func() { logCollection(ctx, res, err) }()
 	switch {
@@ -173,26 +181,26 @@ type collector struct {
 // find lists the garbage, each piece GarbageFound, or GarbageSkipped with the reason.
 func (g *collector) find() (CollectGarbageResult, error) {
 	res := CollectGarbageResult{DryRun: g.in.DryRun, Grace: g.in.Grace, VMs: []GarbageVM{}, ISOs: []GarbageISO{}}
-	marked, resources, err := listMarked(g.ctx, g.s)
+	c, err := readCluster(g.ctx, g.s)
 	if err != nil {
 		return res, err
 	}
-	res.Unreadable = marked.Unreadable
-	isos, err := g.seedISOs()
+	res.Unreadable = c.Unreadable
+	isos, err := g.seedISOs(g.s.Nodes...)
 	if err != nil {
 		return res, err
 	}
 	// A UID with a VM younger than the grace period was created again lately: none of its VMs
 	// is taken.
 	young := make(map[string]bool)
-	for _, p := range marked.Proxies {
+	for _, p := range c.Proxies {
 		if p.CreatedAt.After(g.cutoff) {
 			young[p.UID] = true
 		}
 	}
 	now := workflow.Now(g.ctx)
 	creating := make(map[string]bool)
-	for _, p := range marked.Proxies {
+	for _, p := range c.Proxies {
 		if slices.Contains(g.in.Keep, p.UID) {
 			continue
 		}
@@ -222,13 +230,17 @@ func (g *collector) find() (CollectGarbageResult, error) {
 		}
 		res.VMs = append(res.VMs, v)
 	}
-	owners := seedOwners(marked, resources)
+	owners := g.seedOwners(c)
 	for _, iso := range isos {
 		switch name, _ := proxy.SeedISOOwner(iso.VolID); {
-		case owners[name]:
+		case owners[name] || c.ISOs[iso.VolID]:
 		case iso.CreatedAt.After(g.cutoff):
 			iso.Outcome, iso.Detail, iso.Age = GarbageSkipped, "younger than the grace period", now.Sub(iso.CreatedAt)
 			res.YoungISOs = append(res.YoungISOs, iso)
+		case len(c.Unreadable) > 0:
+			// An unreadable VM may refer to it, or carry its UID: failing safe keeps it.
+			iso.Outcome, iso.Detail = GarbageSkipped, fmt.Sprintf("the config of VM(s) %v could not be read: they may use it", c.Unreadable)
+			res.ISOs = append(res.ISOs, iso)
 		default:
 			res.ISOs = append(res.ISOs, iso)
 		}
@@ -236,11 +248,11 @@ func (g *collector) find() (CollectGarbageResult, error) {
 	return res, nil
 }
 
-// seedISOs lists the seed ISOs on every configured node.
-func (g *collector) seedISOs() ([]GarbageISO, error) {
+// seedISOs lists the seed ISOs on nodes.
+func (g *collector) seedISOs(nodes ...string) ([]GarbageISO, error) {
 	var a *activities.Activities
 	var out []GarbageISO
-	for _, node := range g.s.Nodes {
+	for _, node := range nodes {
 		summary := fmt.Sprintf("list ISOs on storage %s on node %s", g.s.ISOStorage, node)
 		g.t.step(summary)
 		var vols []pve.StorageVolume
@@ -260,19 +272,19 @@ func (g *collector) seedISOs() ([]GarbageISO, error) {
 	return out, nil
 }
 
-// seedOwners are the names whose seed ISOs have a VM: every VM's name in cluster resources, and
-// for each marked VM the name in its config (which cluster resources may not show yet) and its
-// UID's default name (a proxy renamed since).
-func seedOwners(marked ListProxiesResult, resources []pve.VMResource) map[string]bool {
-	owners := make(map[string]bool)
-	for _, r := range resources {
-		owners[r.Name] = true
-	}
-	for _, p := range marked.Proxies {
-		owners[p.Name] = true
+// seedOwners are the names whose seed ISOs are not orphans: the default name of every UID that
+// a VM carries (a proxy with a name of its own too) or that the operator keeps (its VM may be
+// one this run could not read, or gone for a moment: its entity makes it again, with this
+// ISO), and every VM's name.
+func (g *collector) seedOwners(c cluster) map[string]bool {
+	owners := maps.Clone(c.Names)
+	for _, p := range c.Proxies {
 		if p.UID != "" {
 			owners[proxy.NameFromUID(p.UID)] = true
 		}
+	}
+	for _, uid := range g.in.Keep {
+		owners[proxy.NameFromUID(uid)] = true
 	}
 	return owners
 }
@@ -290,8 +302,15 @@ func (g *collector) createRuns(uid string) (bool, error) {
 }
 
 // deleteVMs deletes the VMs found, through the Proxy entities of their UIDs, listConcurrency
-// UIDs at a time. A delete goes on in its entity when the collection is stopped: a half-done
-// delete would be garbage of its own.
+// UIDs at a time. A delete runs in its entity, not in this run: once the entity has accepted
+// it, it goes on when the collection is cancelled or terminated (RequestDelete's attempt is
+// cancelled, the Update it sent is not), so no delete is left half-done.
+//
+// Each request carries the run's start as UnlessWantedSince: the kept set was read just before
+// it. A create or change of the UID the entity accepted after that (the UID was created again
+// since this run looked) makes the entity refuse the delete, and one it accepts after the
+// delete waits for it (or supersedes it, if the delete has not begun): either way, nothing the
+// operator asked for since is destroyed.
 func (g *collector) deleteVMs(vms []GarbageVM) error {
 	var uids []string
 	for _, v := range vms {
@@ -305,8 +324,13 @@ func (g *collector) deleteVMs(vms []GarbageVM) error {
 		g.t.step(fmt.Sprintf("delete the VMs of %d proxies", len(batch)))
 		deletes := make([]workflow.Future, len(batch))
 		for i, uid := range batch {
-			req := activities.ProxyDelete{UID: uid, ProviderID: providerIDOf(vms, uid), RequestID: workflow.GetInfo(g.ctx).WorkflowExecution.ID + "/" + uid}
-			deletes[i] = execute(g.ctx, g.s.requestOptions(g.s.deleteBudget(), "delete proxy "+uid), a.RequestDelete, req)
+			info := workflow.GetInfo(g.ctx)
+			req := activities.ProxyDelete{UID: uid, ProviderID: providerIDOf(vms, uid), RequestID: info.WorkflowExecution.ID + "/" + uid,
+				UnlessWantedSince: info.WorkflowStartTime}
+			opts := g.s.requestOptions(g.s.deleteBudget(), "delete proxy "+uid)
+			// A cancelled collection ends at once: the delete it asked for goes on in the entity.
+			opts.WaitForCancellation = false
+			deletes[i] = execute(g.ctx, opts, a.RequestDelete, req)
 		}
 		for i, uid := range batch {
 			var out activities.ProxyDeleteOutcome
@@ -328,13 +352,19 @@ func (g *collector) deleteVMs(vms []GarbageVM) error {
 // delete.
 func providerIDOf(vms []GarbageVM, uid string) string {
 	i := slices.IndexFunc(vms, func(v GarbageVM) bool { return v.UID == uid })
+	if proxy.ValidateName(vms[i].Name) != nil {
+		return "" // a provider ID the entity would refuse; the UID finds the VM
+	}
 	return proxy.FormatProviderID(vms[i].VMID, vms[i].Name)
 }
 
 // vmOutcome is what became of VM v, given the delete of its UID: the entity refused it, or its
-// delete failed or left v alone.
+// delete failed or left v alone. A delete superseded or refused because the UID is wanted
+// again (a create of it since this run looked) leaves v to its proxy: skipped, not failed.
 func vmOutcome(v GarbageVM, out activities.ProxyDeleteOutcome, err error) (outcome, detail string) {
 	switch {
+	case isType(err, activities.ErrSuperseded):
+		return GarbageSkipped, failureText("delete of proxy "+v.UID, err)
 	case err != nil:
 		return GarbageFailed, failureText("delete of proxy "+v.UID, err)
 	case slices.ContainsFunc(out.Destroyed, func(r activities.VMRef) bool { return r.VMID == v.VMID }):
@@ -343,27 +373,37 @@ func vmOutcome(v GarbageVM, out activities.ProxyDeleteOutcome, err error) (outco
 	return GarbageSkipped, "the delete of " + ProxyWorkflowID(v.UID) + " left it alone: it no longer carries the mark of " + v.UID
 }
 
-// deleteISOs deletes the seed ISOs found, once a fresh look finds still no VM of their names:
-// a create of the name may have cloned its VM since they were listed.
+// deleteISOs deletes the seed ISOs found. The UID of an orphan ISO cannot be read back from
+// its name (a hash of it), so its delete cannot go through the UID's entity as a VM's does:
+// instead each is deleted only while a fresh listing of its storage shows it with the ctime it
+// was listed with. A create of its proxy since would have uploaded it anew (PVE overwrites the
+// file, with a new ctime), and before that cloned the VM: an ISO deleted before that upload is
+// made again by it. What remains is the moment between the fresh listing and the delete.
 func (g *collector) deleteISOs(isos []GarbageISO) error {
-	if len(isos) == 0 {
-		return nil
-	}
-	marked, resources, err := listMarked(g.ctx, g.s)
-	if err != nil {
-		return err
-	}
-	owners := seedOwners(marked, resources)
 	var a *activities.Activities
 	for i := range isos {
 		iso := &isos[i]
-		if name, _ := proxy.SeedISOOwner(iso.VolID); owners[name] {
-			iso.Outcome, iso.Detail = GarbageSkipped, "VM "+name+" appeared since the ISO was listed"
+		if iso.Outcome != GarbageFound {
+			continue
+		}
+		now, err := g.seedISOs(iso.Node)
+		j := slices.IndexFunc(now, func(n GarbageISO) bool { return n.VolID == iso.VolID })
+		switch {
+		case temporal.IsCanceledError(err):
+			return err
+		case err != nil:
+			iso.Outcome, iso.Detail = GarbageFailed, err.Error()
+			continue
+		case j < 0:
+			iso.Outcome, iso.Detail = GarbageSkipped, "gone since it was listed"
+			continue
+		case !now[j].CreatedAt.Equal(iso.CreatedAt):
+			iso.Outcome, iso.Detail = GarbageSkipped, fmt.Sprintf("uploaded again at %s, since it was listed: its proxy was created again", now[j].CreatedAt.Format(time.RFC3339))
 			continue
 		}
 		summary := fmt.Sprintf("delete seed ISO %s on %s", iso.VolID, iso.Node)
 		var upid pve.UPID
-		err := execute(g.ctx, g.s.callOptions(summary), a.DeleteVolume,
+		err = execute(g.ctx, g.s.callOptions(summary), a.DeleteVolume,
 			activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: iso.Node, Storage: iso.Storage}, VolID: iso.VolID}).Get(g.ctx, &upid)
 		switch {
 		case isType(err, activities.ErrNotFound):

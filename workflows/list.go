@@ -34,26 +34,26 @@ type ListedProxy struct {
 type ListProxiesResult struct {
 	// Proxies are the marked VMs, by VMID.
 	Proxies []ListedProxy `json:"proxies"`
-	// Unreadable are the VMIDs of candidates whose config could not be read: each is skipped,
-	// with a log line, and may be a proxy.
+	// Unreadable are the VMIDs of VMs whose config could not be read: each is skipped, with a
+	// log line, and may be a proxy.
 	Unreadable []int `json:"unreadable,omitempty"`
 }
 
 // ListProxies lists the VMs that carry pveflow's mark, with one cluster resources call, one
-// config read per candidate (proxy.MayBeProxy: a VM with pveflow's tag or name) and one live
-// status read per proxy the cache does not show running. It reads and never changes anything.
-// The resources call failing fails the list; a candidate whose config cannot be read is skipped
-// with a log line and reported in Unreadable.
+// config read per VM in the cluster (templates and containers aside) and one live status read
+// per proxy the cache does not show running. It reads and never changes anything. The
+// resources call failing fails the list; a VM whose config cannot be read is skipped with a
+// log line and reported in Unreadable.
 func (w *Workflows) ListProxies(ctx workflow.Context) (ListProxiesResult, error) {
 	var s settings
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return settingsOf(w.Config) }).Get(&s); err != nil {
 		return ListProxiesResult{}, err
 	}
-	res, _, err := listMarked(ctx, s)
+	c, err := readCluster(ctx, s)
 	if err != nil {
-		return res, err
+		return c.ListProxiesResult, err
 	}
-	return res, readLiveStatus(ctx, s, res.Proxies)
+	return c.ListProxiesResult, readLiveStatus(ctx, s, c.Proxies)
 }
 
 // readLiveStatus reads, listConcurrency at a time, the status of each proxy the cache does not
@@ -95,30 +95,47 @@ func readLiveStatus(ctx workflow.Context, s settings, proxies []ListedProxy) err
 // listConcurrency bounds the config reads a list has in flight.
 const listConcurrency = 8
 
-// listMarked finds every VM that carries pveflow's mark: the candidates cluster resources lists
-// (proxy.MayBeProxy), each one's config read for the mark. A VM gone since the resources call
-// is left out; one whose config cannot be read is skipped with a log line and reported in
-// Unreadable. The resources call failing, or the workflow being cancelled, fails the whole list.
-// It returns the resources list it read too.
-func listMarked(ctx workflow.Context, s settings) (ListProxiesResult, []pve.VMResource, error) {
+// cluster is what a read of every VM's config found.
+type cluster struct {
+	// ListProxiesResult holds the VMs that carry pveflow's mark, and those that could not be
+	// read.
+	ListProxiesResult
+	// Resources is the cluster resources list the read began with.
+	Resources []pve.VMResource
+	// Names are the names of every VM, in cluster resources and in its config.
+	Names map[string]bool
+	// ISOs are the ISO volumes any VM's config refers to (a CD-ROM drive's
+	// "local:iso/x.iso,media=cdrom").
+	ISOs map[string]bool
+}
+
+// readCluster reads the config of every VM that cluster resources lists (templates and
+// containers aside) for pveflow's mark. Only the mark tells a proxy: a VM's tag is set after
+// its clone, by a step a create may never reach, and its name may be one of the operator's, so
+// neither can narrow the reads. A VM gone since the resources call is left out; one whose
+// config cannot be read is skipped with a log line and reported in Unreadable. The resources
+// call failing, or the workflow being cancelled, fails the whole read.
+func readCluster(ctx workflow.Context, s settings) (cluster, error) {
 	o := proxyOps{ctx: ctx, s: s, t: readTracker(ctx), read: true}
-	var resources []pve.VMResource
-	if err := o.listResources(&resources); err != nil {
-		return ListProxiesResult{}, nil, err
+	c := cluster{ListProxiesResult: ListProxiesResult{Proxies: []ListedProxy{}}, Names: map[string]bool{}, ISOs: map[string]bool{}}
+	if err := o.listResources(&c.Resources); err != nil {
+		return cluster{}, err
 	}
-	var candidates []pve.VMResource
-	for _, r := range resources {
-		if proxy.MayBeProxy(r) {
-			candidates = append(candidates, r)
+	var vms []pve.VMResource
+	for _, r := range c.Resources {
+		if r.Name != "" {
+			c.Names[r.Name] = true
+		}
+		if r.Type == "qemu" && !r.Template {
+			vms = append(vms, r)
 		}
 	}
-	slices.SortFunc(candidates, func(a, b pve.VMResource) int { return cmp.Compare(a.VMID, b.VMID) })
-	res := ListProxiesResult{Proxies: []ListedProxy{}}
+	slices.SortFunc(vms, func(a, b pve.VMResource) int { return cmp.Compare(a.VMID, b.VMID) })
 	logger := workflow.GetLogger(ctx)
 	var a *activities.Activities
-	for start := 0; start < len(candidates); start += listConcurrency {
-		batch := candidates[start:min(start+listConcurrency, len(candidates))]
-		o.t.step("read the configs of candidate VMs")
+	for start := 0; start < len(vms); start += listConcurrency {
+		batch := vms[start:min(start+listConcurrency, len(vms))]
+		o.t.step("read the configs of the cluster's VMs")
 		reads := make([]workflow.Future, len(batch))
 		for i, r := range batch {
 			ref := activities.VMRef{Node: r.Node, VMID: r.VMID}
@@ -130,20 +147,26 @@ func listMarked(ctx workflow.Context, s settings) (ListProxiesResult, []pve.VMRe
 			err := reads[i].Get(ctx, &cfg)
 			switch {
 			case temporal.IsCanceledError(err):
-				return ListProxiesResult{}, nil, err
+				return cluster{}, err
 			case isType(err, activities.ErrNotFound):
 				logger.Debug("leaving out a VM gone since cluster resources listed it", "vmid", r.VMID, "node", r.Node)
 				continue
 			case err != nil:
 				logger.Warn("skipping a VM whose config cannot be read", "vmid", r.VMID, "node", r.Node, "error", err)
-				res.Unreadable = append(res.Unreadable, r.VMID)
+				c.Unreadable = append(c.Unreadable, r.VMID)
 				continue
+			}
+			if cfg["name"] != "" {
+				c.Names[cfg["name"]] = true
+			}
+			for _, volid := range proxy.ISOVolumes(cfg) {
+				c.ISOs[volid] = true
 			}
 			mark, managed := proxy.ParseDescription(cfg["description"])
 			if !managed {
 				continue
 			}
-			res.Proxies = append(res.Proxies, ListedProxy{
+			c.Proxies = append(c.Proxies, ListedProxy{
 				ProviderID: proxy.FormatProviderID(r.VMID, cfg["name"]),
 				VMID:       r.VMID,
 				Node:       r.Node,
@@ -154,5 +177,5 @@ func listMarked(ctx workflow.Context, s settings) (ListProxiesResult, []pve.VMRe
 			})
 		}
 	}
-	return res, resources, nil
+	return c, nil
 }

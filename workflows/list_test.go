@@ -89,20 +89,23 @@ func TestListByTag_emptyUIDStillListed(t *testing.T) {
 	assert.Empty(t, res.Proxies[0].UID)
 }
 
-func TestListByTag_candidatesByTagOrNamePrefix(t *testing.T) {
+// A create stopped between its clone and its configure step leaves a VM with the mark and the
+// name the operator chose, and no tag yet: the mark alone makes it a proxy.
+func TestListByTag_findsEveryMarkedVMWhateverItsNameOrTags(t *testing.T) {
 	w := newWorld(t)
 	byTag := proxyVM(w, uid, false)
 	byTag.Config["name"] = "egress-by-hand"
 	byName := proxyVM(w, otherUID, false)
 	delete(byName.Config, "tags")
 	neither := pvesim.VM{Node: "pve2", VMID: 4000, Config: pve.VMConfig{"name": "database", "description": byTag.Config["description"]}}
-	w.add(byTag, byName, neither)
+	unmarked := pvesim.VM{Node: "pve2", VMID: 4001, Config: pve.VMConfig{"name": "web"}}
+	w.add(byTag, byName, neither, unmarked)
 
 	res, err := w.list()
 
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []int{byTag.VMID, byName.VMID}, listedVMIDs(res))
-	assert.NotContains(t, configReads(w), 4000, "a VM with neither pveflow's tag nor its name is not read")
+	assert.ElementsMatch(t, []int{byTag.VMID, byName.VMID, 4000}, listedVMIDs(res))
+	assert.ElementsMatch(t, []int{byTag.VMID, byName.VMID, 4000, 4001}, configReads(w), "every VM's config is read for the mark")
 }
 
 func TestListByTag_skipsLXCAndTemplates(t *testing.T) {

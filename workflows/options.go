@@ -108,7 +108,8 @@ func (s settings) readOptions(summary string) workflow.ActivityOptions {
 
 // waitOptions are the options of an activity that waits by failing until what it waits for has
 // happened, or by retrying a call PVE refuses for now: the budget bounds the whole wait (ScheduleToClose), the poll policy spaces the
-// attempts, brisk while the wait is young and backing off to a cap for long ones.
+// attempts, brisk while the wait is young and backing off to a cap for long ones. One attempt
+// takes at most attemptTimeout of the budget.
 //
 // MaximumAttempts is set explicitly: the test environment otherwise stops after 10 attempts
 // while the server would go on, and both must behave alike.
@@ -119,7 +120,7 @@ func (s settings) readOptions(summary string) workflow.ActivityOptions {
 // Transient, and starting it again resumes on the same VM.
 func (s settings) waitOptions(budget time.Duration, summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
-		StartToCloseTimeout:    s.Budgets.Request,
+		StartToCloseTimeout:    attemptTimeout(budget, s.Budgets.Request),
 		ScheduleToCloseTimeout: budget,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    s.Poll.InitialInterval,
@@ -130,6 +131,18 @@ func (s settings) waitOptions(budget time.Duration, summary string) workflow.Act
 		WaitForCancellation: true,
 		Summary:             summary,
 	}
+}
+
+// attemptShare is how many of a wait's attempts at their longest fit into its budget.
+const attemptShare = 3
+
+// attemptTimeout is the StartToClose of one attempt of a wait within budget: budgets.request, and
+// at most a third of the budget. An attempt lost with its worker (killed, or cut off from
+// Temporal) is seen only when its StartToClose ends; were that the whole budget, as when a wait's
+// budget is budgets.request, one lost attempt would fail the wait. A third leaves two thirds for
+// the attempts after it.
+func attemptTimeout(budget, request time.Duration) time.Duration {
+	return min(request, budget/attemptShare)
 }
 
 // attemptsWithin counts the attempts the poll policy starts within budget, plus one, so the

@@ -127,4 +127,8 @@ type ProxyState struct {
 	NeedsPerson bool      `json:"needsPerson,omitempty"`
 	Runs        int       `json:"runs"`
 	StartedAt   time.Time `json:"startedAt"`
+	// WantedAt is when the entity last accepted a create or change request: a delete request
+	// with an earlier UnlessWantedSince (a garbage collection that looked before) is refused
+	// while the proxy is wanted present. Zero from runs before the field was kept.
+	WantedAt time.Time `json:"wantedAt,omitzero"`
 }

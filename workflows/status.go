@@ -45,12 +45,16 @@ type Status struct {
 	UPID pve.UPID `json:"upid,omitempty"`
 	// Attempt counts the VMIDs CreateProxy has tried, starting at 1.
 	Attempt int `json:"attempt,omitempty"`
+	// Admission is the ID of the clone admission this create waits in for a clone lease.
+	Admission string `json:"admission,omitempty"`
 	// QueuedBehind is how many clones onto the same storage are before this create's while it
-	// waits for a clone lease.
+	// waits for a clone lease. The admission knows it, not the create: the starter fills it in
+	// from the admission's query (AdmissionQuery).
 	QueuedBehind int `json:"queuedBehind,omitempty"`
 	// Placement says why the create chose its node when no zone named one.
 	Placement string `json:"placement,omitempty"`
-	// LockRetries counts the clones made again after one failed on a lock.
+	// LockRetries counts the calls (a clone, a start, a resize) made again after their task
+	// failed on a lock.
 	LockRetries int       `json:"lockRetries,omitempty"`
 	LastError   string    `json:"lastError,omitempty"`
 	StartedAt   time.Time `json:"startedAt"`

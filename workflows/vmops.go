@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
@@ -90,41 +92,90 @@ func (o *proxyOps) deleteSeedISO(node, volid string) error {
 }
 
 // resizeDisk grows disk of the VM to gib GiB and waits for the resize task. PVE grows a disk
-// online: a running guest sees the larger disk at once, without a reboot.
+// online: a running guest sees the larger disk at once, without a reboot. A resize to the size
+// the disk has is a task that changes nothing, so redoOnLock may make it again.
 func (o *proxyOps) resizeDisk(ref activities.VMRef, disk string, gib int64) error {
 	var a *activities.Activities
 	size := fmt.Sprintf("%dG", gib)
 	summary := fmt.Sprintf("resize disk %s of %s to %s", disk, ref, size)
-	o.t.step(summary)
-	var upid pve.UPID
-	if err := execute(o.ctx, o.s.callOptions(summary), a.Resize,
-		activities.ResizeRequest{VMRef: ref, Disk: disk, Size: size}).Get(o.ctx, &upid); err != nil {
-		return fail(summary, err)
-	}
-	summary = "wait for " + summary
-	if err := waitTask(o.ctx, o.s, o.t, upid, o.s.Budgets.Resize, summary); err != nil {
-		return fail(summary, err)
+	step, err := o.redoOnLock("the resize of disk "+disk+" of "+ref.String(), func() (string, error) {
+		o.t.step(summary)
+		var upid pve.UPID
+		if err := execute(o.ctx, o.s.callOptions(summary), a.Resize,
+			activities.ResizeRequest{VMRef: ref, Disk: disk, Size: size}).Get(o.ctx, &upid); err != nil {
+			return summary, err
+		}
+		return "wait for " + summary, waitTask(o.ctx, o.s, o.t, upid, o.s.Budgets.Resize, "wait for "+summary)
+	})
+	if err != nil {
+		return fail(step, err)
 	}
 	return nil
 }
 
-// start starts the VM and waits for the start task. A VM that runs already counts as started.
+// start starts the VM and waits for the start task. A VM that runs already counts as started,
+// so redoOnLock may make it again.
 func (o *proxyOps) start(ref activities.VMRef) error {
 	var a *activities.Activities
-	var upid pve.UPID
-	summary := "start " + ref.String()
-	if err := execute(o.ctx, o.s.callOptions(summary), a.Start, ref).Get(o.ctx, &upid); err != nil {
-		return fail(summary, err)
-	}
-	summary = "wait for start of " + ref.String()
-	err := waitTask(o.ctx, o.s, o.t, upid, o.s.Budgets.Start, summary)
+	step, err := o.redoOnLock("the start of "+ref.String(), func() (string, error) {
+		var upid pve.UPID
+		summary := "start " + ref.String()
+		if err := execute(o.ctx, o.s.callOptions(summary), a.Start, ref).Get(o.ctx, &upid); err != nil {
+			return summary, err
+		}
+		summary = "wait for start of " + ref.String()
+		return summary, waitTask(o.ctx, o.s, o.t, upid, o.s.Budgets.Start, summary)
+	})
 	if isTaskFailedWith(err, activities.ErrAlreadyRunning) {
 		return nil // a start whose first answer was lost, or a VM someone else started
 	}
 	if err != nil {
-		return fail(summary, err)
+		return fail(step, err)
 	}
 	return nil
+}
+
+// redoOnLock runs do, a call that starts a Proxmox task and the wait for the task, and runs it
+// again while the task fails on a lock. PVE checks a VM's lock (a backup's, say) inside the task
+// of a start or a resize too, so the lock that has a call refused, which callOptions waits out
+// within the unlock budget, may as well fail the call's task; it is waited out alike: do runs
+// again, spaced as a wait's attempts are, while the unlock budget, counted from the first run,
+// has room. A task that failed on a lock changed nothing, so running do again is safe. It
+// returns do's last step and error, as they came.
+func (o *proxyOps) redoOnLock(what string, do func() (step string, err error)) (string, error) {
+	begun := workflow.Now(o.ctx)
+	for {
+		step, err := do()
+		if !isTaskFailedWith(err, activities.ErrLocked) {
+			return step, err
+		}
+		again, sleepErr := o.sleepOutLock(what, begun, o.s.Budgets.Unlock)
+		if sleepErr != nil {
+			return step, sleepErr
+		}
+		if !again {
+			return step, err
+		}
+	}
+}
+
+// sleepOutLock waits, after what failed on a lock, before it is made again: the poll policy's
+// interval after as many retries as the run made so far. again is false, and it does not wait,
+// when budget, counted from begun, has no room for that.
+func (o *proxyOps) sleepOutLock(what string, begun time.Time, budget time.Duration) (again bool, err error) {
+	wait := o.s.Poll.InitialInterval
+	for range o.t.status.LockRetries {
+		wait = min(time.Duration(float64(wait)*o.s.Poll.BackoffCoefficient), o.s.Poll.MaximumInterval)
+	}
+	if workflow.Now(o.ctx).Add(wait).Sub(begun) >= budget {
+		return false, nil
+	}
+	o.t.status.LockRetries++
+	o.t.step(fmt.Sprintf("%s failed on a lock; making it again in %s (retry %d)", what, wait, o.t.status.LockRetries))
+	if err := workflow.Sleep(o.ctx, wait); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // awaitReady waits until VM v runs and its guest agent reports a routable IPv4, and returns the

@@ -111,6 +111,9 @@ type Clones struct {
 	// PerStorage is how many clones may run at once onto one target storage, across all
 	// workers; 0 admits every clone at once.
 	PerStorage int `yaml:"perStorage" json:"perStorage"`
+	// HistoryEvents is the history length at which a storage's admission continues as new,
+	// carrying its leases and queue; Temporal's own suggestion also makes it.
+	HistoryEvents int `yaml:"historyEvents" json:"historyEvents"`
 }
 
 // Budgets are how long each wait may take in all, retries included (an activity's
@@ -150,7 +153,7 @@ func Default() Config {
 			RequestTimeoutSeconds: 30,
 			InstallGuestAgent:     true,
 		},
-		Clones: Clones{PerStorage: 4},
+		Clones: Clones{PerStorage: 4, HistoryEvents: 10000},
 		Budgets: Budgets{
 			Clone:   10 * time.Minute,
 			Upload:  2 * time.Minute,

@@ -32,7 +32,7 @@ func full() Config {
 			VendorData:            "#cloud-config\ntimezone: Etc/UTC\n",
 			InstallGuestAgent:     false,
 		},
-		Clones: Clones{PerStorage: 2},
+		Clones: Clones{PerStorage: 2, HistoryEvents: 20000},
 		Budgets: Budgets{
 			Clone: 11 * time.Minute, Upload: 3 * time.Minute, Resize: 3 * time.Minute, Start: 4 * time.Minute,
 			Stop: 5 * time.Minute, Destroy: 6 * time.Minute, Running: 70 * time.Second,
@@ -346,6 +346,11 @@ func TestParse_table(t *testing.T) {
 			name:    "entity historyEvents too small",
 			yaml:    fullWith(t, func(c *Config) { c.Entity.HistoryEvents = 10 }),
 			wantErr: "entity.historyEvents: 10 is below 100",
+		},
+		{
+			name:    "clones historyEvents too small",
+			yaml:    fullWith(t, func(c *Config) { c.Clones.HistoryEvents = 10 }),
+			wantErr: "clones.historyEvents: 10 is below 100",
 		},
 	}
 	for _, tt := range tests {

@@ -252,6 +252,9 @@ func (c Clones) validate(p *problems) {
 	if c.PerStorage < 0 {
 		p.add("clones.perStorage", "%d is negative", c.PerStorage)
 	}
+	if c.HistoryEvents < 100 {
+		p.add("clones.historyEvents", "%d is below 100: the admission would continue as new at almost every grant", c.HistoryEvents)
+	}
 }
 
 func (e Entity) validate(p *problems) {

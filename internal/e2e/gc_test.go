@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 
+	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/starter"
@@ -100,4 +105,68 @@ func markedVM(t *testing.T, c *pvesim.Cluster, uid string) pvesim.VM {
 	}
 	require.Len(t, found, 1, "VMs of %s", uid)
 	return found[0]
+}
+
+// A collection runs its deletes in the entities: cancelled while one runs, it stops waiting for
+// it, and the delete goes on to the end.
+func TestE2E_aCancelledCollectionStillDeletesWhatItStarted(t *testing.T) {
+	cluster := newCluster(func(o *pvesim.Options) {
+		o.TaskDurations = map[string]time.Duration{"qmclone": time.Second, "qmstop": 3 * time.Second}
+	})
+	s := startStack(t, cluster, fastConfig(t))
+	const orphan = "orphan-proxy"
+	_, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(orphan)))
+	require.NoError(t, err)
+	run := s.startGC("cancelled", workflows.CollectGarbageInput{KeepNone: true, Grace: time.Millisecond})
+	eventually(t, "the entity's delete stops the VM", func() bool { return cluster.CallCount("Stop") > 0 })
+
+	require.NoError(t, s.client.CancelWorkflow(context.Background(), run.GetID(), run.GetRunID()))
+
+	_, err = result[workflows.CollectGarbageResult](t, run)
+	require.ErrorAs(t, err, new(*temporal.CanceledError), "the collection was cancelled")
+	del, err := result[workflows.DeleteProxyResult](t, s.operation(orphan, workflows.OpDelete))
+	require.NoError(t, err, "the delete it started went on")
+	assert.Len(t, del.Destroyed, 1)
+	assert.Empty(t, leftovers(cluster), "the VM and its seed ISO are gone")
+}
+
+// createsFirst is a worker's Proxies on which a create of the proxy is asked for, and served,
+// just before the first delete request goes out: after the collection sending it looked.
+type createsFirst struct {
+	starter.EntityProxies
+	t    *testing.T
+	once sync.Once
+}
+
+func (c *createsFirst) DeleteProxy(ctx context.Context, req activities.ProxyDelete) (activities.ProxyDeleteOutcome, error) {
+	c.once.Do(func() {
+		_, err := served[workflows.CreateProxyResult](c.t, accepted(c.t)(c.Client.Create(ctx, createInput(req.UID))))
+		assert.NoError(c.t, err)
+	})
+	return c.EntityProxies.DeleteProxy(ctx, req)
+}
+
+func TestE2E_aCollectionDoesNotDestroyAProxyCreatedSinceItLooked(t *testing.T) {
+	cluster := newCluster()
+	s := newStack(t, cluster, fastConfig(t), client.Options{})
+	// The stack's worker, with a create asked for between the collection's look and its delete.
+	s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
+		(&workflows.Workflows{Config: s.cfg}).Register(r)
+		r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, StartInput: s.startInput, Runs: s.startInput,
+			Proxies: &createsFirst{EntityProxies: starter.EntityProxies{Client: s.starter}, t: t}})
+	})
+	const recreated = "recreated-proxy"
+	_, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(recreated)))
+	require.NoError(t, err)
+	vm := markedVM(t, cluster, recreated)
+
+	res, err := result[workflows.CollectGarbageResult](t, s.startGC("collect", workflows.CollectGarbageInput{Keep: []string{uid}, Grace: time.Millisecond}))
+
+	require.NoError(t, err)
+	require.Len(t, res.VMs, 1)
+	assert.Equal(t, workflows.GarbageSkipped, res.VMs[0].Outcome)
+	assert.Contains(t, res.VMs[0].Detail, "the proxy is wanted again")
+	assert.False(t, res.Failed())
+	assert.Equal(t, vm, markedVM(t, cluster, recreated), "the proxy created again is left alone")
+	assert.Equal(t, workflows.ProxyPresent, s.proxyStatus(recreated).Phase)
 }

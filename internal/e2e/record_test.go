@@ -12,6 +12,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,6 +23,8 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
@@ -30,9 +33,6 @@ import (
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
-
-// otherUID is another proxy's, whose clone this proxy's create meets.
-const otherUID = "7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f"
 
 func TestRecordHistories(t *testing.T) {
 	scenarios := []struct {
@@ -126,6 +126,83 @@ func TestRecordHistories(t *testing.T) {
 				queued := created(t, s, createInput(uid))
 				serve[workflows.CreateProxyResult](t, first)
 				return queued
+			}},
+		// The admission as pveflow 1.0 ran it: grants, a queue told its places, and the lease of
+		// a terminated create reclaimed. Its runs auto-upgrade, so later builds must replay it.
+		{name: "clone-admission-1.0",
+			cluster: func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 3 * time.Second} },
+			config:  func(c *config.Config) { c.Clones.PerStorage = 1 },
+			run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+				first := s.startCreate(createInput(otherUID))
+				eventually(t, "the first create clones", func() bool { return c.CallCount("Clone") > 0 })
+				second, third := s.startCreate(createInput(uid)), s.startCreate(createInput(thirdUID))
+				admission := s.client.GetWorkflow(context.Background(), workflows.CloneAdmissionWorkflowID(workflows.DefaultTaskQueue, "pve1/local-lvm"), "")
+				eventually(t, "two creates queue", func() bool { return len(admissionState(t, s, admission).Waiting) == 2 })
+				holder := s.operation(otherUID, workflows.OpCreate)
+				require.NoError(t, s.client.TerminateWorkflow(context.Background(), holder.GetID(), holder.GetRunID(), "a person stops the create"))
+				_, err := served[workflows.CreateProxyResult](t, first)
+				require.Error(t, err)
+				serve[workflows.CreateProxyResult](t, second)
+				serve[workflows.CreateProxyResult](t, third)
+				eventually(t, "the admission is idle", func() bool {
+					st := admissionState(t, s, admission)
+					return len(st.Holders) == 0 && len(st.Waiting) == 0
+				})
+				return admission
+			}},
+		// The admission as it runs now: grants; a create stopped by a delete while it clones,
+		// whose lease covers the clone until it ends; a terminated create's lease reclaimed; and,
+		// idle, a cancel that closes it.
+		{name: "clone-admission",
+			cluster: func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 3 * time.Second} },
+			config:  func(c *config.Config) { c.Clones.PerStorage = 1 },
+			run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+				first := s.startCreate(createInput(otherUID))
+				eventually(t, "the first create clones", func() bool { return c.CallCount("TaskStatus") > 0 })
+				second, third := s.startCreate(createInput(uid)), s.startCreate(createInput(thirdUID))
+				admission := admissionOfHome(s)
+				eventually(t, "two creates queue", func() bool { return len(admissionState(t, s, admission).Waiting) == 2 })
+				serve[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: otherUID}))
+				_, err := served[workflows.CreateProxyResult](t, first)
+				require.Error(t, err)
+				eventually(t, "the second create holds the lease", func() bool {
+					st := admissionState(t, s, admission)
+					return len(st.Holders) == 1 && st.Holders[0].WorkflowID == workflows.ProxyWorkflowID(uid)+"/create"
+				})
+				holder := s.operation(uid, workflows.OpCreate)
+				require.NoError(t, s.client.TerminateWorkflow(context.Background(), holder.GetID(), holder.GetRunID(), "a person stops the create"))
+				_, err = served[workflows.CreateProxyResult](t, second)
+				require.Error(t, err)
+				serve[workflows.CreateProxyResult](t, third)
+				eventually(t, "the admission is idle", func() bool {
+					st := admissionState(t, s, admission)
+					return len(st.Holders)+len(st.Waiting)+len(st.Covered) == 0
+				})
+				require.NoError(t, s.client.CancelWorkflow(context.Background(), admission.GetID(), ""))
+				require.ErrorAs(t, admission.Get(context.Background(), nil), new(*temporal.CanceledError))
+				return admission
+			}},
+		{name: "clone-admission-continued-as-new",
+			config: func(c *config.Config) {
+				c.Clones.PerStorage = 2
+				c.Clones.HistoryEvents = 100
+			},
+			run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+				var reqs []*starter.Request
+				for i := range 12 {
+					reqs = append(reqs, s.startCreate(createInput(fmt.Sprintf("admission-uid-%02d", i))))
+				}
+				admission := admissionOfHome(s)
+				eventually(t, "the admission runs", func() bool { return len(admissionState(t, s, admission).Holders) > 0 })
+				desc, err := s.client.DescribeWorkflowExecution(context.Background(), admission.GetID(), "")
+				require.NoError(t, err)
+				firstRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+				for _, r := range reqs {
+					serve[workflows.CreateProxyResult](t, r)
+				}
+				run := s.client.GetWorkflow(context.Background(), admission.GetID(), firstRun)
+				require.ErrorAs(t, run.GetWithOptions(context.Background(), nil, client.WorkflowRunGetOptions{DisableFollowingRuns: true}), new(*workflow.ContinueAsNewError))
+				return run
 			}},
 		{name: "delete-stops-running-create", cluster: func(o *pvesim.Options) {
 			o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second}
@@ -276,13 +353,6 @@ func deleted(t *testing.T, s *stack, uid string) client.WorkflowRun {
 	t.Helper()
 	serve[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
 	return s.operation(uid, workflows.OpDelete)
-}
-
-// serve requires that the request r is served without error.
-func serve[T any](t *testing.T, r *starter.Request) {
-	t.Helper()
-	_, err := served[T](t, r)
-	require.NoError(t, err)
 }
 
 // closingSoon makes an entity close a few seconds after its proxy became absent, so that its

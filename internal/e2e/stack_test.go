@@ -58,6 +58,12 @@ func fastConfig(t testing.TB) config.Config {
 
 const uid = "0f5b1c9e-4a7d-4e8b-9a51-7c2e3d4f5a60"
 
+// otherUID is another proxy's, whose clone this proxy's create meets.
+const otherUID = "7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f"
+
+// thirdUID is a third proxy's, queued behind both.
+const thirdUID = "2c4e6a80-1b3d-4f5a-9c7e-8d0f1a2b3c4d"
+
 func createInput(uid string) workflows.CreateProxyInput {
 	return workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
 }
@@ -155,6 +161,13 @@ func served[T any](t testing.TB, r *starter.Request) (T, error) {
 	var res T
 	err := r.Get(ctx, &res)
 	return res, err
+}
+
+// serve requires that the request r is served without error.
+func serve[T any](t testing.TB, r *starter.Request) {
+	t.Helper()
+	_, err := served[T](t, r)
+	require.NoError(t, err)
 }
 
 // proxyStatus is the status that the entity of uid answers.

@@ -83,7 +83,7 @@ func (s Seed) metaData() (string, error) {
 		return "", ErrEmptyInstanceID
 	case s.Hostname == "":
 		return "", ErrEmptyHostname
-	case !isDNSLabel(s.Hostname):
+	case !IsDNSLabel(s.Hostname):
 		return "", fmt.Errorf("%w: %q", ErrInvalidHostname, s.Hostname)
 	}
 	// Marshalled rather than formatted so that an instance-id with YAML syntax in it is quoted.
@@ -97,9 +97,10 @@ func (s Seed) metaData() (string, error) {
 	return string(b), nil
 }
 
-// isDNSLabel reports whether s is an RFC 1123 label: 1 to 63 letters, digits and hyphens, with
-// no hyphen at either end.
-func isDNSLabel(s string) bool {
+// IsDNSLabel reports whether s is an RFC 1123 label: 1 to 63 ASCII letters (either case), digits
+// and hyphens, with no hyphen at either end. cloud-init sets the guest's hostname from
+// local-hostname, which must be one.
+func IsDNSLabel(s string) bool {
 	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
 		return false
 	}

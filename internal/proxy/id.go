@@ -13,16 +13,14 @@ import (
 	"strings"
 
 	"github.com/pveflow/pveflow/internal/config"
-	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/nocloud"
 )
 
-// nameEncoding is RFC 4648 base32 in lower case: a DNS label may not hold upper case, and PVE
-// names are DNS names.
+// nameEncoding is RFC 4648 base32 in lower case, as hostnames are written.
 var nameEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // NameFromUID is the VM name of the proxy with this UID: "proxy-" and 16 base32 characters
-// (80 bits) of the UID's SHA-256, 22 characters in all. The name is a valid DNS label, so it is
-// also the guest's hostname.
+// (80 bits) of the UID's SHA-256, 22 characters in all. ValidateName accepts it.
 func NameFromUID(uid string) string {
 	sum := sha256.Sum256([]byte(uid))
 	return namePrefix + nameEncoding.EncodeToString(sum[:10])
@@ -31,21 +29,21 @@ func NameFromUID(uid string) string {
 // namePrefix begins every name NameFromUID makes.
 const namePrefix = "proxy-"
 
-// MayBeProxy says whether a VM that cluster resources lists may be a proxy's, so that its
-// config is worth reading for the mark: a VM (not a container, not a template) with pveflow's
-// Tag or a name as NameFromUID makes them. Only the mark decides whose a VM is; this spares a
-// list the config of every other VM. A proxy created with a name of its own is found by its
-// Tag, which its create sets.
-func MayBeProxy(r pve.VMResource) bool {
-	return r.Type == "qemu" && !r.Template && (HasTag(r.Tags) || strings.HasPrefix(r.Name, namePrefix))
-}
+// vmidRE is PVE's own VMID format: 100 to 999999999, without sign or leading zero.
+var vmidRE = regexp.MustCompile(`^[1-9][0-9]{2,8}$`)
 
-var (
-	// vmidRE is PVE's own VMID format: 100 to 999999999, without sign or leading zero.
-	vmidRE = regexp.MustCompile(`^[1-9][0-9]{2,8}$`)
-	// dnsLabelRE is an RFC 1123 label in lower case, as NameFromUID makes them.
-	dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-)
+// ValidateName reports why name cannot be a proxy VM's name, or nil. It is the one rule for
+// names, checked before any Proxmox call: an RFC 1123 label, 1 to 63 ASCII letters, digits and
+// '-', neither first nor last a '-'. PVE takes a DNS name (dots too), but the name is also the
+// guest's hostname, cloud-init's local-hostname, which must be a label. Letters keep their case
+// everywhere, in the provider ID too, so every name it accepts round-trips through
+// FormatProviderID and ParseProviderID.
+func ValidateName(name string) error {
+	if !nocloud.IsDNSLabel(name) {
+		return fmt.Errorf("name %q is not a DNS label: want 1 to 63 ASCII letters, digits and '-', not starting or ending with '-'", name)
+	}
+	return nil
+}
 
 // FormatProviderID is the provider ID of a proxy VM, "vms/<vmid>/<name>". It names no node:
 // VMs migrate, so the node is looked up on every call.
@@ -62,8 +60,8 @@ func ParseProviderID(id string) (vmid int, name string, err error) {
 	if !vmidRE.MatchString(parts[1]) {
 		return 0, "", fmt.Errorf("provider id %q: vmid %q is not a number in 100..999999999", id, parts[1])
 	}
-	if !dnsLabelRE.MatchString(parts[2]) {
-		return 0, "", fmt.Errorf("provider id %q: name %q is not a DNS label", id, parts[2])
+	if err := ValidateName(parts[2]); err != nil {
+		return 0, "", fmt.Errorf("provider id %q: %w", id, err)
 	}
 	vmid, _ = strconv.Atoi(parts[1])
 	return vmid, parts[2], nil

@@ -76,14 +76,6 @@ func MergeTags(existing string, extra ...string) string {
 	return strings.Join(slices.Compact(tags), ";")
 }
 
-// HasTag reports whether a VM's tags, as PVE lists them, include Tag. PVE separates tags with
-// ';' (and accepts ',' and spaces) and may fold their case.
-func HasTag(tags string) bool {
-	return slices.ContainsFunc(splitTags(tags), func(t string) bool {
-		return strings.EqualFold(t, Tag)
-	})
-}
-
 // OwnerOf is the one rule for whose VM a config is: the UID in its mark. A VM without a mark
 // (made by hand, or by another tool) has owner "". known is false only while a clone copies its
 // disks under PVE's temporary config ("lock: clone" and no mark yet): the clone's caller wrote a

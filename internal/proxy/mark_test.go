@@ -96,28 +96,6 @@ func TestParseDescription_table(t *testing.T) {
 	}
 }
 
-func TestHasTag_table(t *testing.T) {
-	tests := []struct {
-		tags string
-		want bool
-	}{
-		{"proxy_operator", true},
-		{"a;proxy_operator;z", true},
-		{"a,proxy_operator", true},
-		{"a proxy_operator", true},
-		{"Proxy_Operator", true},
-		{" ; proxy_operator ; ", true},
-		{"", false},
-		{"proxy-operator", false},
-		{"proxy_operator2", false},
-		{"xproxy_operator", false},
-		{"a;b", false},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, HasTag(tt.tags), "tags %q", tt.tags)
-	}
-}
-
 func TestOwnerOf_table(t *testing.T) {
 	mark := FormatDescription(Mark{UID: "uid-a", CreatedAt: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)})
 	tests := map[string]struct {

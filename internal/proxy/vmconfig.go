@@ -124,3 +124,26 @@ func MACFromNet(net string) string {
 	}
 	return ""
 }
+
+// driveBuses are PVE's drive buses and how many drives each takes (qm.conf: ide0-3, sata0-5,
+// scsi0-30, virtio0-15).
+var driveBuses = []struct {
+	bus    string
+	drives int
+}{{"ide", 4}, {"sata", 6}, {"scsi", 31}, {"virtio", 16}}
+
+// ISOVolumes are the ISO images a VM's drives refer to, such as "local:iso/seed.iso" of
+// "ide2: local:iso/seed.iso,media=cdrom", in drive order. The keys are walked in a fixed order,
+// not the config's, so that a workflow may call it.
+func ISOVolumes(cfg pve.VMConfig) []string {
+	var out []string
+	for _, b := range driveBuses {
+		for i := range b.drives {
+			volid, _, _ := strings.Cut(cfg[fmt.Sprint(b.bus, i)], ",")
+			if strings.Contains(volid, ":iso/") {
+				out = append(out, volid)
+			}
+		}
+	}
+	return out
+}

@@ -171,3 +171,16 @@ func TestMACFromNet_table(t *testing.T) {
 		assert.Equal(t, tt.want, MACFromNet(tt.net), "net %q", tt.net)
 	}
 }
+
+func TestISOVolumes_areTheISOsOfEveryDriveAndNothingElse(t *testing.T) {
+	cfg := pve.VMConfig{
+		"ide2":     "local:iso/pveflow-seed-abc.iso,media=cdrom",
+		"sata5":    "nfs:iso/debian.iso,media=cdrom",
+		"scsi0":    "local-lvm:vm-100-disk-0,size=20G",
+		"ide0":     "none,media=cdrom",
+		"net0":     "virtio=BC:24:11:2E:C5:4A,bridge=vmbr0",
+		"cicustom": "user=local:snippets/u.yaml",
+	}
+
+	assert.Equal(t, []string{"local:iso/pveflow-seed-abc.iso", "nfs:iso/debian.iso"}, ISOVolumes(cfg))
+}

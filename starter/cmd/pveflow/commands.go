@@ -40,6 +40,9 @@ printed.`,
 			if err := checkUID(cmd, in.UID); err != nil {
 				return err
 			}
+			if err := workflows.ValidateName(in.Name); err != nil {
+				return usageError{fmt.Errorf("create: --name: %w", err)}
+			}
 			if userDataFile != "" {
 				data, err := readUserData(cmd, userDataFile)
 				if err != nil {
@@ -54,7 +57,7 @@ printed.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&in.UID, "uid", "", "the proxy's `UID` (required)")
-	f.StringVar(&in.Name, "name", "", "the VM's `NAME`; the default is derived from the UID")
+	f.StringVar(&in.Name, "name", "", "the VM's `NAME`, also the guest's hostname: a DNS label of 1 to 63 letters, digits and '-', not starting or ending with '-'; the default is derived from the UID")
 	f.StringVar(&in.Zone, "zone", "", "the `NODE` to place the VM on; the default is the node with the most free memory")
 	f.StringVar(&in.Image, "image", "", "the `IMAGE`: a template of the configuration")
 	f.StringVar(&in.MachineType, "machine-type", "", "the machine `TYPE` of the configuration: cores, memory, disk")

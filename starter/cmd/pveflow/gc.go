@@ -71,12 +71,14 @@ func (c *cli) gcCommand() *cobra.Command {
 	var grace time.Duration
 	cmd := &cobra.Command{
 		Use:   "gc (--keep UID | --keep-file F | --keep-command CMD)... | --all [--dry-run] [--grace D]",
-		Short: "Delete the VMs with pveflow's mark whose UID is not kept, and the seed ISOs no VM has",
-		Long: `Deletes the VMs with pveflow's mark whose UID is not kept, each through the DeleteProxy of its
-UID, and the seed ISOs no VM has. --keep, --keep-file (one UID a line, # comments) and
---keep-command (run with sh -c, prints one UID a line) repeat, and add up; the kept set is read
-just before the run. An empty kept set is refused: --all keeps none. --dry-run lists what would
-be deleted. Nothing younger than --grace is taken; a UID whose create or delete runs is skipped.
+		Short: "Delete the VMs with pveflow's mark whose UID is not kept, and the orphan seed ISOs",
+		Long: `Deletes the VMs with pveflow's mark whose UID is not kept, each through a delete request to the
+entity of its UID, and the seed ISOs that no VM refers to and whose UID no VM carries (a VM
+whose config cannot be read keeps every seed ISO). --keep, --keep-file (one UID a line,
+# comments) and --keep-command (run with sh -c, prints one UID a line) repeat, and add up; the
+kept set is read just before the run. An empty kept set is refused: --all keeps none. --dry-run
+lists what would be deleted. Nothing younger than --grace is taken; a UID whose create runs, or
+that was created or changed again since the run began, is skipped.
 Exits 1 when a deletion failed, after printing what became of each.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

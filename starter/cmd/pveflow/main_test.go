@@ -53,6 +53,7 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 		{"unknown help topic", []string{"help", "resize"}, `help: unknown command "resize"`},
 		{"unknown shell", []string{"completion", "tcsh"}, `completion: want bash or zsh, not "tcsh"`},
 		{"bad duration", []string{"gc", "--all", "--grace", "soon"}, `gc: invalid argument "soon" for "--grace" flag`},
+		{"name that is not a DNS label", []string{"create", "--uid", "x", "--name", "egress.eu-1"}, `create: --name: name "egress.eu-1" is not a DNS label`},
 		{"user-data file that is not there", []string{"create", "--uid", "x", "--user-data-file", "no-such-proxy.yaml"}, "create: --user-data-file: open no-such-proxy.yaml: no such file or directory"},
 		{"phase that is none", []string{"list", "--phase", "presnt"}, `list: --phase "presnt" is not a phase: want one of absent, `},
 		{"update that changes nothing", []string{"update", "--uid", "x"}, "update: give at least one of --machine-type, --user-data-file, --image"},

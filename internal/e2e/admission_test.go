@@ -1,0 +1,100 @@
+package e2e_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/starter"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// The clone admission together with the creates that start it and ask it, on the real server:
+// what the workflow tests in package workflows cannot show, as one test environment runs one
+// workflow.
+
+// admissionOfHome is the admission run of the simulator's default template storage.
+func admissionOfHome(s *stack) client.WorkflowRun {
+	return s.client.GetWorkflow(context.Background(), workflows.CloneAdmissionWorkflowID(workflows.DefaultTaskQueue, "pve1/local-lvm"), "")
+}
+
+// admissionState asks the admission run for its holders and queue; one not running yet answers
+// that someone waits.
+func admissionState(t *testing.T, s *stack, admission client.WorkflowRun) workflows.AdmissionState {
+	t.Helper()
+	var st workflows.AdmissionState
+	v, err := s.client.QueryWorkflow(context.Background(), admission.GetID(), admission.GetRunID(), workflows.AdmissionQuery)
+	if err == nil {
+		err = v.Get(&st)
+	}
+	if err != nil {
+		return workflows.AdmissionState{Waiting: []workflows.Holder{{}}}
+	}
+	return st
+}
+
+// oneCloneAtATime is a stack whose creates clone one at a time, each clone taking cloneFor.
+func oneCloneAtATime(t *testing.T, cloneFor time.Duration) (*stack, *pvesim.Cluster) {
+	cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": cloneFor} })
+	cfg := fastConfig(t)
+	cfg.Clones.PerStorage = 1
+	return startStack(t, cluster, cfg), cluster
+}
+
+func TestE2E_cancellingTheCreateThatStartedTheAdmissionLeavesTheAdmissionRunning(t *testing.T) {
+	s, cluster := oneCloneAtATime(t, 4*time.Second)
+	create := s.startCreate(createInput(uid)) // the first create: it starts the admission
+	eventually(t, "the create clones", func() bool { return cluster.CallCount("Clone") > 0 })
+
+	_, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	require.NoError(t, err)
+	_, err = served[workflows.CreateProxyResult](t, create)
+	require.Equal(t, starter.FailSuperseded, starter.FailureType(err), "%v", err)
+
+	desc, err := s.client.DescribeWorkflowExecution(context.Background(), admissionOfHome(s).GetID(), "")
+	require.NoError(t, err)
+	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.GetWorkflowExecutionInfo().GetStatus())
+	serve[workflows.CreateProxyResult](t, s.startCreate(createInput(otherUID)))
+}
+
+func TestE2E_aCreateStoppedWhileCloningKeepsItsLeaseUntilTheCloneEnds(t *testing.T) {
+	s, cluster := oneCloneAtATime(t, 6*time.Second)
+	first := s.startCreate(createInput(uid))
+	eventually(t, "the first create waits for its clone", func() bool { return cluster.CallCount("TaskStatus") > 0 })
+	second := s.startCreate(createInput(otherUID))
+	eventually(t, "the second create queues", func() bool { return len(admissionState(t, s, admissionOfHome(s)).Waiting) == 1 })
+
+	_, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	require.NoError(t, err)
+	_, err = served[workflows.CreateProxyResult](t, first)
+	require.Error(t, err)
+	serve[workflows.CreateProxyResult](t, second)
+
+	assert.Equal(t, 1, cluster.MaxConcurrentClones("pve1", "local-lvm"), "clones.perStorage is 1: %+v", cluster.CloneRuns())
+}
+
+func TestE2E_aQueuedCreatesProgressShowsItsPlaceFromTheAdmission(t *testing.T) {
+	s, cluster := oneCloneAtATime(t, 6*time.Second)
+	first := s.startCreate(createInput(uid))
+	eventually(t, "the first create clones", func() bool { return cluster.CallCount("Clone") > 0 })
+	second := s.startCreate(createInput(otherUID))
+	eventually(t, "the second create queues", func() bool { return len(admissionState(t, s, admissionOfHome(s)).Waiting) == 1 })
+	third := s.startCreate(createInput(thirdUID))
+	eventually(t, "the third create queues", func() bool { return len(admissionState(t, s, admissionOfHome(s)).Waiting) == 2 })
+
+	progress, err := s.starter.Progress(context.Background(), thirdUID, starter.Create)
+
+	require.NoError(t, err)
+	assert.Equal(t, workflows.PhaseQueued, progress.Phase)
+	assert.Equal(t, 1, progress.QueuedBehind)
+	assert.Contains(t, progress.Step, "1 ahead")
+	for _, r := range []*starter.Request{first, second, third} {
+		serve[workflows.CreateProxyResult](t, r)
+	}
+}
