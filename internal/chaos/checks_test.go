@@ -19,7 +19,8 @@ import (
 
 // settle waits, up to the scenario's settle time, until the only open workflows are the
 // long-lived ones, idle: Proxy entities that run no operation and queue no request, and clone
-// admissions in which nobody holds a lease or waits for one. What is still open then is stuck,
+// admissions in which nobody holds a lease or waits for one, and no clone whose lease was given
+// back still counts. What is still open then is stuck,
 // and each is a failure with what it was doing.
 func (r *run) settle() {
 	deadline := time.Now().Add(r.sc.settle)
@@ -87,8 +88,8 @@ func (r *run) whyBusy(ctx context.Context, id, typ string) string {
 		if err := val.Get(&st); err != nil {
 			return err.Error()
 		}
-		if len(st.Holders) > 0 || len(st.Waiting) > 0 {
-			return fmt.Sprintf("leases held by %v, waiting %v", st.Holders, st.Waiting)
+		if len(st.Holders) > 0 || len(st.Waiting) > 0 || len(st.Covered) > 0 {
+			return fmt.Sprintf("leases held by %v, waiting %v, clones covered after their lease %v", st.Holders, st.Waiting, st.Covered)
 		}
 		return ""
 	}
