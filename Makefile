@@ -2,6 +2,7 @@
 #   make run    the whole thing on this machine: Temporal + UI, the Proxmox simulator, a worker,
 #               and a demo proxy created and deleted
 #   make test   every test
+#   make chaos  the long chaos run (docs/reliability.md); make test runs its short version
 GO ?= go
 BIN := $(CURDIR)/bin
 TOOLS := $(BIN)/tools
@@ -16,7 +17,7 @@ TEMPORAL_BIN := bin/pveflow-temporal
 export PVEFLOW_TEMPORAL_BIN := $(CURDIR)/$(TEMPORAL_BIN)
 
 .PHONY: all build test test-pveflow test-devserver test-integration-proxmox compose-check lint vet fmt-check staticcheck \
-	workflowcheck bench histories run run-stalled announce clean $(TEMPORAL_BIN)
+	workflowcheck bench chaos histories run run-stalled announce clean $(TEMPORAL_BIN)
 
 all: build test
 
@@ -84,6 +85,12 @@ workflowcheck: $(TOOLS)/workflowcheck
 # time it gets; the timeout leaves room for both of its runs.
 bench: $(TEMPORAL_BIN)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+
+# The long chaos run: 120 proxies created and deleted while the workers are SIGKILLed every 5 to
+# 20 s, the server once, and 20% of Proxmox calls fail (docs/reliability.md). It takes about 8
+# minutes; PVEFLOW_CHAOS_SEED picks another seed.
+chaos: $(TEMPORAL_BIN)
+	PVEFLOW_CHAOS_LONG=1 $(GO) test -count=1 -v -timeout 60m -run TestChaos ./internal/chaos/
 
 # Records, from real runs on temporaltest, the scenarios that have no history in
 # testdata/histories yet. An existing history is never recorded again: old ones must replay.

@@ -28,6 +28,11 @@ type faults struct {
 	stallClone map[int]bool
 	crashClone map[int]bool
 	stallAgent map[int]bool
+	// taskLock is the exit status a random lock fault gives the task of the call that runs,
+	// empty for none.
+	taskLock string
+	// chaos counts the random faults by kind.
+	chaos [chaosKinds]int
 }
 
 func newFaults() faults {
@@ -208,9 +213,14 @@ func (c *Cluster) injected(method string) error {
 	return nil
 }
 
-// taskExit is the exit status of a task of type typ that would end with exit: the one a
-// FailTask queued for the type if the task would succeed, else exit. The caller holds the lock.
+// taskExit is the exit status of a task of type typ that would end with exit: if the task would
+// succeed, the lock error a random fault gave the call starting it, or else the one a FailTask
+// queued for the type; otherwise exit. The caller holds the lock.
 func (c *Cluster) taskExit(typ, exit string) string {
+	if c.faults.taskLock != "" && succeeded(exit) {
+		exit, c.faults.taskLock = c.faults.taskLock, ""
+		return exit
+	}
 	q := c.faults.failTask[typ]
 	if len(q) == 0 || !succeeded(exit) {
 		return exit

@@ -66,6 +66,12 @@ type Options struct {
 	TransientErrorRate float64
 	// DropConnectionRate is the share of calls that fail with ErrDropConnection.
 	DropConnectionRate float64
+	// FaultRate is the share of calls that fail the ways PVE fails, drawn at random with Seed
+	// and in equal parts: a 500 of pvedaemon's, pveproxy's 595 and 596 before the call ran, a
+	// lock error (the call refused, or its task failed, as PVE does for that call), and, after
+	// the call took effect, pveproxy's 596 timeout, a dropped connection, or an answer held
+	// until the client gives up (ErrAnswerHeld). For chaos runs (docs/reliability.md).
+	FaultRate float64
 	// StallClones makes every clone task run forever, as a clone stuck on its storage does.
 	StallClones bool
 	// StorageLockHold is how long allocating one disk holds its storage's lock, as lvcreate or
@@ -156,6 +162,7 @@ type Cluster struct {
 	pools     map[string]bool
 	transient float64
 	drop      float64
+	faultRate float64
 	epoch     time.Time // the nodes' boot time, for uptimes and pstart
 
 	mu         sync.Mutex
@@ -265,6 +272,7 @@ func New(opts Options) *Cluster {
 		pools:      make(map[string]bool),
 		transient:  opts.TransientErrorRate,
 		drop:       opts.DropConnectionRate,
+		faultRate:  opts.FaultRate,
 		nodes:      make(map[string]*node),
 		vms:        make(map[int]*vm),
 		containers: make(map[int]Container),
@@ -530,22 +538,36 @@ func call[T any](c *Cluster, ctx context.Context, rec Call, fn func(now time.Tim
 	if err := c.enter(ctx, rec); err != nil {
 		return zero, err
 	}
-	return locked(c, rec.Method, fn)
+	return locked(c, rec, fn)
 }
 
-// locked is the second half of call, for UploadISO, which reads its body in between.
-func locked[T any](c *Cluster, method string, fn func(now time.Time) (T, error)) (T, error) {
+// locked is the second half of call, for UploadISO, which reads its body in between. A random
+// fault (Options.FaultRate) fails the call before fn runs, or replaces the answer of an fn that
+// succeeded.
+func locked[T any](c *Cluster, rec Call, fn func(now time.Time) (T, error)) (T, error) {
 	var zero T
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	c.advance(now)
-	if err := c.injected(method); err != nil {
+	if err := c.injected(rec.Method); err != nil {
 		return zero, err
 	}
+	fault, chaos := c.drawChaos()
+	if chaos {
+		if err := c.chaosBefore(fault, rec); err != nil {
+			return zero, c.render(err)
+		}
+	}
 	v, err := fn(now)
+	c.faults.taskLock = ""
 	if err != nil {
 		return zero, c.render(err)
+	}
+	if chaos {
+		if err := chaosAfter(fault); err != nil {
+			return zero, err
+		}
 	}
 	return v, nil
 }

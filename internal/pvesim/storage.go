@@ -136,7 +136,7 @@ func (c *Cluster) UploadISO(ctx context.Context, node, storage, filename string,
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	return locked(c, "UploadISO", func(now time.Time) (pve.UPID, error) {
+	return locked(c, Call{Method: "UploadISO", Node: node}, func(now time.Time) (pve.UPID, error) {
 		if readErr != nil {
 			return "", readErr
 		}

@@ -276,6 +276,10 @@ var build struct {
 	err  error
 }
 
+// Binary returns the path of pveflow-temporal, BinEnv's or one built for this test binary, for
+// a test that runs the server itself: the chaos test kills it and starts it again on its data.
+func Binary() (string, error) { return binary() }
+
 // binary returns the path of pveflow-temporal: BinEnv's, or one built for this test binary.
 func binary() (string, error) {
 	if bin := os.Getenv(BinEnv); bin != "" {

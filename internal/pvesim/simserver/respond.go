@@ -62,6 +62,8 @@ func (s *Server) writeFailure(w http.ResponseWriter, r *http.Request, err error)
 		return s.writePlain(w, r, httpErr.status, httpErr.msg)
 	case errors.Is(err, pvesim.ErrDropConnection), errors.Is(err, context.Canceled):
 		return s.drop(w, r)
+	case errors.Is(err, pvesim.ErrAnswerHeld):
+		return s.hold(w, r)
 	}
 	return s.writeAPIError(w, r, &pve.APIError{Status: http.StatusInternalServerError, Message: err.Error()})
 }
@@ -73,6 +75,10 @@ func (s *Server) writeFailure(w http.ResponseWriter, r *http.Request, err error)
 func (s *Server) writeAPIError(w http.ResponseWriter, r *http.Request, e *pve.APIError) int {
 	if e.Status == http.StatusNotImplemented {
 		return s.writeError(w, r, e.Status, cmp.Or(e.Reason, e.Message), textContentType, []byte(e.Text()))
+	}
+	if e.Status >= statusRelayFirst && e.Message == "" {
+		// AnyEvent::HTTP's statuses, which pveproxy relays with their reason and no body.
+		return s.writeError(w, r, e.Status, e.Reason, "", nil)
 	}
 	payload := struct {
 		Data    any               `json:"data"`
@@ -167,6 +173,25 @@ func (s *Server) writeRaw(w http.ResponseWriter, r *http.Request, status int, re
 		s.log.Debug("pvesim write answer", "status", status, "error", err)
 	}
 	return status
+}
+
+// statusRelayFirst is the first of AnyEvent::HTTP's own statuses (595-599), which pveproxy
+// relays when it could not reach pvedaemon or another node.
+const statusRelayFirst = 595
+
+// heldAnswerLimit bounds how long hold keeps a connection, should the client never give up.
+const heldAnswerLimit = 2 * time.Minute
+
+// hold answers nothing until the client gives up (or heldAnswerLimit passes), then drops the
+// connection: a call whose answer is stuck behind a busy pvedaemon.
+func (s *Server) hold(w http.ResponseWriter, r *http.Request) int {
+	t := time.NewTimer(heldAnswerLimit)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+	return s.drop(w, r)
 }
 
 // drop closes the connection without answering, as a crashed or restarted pveproxy would.

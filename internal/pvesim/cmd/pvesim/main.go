@@ -54,6 +54,9 @@ func run() error {
 	stallClones := flag.Bool("stall-clones", false, "let every clone task run forever, as a clone stuck on its storage does")
 	storageLockHold := flag.Duration("storage-lock-hold", 0, "how long allocating a clone's disk holds its storage's lock; a clone that waits over 10 s for it fails as on PVE (0: no contention)")
 	pve82 := flag.Bool("pve82", false, "answer errors like PVE before 8.3: the message only in the reason phrase")
+	faultRate := flag.Float64("fault-rate", 0, "`share` of API calls that fail as PVE fails (5xx, 595/596, locks, answers lost or held after the effect), for chaos runs")
+	faultSeed := flag.Int64("fault-seed", 1, "`seed` of the random faults")
+	stateListen := flag.String("state-listen", "", "loopback `address` serving the cluster's state (VMs, volumes, clone log, faults) as JSON at /state, over plain HTTP; off when empty")
 	debug := flag.Bool("debug", false, "log every request")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -61,6 +64,9 @@ func run() error {
 	}
 	if *taskScale < 0 {
 		return errors.New("-task-scale must not be negative")
+	}
+	if *faultRate < 0 || *faultRate > 1 {
+		return errors.New("-fault-rate must be between 0 and 1")
 	}
 
 	level := slog.LevelInfo
@@ -81,13 +87,15 @@ func run() error {
 	opts.StallClones = *stallClones
 	opts.StorageLockHold = *storageLockHold
 	opts.PVE82 = *pve82
+	opts.FaultRate, opts.Seed = *faultRate, *faultSeed
 	opts.TaskDurations = make(map[string]time.Duration, len(hostTaskDurations))
 	for typ, d := range hostTaskDurations {
 		opts.TaskDurations[typ] = time.Duration(float64(d) * *taskScale)
 	}
 
+	cluster := pvesim.New(opts)
 	srv, err := simserver.Start(simserver.Options{
-		API:       pvesim.New(opts),
+		API:       cluster,
 		Addr:      *listen,
 		Dir:       absDir,
 		TokenUser: *tokenUser,
@@ -102,6 +110,16 @@ func run() error {
 	fmt.Printf("  token file: %s\n", srv.TokenFile())
 	fmt.Printf("try:\n  curl --cacert '%s' -H \"Authorization: PVEAPIToken=$(cat '%s')\" %s/api2/json/version\n",
 		srv.CAFile(), srv.TokenFile(), srv.URL())
+
+	if *stateListen != "" {
+		url, closeState, err := serveState(cluster, *stateListen, logger)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		defer closeState()
+		fmt.Printf("pvesim state at %s\n", url)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
