@@ -169,21 +169,22 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 		}
 	}
 	d.t.phase(PhaseDestroying, "destroy "+ref.String())
-	summary := "destroy " + ref.String()
-	var upid pve.UPID
-	err = execute(d.ctx, d.s.callOptions(summary), a.Destroy, ref).Get(d.ctx, &upid)
-	if isType(err, activities.ErrNotFound) {
+	// A destroy task that fails on a lock (a backup's) destroyed nothing: it is made again, as
+	// a refused destroy call is, within the unlock budget.
+	step, err := d.redoOnLock("the destroy of "+ref.String(), func() (string, error) {
+		summary := "destroy " + ref.String()
+		var upid pve.UPID
+		if err := execute(d.ctx, d.s.callOptions(summary), a.Destroy, ref).Get(d.ctx, &upid); err != nil {
+			return summary, err
+		}
+		summary = "wait for destroy of " + ref.String()
+		return summary, waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Destroy, summary)
+	})
+	if isType(err, activities.ErrNotFound) || isTaskFailedWith(err, activities.ErrNotFound) {
 		return true, nil
 	}
 	if err != nil {
-		return false, fail(summary, err)
-	}
-	err = waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Destroy, "wait for destroy of "+ref.String())
-	if isTaskFailedWith(err, activities.ErrNotFound) {
-		return true, nil
-	}
-	if err != nil {
-		return false, fail("wait for destroy of "+ref.String(), err)
+		return false, fail(step, err)
 	}
 	return false, nil
 }

@@ -121,7 +121,7 @@ func TestDelete_lockedVMWaitedOnThenDestroyed(t *testing.T) {
 
 func TestDelete_destroyTaskFailureIsTransient(t *testing.T) {
 	w, _ := created(t)
-	w.cluster.FailTask("qmdestroy", "can't lock file '/var/lock/qemu-server/lock-1.conf' - got timeout")
+	w.cluster.FailTask("qmdestroy", "storage 'local-lvm' is not online")
 
 	_, err := w.delete(workflows.DeleteProxyInput{UID: uid})
 
@@ -135,4 +135,18 @@ func TestDelete_malformedProviderIDIsPermanent(t *testing.T) {
 
 	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
 	assert.Empty(t, w.cluster.Calls())
+}
+
+func TestDelete_waitsOutADestroyTaskThatFailsOnABackupLock(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.create(createInput())
+	require.NoError(t, err)
+	// PVE checks the lock inside the destroy task: the call was taken, its task failed.
+	w.cluster.FailTask("qmdestroy", "VM is locked (backup)")
+
+	_, err = w.delete(deleteInput())
+
+	require.NoError(t, err)
+	assert.Equal(t, 2, w.cluster.CallCount("Destroy"))
+	assert.Empty(t, w.vms())
 }
