@@ -241,6 +241,8 @@ type vm struct {
 	pool string
 	// paused is a running VM whose guest QEMU has stopped (Pause).
 	paused bool
+	// guest is the guest OS's own state.
+	guest guest
 }
 
 // defaultTaskDurations keep a test suite fast while still letting a poll see a task running.
@@ -468,8 +470,7 @@ func (c *Cluster) addVM(v VM, now time.Time) error {
 		}
 	}
 	if v.Running {
-		c.pid++
-		g.boot(c.pid, now.Add(-c.bootDelay))
+		c.boot(g, now.Add(-c.bootDelay))
 	}
 	c.vms[v.VMID] = g
 	return nil

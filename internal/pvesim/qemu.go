@@ -217,10 +217,13 @@ func (c *Cluster) VMStatus(ctx context.Context, node string, vmid int) (pve.VMSt
 	})
 }
 
-// boot is the VM starting now, as QEMU process pid: it runs with the config's cores and memory.
-func (g *vm) boot(pid int, at time.Time) {
-	g.running, g.paused, g.pid, g.startedAt = true, false, pid, at
+// boot is the VM starting now, as QEMU process pid: it runs with the config's cores and memory,
+// and its guest reads the NoCloud seed it finds.
+func (c *Cluster) boot(g *vm, at time.Time) {
+	c.pid++
+	g.running, g.paused, g.pid, g.startedAt = true, false, c.pid, at
 	g.bootCPUs, g.bootMemMiB = cpus(g.cfg), memoryMiB(g.cfg)
+	g.guest.seed = c.seedAtBoot(g)
 }
 
 // cpus and memoryMiB are the VM's cores and memory in effect: those it started with while it
@@ -261,8 +264,7 @@ func (c *Cluster) Start(ctx context.Context, node string, vmid int) (pve.UPID, e
 		if succeeded(t.exit) {
 			c.onEnd(t, func() {
 				if c.vms[vmid] == g && !g.running {
-					c.pid++
-					g.boot(c.pid, t.end)
+					c.boot(g, t.end)
 				}
 			})
 		}
@@ -350,8 +352,7 @@ func (c *Cluster) Reboot(ctx context.Context, node string, vmid int) (pve.UPID, 
 		if succeeded(t.exit) {
 			c.onEnd(t, func() {
 				if c.vms[vmid] == g && g.running {
-					c.pid++
-					g.boot(c.pid, t.end)
+					c.boot(g, t.end)
 				}
 			})
 		}

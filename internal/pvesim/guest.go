@@ -1,0 +1,83 @@
+package pvesim
+
+import (
+	"bytes"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/kdomanski/iso9660"
+)
+
+// guest is what the guest OS inside a VM keeps across its boots: what it found on its NoCloud
+// seed, the CD-ROM whose ISO has the volume label "cidata", as cloud-init does at each boot.
+type guest struct {
+	// seed is the seed's root files by name (meta-data, user-data, vendor-data,
+	// network-config) at the last boot; nil when that boot found no seed.
+	seed map[string]string
+}
+
+// seedLabel is the volume label cloud-init's NoCloud datasource looks for.
+const seedLabel = "cidata"
+
+// seedAtBoot is the NoCloud seed a guest booting now finds: the root files of the first CD-ROM
+// drive, in PVE's drive-key order, whose volume holds an ISO labelled "cidata"; nil when none
+// does. The caller holds c.mu.
+func (c *Cluster) seedAtBoot(g *vm) map[string]string {
+	keys := make([]string, 0, len(g.cfg))
+	for k, v := range g.cfg {
+		if isDiskKey(k) && isCDROM(v) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		sid, name, ok := strings.Cut(driveVolID(g.cfg[k]), ":")
+		if !ok {
+			continue
+		}
+		st, err := c.storageOn(g.node, sid)
+		if err != nil || st.volumes[name] == nil {
+			continue
+		}
+		if files, ok := readSeed(st.volumes[name].data); ok {
+			return files
+		}
+	}
+	return nil
+}
+
+// readSeed reads a NoCloud seed image: its root files, if it is an ISO 9660 image labelled
+// "cidata".
+func readSeed(data []byte) (map[string]string, bool) {
+	if len(data) == 0 {
+		return nil, false
+	}
+	img, err := iso9660.OpenImage(bytes.NewReader(data))
+	if err != nil {
+		return nil, false
+	}
+	if label, err := img.Label(); err != nil || !strings.EqualFold(label, seedLabel) {
+		return nil, false
+	}
+	root, err := img.RootDir()
+	if err != nil {
+		return nil, false
+	}
+	children, err := root.GetChildren()
+	if err != nil {
+		return nil, false
+	}
+	files := make(map[string]string, len(children))
+	for _, f := range children {
+		if f.IsDir() {
+			continue
+		}
+		content, err := io.ReadAll(f.Reader())
+		if err != nil {
+			return nil, false
+		}
+		files[f.Name()] = string(content)
+	}
+	return files, true
+}
