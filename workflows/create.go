@@ -39,6 +39,11 @@ type CreateProxyInput struct {
 	// InstanceID is cloud-init's instance-id on the seed ISO; empty means the UID. The proxy's
 	// entity gives a new one with each new user-data, so cloud-init runs it again.
 	InstanceID string `json:"instanceID,omitempty"`
+	// Addresses are net0's static addresses; empty takes DHCP's IPv4.
+	Addresses proxy.Addresses `json:"addresses,omitzero"`
+	// AddressPool names a configured address pool that gives net0's addresses, allocated per
+	// UID and freed when the proxy is deleted; empty allocates none. It excludes Addresses.
+	AddressPool string `json:"addressPool,omitempty"`
 }
 
 // MaxUserDataBytes is the most cloud-init user-data, in bytes, a CreateProxy takes: 64 KiB.
