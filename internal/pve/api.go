@@ -9,6 +9,7 @@ package pve
 import (
 	"context"
 	"io"
+	"strings"
 )
 
 // API is the Proxmox VE seam: one method per endpoint, named after what it does.
@@ -59,6 +60,12 @@ type API interface {
 	// StorageContent reads GET /nodes/{node}/storage/{storage}/content, filtered to one content
 	// type ("iso", "images", ...) unless content is empty.
 	StorageContent(ctx context.Context, node, storage, content string) ([]StorageVolume, error)
+	// TaskLog reads GET /nodes/{node}/tasks/{upid}/log: the whole log, in order. Its last line,
+	// once the task stopped, is "TASK OK", "TASK WARNINGS: N" or "TASK ERROR: ...".
+	TaskLog(ctx context.Context, node string, upid UPID) ([]TaskLogLine, error)
+	// Permissions reads GET /access/permissions?path=<path>: the token's effective privileges on
+	// path, with PVE's propagation and pools already applied.
+	Permissions(ctx context.Context, path string) (Privileges, error)
 }
 
 // Version is the answer of GET /version.
@@ -224,3 +231,33 @@ type CloneParams struct {
 	Storage string
 	Pool    string
 }
+
+// TaskLogLine is one line of GET /nodes/{node}/tasks/{upid}/log.
+type TaskLogLine struct {
+	// N is the line's number, from 1.
+	N int    `json:"n"`
+	T string `json:"t"`
+}
+
+// WarnPrefix starts each line a task's worker logs as a warning, one that counts towards its
+// "WARNINGS: N" exit status (pve-common src/PVE/RESTEnvironment.pm, sub warn: print STDERR
+// "WARN: $message\n"; $self->{warning_count}++). A plain Perl warn is logged without it and
+// counts for nothing.
+const WarnPrefix = "WARN: "
+
+// TaskWarnings are the warnings of a task's log: the text of each line that starts with
+// WarnPrefix, without it, in order.
+func TaskWarnings(log []TaskLogLine) []string {
+	var out []string
+	for _, l := range log {
+		if w, ok := strings.CutPrefix(l.T, WarnPrefix); ok {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Privileges are a token's privileges on one ACL path, as GET /access/permissions?path= answers
+// them: each privilege held, with whether it propagates to the paths below. A privilege not
+// held is absent.
+type Privileges map[string]bool

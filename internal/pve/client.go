@@ -623,3 +623,30 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	}
 	return k, err
 }
+
+// TaskLog reads GET /nodes/{node}/tasks/{upid}/log with limit=0, which PVE reads as "to the
+// end" (pve-common src/PVE/Tools.pm dump_logfile_by_filehandle: read_until_end when the limit
+// is 0); the default limit is 50 lines.
+func (c *Client) TaskLog(ctx context.Context, node string, upid UPID) ([]TaskLogLine, error) {
+	var lines []TaskLogLine
+	op := fmt.Sprintf("log of task %s on node %s", upid, node)
+	err := c.call(ctx, "TaskLog", op, http.MethodGet,
+		endpoint{template: "/nodes/{node}/tasks/{upid}/log", node: node, upid: upid}, url.Values{"limit": {"0"}}, &lines)
+	return lines, err
+}
+
+// Permissions reads GET /access/permissions?path=<path>. PVE answers {path: {privilege:
+// propagate}}, or {} when the token holds nothing there.
+func (c *Client) Permissions(ctx context.Context, path string) (Privileges, error) {
+	var answer map[string]Privileges
+	op := "permissions on " + path
+	err := c.call(ctx, "Permissions", op, http.MethodGet, endpoint{template: "/access/permissions"}, url.Values{"path": {path}}, &answer)
+	if err != nil {
+		return nil, err
+	}
+	privs := answer[path]
+	if privs == nil {
+		privs = Privileges{}
+	}
+	return privs, nil
+}

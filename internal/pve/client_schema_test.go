@@ -148,6 +148,14 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			_, err := c.StorageContent(ctx, node, "local", "iso")
 			return err
 		},
+		"TaskLog": func(ctx context.Context) error {
+			_, err := c.TaskLog(ctx, node, upid)
+			return err
+		},
+		"Permissions": func(ctx context.Context) error {
+			_, err := c.Permissions(ctx, "/vms/9000")
+			return err
+		},
 	}
 	api := reflect.TypeFor[pve.API]()
 	require.Len(t, calls, api.NumMethod())
@@ -170,5 +178,5 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			assert.Equal(t, ep.Path, lines[0]["path"], "the debug line names the schema's path template")
 		})
 	}
-	assert.Len(t, endpoints, 18, "the 18 calls reach 18 distinct endpoints")
+	assert.Len(t, endpoints, 20, "the 20 calls reach 20 distinct endpoints")
 }

@@ -225,7 +225,7 @@ func (c *Cluster) runClone(t *task, from time.Time, src *vm, p pve.CloneParams, 
 	delete(c.faults.crashClone, p.NewID)
 	delete(c.faults.stallClone, p.NewID)
 	if crashed {
-		t.exit = "unexpected status"
+		t.exit = crashedExit
 	}
 
 	g := &vm{

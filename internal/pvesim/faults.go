@@ -28,6 +28,8 @@ type faults struct {
 	stallClone map[int]bool
 	crashClone map[int]bool
 	stallAgent map[int]bool
+	// busyVolumes are the volume IDs a destroy cannot remove (BusyVolume).
+	busyVolumes map[string]bool
 	// taskLock is the exit status a random lock fault gives the task of the call that runs,
 	// empty for none.
 	taskLock string
@@ -37,12 +39,13 @@ type faults struct {
 
 func newFaults() faults {
 	return faults{
-		blocks:     make(map[string]chan struct{}),
-		failNext:   make(map[string][]error),
-		failTask:   make(map[string][]string),
-		stallClone: make(map[int]bool),
-		crashClone: make(map[int]bool),
-		stallAgent: make(map[int]bool),
+		blocks:      make(map[string]chan struct{}),
+		failNext:    make(map[string][]error),
+		failTask:    make(map[string][]string),
+		stallClone:  make(map[int]bool),
+		crashClone:  make(map[int]bool),
+		stallAgent:  make(map[int]bool),
+		busyVolumes: make(map[string]bool),
 	}
 }
 

@@ -379,12 +379,22 @@ func (c *Cluster) Destroy(ctx context.Context, node string, vmid int) (pve.UPID,
 			return "", serverErr(fmt.Sprintf("VM %d is running - destroy failed", vmid))
 		}
 		exit := workerLockText(g)
-		if exit == "" {
+		warnings, kept := c.busyDisks(g)
+		switch {
+		case exit != "":
+		case len(warnings) > 0:
+			exit = fmt.Sprintf("WARNINGS: %d", len(warnings))
+		default:
 			exit = "OK"
 		}
 		t := c.startTask(now, node, "qmdestroy", strconv.Itoa(vmid), exit)
 		if !succeeded(t.exit) {
 			return t.upid, nil
+		}
+		if t.exit == exit {
+			t.log = warnings
+		} else {
+			kept = nil // a FailTask fault's warnings: every disk stays, as before it
 		}
 		g.cfg["lock"] = "destroyed"
 		c.onEnd(t, func() {
@@ -392,12 +402,12 @@ func (c *Cluster) Destroy(ctx context.Context, node string, vmid int) (pve.UPID,
 				return
 			}
 			delete(c.vms, vmid)
-			if t.exit != "OK" {
+			if t.exit != "OK" && kept == nil {
 				return // the warnings are the disks it could not remove
 			}
 			for _, st := range c.nodes[g.node].storages {
 				for name := range st.volumes {
-					if volumeOwner(name) == vmid {
+					if volumeOwner(name) == vmid && !kept[st.ID+":"+name] {
 						delete(st.volumes, name)
 					}
 				}

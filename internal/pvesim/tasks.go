@@ -18,6 +18,8 @@ type task struct {
 	// yet. It is known by the time it comes: the event that decides it is never later.
 	end  time.Time
 	exit string
+	// log are the lines the worker logs before its last one, which its exit status gives.
+	log []string
 	// ended are the effects waiting for an end that is not known yet.
 	ended []func()
 }
@@ -72,15 +74,9 @@ func (c *Cluster) setEnd(t *task, end time.Time) {
 // node: PVE looks for the task's log file there.
 func (c *Cluster) TaskStatus(ctx context.Context, node string, upid pve.UPID) (pve.TaskStatus, error) {
 	return call(c, ctx, Call{Method: "TaskStatus", Node: node}, func(now time.Time) (pve.TaskStatus, error) {
-		if _, err := c.nodeNamed(node); err != nil {
+		t, err := c.taskOn(node, upid)
+		if err != nil {
 			return pve.TaskStatus{}, err
-		}
-		if _, err := pve.ParseUPID(upid); err != nil {
-			return pve.TaskStatus{}, paramErr(map[string]string{"upid": "unable to parse worker upid"})
-		}
-		t := c.tasks[upid]
-		if t == nil || t.info.Node != node {
-			return pve.TaskStatus{}, paramErr(map[string]string{"upid": "no such task"})
 		}
 		// Tasks of API tokens list the token apart from its user.
 		user, token, _ := strings.Cut(t.info.User, "!")
@@ -101,4 +97,20 @@ func (c *Cluster) TaskStatus(ctx context.Context, node string, upid pve.UPID) (p
 		}
 		return st, nil
 	})
+}
+
+// taskOn is task upid, which exists only on its own node: PVE looks for the task's log file
+// there.
+func (c *Cluster) taskOn(node string, upid pve.UPID) (*task, error) {
+	if _, err := c.nodeNamed(node); err != nil {
+		return nil, err
+	}
+	if _, err := pve.ParseUPID(upid); err != nil {
+		return nil, paramErr(map[string]string{"upid": "unable to parse worker upid"})
+	}
+	t := c.tasks[upid]
+	if t == nil || t.info.Node != node {
+		return nil, paramErr(map[string]string{"upid": "no such task"})
+	}
+	return t, nil
 }

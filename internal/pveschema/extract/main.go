@@ -25,6 +25,7 @@ import (
 // apidata.js has on them is kept.
 var paths = []string{
 	"/version",
+	"/access/permissions",
 	"/cluster/nextid",
 	"/cluster/resources",
 	"/nodes/{node}/status",
@@ -225,12 +226,19 @@ func endpoint(m, path string, raw json.RawMessage) (pveschema.Endpoint, error) {
 	return ep, nil
 }
 
+// goPattern is a Perl pattern as Go's regexp reads it. A Perl qr// interpolated into another
+// pattern stringifies as "(?^:...)", a group with the default flags, which is a plain
+// non-capturing group (access-control's userid pattern is made so).
+func goPattern(perl string) string {
+	return strings.ReplaceAll(perl, "(?^:", "(?:")
+}
+
 func param(prop property) (pveschema.Param, error) {
 	p := pveschema.Param{
 		Type:      prop.Type,
 		Optional:  prop.Optional != 0,
 		Enum:      prop.Enum,
-		Pattern:   prop.Pattern,
+		Pattern:   goPattern(prop.Pattern),
 		Minimum:   prop.Minimum.v,
 		Maximum:   prop.Maximum.v,
 		MinLength: prop.MinLength,

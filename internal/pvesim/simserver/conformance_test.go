@@ -130,6 +130,11 @@ func TestConformance_modelAndRESTServerAgree(t *testing.T) {
 		{"reboot stopped", func(ctx context.Context, api pve.API) (any, error) { return api.Reboot(ctx, node, vmid) }, 0},
 		{"destroy", task("destroy", func(ctx context.Context, api pve.API) (pve.UPID, error) { return api.Destroy(ctx, node, vmid) }), time.Minute},
 		{"destroy done", status("destroy"), 0},
+		{"destroy log", func(ctx context.Context, api pve.API) (any, error) { return api.TaskLog(ctx, node, upids["destroy"]) }, 0},
+		{"log of an unknown task", func(ctx context.Context, api pve.API) (any, error) {
+			return api.TaskLog(ctx, node, "UPID:pve1:00001234:00000001:6B005320:qmstart:1:root@pam:")
+		}, 0},
+		{"permissions", func(ctx context.Context, api pve.API) (any, error) { return api.Permissions(ctx, "/vms/9000") }, 0},
 		{"status of a destroyed VM", func(ctx context.Context, api pve.API) (any, error) { return api.VMStatus(ctx, node, vmid) }, 0},
 		{"ISOs", func(ctx context.Context, api pve.API) (any, error) {
 			return api.StorageContent(ctx, node, "local", "iso")
@@ -168,5 +173,5 @@ func TestConformance_modelAndRESTServerAgree(t *testing.T) {
 	for _, c := range direct.Calls() {
 		methods[c.Method] = true
 	}
-	assert.Len(t, methods, 18, "the scenario calls every seam method: %v", methods)
+	assert.Len(t, methods, 20, "the scenario calls every seam method: %v", methods)
 }

@@ -23,7 +23,7 @@ type apiCall struct {
 	vmid                  int
 }
 
-// endpoints are the 18 seam methods (see pve.API), keyed by method and the schema's path
+// endpoints are the 20 seam methods (see pve.API), keyed by method and the schema's path
 // template.
 var endpoints = map[string]endpoint{
 	"GET /version": func(ctx context.Context, api pve.API, _ *apiCall) (any, error) {
@@ -68,6 +68,8 @@ var endpoints = map[string]endpoint{
 	"GET /nodes/{node}/storage/{storage}/content": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
 		return result(api.StorageContent(ctx, c.node, c.storage, c.params.Get("content")))
 	},
+	"GET /nodes/{node}/tasks/{upid}/log": taskLog,
+	"GET /access/permissions":            permissions,
 }
 
 // result adapts a seam method's typed result to an endpoint's.
@@ -111,6 +113,55 @@ func clone(ctx context.Context, api pve.API, c *apiCall) (any, error) {
 		Storage:     c.params.Get("storage"),
 		Pool:        c.params.Get("pool"),
 	}))
+}
+
+// taskLog answers lines start+1 on of the task's log, limit of them (PVE's default 50), or all
+// of them with a limit of 0 (pve-common src/PVE/Tools.pm dump_logfile_by_filehandle).
+func taskLog(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+	start, limit := 0, 50
+	var err error
+	if c.params.Has("start") {
+		if start, err = intParam(c.params, "start"); err != nil {
+			return nil, err
+		}
+	}
+	if c.params.Has("limit") {
+		if limit, err = intParam(c.params, "limit"); err != nil {
+			return nil, err
+		}
+	}
+	lines, err := api.TaskLog(ctx, c.node, c.upid)
+	if err != nil {
+		return nil, err
+	}
+	lines = lines[min(start, len(lines)):]
+	if limit > 0 {
+		lines = lines[:min(limit, len(lines))]
+	}
+	return lines, nil
+}
+
+// permissions answers /access/permissions for one path, as pveflow asks it; without a path PVE
+// dumps the whole tree, which the model does not hold.
+func permissions(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+	path := c.params.Get("path")
+	if path == "" {
+		msg := "pvesim: /access/permissions without a path is not simulated"
+		return nil, &pve.APIError{Status: http.StatusNotImplemented, Reason: msg, Message: msg}
+	}
+	privs, err := api.Permissions(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	answer := make(map[string]map[string]int, 1)
+	answer[path] = make(map[string]int, len(privs))
+	for p, propagate := range privs {
+		answer[path][p] = 0
+		if propagate {
+			answer[path][p] = 1
+		}
+	}
+	return answer, nil
 }
 
 func resize(ctx context.Context, api pve.API, c *apiCall) (any, error) {
