@@ -259,6 +259,9 @@ type TaskResult struct {
 	UPID       pve.UPID `json:"upid"`
 	ExitStatus string   `json:"exitStatus"`
 	Warnings   int      `json:"warnings,omitempty"`
+	// WarningTexts are the warnings of a task that ended "WARNINGS: N", from its log, each
+	// naming the task and its node.
+	WarningTexts []string `json:"warningTexts,omitempty"`
 }
 
 // TaskStatus waits for a Proxmox task: while it runs it fails with a retryable, benign
@@ -288,10 +291,14 @@ func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 	if err != nil {
 		return TaskResult{}, failure(what+" task", err)
 	}
+	res := TaskResult{UPID: req.UPID, ExitStatus: s.ExitStatus, Warnings: warnings}
 	if warnings > 0 {
-		activity.GetLogger(ctx).Warn("proxmox task ended with warnings", "task", what, "upid", string(req.UPID), "node", node, "exitStatus", s.ExitStatus)
+		if res.WarningTexts, err = a.taskWarnings(ctx, node, req.UPID, what, s.ExitStatus); err != nil {
+			return TaskResult{}, err
+		}
+		activity.GetLogger(ctx).Warn("proxmox task ended with warnings", "task", what, "upid", string(req.UPID), "node", node, "exitStatus", s.ExitStatus, "warnings", res.WarningTexts)
 	}
-	return TaskResult{UPID: req.UPID, ExitStatus: s.ExitStatus, Warnings: warnings}, nil
+	return res, nil
 }
 
 // Metrics of the task waits, as the SDK's metrics handler names them; Prometheus adds _seconds

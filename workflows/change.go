@@ -42,6 +42,9 @@ type ChangeProxyResult struct {
 	// Rebuilt reports that the VM was destroyed and created again (a new image or zone).
 	Rebuilt bool   `json:"rebuilt,omitempty"`
 	IPv4    string `json:"ipv4"`
+	// Warnings are the warnings of the Proxmox tasks the change ran that ended "WARNINGS: N",
+	// read from their logs, each naming its task and node.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ChangeProxy makes the VM of a present proxy match its spec, in place, and returns what it
@@ -184,7 +187,7 @@ func (c *change) run() (ChangeProxyResult, error) {
 	if err != nil {
 		return ChangeProxyResult{}, err
 	}
-	res.VMID, res.Node, res.IPv4 = c.vm.VMID, c.vm.Node, ipv4
+	res.VMID, res.Node, res.IPv4, res.Warnings = c.vm.VMID, c.vm.Node, ipv4, c.t.status.Warnings
 	return res, nil
 }
 

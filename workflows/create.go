@@ -89,6 +89,9 @@ type CreateProxyResult struct {
 	CreatedAt  time.Time `json:"createdAt"`
 	// IPv4 is the guest's address as its agent reports it.
 	IPv4 string `json:"ipv4"`
+	// Warnings are the warnings of the Proxmox tasks the create ran that ended "WARNINGS: N",
+	// read from their logs, each naming its task and node.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // CreateProxy creates the proxy VM of a Proxy UID: clone the template, upload the seed ISO,
@@ -560,14 +563,21 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 		Name:       c.in.Name,
 		CreatedAt:  createdAt,
 		IPv4:       ipv4,
+		Warnings:   c.t.status.Warnings,
 	}, nil
 }
 
-// waitTask waits for a Proxmox task within budget, showing it as the current step. It returns
-// the activity's own error: a caller acts on how the task failed, or wraps it with fail.
+// waitTask waits for a Proxmox task within budget, showing it as the current step, and records
+// the task's warnings in t. It returns the activity's own error: a caller acts on how the task
+// failed, or wraps it with fail.
 func waitTask(ctx workflow.Context, s settings, t *tracker, upid pve.UPID, budget time.Duration, summary string) error {
 	var a *activities.Activities
 	t.step(summary)
 	t.task(upid)
-	return execute(ctx, s.waitOptions(budget, summary+", "+string(upid)), a.TaskStatus, activities.TaskStatusRequest{UPID: upid}).Get(ctx, nil)
+	var res activities.TaskResult
+	if err := execute(ctx, s.waitOptions(budget, summary+", "+string(upid)), a.TaskStatus, activities.TaskStatusRequest{UPID: upid}).Get(ctx, &res); err != nil {
+		return err
+	}
+	t.warned(res.WarningTexts)
+	return nil
 }

@@ -33,6 +33,10 @@ type DeleteProxyResult struct {
 	Destroyed []activities.VMRef `json:"destroyed"`
 	// Skipped lists VMs with the proxy's name that do not carry its mark, left alone.
 	Skipped []int `json:"skipped,omitempty"`
+	// Warnings are the warnings of the Proxmox tasks the delete ran that ended "WARNINGS: N",
+	// read from their logs, each naming its task and node: a disk a destroy could not remove
+	// stays on its storage.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // DeleteProxy deletes the proxy VM of a Proxy UID and its seed ISO. The UID alone finds them:
@@ -76,6 +80,7 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 		return DeleteProxyResult{}, err
 	}
 	t.phase(PhaseDeleted, "done")
+	res.Warnings = t.status.Warnings
 	return res, nil
 }
 

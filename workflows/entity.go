@@ -573,7 +573,7 @@ func (e *entity) serve(op *runningOp) {
 			case OpCreate:
 				w.done, w.result = true, res
 			case OpChange:
-				c := ChangeProxyResult{VMID: res.VMID, Node: res.Node, Name: res.Name, IPv4: res.IPv4, Restarted: true}
+				c := ChangeProxyResult{VMID: res.VMID, Node: res.Node, Name: res.Name, IPv4: res.IPv4, Restarted: true, Warnings: res.Warnings}
 				if op.rebuildFrom != nil {
 					c.Rebuilt, c.Changed = true, specDiff(*op.rebuildFrom, *op.spec)
 				} else {

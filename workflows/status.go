@@ -58,6 +58,9 @@ type Status struct {
 	LockRetries int       `json:"lockRetries,omitempty"`
 	LastError   string    `json:"lastError,omitempty"`
 	StartedAt   time.Time `json:"startedAt"`
+
+	// Warnings are the warnings of the Proxmox tasks that ended "WARNINGS: N", from their logs.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // tracker keeps a workflow's Status current: in the status query, in the search attributes and
@@ -98,6 +101,9 @@ func (t *tracker) vm(node string, vmid int) {
 }
 
 func (t *tracker) task(upid pve.UPID) { t.status.UPID = upid }
+
+// warned records the warnings of a task that ended with some.
+func (t *tracker) warned(texts []string) { t.status.Warnings = append(t.status.Warnings, texts...) }
 
 // closed enters the phase an operation's outcome says: cancelled, failed with err, or done.
 func (t *tracker) closed(err error, done string) {
