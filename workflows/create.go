@@ -262,6 +262,9 @@ func (c *create) clone(h holdings) error {
 	if err != nil {
 		return err
 	}
+	if err := c.preflight(storage); err != nil {
+		return err
+	}
 	if tmplNode != c.p.Node && !shared {
 		return permanentf("create proxy %s: template %d is on node %s, the proxy goes on node %s, and storage %s is local to %s: "+
 			"PVE refuses such a clone (can't clone VM to node '%s' (VM uses local storage)); give image %q a template on %s (templates.%s.nodes) or clone onto shared storage",
@@ -327,6 +330,25 @@ func (c *create) clone(h holdings) error {
 		l.covers(nil) // another proxy's clone, under its own lease
 	}
 	return transientf("create proxy %s: no free VMID among %d tried in %d-%d", c.in.Name, proxy.MaxProbes, c.s.VMIDRange.Min, c.s.VMIDRange.Max)
+}
+
+// preflight refuses a create whose API token lacks a privilege the proxy needs on its node,
+// cloning onto storage, before anything is made: the message is the one `pveflow check` gives
+// the node (pve.MissingMessage). A PVE that answers 403 after the clone would leave a VM half
+// made.
+func (c *create) preflight(storage string) error {
+	var a *activities.Activities
+	required := c.s.privilegeTarget(c.p.Node, []int{c.p.TemplateVMID}, storage).Required()
+	step := "read the API token's permissions"
+	c.t.step(step)
+	var held map[string]pve.Privileges
+	if err := execute(c.ctx, c.s.callOptions(step), a.Permissions, activities.PermissionsRequest{Paths: requiredPaths(required)}).Get(c.ctx, &held); err != nil {
+		return fail(step, err)
+	}
+	if missing := pve.Missing(required, held); len(missing) > 0 {
+		return permanentf("create proxy %s: %s", c.in.Name, pve.MissingMessage(c.p.Node, missing))
+	}
+	return nil
 }
 
 // backOffFromLock waits, after a clone onto vmid failed on a lock (its storage's allocation

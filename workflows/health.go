@@ -33,6 +33,9 @@ const (
 	// ReasonTemplateNotFound: a configured template the node clones from is not a template in
 	// the cluster.
 	ReasonTemplateNotFound = "TemplateNotFound"
+	// ReasonMissingPrivilege: the API token lacks a privilege a proxy on the node needs
+	// (pve.PrivilegeRules); a create on the node would refuse to start.
+	ReasonMissingPrivilege = "MissingPrivilege"
 )
 
 // NodeHealth is the health of one configured node.
@@ -45,6 +48,9 @@ type NodeHealth struct {
 	// Details are what the checks read, as far as they got: pveVersion, kernel, isoStorage,
 	// isoStorageAvailGiB, templates ("<found>/<configured>").
 	Details map[string]string `json:"details,omitempty"`
+	// MissingPrivileges are the privileges a proxy on the node needs that the API token lacks,
+	// by path, whatever else failed.
+	MissingPrivileges []pve.MissingPrivilege `json:"missingPrivileges,omitempty"`
 }
 
 // CheckHealthResult is what CheckHealth returns.
@@ -63,6 +69,8 @@ func (r CheckHealthResult) Healthy() bool {
 type healthTarget struct {
 	Node      string        `json:"node"`
 	Templates []templateRef `json:"templates"`
+	// Required are the privileges a proxy on the node needs, by path.
+	Required []pve.PathPrivileges `json:"required,omitempty"`
 }
 
 // templateRef is a configured template as a node clones from it.
@@ -95,15 +103,51 @@ func healthSettingsOf(c config.Config) healthSettings {
 				target.Templates = append(target.Templates, templateRef{Image: image, VMID: vmid, OnNode: len(t.Nodes) > 0})
 			}
 		}
+		target.Required = hs.Settings.privilegeTarget(node, target.templateVMIDs(), hs.Settings.Storage).Required()
 		hs.Targets = append(hs.Targets, target)
 	}
 	return hs
 }
 
+// templateVMIDs are the VMIDs of the templates the node clones from, each once.
+func (t healthTarget) templateVMIDs() []int {
+	var vmids []int
+	for _, ref := range t.Templates {
+		vmids = append(vmids, ref.VMID)
+	}
+	slices.Sort(vmids)
+	return slices.Compact(vmids)
+}
+
+// privilegeTarget is what fills pve.PrivilegeRules in for a proxy on node, cloned from
+// templates onto cloneStorage; an empty cloneStorage (the template's, not known yet) is left out.
+func (s settings) privilegeTarget(node string, templates []int, cloneStorage string) pve.PrivilegeTarget {
+	t := pve.PrivilegeTarget{Node: node, ISOStorage: s.ISOStorage, Pool: s.Pool, Bridge: s.Bridge, Templates: templates}
+	if cloneStorage != "" {
+		t.CloneStorages = []string{cloneStorage}
+	}
+	return t
+}
+
+// requiredPaths are the paths of required, each once, in order.
+func requiredPaths(required ...[]pve.PathPrivileges) []string {
+	var paths []string
+	for _, r := range required {
+		for _, p := range r {
+			if !slices.Contains(paths, p.Path) {
+				paths = append(paths, p.Path)
+			}
+		}
+	}
+	return paths
+}
+
 // CheckHealth checks every configured node, concurrently, and reports them in config order: the
-// PVE version and the cluster's templates (one call each, for all nodes), the node's status, and
-// its ISO storage's status. A node is healthy when every call answers, the ISO storage holds ISO
-// images, and every template a proxy on the node is cloned from is a template in the cluster.
+// PVE version, the cluster's templates and the API token's privileges on every path a proxy
+// needs them on (one call each, for all nodes), the node's status, and its ISO storage's
+// status. A node is healthy when every call answers, the ISO storage holds ISO images, every
+// template a proxy on the node is cloned from is a template in the cluster, and the token holds
+// every privilege a proxy on the node needs (pve.PrivilegeRules).
 // An unhealthy node is reported, not a failure: the run fails only when it is cancelled.
 func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error) {
 	var hs healthSettings
@@ -117,6 +161,14 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 	}
 	version := call("read the PVE version", a.Version)
 	resources := call("list cluster resources", a.ClusterResources)
+	var required [][]pve.PathPrivileges
+	for _, target := range hs.Targets {
+		required = append(required, target.Required)
+	}
+	var permissions workflow.Future
+	if paths := requiredPaths(required...); len(paths) > 0 {
+		permissions = call("read the API token's permissions", a.Permissions, activities.PermissionsRequest{Paths: paths})
+	}
 	res := CheckHealthResult{CheckedAt: workflow.Now(ctx).UTC(), Nodes: make([]NodeHealth, len(hs.Targets))}
 	wg := workflow.NewWaitGroup(ctx)
 	for i, target := range hs.Targets {
@@ -124,9 +176,10 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
 			c := nodeCheck{
-				version:   version,
-				resources: resources,
-				status:    call("read status of node "+target.Node, a.NodeStatus, target.Node),
+				version:     version,
+				resources:   resources,
+				permissions: permissions,
+				status:      call("read status of node "+target.Node, a.NodeStatus, target.Node),
 				storage: call(fmt.Sprintf("read status of storage %s on node %s", s.ISOStorage, target.Node),
 					a.StorageStatus, activities.StorageRef{Node: target.Node, Storage: s.ISOStorage}),
 			}
@@ -147,10 +200,12 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 // nodeCheck is the calls one node's health is judged on.
 type nodeCheck struct {
 	version, resources, status, storage workflow.Future
+	// permissions is nil in a run recorded before the check read them.
+	permissions workflow.Future
 }
 
 // judge waits for every call of the node's check and judges them in order: version, node
-// status, ISO storage, templates. The first that fails gives the reason.
+// status, ISO storage, templates, privileges. The first that fails gives the reason.
 func (c nodeCheck) judge(ctx workflow.Context, s settings, target healthTarget) NodeHealth {
 	var (
 		v         pve.Version
@@ -162,8 +217,18 @@ func (c nodeCheck) judge(ctx workflow.Context, s settings, target healthTarget) 
 	statusErr := c.status.Get(ctx, &ns)
 	storageErr := c.storage.Get(ctx, &st)
 	resourcesErr := c.resources.Get(ctx, &resources)
+	var (
+		held           map[string]pve.Privileges
+		permissionsErr error
+	)
+	if c.permissions != nil {
+		permissionsErr = c.permissions.Get(ctx, &held)
+	}
 
 	h := NodeHealth{Name: target.Node, Details: map[string]string{}}
+	if permissionsErr == nil {
+		h.MissingPrivileges = pve.Missing(target.Required, held)
+	}
 	if versionErr != nil {
 		return h.failed(callReason(versionErr), versionErr, s)
 	}
@@ -202,6 +267,13 @@ func (c nodeCheck) judge(ctx workflow.Context, s settings, target healthTarget) 
 	h.Details["templates"] = fmt.Sprintf("%d/%d", len(target.Templates)-len(missing), len(target.Templates))
 	if len(missing) > 0 {
 		h.Reason, h.Message = ReasonTemplateNotFound, "no template "+strings.Join(missing, ", ")
+		return h
+	}
+	if permissionsErr != nil {
+		return h.failed(callReason(permissionsErr), permissionsErr, s)
+	}
+	if len(h.MissingPrivileges) > 0 {
+		h.Reason, h.Message = ReasonMissingPrivilege, pve.MissingMessage(target.Node, h.MissingPrivileges)
 		return h
 	}
 	h.Healthy = true

@@ -218,6 +218,8 @@ func TestCalls_recordEveryMethodByItsName(t *testing.T) {
 	_, _ = c.UploadISO(ctx, "pve1", "local", "seed.iso", bytes.NewReader(nil), 0)
 	_, _ = c.DeleteVolume(ctx, "pve1", "local", "iso/seed.iso")
 	_, _ = c.StorageContent(ctx, "pve1", "local", "iso")
+	_, _ = c.TaskLog(ctx, "pve1", "UPID:nonsense")
+	_, _ = c.Permissions(ctx, "/")
 
 	seen := make(map[string]bool)
 	for _, rec := range c.Calls() {
