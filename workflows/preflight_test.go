@@ -16,7 +16,7 @@ func TestPreflight_aMissingPrivilegeIsReportedByCheckAndRefusesTheCreateBeforeAn
 		denied  string
 		missing pve.MissingPrivilege
 	}{
-		"the template's VM.Clone":          {"VM.Clone", pve.MissingPrivilege{Path: "/vms/9000", Privilege: "VM.Clone"}},
+		"the template's VM.Clone":           {"VM.Clone", pve.MissingPrivilege{Path: "/vms/9000", Privilege: "VM.Clone"}},
 		"the clone storage's AllocateSpace": {"Datastore.AllocateSpace", pve.MissingPrivilege{Path: "/storage/local-lvm", Privilege: "Datastore.AllocateSpace"}},
 	}
 	for name, tt := range tests {
