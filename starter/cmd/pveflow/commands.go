@@ -691,8 +691,8 @@ func (c *cli) printCreated(res workflows.CreateProxyResult) error {
 	if c.json {
 		return c.printJSON(res)
 	}
-	_, err := fmt.Fprintf(c.stdout, "proxy created: %s on %s, IPv4 %s\n", res.ProviderID, res.Node, res.IPv4)
-	return err
+	fmt.Fprintf(c.stdout, "proxy created: %s on %s, IPv4 %s\n", res.ProviderID, res.Node, res.IPv4)
+	return c.printWarnings(res.Warnings)
 }
 
 func (c *cli) printChanged(res workflows.ChangeProxyResult) error {
@@ -710,9 +710,9 @@ func (c *cli) printChanged(res workflows.ChangeProxyResult) error {
 	case res.Restarted:
 		restart = "the guest was restarted"
 	}
-	_, err := fmt.Fprintf(c.stdout, "proxy changed: %s on %s: %s; %s; IPv4 %s\n",
+	fmt.Fprintf(c.stdout, "proxy changed: %s on %s: %s; %s; IPv4 %s\n",
 		proxy.FormatProviderID(res.VMID, res.Name), res.Node, what, restart, cmp.Or(res.IPv4, "-"))
-	return err
+	return c.printWarnings(res.Warnings)
 }
 
 func (c *cli) printDeleted(uid string, res workflows.DeleteProxyResult) error {
@@ -726,7 +726,7 @@ func (c *cli) printDeleted(uid string, res workflows.DeleteProxyResult) error {
 	if len(res.Skipped) > 0 {
 		fmt.Fprintf(c.stdout, "  left alone (the proxy's name without its mark): VMs %v\n", res.Skipped)
 	}
-	return nil
+	return c.printWarnings(res.Warnings)
 }
 
 func (c *cli) printJSON(v any) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -134,14 +135,16 @@ func (c *cli) checkCommand() *cobra.Command {
 	var last bool
 	cmd := &cobra.Command{
 		Use:   "check [--last]",
-		Short: "Check every configured node: version, node, ISO storage, templates",
+		Short: "Check every configured node: version, node, ISO storage, templates, privileges",
 		Long: `Checks every configured node: the PVE version, the node's status, the ISO storage (on the node,
-holding ISO images) and the templates a proxy on the node is cloned from. It runs the
-CheckHealth workflow now; with --last it prints the latest completed run of the health
-schedule the worker keeps (worker --health-every) instead.
+holding ISO images), the templates a proxy on the node is cloned from, and the API token's
+privileges on every path a proxy on the node needs them (docs/proxmox.md), listing each one
+missing by path. It runs the CheckHealth workflow now; with --last it prints the latest
+completed run of the health schedule the worker keeps (worker --health-every) instead.
 
 An unhealthy node has a reason: Unauthorized, Forbidden, Unreachable, Timeout, APIError,
-StorageNotFound or TemplateNotFound. Exits 8 when a node is unhealthy.`,
+StorageNotFound, TemplateNotFound or MissingPrivilege. A create refuses to start on a node with
+a privilege missing. Exits 8 when a node is unhealthy.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.check(cmd.Context(), last) },
 	}
@@ -201,6 +204,38 @@ func (c *cli) printHealth(res workflows.CheckHealthResult) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, health, orDash(n.Details["pveVersion"]), storage,
 			orDash(n.Details["templates"]), orDash(n.Message))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return c.printMissingPrivileges(res.Nodes)
+}
+
+// printWarnings lists the warnings of the Proxmox tasks an operation ran, one a line under its
+// result: a task that ends "WARNINGS: N" is a success, and what it warns of (a disk a destroy
+// left behind) needs a person.
+func (c *cli) printWarnings(warnings []string) error {
+	for _, w := range warnings {
+		if _, err := fmt.Fprintf(c.stdout, "  warning: %s\n", w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printMissingPrivileges lists, after the nodes, each privilege a node lacks, one a line by
+// node and path; nothing when none lacks any.
+func (c *cli) printMissingPrivileges(nodes []workflows.NodeHealth) error {
+	if !slices.ContainsFunc(nodes, func(n workflows.NodeHealth) bool { return len(n.MissingPrivileges) > 0 }) {
+		return nil
+	}
+	fmt.Fprintln(c.stdout)
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tPATH\tMISSING PRIVILEGE")
+	for _, n := range nodes {
+		for _, m := range n.MissingPrivileges {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", n.Name, m.Path, m.Privilege)
+		}
 	}
 	return tw.Flush()
 }
