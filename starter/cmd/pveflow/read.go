@@ -138,13 +138,14 @@ func (c *cli) checkCommand() *cobra.Command {
 		Short: "Check every configured node: version, node, ISO storage, templates, privileges",
 		Long: `Checks every configured node: the PVE version, the node's status, the ISO storage (on the node,
 holding ISO images), the templates a proxy on the node is cloned from, and the API token's
-privileges on every path a proxy on the node needs them (docs/proxmox.md), listing each one
-missing by path. It runs the CheckHealth workflow now; with --last it prints the latest
-completed run of the health schedule the worker keeps (worker --health-every) instead.
+privileges on every path a proxy there needs them (docs/proxmox.md). It runs the
+CheckHealth workflow now; with --last it prints the latest completed run of the health
+schedule the worker keeps (worker --health-every) instead.
 
 An unhealthy node has a reason: Unauthorized, Forbidden, Unreachable, Timeout, APIError,
-StorageNotFound, TemplateNotFound or MissingPrivilege. A create refuses to start on a node with
-a privilege missing. Exits 8 when a node is unhealthy.`,
+StorageNotFound, TemplateNotFound or MissingPrivilege. Each privilege missing is listed after
+the nodes, by path; a create refuses to start on a node with one missing. Exits 8 when a node
+is unhealthy.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.check(cmd.Context(), last) },
 	}
