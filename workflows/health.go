@@ -13,6 +13,7 @@ import (
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
@@ -120,11 +121,13 @@ func (t healthTarget) templateVMIDs() []int {
 }
 
 // privilegeTarget is what fills pve.PrivilegeRules in for a proxy on node, cloned from
-// templates onto cloneStorage; an empty cloneStorage (the template's, not known yet) is left out.
-func (s settings) privilegeTarget(node string, templates []int, cloneStorage string) pve.PrivilegeTarget {
+// templates onto cloneStorages; an empty one (the template's, not known yet) is left out.
+func (s settings) privilegeTarget(node string, templates []int, cloneStorages ...string) pve.PrivilegeTarget {
 	t := pve.PrivilegeTarget{Node: node, ISOStorage: s.ISOStorage, Pool: s.Pool, Bridge: s.Bridge, Templates: templates}
-	if cloneStorage != "" {
-		t.CloneStorages = []string{cloneStorage}
+	for _, storage := range cloneStorages {
+		if storage != "" && !slices.Contains(t.CloneStorages, storage) {
+			t.CloneStorages = append(t.CloneStorages, storage)
+		}
 	}
 	return t
 }
@@ -161,13 +164,14 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 	}
 	version := call("read the PVE version", a.Version)
 	resources := call("list cluster resources", a.ClusterResources)
-	var required [][]pve.PathPrivileges
-	for _, target := range hs.Targets {
-		required = append(required, target.Required)
-	}
-	var permissions workflow.Future
-	if paths := requiredPaths(required...); len(paths) > 0 {
-		permissions = call("read the API token's permissions", a.Permissions, activities.PermissionsRequest{Paths: paths})
+	var privileges workflow.Future // of privilegeCheck; nil in a run recorded before the check read them
+	if slices.ContainsFunc(hs.Targets, func(t healthTarget) bool { return len(t.Required) > 0 }) {
+		f, settle := workflow.NewFuture(ctx)
+		privileges = f
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			pc, err := readPrivileges(ctx, hs, resources, call)
+			settle.Set(pc, err)
+		})
 	}
 	res := CheckHealthResult{CheckedAt: workflow.Now(ctx).UTC(), Nodes: make([]NodeHealth, len(hs.Targets))}
 	wg := workflow.NewWaitGroup(ctx)
@@ -176,14 +180,14 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
 			c := nodeCheck{
-				version:     version,
-				resources:   resources,
-				permissions: permissions,
-				status:      call("read status of node "+target.Node, a.NodeStatus, target.Node),
+				version:    version,
+				resources:  resources,
+				privileges: privileges,
+				status:     call("read status of node "+target.Node, a.NodeStatus, target.Node),
 				storage: call(fmt.Sprintf("read status of storage %s on node %s", s.ISOStorage, target.Node),
 					a.StorageStatus, activities.StorageRef{Node: target.Node, Storage: s.ISOStorage}),
 			}
-			res.Nodes[i] = c.judge(ctx, s, target)
+			res.Nodes[i] = c.judge(ctx, s, i, target)
 		})
 	}
 	wg.Wait(ctx)
@@ -200,13 +204,78 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 // nodeCheck is the calls one node's health is judged on.
 type nodeCheck struct {
 	version, resources, status, storage workflow.Future
-	// permissions is nil in a run recorded before the check read them.
-	permissions workflow.Future
+	// privileges, of a privilegeCheck, is nil in a run recorded before the check read them.
+	privileges workflow.Future
+}
+
+// privilegeCheck is what the check found of the API token's privileges.
+type privilegeCheck struct {
+	// Required are the privileges a proxy on each target needs, in the targets' order.
+	Required [][]pve.PathPrivileges
+	// Held are the token's privileges on each path of Required.
+	Held map[string]pve.Privileges
+}
+
+// readPrivileges reads the token's privileges on every path a target needs them on. With no
+// proxmox.storage, a clone allocates on its template's boot disk's storage: the templates'
+// configs are read for it first, those the cluster resources list as templates.
+func readPrivileges(ctx workflow.Context, hs healthSettings, resources workflow.Future, call func(string, any, ...any) workflow.Future) (privilegeCheck, error) {
+	var a *activities.Activities
+	pc := privilegeCheck{Required: make([][]pve.PathPrivileges, len(hs.Targets))}
+	for i, t := range hs.Targets {
+		pc.Required[i] = t.Required
+	}
+	var rs []pve.VMResource
+	if hs.Settings.Storage == "" && resources.Get(ctx, &rs) == nil {
+		storages := templateStorages(ctx, hs.Targets, rs, call)
+		for i, t := range hs.Targets {
+			var cloneStorages []string
+			for _, vmid := range t.templateVMIDs() {
+				if s, ok := storages[vmid]; ok {
+					cloneStorages = append(cloneStorages, s)
+				}
+			}
+			pc.Required[i] = hs.Settings.privilegeTarget(t.Node, t.templateVMIDs(), cloneStorages...).Required()
+		}
+	}
+	err := call("read the API token's permissions", a.Permissions, activities.PermissionsRequest{Paths: requiredPaths(pc.Required...)}).Get(ctx, &pc.Held)
+	return pc, err
+}
+
+// templateStorages are the storages of the boot disks of the targets' templates that rs lists,
+// by VMID, read concurrently; a template whose config does not read is left out, its node's
+// templates check says why.
+func templateStorages(ctx workflow.Context, targets []healthTarget, rs []pve.VMResource, call func(string, any, ...any) workflow.Future) map[int]string {
+	var a *activities.Activities
+	configs := map[int]workflow.Future{}
+	var vmids []int
+	for _, t := range targets {
+		for _, vmid := range t.templateVMIDs() {
+			i := slices.IndexFunc(rs, func(r pve.VMResource) bool { return r.Type == "qemu" && r.VMID == vmid && r.Template })
+			if i < 0 || configs[vmid] != nil {
+				continue
+			}
+			ref := activities.VMRef{Node: rs[i].Node, VMID: vmid}
+			configs[vmid] = call("read config of template "+ref.String(), a.VMConfig, activities.VMConfigRequest{VMRef: ref})
+			vmids = append(vmids, vmid)
+		}
+	}
+	storages := map[int]string{}
+	for _, vmid := range vmids {
+		var cfg pve.VMConfig
+		if configs[vmid].Get(ctx, &cfg) != nil {
+			continue
+		}
+		if disk, err := proxy.BootDisk(cfg); err == nil {
+			storages[vmid], _, _ = strings.Cut(cfg[disk], ":")
+		}
+	}
+	return storages
 }
 
 // judge waits for every call of the node's check and judges them in order: version, node
 // status, ISO storage, templates, privileges. The first that fails gives the reason.
-func (c nodeCheck) judge(ctx workflow.Context, s settings, target healthTarget) NodeHealth {
+func (c nodeCheck) judge(ctx workflow.Context, s settings, i int, target healthTarget) NodeHealth {
 	var (
 		v         pve.Version
 		ns        pve.NodeStatus
@@ -218,16 +287,16 @@ func (c nodeCheck) judge(ctx workflow.Context, s settings, target healthTarget) 
 	storageErr := c.storage.Get(ctx, &st)
 	resourcesErr := c.resources.Get(ctx, &resources)
 	var (
-		held           map[string]pve.Privileges
-		permissionsErr error
+		pc            privilegeCheck
+		privilegesErr error
 	)
-	if c.permissions != nil {
-		permissionsErr = c.permissions.Get(ctx, &held)
+	if c.privileges != nil {
+		privilegesErr = c.privileges.Get(ctx, &pc)
 	}
 
 	h := NodeHealth{Name: target.Node, Details: map[string]string{}}
-	if permissionsErr == nil {
-		h.MissingPrivileges = pve.Missing(target.Required, held)
+	if c.privileges != nil && privilegesErr == nil {
+		h.MissingPrivileges = pve.Missing(pc.Required[i], pc.Held)
 	}
 	if versionErr != nil {
 		return h.failed(callReason(versionErr), versionErr, s)
@@ -269,8 +338,8 @@ func (c nodeCheck) judge(ctx workflow.Context, s settings, target healthTarget) 
 		h.Reason, h.Message = ReasonTemplateNotFound, "no template "+strings.Join(missing, ", ")
 		return h
 	}
-	if permissionsErr != nil {
-		return h.failed(callReason(permissionsErr), permissionsErr, s)
+	if privilegesErr != nil {
+		return h.failed(callReason(privilegesErr), privilegesErr, s)
 	}
 	if len(h.MissingPrivileges) > 0 {
 		h.Reason, h.Message = ReasonMissingPrivilege, pve.MissingMessage(target.Node, h.MissingPrivileges)

@@ -61,3 +61,15 @@ func TestCheck_missingPrivilegesAreListedWhateverElseFailed(t *testing.T) {
 	assert.Equal(t, workflows.ReasonForbidden, n.Reason, "the node status read fails first")
 	assert.Equal(t, []pve.MissingPrivilege{{Path: "/nodes/pve1", Privilege: "Sys.Audit"}}, n.MissingPrivileges)
 }
+
+func TestCheck_withoutAConfiguredStorageTheTemplatesStorageIsChecked(t *testing.T) {
+	w := newWorld(t, func(o *pvesim.Options) { o.DenyPrivileges = []string{"Datastore.AllocateSpace"} })
+	w.cfg.Proxmox.Storage = ""
+
+	res := w.check()
+
+	require.Len(t, res.Nodes, 1)
+	assert.Equal(t, workflows.ReasonMissingPrivilege, res.Nodes[0].Reason)
+	assert.Equal(t, []pve.MissingPrivilege{{Path: "/storage/local-lvm", Privilege: "Datastore.AllocateSpace"}}, res.Nodes[0].MissingPrivileges,
+		"template 9000's boot disk is on local-lvm")
+}
