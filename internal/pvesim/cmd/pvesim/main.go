@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,6 +58,7 @@ func run() error {
 	faultRate := flag.Float64("fault-rate", 0, "`share` of API calls that fail as PVE fails (5xx, 595/596, locks, answers lost or held after the effect), for chaos runs")
 	faultSeed := flag.Int64("fault-seed", 1, "`seed` of the random faults")
 	stateListen := flag.String("state-listen", "", "loopback `address` serving the cluster's state (VMs, volumes, clone log, faults) as JSON at /state, over plain HTTP; off when empty")
+	denyPrivileges := flag.String("deny-privileges", "", "comma-separated `privileges` the token lacks everywhere, such as VM.Clone: calls that need one fail with 403, and pveflow check reports it")
 	debug := flag.Bool("debug", false, "log every request")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -88,6 +90,9 @@ func run() error {
 	opts.StorageLockHold = *storageLockHold
 	opts.PVE82 = *pve82
 	opts.FaultRate, opts.Seed = *faultRate, *faultSeed
+	if *denyPrivileges != "" {
+		opts.DenyPrivileges = strings.Split(*denyPrivileges, ",")
+	}
 	opts.TaskDurations = make(map[string]time.Duration, len(hostTaskDurations))
 	for typ, d := range hostTaskDurations {
 		opts.TaskDurations[typ] = time.Duration(float64(d) * *taskScale)
