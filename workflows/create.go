@@ -382,11 +382,9 @@ func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, err 
 		if err := execute(c.ctx, c.s.callOptions(step), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
 			return "", false, fail(step, err)
 		}
-		disk, err := proxy.BootDisk(cfg)
-		if err != nil {
+		if storage, err = bootStorage(cfg); err != nil {
 			return "", false, permanentf("create proxy %s: template %d: %v", c.in.Name, c.p.TemplateVMID, err)
 		}
-		storage, _, _ = strings.Cut(cfg[disk], ":")
 	}
 	step := fmt.Sprintf("read status of storage %s on node %s", storage, tmplNode)
 	var st pve.StorageStatus
@@ -396,6 +394,17 @@ func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, err 
 		return "", false, fail(step, err)
 	}
 	return storage, st.Shared, nil
+}
+
+// bootStorage is the storage of cfg's boot disk, which a clone without a target storage
+// allocates on.
+func bootStorage(cfg pve.VMConfig) (string, error) {
+	disk, err := proxy.BootDisk(cfg)
+	if err != nil {
+		return "", err
+	}
+	storage, _, _ := strings.Cut(cfg[disk], ":")
+	return storage, nil
 }
 
 // place chooses the node of a proxy whose create names no zone, among the configured nodes with

@@ -13,7 +13,6 @@ import (
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/config"
-	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
@@ -147,8 +146,8 @@ func requiredPaths(required ...[]pve.PathPrivileges) []string {
 
 // CheckHealth checks every configured node, concurrently, and reports them in config order: the
 // PVE version, the cluster's templates and the API token's privileges on every path a proxy
-// needs them on (one call each, for all nodes), the node's status, and its ISO storage's
-// status. A node is healthy when every call answers, the ISO storage holds ISO images, every
+// needs them on (one call each, for all nodes; with no proxmox.storage, after the templates'
+// configs, for their storage), the node's status, and its ISO storage's status. A node is healthy when every call answers, the ISO storage holds ISO images, every
 // template a proxy on the node is cloned from is a template in the cluster, and the token holds
 // every privilege a proxy on the node needs (pve.PrivilegeRules).
 // An unhealthy node is reported, not a failure: the run fails only when it is cancelled.
@@ -266,8 +265,8 @@ func templateStorages(ctx workflow.Context, targets []healthTarget, rs []pve.VMR
 		if configs[vmid].Get(ctx, &cfg) != nil {
 			continue
 		}
-		if disk, err := proxy.BootDisk(cfg); err == nil {
-			storages[vmid], _, _ = strings.Cut(cfg[disk], ":")
+		if storage, err := bootStorage(cfg); err == nil {
+			storages[vmid] = storage
 		}
 	}
 	return storages
