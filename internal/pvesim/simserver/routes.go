@@ -161,12 +161,16 @@ func deleteVolume(ctx context.Context, api pve.API, c *apiCall) (any, error) {
 
 // route finds the endpoint for method and rel, the escaped path below /api2/json, and fills
 // in its path parameters. A path the schema knows but the simulator does not serve is answered
-// the way PVE answers a path it has no handler for.
+// the way PVE answers a path it has no handler for, naming the path unescaped as PVE does.
 func (r *request) route(method, rel string) (endpoint, *apiCall, error) {
 	ep, ok := pveschema.Lookup(method, rel)
 	serve, served := endpoints[ep.Method+" "+ep.Path]
 	if !ok || !served {
-		msg := fmt.Sprintf("Method '%s %s' not implemented", method, rel)
+		path, err := url.PathUnescape(rel)
+		if err != nil {
+			path = rel
+		}
+		msg := fmt.Sprintf("Method '%s %s' not implemented", method, path)
 		return nil, nil, &pve.APIError{Status: http.StatusNotImplemented, Reason: msg, Message: msg}
 	}
 	vars := ep.PathParams

@@ -17,6 +17,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -161,6 +164,32 @@ func (s *Server) Close() error {
 // apiBase is the prefix of every API path; the rest is what the schema and the routes see.
 const apiBase = "/api2/json"
 
+// storageContentRE is a path below a storage's content, where PVE's router takes the whole
+// rest of the path as the volume: pve-storage API2/Storage/Status.pm mounts the content
+// subclass with fragmentDelimiter set to the empty string ("IDs may contain a slash '/'"), and pve-common
+// RESTHandler.pm map_path_to_methods then joins the remaining path segments with '/'.
+var storageContentRE = regexp.MustCompile(`^/nodes/([^/]+)/storage/([^/]+)/content/(.+)$`)
+
+// routePath is the path below /api2/json that PVE routes u to, escaped the way the schema
+// matches paths (one segment per path value). pveproxy unescapes the whole path before routing
+// (pve-http-server AnyEvent.pm process_header: uri_unescape($request->uri->path())), so a
+// volume ID's slash may come escaped (%2F) or not: both name the same volume. Empty segments
+// are dropped, as PVE's router drops them.
+func routePath(u *url.URL) (string, bool) {
+	rel, ok := strings.CutPrefix(u.Path, apiBase)
+	if !ok || (rel != "" && rel[0] != '/') {
+		return "", false
+	}
+	segs := strings.FieldsFunc(rel, func(r rune) bool { return r == '/' })
+	if m := storageContentRE.FindStringSubmatch("/" + strings.Join(segs, "/")); m != nil {
+		segs = []string{"nodes", m[1], "storage", m[2], "content", m[3]}
+	}
+	for i, seg := range segs {
+		segs[i] = url.PathEscape(seg)
+	}
+	return "/" + strings.Join(segs, "/"), true
+}
+
 // serveHTTP answers one request in pveproxy's order: method, URI, authentication, body,
 // parameter verification, then the API method.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
@@ -182,12 +211,16 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 	default:
 		return s.writePlain(w, r, http.StatusNotImplemented, fmt.Sprintf("method '%s' not available", r.Method))
 	}
-	// The schema matches escaped paths, in which a volume ID's slash stays inside its segment.
-	rel, ok := strings.CutPrefix(r.URL.EscapedPath(), apiBase)
-	if !ok || (rel != "" && rel[0] != '/') {
+	// pveproxy refuses a chunked body in process_header, before it looks at the URI or the
+	// token (pve-http-server AnyEvent.pm process_header: "chunked transfer encoding not
+	// supported"). net/http answers any other transfer coding itself before this handler runs.
+	if slices.Contains(r.TransferEncoding, "chunked") {
+		return s.writePlain(w, r, http.StatusNotImplemented, "chunked transfer encoding not supported")
+	}
+	rel, ok := routePath(r.URL)
+	if !ok {
 		return s.writePlain(w, r, http.StatusNotImplemented, "no such uri")
 	}
-	rel = cmp.Or(rel, "/")
 	if reason := s.creds.authenticate(r.Header.Get("Authorization")); reason != "" {
 		return s.unauthorized(w, r, reason)
 	}
