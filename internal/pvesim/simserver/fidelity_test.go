@@ -117,3 +117,14 @@ func TestServer_cloneIntoMissingPoolIs403(t *testing.T) {
 	assert.Equal(t, "Permission check failed (pool 'proxies' does not exist)", apiErr.Message)
 	assert.Equal(t, pve.Permanent, pve.Classify(err))
 }
+
+// rest_handler names the path as it routed it, unescaped (pve-manager PVE/HTTPServer.pm), in
+// the API's JSON answer (pve-http-server Formatter/Standard.pm).
+func TestServer_unknownPathIsNamedUnescapedInAJSONAnswer(t *testing.T) {
+	s := startServer(t, fixedAPI{})
+
+	resp, body := send(t, s, newRequest(t, s, http.MethodGet, "/nodes/pve1/qemu/100/bogus%3Fx", nil))
+
+	assert.Equal(t, "501 Method 'GET /nodes/pve1/qemu/100/bogus?x' not implemented", resp.Status)
+	assert.JSONEq(t, `{"data":null,"message":"Method 'GET /nodes/pve1/qemu/100/bogus?x' not implemented"}`, body)
+}

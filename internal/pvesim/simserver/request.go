@@ -107,11 +107,11 @@ func readForm(r *http.Request) (url.Values, error) {
 
 // jsonParams turns a JSON body into parameters as PVE's schema check sees them (pve-http-server
 // AnyEvent.pm extract_params: decode_json): a string as it is, a number as written, a boolean
-// as Perl stringifies JSON's booleans, 1 or 0. A null is left out, as PVE's verification skips
-// an undefined value; an array or object keeps its JSON text, which the schema then refuses for
-// every parameter the simulator serves. A body that is not a JSON object makes decode_json or
-// the hash access die, which pveproxy answers 500 in plain text; Perl's text names its own
-// file and line, which the simulator does not copy.
+// as Perl stringifies JSON's booleans, 1 or 0. A null is left out: PVE's verification takes an
+// undefined value as a missing one (pve-common JSONSchema.pm check_prop). An array or object is
+// passed on as its JSON text for the schema to judge. A body that is not a JSON object makes
+// decode_json or the hash access die, which pveproxy answers 500 in plain text; Perl's text
+// names its own file and line, which the simulator does not copy.
 func jsonParams(body []byte) (url.Values, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {

@@ -265,6 +265,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 		return s.writeFailure(w, r, err)
 	}
 	if e := pveschema.Validate(r.Method, rel, req.params); e != nil {
+		if e.Status == http.StatusNotImplemented {
+			e = notImplemented(r.Method, rel) // the schema names the path escaped
+		}
 		return s.writeAPIError(w, r, e)
 	}
 	serve, call, err := req.route(r.Method, rel)
