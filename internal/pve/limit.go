@@ -13,9 +13,10 @@ import (
 // CallLimits cap the requests a Client sends to Proxmox. Every request counts, whatever it
 // asks: a read, a write, a task poll, an upload.
 type CallLimits struct {
-	// PerSecond is the rate of a token bucket that holds one token (burst 1): a request takes
-	// a token before it is sent, so in any span of T seconds at most 1 + PerSecond*T requests
-	// are sent, and never two closer together than 1/PerSecond. Zero means no rate limit.
+	// PerSecond is the rate of a token bucket that holds one token (burst 1): a request is sent
+	// no sooner than its token is due, and the tokens come at most 1 + PerSecond*T in any span
+	// of T seconds, 1/PerSecond apart while requests queue. (A request sent late, its goroutine
+	// woken late, may leave nearer the next one than that.) Zero means no rate limit.
 	PerSecond float64
 	// Concurrency is how many requests may be in flight at once, from sending one to having
 	// read its whole answer. Zero means no limit.
@@ -54,8 +55,8 @@ func newLimiter(l CallLimits) *limiter {
 // errLimiterWait is what acquire returns when ctx ends before the call may be sent.
 var errLimiterWait = errors.New("waiting for the proxmox call limit")
 
-// acquire waits until a call may be sent: first for a slot, then for a token, so that the calls
-// leave no closer together than the rate allows however long they waited for a slot. It
+// acquire waits until a call may be sent: first for a slot, then for a token, so that calls
+// that waited long for a slot still leave no sooner than their tokens allow. It
 // returns the func that frees the slot once the call's answer is read, how long the call was
 // held back (0 when it went at once, never 0 when it waited) and, if ctx ended first, an error wrapping ctx's.
 func (l *limiter) acquire(ctx context.Context) (release func(), held time.Duration, err error) {

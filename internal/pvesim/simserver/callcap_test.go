@@ -32,9 +32,11 @@ func (s slowVersion) Version(ctx context.Context) (pve.Version, error) {
 
 // The acceptance test of the call cap: with a cap of N calls per second (burst 1) and C calls in
 // flight, the simulator's request log never shows more than N+1 arrivals in a closed window of
-// one second (a token bucket of rate N and burst 1 lets 1 + N*T calls go in any span of T
-// seconds: the call at its start and one every 1/N s after it, the last one on its end) nor more
-// than C requests in flight, however many calls the client is asked to make at once.
+// one second (a token bucket of rate N and burst 1 has 1 + N*T tokens due in any span of T
+// seconds: the one at its start and one every 1/N s after it, the last one on its end) nor more
+// than C requests in flight, however many calls the client is asked to make at once. A request
+// arrives a little after its token is due (a goroutine's wake-up, the loopback); the bound holds
+// as long as those lags differ by less than 1/N.
 func TestServer_callCapHoldsTheClientToItsRateAndConcurrency(t *testing.T) {
 	const (
 		perSecond   = 8
