@@ -128,3 +128,17 @@ func TestServer_unknownPathIsNamedUnescapedInAJSONAnswer(t *testing.T) {
 	assert.Equal(t, "501 Method 'GET /nodes/pve1/qemu/100/bogus?x' not implemented", resp.Status)
 	assert.JSONEq(t, `{"data":null,"message":"Method 'GET /nodes/pve1/qemu/100/bogus?x' not implemented"}`, body)
 }
+
+// pve-http-server AnyEvent.pm process_header answers a method it does not know with an
+// HTTP::Response that has a reason and no content, which response() sends without a body or a
+// Content-Length.
+func TestServer_unknownMethodIs501WithoutBody(t *testing.T) {
+	s := startServer(t, fixedAPI{})
+
+	resp, body := send(t, s, newRequest(t, s, http.MethodPatch, "/version", nil))
+
+	assert.Equal(t, "501 method 'PATCH' not available", resp.Status)
+	assert.Empty(t, body)
+	assert.Empty(t, resp.Header.Get("Content-Length"))
+	assert.Empty(t, resp.Header.Get("Content-Type"))
+}

@@ -113,10 +113,17 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, reason str
 			return s.drop(w, r)
 		}
 	}
+	return s.writeBare(w, r, http.StatusUnauthorized, reason)
+}
+
+// writeBare answers status with reason and nothing else: no body, no Content-Length, as
+// pveproxy's response() writes an HTTP::Response without content (pve-http-server AnyEvent.pm:
+// remove_header("Content-Length")), then closes the connection.
+func (s *Server) writeBare(w http.ResponseWriter, r *http.Request, status int, reason string) int {
 	h := http.Header{}
 	setPVEHeaders(h)
 	h.Set("Connection", "close")
-	return s.writeRaw(w, r, http.StatusUnauthorized, reason, h, nil)
+	return s.writeRaw(w, r, status, reason, h, nil)
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, status int, msg, contentType string, body []byte) int {

@@ -244,7 +244,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 	switch r.Method {
 	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete:
 	default:
-		return s.writePlain(w, r, http.StatusNotImplemented, fmt.Sprintf("method '%s' not available", r.Method))
+		// pve-http-server AnyEvent.pm process_header: HTTP::Response->new(501, "method '$method'
+		// not available"), which has no content.
+		return s.writeBare(w, r, http.StatusNotImplemented, fmt.Sprintf("method '%s' not available", r.Method))
 	}
 	// pveproxy refuses a chunked body in process_header, before it looks at the URI or the
 	// token (pve-http-server AnyEvent.pm process_header: "chunked transfer encoding not
