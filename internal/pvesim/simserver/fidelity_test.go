@@ -79,9 +79,9 @@ func (v *volumeRecorder) DeleteVolume(_ context.Context, _, _, volid string) (pv
 
 // pveproxy unescapes the whole path before routing (pve-http-server AnyEvent.pm process_header:
 // uri_unescape), and the storage content subclass takes the rest of the path as the volume
-// (pve-storage API2/Storage/Status.pm: fragmentDelimiter set to the empty string, "IDs may contain a slash '/'";
-// pve-common RESTHandler.pm map_path_to_methods joins the rest with '/'). So a volume ID's
-// slash may come escaped or not.
+// (pve-storage API2/Storage/Status.pm: fragmentDelimiter set to the empty string, "IDs may
+// contain a slash '/'"; pve-common RESTHandler.pm map_path_to_methods joins the rest with '/').
+// So a volume ID's slash may come escaped or not.
 func TestServer_volumeIDIsTheRestOfThePathEscapedOrNot(t *testing.T) {
 	tests := []struct{ name, path string }{
 		{"escaped", "/nodes/pve1/storage/local/content/" + url.PathEscape("local:iso/seed.iso")},

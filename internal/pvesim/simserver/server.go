@@ -199,8 +199,9 @@ const apiBase = "/api2/json"
 
 // storageContentRE is a path below a storage's content, where PVE's router takes the whole
 // rest of the path as the volume: pve-storage API2/Storage/Status.pm mounts the content
-// subclass with fragmentDelimiter set to the empty string ("IDs may contain a slash '/'"), and pve-common
-// RESTHandler.pm map_path_to_methods then joins the remaining path segments with '/'.
+// subclass with fragmentDelimiter set to the empty string ("IDs may contain a slash '/'"; the
+// only such subclass in PVE's API), and pve-common RESTHandler.pm map_path_to_methods then
+// joins the remaining path segments with '/'.
 var storageContentRE = regexp.MustCompile(`^/nodes/([^/]+)/storage/([^/]+)/content/(.+)$`)
 
 // routePath is the path below /api2/json that PVE routes u to, escaped the way the schema
