@@ -56,9 +56,10 @@ func newLimiter(l CallLimits) *limiter {
 var errLimiterWait = errors.New("waiting for the proxmox call limit")
 
 // acquire waits until a call may be sent: first for a slot, then for a token, so that calls
-// that waited long for a slot still leave no sooner than their tokens allow. It
-// returns the func that frees the slot once the call's answer is read, how long the call was
-// held back (0 when it went at once, never 0 when it waited) and, if ctx ended first, an error wrapping ctx's.
+// that waited long for a slot still leave no sooner than their tokens allow. It returns the
+// func that frees the slot once the call's answer is read, how long the call was held back (0
+// when it went at once, never 0 when it waited) and, if ctx ended first, an error wrapping
+// ctx's.
 func (l *limiter) acquire(ctx context.Context) (release func(), held time.Duration, err error) {
 	start := time.Now()
 	waited := false
