@@ -115,7 +115,7 @@ var textRules = []textRule{
 	// (pve-storage Storage.pm), or the storage plugin's "unable to parse <directory|lvm|zfs|
 	// rbd|...> volume name '...'" (Plugin.pm, LVMPlugin.pm, ... parse_volname).
 	{regexp.MustCompile(`unable to parse (?:\w+ )?volume (?:ID|name) '`), Permanent},
-	// Space: LVM says so itself (pve-storage LVMPlugin.pm alloc_image); ZFS's words are
+	// Space: LVM says so itself (pve-storage LVMPlugin.pm alloc_lvm_image); ZFS's words are
 	// libzfs's, passed on as "zfs error: ..." (ZFSPoolPlugin.pm zfs_request).
 	{regexp.MustCompile(`not enough free space|out of space`), QuotaExceeded},
 	// Locks: the config's lock property (pve-guest-common AbstractConfig.pm check_lock, which
@@ -140,7 +140,7 @@ var textRules = []textRule{
 	{regexp.MustCompile(`disk image '[^']*' already exists`), AlreadyExists},
 	{regexp.MustCompile(`Logical Volume "[^"]*" already exists in volume group`), AlreadyExists},
 	// Guest agent: not answering yet, versus not configured (a template bug) or a stopped VM
-	// (qemu-server QemuServer/Agent.pm check_agent_error; QMPClient.pm "VM <id> qga command
+	// (qemu-server QemuServer/Agent.pm assert_agent_available; QMPClient.pm "VM <id> qga command
 	// '...' failed - got timeout").
 	{regexp.MustCompile(`QEMU guest agent is not running`), AgentNotRunning},
 	{regexp.MustCompile(`qga command '[^']*' failed - got timeout`), AgentNotRunning},
