@@ -150,7 +150,7 @@ var textRules = []textRule{
 	// running VM "already running" (QemuServer.pm vm_start).
 	{regexp.MustCompile(`^VM \d+ (?:is )?not running`), NotRunning},
 	{regexp.MustCompile(`^VM \d+ already running`), AlreadyRunning},
-	// Things retrying cannot fix (qemu-server API2/Qemu.pm resize, QemuServer.pm vm_start;
+	// Things retrying cannot fix (qemu-server API2/Qemu.pm resize_vm, QemuServer.pm vm_start;
 	// pve-guest-common AbstractConfig.pm check_protection).
 	{regexp.MustCompile(`shrinking disks is not supported`), Permanent},
 	{regexp.MustCompile(`you can't start a vm if it's a template`), Permanent},
