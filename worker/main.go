@@ -125,6 +125,7 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		RequestTimeout:        time.Duration(cfg.Proxmox.RequestTimeoutSeconds) * time.Second,
 		Logger:                logger,
 		WrapTransport:         export.PVETransport(otel.GetTracerProvider()),
+		Limits:                pve.CallLimits{PerSecond: cfg.Proxmox.Calls.PerSecond, Concurrency: cfg.Proxmox.Calls.Concurrency},
 	}
 	clientOpts, err := starter.ClientOptionsWithLogger(getenv, logger)
 	if err != nil {
@@ -144,6 +145,7 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		defer stopOps()
 		clientOpts.MetricsHandler = metrics.Handler()
 		clientConfig.ObserveRequest = metrics.ObserveProxmoxRequest
+		clientConfig.ObserveHeld = metrics.ObserveProxmoxHeld
 	}
 	api, err := pve.NewClient(clientConfig)
 	if err != nil {
@@ -165,6 +167,11 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		// No activity attempt runs longer than budgets.request (its StartToClose timeout), so
 		// this lets every attempt in flight finish. One cut off anyway is retried by Temporal.
 		WorkerStopTimeout: cfg.Budgets.Request,
+		// Nearly every activity is one Proxmox request (a task's wait is one per attempt), so
+		// the task queue's activity rate, which the Temporal server enforces across all the
+		// workers of the task queue, caps the cluster's calls however many workers run; the
+		// client's own cap holds per worker. Zero leaves the rate unset: no limit.
+		TaskQueueActivitiesPerSecond: cfg.Proxmox.Calls.PerSecond,
 	}
 	if d := opts.deployment; d.name != "" {
 		workerOpts.DeploymentOptions = workflows.DeploymentOptions(d.name, d.buildID)

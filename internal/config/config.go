@@ -60,6 +60,19 @@ type Proxmox struct {
 	// InstallGuestAgent makes the vendor-data install and start qemu-guest-agent, which
 	// pveflow needs to learn the proxy's address. Turn it off only for images that have it.
 	InstallGuestAgent bool `yaml:"installGuestAgent" json:"installGuestAgent"`
+	// Calls caps the API requests pveflow sends to the cluster.
+	Calls Calls `yaml:"calls" json:"calls"`
+}
+
+// Calls caps the API requests of each worker process, and PerSecond also the activities of its
+// task queue across all workers (see docs/proxmox.md, "The call cap"). Zero turns a cap off.
+type Calls struct {
+	// PerSecond is the rate of requests: a token bucket of burst 1, whose tokens come at most
+	// 1 + PerSecond*T in any T seconds. It is also the task queue's activity rate,
+	// which Temporal enforces across every worker of the task queue.
+	PerSecond float64 `yaml:"perSecond" json:"perSecond"`
+	// Concurrency is how many requests a worker has in flight at once.
+	Concurrency int `yaml:"concurrency" json:"concurrency"`
 }
 
 // VMIDRange is the inclusive range pveflow allocates VMIDs from. PVE shares VMIDs with people and
@@ -152,6 +165,10 @@ func Default() Config {
 			VMIDRange:             VMIDRange{Min: 100000, Max: 199999},
 			RequestTimeoutSeconds: 30,
 			InstallGuestAgent:     true,
+			// pveproxy and pvedaemon each run 3 worker processes by default (pve-manager
+			// PVE/Service/pveproxy.pm and pvedaemon.pm, max_workers => 3): pveflow keeps no
+			// more requests in flight than one of them can work on.
+			Calls: Calls{PerSecond: 20, Concurrency: 3},
 		},
 		Clones: Clones{PerStorage: 4, HistoryEvents: 10000},
 		Budgets: Budgets{

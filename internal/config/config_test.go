@@ -31,6 +31,7 @@ func full() Config {
 			RequestTimeoutSeconds: 45,
 			VendorData:            "#cloud-config\ntimezone: Etc/UTC\n",
 			InstallGuestAgent:     false,
+			Calls:                 Calls{PerSecond: 5.5, Concurrency: 2},
 		},
 		Clones: Clones{PerStorage: 2, HistoryEvents: 20000},
 		Budgets: Budgets{
@@ -288,6 +289,21 @@ func TestParse_table(t *testing.T) {
 			wantErr: "proxmox.requestTimeoutSeconds: -1 is negative",
 		},
 		{
+			name:    "negative calls.perSecond",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Calls.PerSecond = -1 }),
+			wantErr: "proxmox.calls.perSecond: -1 is not a finite number >= 0 (0: no limit)",
+		},
+		{
+			name:    "infinite calls.perSecond",
+			yaml:    minimalYAML + "  calls: {perSecond: .inf}\n",
+			wantErr: "proxmox.calls.perSecond: +Inf is not a finite number >= 0 (0: no limit)",
+		},
+		{
+			name:    "negative calls.concurrency",
+			yaml:    fullWith(t, func(c *Config) { c.Proxmox.Calls.Concurrency = -1 }),
+			wantErr: "proxmox.calls.concurrency: -1 is negative (0: no limit)",
+		},
+		{
 			name:    "vendorData not YAML",
 			yaml:    fullWith(t, func(c *Config) { c.Proxmox.VendorData = "a: [1\n" }),
 			wantErr: "proxmox.vendorData: is not valid YAML",
@@ -419,6 +435,18 @@ func TestParse_clonesPerStorageZeroIsKept(t *testing.T) {
 	assert.Equal(t, 0, c.Clones.PerStorage)
 }
 
+func TestParse_callCapDefaultsToPveproxysWorkers(t *testing.T) {
+	c, err := Parse([]byte(minimalYAML))
+	require.NoError(t, err)
+	assert.Equal(t, Calls{PerSecond: 20, Concurrency: 3}, c.Proxmox.Calls)
+}
+
+func TestParse_callCapZeroIsNoLimit(t *testing.T) {
+	c, err := Parse([]byte(minimalYAML + "  calls: {perSecond: 0, concurrency: 0}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, Calls{}, c.Proxmox.Calls)
+}
+
 func TestParse_unknownKeyIsError(t *testing.T) {
 	_, err := Parse([]byte(minimalYAML + "  tokenFle: /etc/pveflow/pve-token\n"))
 	require.Error(t, err)
@@ -483,6 +511,7 @@ func TestLoad_exampleFile(t *testing.T) {
 	assert.Equal(t, Default().Budgets, c.Budgets)
 	assert.Equal(t, Default().Poll, c.Poll)
 	assert.Equal(t, Default().Proxmox.VMIDRange, c.Proxmox.VMIDRange)
+	assert.Equal(t, Default().Proxmox.Calls, c.Proxmox.Calls)
 }
 
 // The example comments out its optional fields; uncommented, they must be valid too.

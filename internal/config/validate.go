@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/url"
 	"regexp"
 	"slices"
@@ -83,6 +84,16 @@ func (c Proxmox) validate(p *problems) {
 		if err := validateVendorData(c.VendorData); err != nil {
 			p.add("proxmox.vendorData", "%v", err)
 		}
+	}
+	c.Calls.validate(p)
+}
+
+func (c Calls) validate(p *problems) {
+	if c.PerSecond < 0 || math.IsInf(c.PerSecond, 0) || math.IsNaN(c.PerSecond) {
+		p.add("proxmox.calls.perSecond", "%v is not a finite number >= 0 (0: no limit)", c.PerSecond)
+	}
+	if c.Concurrency < 0 {
+		p.add("proxmox.calls.concurrency", "%d is negative (0: no limit)", c.Concurrency)
 	}
 }
 

@@ -89,56 +89,72 @@ type textRule struct {
 	class Class
 }
 
+// Each rule names where PVE sends its text (repository and file, as of PVE 9.x); a text PVE
+// never sends has no rule. Some texts come from a tool PVE runs and passes on with its own
+// prefix (run_command's errmsg), and are named so.
 var textRules = []textRule{
-	// Missing VM: any qemu endpoint on a deleted VM or the wrong node.
+	// Missing VM: any qemu endpoint on a deleted VM or the wrong node
+	// (pve-guest-common AbstractConfig.pm load_config).
 	{regexp.MustCompile(`Configuration file '[^']*' does not exist`), NotFound},
 	// A storage that is missing, switched off, not on this node or not for ISOs is a
-	// configuration mistake, not a missing VM.
+	// configuration mistake, not a missing VM (pve-storage Storage.pm storage_config and
+	// storage_check_enabled/storage_check_node; API2/Storage/Status.pm upload).
 	{regexp.MustCompile(`storage '[^']*' does not exist`), Permanent},
 	{regexp.MustCompile(`storage '[^']*' is (disabled|not available on node)`), Permanent},
 	{regexp.MustCompile(`does not support '[^']*' content`), Permanent},
 	// A storage that cannot hold a VM's disks at all, as opposed to a full one: one without
 	// the images content, an iSCSI LUN or a PBS datastore, or an image format it has no use
-	// for (LVM takes raw only). Retrying the same call fails the same way.
+	// for (LVM takes raw only). Retrying the same call fails the same way (qemu-server
+	// API2/Qemu.pm $check_storage_access_migrate; pve-storage ISCSIPlugin.pm,
+	// ISCSIDirectPlugin.pm, PBSPlugin.pm alloc_image; LVMPlugin.pm, LvmThinPlugin.pm,
+	// Storage.pm).
 	{regexp.MustCompile(`storage '[^']*' does not support vm images`), Permanent},
 	{regexp.MustCompile(`can't allocate space in \w+ storage`), Permanent},
 	{regexp.MustCompile(`unsupported format '[^']*'`), Permanent},
-	// A volume ID or volume name PVE cannot take apart: "unable to parse volume ID '...'", or
-	// the storage plugin's "unable to parse <directory|lvm|zfs|rbd|...> volume name '...'".
+	// A volume ID or volume name PVE cannot take apart: "unable to parse volume ID '...'"
+	// (pve-storage Storage.pm), or the storage plugin's "unable to parse <directory|lvm|zfs|
+	// rbd|...> volume name '...'" (Plugin.pm, LVMPlugin.pm, ... parse_volname).
 	{regexp.MustCompile(`unable to parse (?:\w+ )?volume (?:ID|name) '`), Permanent},
-	// Space: LVM says so itself; ZFS's words come through as "zfs error: ...".
+	// Space: LVM says so itself (pve-storage LVMPlugin.pm alloc_lvm_image); ZFS's words are
+	// libzfs's, passed on as "zfs error: ..." (ZFSPoolPlugin.pm zfs_request).
 	{regexp.MustCompile(`not enough free space|out of space`), QuotaExceeded},
-	// Locks: the config's lock property (check_lock names the guest type: VM for qemu, CT for
-	// lxc), or a flock (a VM's config, a local storage) or a cluster lock (a shared storage) not
-	// taken in time.
+	// Locks: the config's lock property (pve-guest-common AbstractConfig.pm check_lock, which
+	// names the guest type: VM for qemu, CT for lxc), or a flock (a VM's config, a local
+	// storage: pve-common Tools.pm lock_file_full) or a cluster lock (a shared storage:
+	// pve-cluster Cluster.pm cfs_lock) not taken in time.
 	{regexp.MustCompile(`(?:VM|CT) is locked \(`), Locked},
 	{regexp.MustCompile(`can't lock file '[^']*' - got timeout`), Locked},
 	{regexp.MustCompile(`got lock request timeout`), Locked},
-	// VMID collisions: on the same node, on another node (pmxcfs refuses the rename), or
-	// found by /cluster/nextid.
+	// VMID collisions: on the same node (qemu-server API2/Qemu.pm clone_vm), on another node
+	// (pmxcfs refuses the rename with EEXIST: pve-common INotify.pm/File.pm "close (rename)
+	// atomic file '...' failed: $!"), or found by /cluster/nextid (pve-manager
+	// API2/Cluster.pm).
 	{regexp.MustCompile(`config file already exists`), AlreadyExists},
 	{regexp.MustCompile(`failed: File exists`), AlreadyExists},
 	{regexp.MustCompile(`^VM \d+ already exists`), AlreadyExists},
 	// A volume of the new VMID already on the storage: the disks a clone names itself (the
 	// cloud-init disk is always vm-<newid>-cloudinit) collide with a leftover one, which blocks
-	// that VMID until someone removes it. A file-based storage says so itself; LVM's lvcreate
-	// says it through PVE's "lvcreate '<vg>/<name>' error: ".
+	// that VMID until someone removes it. A file-based storage says so itself (pve-storage
+	// Plugin.pm, BTRFSPlugin.pm alloc_image); LVM's lvcreate says it through PVE's
+	// "lvcreate '<vg>/<name>' error: " (LVMPlugin.pm lvcreate).
 	{regexp.MustCompile(`disk image '[^']*' already exists`), AlreadyExists},
 	{regexp.MustCompile(`Logical Volume "[^"]*" already exists in volume group`), AlreadyExists},
-	// Guest agent: not answering yet, versus not configured (a template bug) or a stopped VM.
+	// Guest agent: not answering yet, versus not configured (a template bug) or a stopped VM
+	// (qemu-server QemuServer/Agent.pm assert_agent_available; QMPClient.pm "VM <id> qga command
+	// '...' failed - got timeout").
 	{regexp.MustCompile(`QEMU guest agent is not running`), AgentNotRunning},
 	{regexp.MustCompile(`qga command '[^']*' failed - got timeout`), AgentNotRunning},
 	{regexp.MustCompile(`No QEMU guest agent configured`), Permanent},
-	// A stopped VM: the agent says "is not running", the power operations (reboot, reset,
-	// suspend, resume) "not running".
+	// A stopped VM: the agent says "is not running" (QemuServer/Agent.pm), the power
+	// operations (reboot, reset, suspend, resume) "not running" (API2/Qemu.pm); a start of a
+	// running VM "already running" (QemuServer.pm vm_start).
 	{regexp.MustCompile(`^VM \d+ (?:is )?not running`), NotRunning},
 	{regexp.MustCompile(`^VM \d+ already running`), AlreadyRunning},
-	// Things retrying cannot fix. A missing Content-Length is a client bug: pveproxy refuses
-	// chunked uploads.
+	// Things retrying cannot fix (qemu-server API2/Qemu.pm resize_vm, QemuServer.pm vm_start;
+	// pve-guest-common AbstractConfig.pm check_protection).
 	{regexp.MustCompile(`shrinking disks is not supported`), Permanent},
 	{regexp.MustCompile(`you can't start a vm if it's a template`), Permanent},
 	{regexp.MustCompile(`protection mode enabled`), Permanent},
-	{regexp.MustCompile(`upload without content length header not supported`), Permanent},
 }
 
 // configFlockRE is a VM's config flock not taken in time, naming the VM.

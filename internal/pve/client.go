@@ -51,6 +51,12 @@ type ClientConfig struct {
 	// failed: the API method that sent it (Clone, TaskStatus, ...), its StatusClass and how
 	// long it took. The worker counts requests with it in its metrics.
 	ObserveRequest func(method, statusClass string, took time.Duration)
+	// Limits cap the rate and concurrency of the requests this client sends; the zero value
+	// sends every request at once. They hold for this client, that is one worker process.
+	Limits CallLimits
+	// ObserveHeld, when set, is told of every request Limits held back before it was sent:
+	// the API method that sent it and how long it waited.
+	ObserveHeld func(method string, held time.Duration)
 }
 
 // Client implements API with Proxmox VE's REST interface, authenticated by an API token. It is
@@ -61,6 +67,8 @@ type Client struct {
 	timeout   time.Duration
 	http      *http.Client
 	observe   func(method, statusClass string, took time.Duration)
+	limit     *limiter
+	held      func(method string, held time.Duration)
 	logger    *slog.Logger
 }
 
@@ -98,6 +106,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		timeout = defaultRequestTimeout
 	case timeout < 0:
 		return nil, fmt.Errorf("proxmox api request timeout %s is negative", timeout)
+	}
+
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("proxmox api %w", err)
 	}
 
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.InsecureSkipTLSVerify}
@@ -143,6 +155,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		tokenFile: cfg.TokenFile,
 		timeout:   timeout,
 		observe:   cfg.ObserveRequest,
+		limit:     newLimiter(cfg.Limits),
+		held:      cfg.ObserveHeld,
 		logger:    logger,
 		http: &http.Client{
 			Transport: rt,
@@ -354,10 +368,20 @@ func (c *Client) call(ctx context.Context, apiMethod, op, method string, ep endp
 	return c.do(apiMethod, op, ep, req, out)
 }
 
-// do authenticates and sends req, the call of ep, within the request timeout, turns a non-2xx
-// answer into an *APIError, and decodes the data of a 2xx answer into out unless out is nil. The
-// request is observed as apiMethod's, and logged at debug level (logCall).
+// do waits until the call limits let req go, authenticates and sends req, the call of ep, within
+// the request timeout, turns a non-2xx answer into an *APIError, and decodes the data of a 2xx
+// answer into out unless out is nil. The request is observed as apiMethod's, and logged at debug
+// level (logCall). The request timeout and the observed duration start once the limits let the
+// request go; the wait ends with req's context.
 func (c *Client) do(apiMethod, op string, ep endpoint, req *http.Request, out any) (err error) {
+	release, held, err := c.limit.acquire(req.Context())
+	if held > 0 && c.held != nil {
+		c.held(apiMethod, held)
+	}
+	if err != nil {
+		return callError(op, err)
+	}
+	defer release()
 	sent := time.Now()
 	status := 0 // until an answer has been read whole
 	answered := 0

@@ -532,6 +532,8 @@ func TestNewClient_rejectsBadConfig(t *testing.T) {
 		{"unreadable CA file", pve.ClientConfig{URL: "https://pve1:8006", TokenFile: token, CAFile: filepath.Join(t.TempDir(), "absent.pem")}, "CA file"},
 		{"CA file without PEM", pve.ClientConfig{URL: "https://pve1:8006", TokenFile: token, CAFile: token}, "no PEM certificate"},
 		{"negative timeout", pve.ClientConfig{URL: "https://pve1:8006", TokenFile: token, RequestTimeout: -time.Second}, "negative"},
+		{"negative call rate", pve.ClientConfig{URL: "https://pve1:8006", TokenFile: token, Limits: pve.CallLimits{PerSecond: -1}}, "calls per second"},
+		{"negative call concurrency", pve.ClientConfig{URL: "https://pve1:8006", TokenFile: token, Limits: pve.CallLimits{Concurrency: -1}}, "concurrent calls"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -549,6 +551,32 @@ func TestNewClient_doesNotDial(t *testing.T) {
 	_, err := pve.NewClient(pve.ClientConfig{URL: url, TokenFile: filepath.Join(t.TempDir(), "not-yet")})
 
 	assert.NoError(t, err)
+}
+
+// Every request goes through the call limits, an upload included, and each one they hold back
+// is reported with the API method that sent it.
+func TestClient_callLimitsHoldEveryKindOfRequest(t *testing.T) {
+	ts := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		writeRaw(t, w, http.StatusOK, "OK", `{"data":"UPID:pve1:00001A2B:0001E240:6B005320:imgcopy::pveflow@pve!worker:"}`)
+	})
+	var held []string
+	c := newClient(t, ts, func(cfg *pve.ClientConfig) {
+		cfg.Limits = pve.CallLimits{PerSecond: 5} // 200 ms apart: far longer than a call here
+		cfg.ObserveHeld = func(method string, d time.Duration) {
+			assert.Positive(t, d)
+			held = append(held, method)
+		}
+	})
+
+	_, err := c.Start(t.Context(), "pve1", 123456)
+	require.NoError(t, err)
+	_, err = c.UploadISO(t.Context(), "pve1", "local", "seed.iso", strings.NewReader("CD001"), 5)
+	require.NoError(t, err)
+	_, err = c.Stop(t.Context(), "pve1", 123456)
+	require.NoError(t, err)
+
+	assert.Equal(t, []string{"UploadISO", "Stop"}, held)
 }
 
 func TestClient_wrapTransportSeesEveryRequest(t *testing.T) {

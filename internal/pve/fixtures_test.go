@@ -2,6 +2,7 @@ package pve_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -95,7 +96,11 @@ func TestFixtures_reasonIsFirstLineOfBodyMessage(t *testing.T) {
 		if body.Message == nil {
 			continue
 		}
-		assert.True(t, strings.HasSuffix(*body.Message, "\n"), "%s: message keeps its newline", name)
+		if r.Status != http.StatusNotImplemented {
+			// rest_handler's 501 for a path or method without a handler is the one message
+			// without a newline (pve-manager PVE/HTTPServer.pm rest_handler).
+			assert.True(t, strings.HasSuffix(*body.Message, "\n"), "%s: message keeps its newline", name)
+		}
 		first, _, _ := strings.Cut(*body.Message, "\n")
 		assert.Equal(t, first, r.Reason, name)
 	}

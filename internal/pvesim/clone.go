@@ -176,6 +176,13 @@ func (c *Cluster) checkClone(node string, vmid int, p pve.CloneParams) (*vm, []c
 			return nil, nil, paramErr(map[string]string{"name": msg})
 		}
 	}
+	// qemu-server's clone_vm checks the pool first of its early checks ($load_and_check:
+	// check_pool_exist, then the target node, then the storage), and pve-access-control's
+	// RPCEnvironment::check_pool_exist raises it as a permission error: 403
+	// "Permission check failed (pool '<pool>' does not exist)".
+	if p.Pool != "" && !c.pools[p.Pool] {
+		return nil, nil, apiErr(http.StatusForbidden, "Permission check failed (pool '%s' does not exist)", p.Pool)
+	}
 	if p.Target != "" && c.nodes[p.Target] == nil {
 		return nil, nil, serverErr(fmt.Sprintf("no such cluster node '%s'", p.Target))
 	}
@@ -187,9 +194,6 @@ func (c *Cluster) checkClone(node string, vmid int, p pve.CloneParams) (*vm, []c
 		if !dest.content["images"] {
 			return nil, nil, paramErr(map[string]string{"storage": fmt.Sprintf("storage '%s' does not support vm images", p.Storage)})
 		}
-	}
-	if p.Pool != "" && !c.pools[p.Pool] {
-		return nil, nil, serverErr(fmt.Sprintf("pool '%s' does not exist", p.Pool))
 	}
 	src, err := c.vmOn(node, vmid)
 	if err != nil {

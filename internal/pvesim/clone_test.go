@@ -433,7 +433,12 @@ func TestClone_syncRefusals(t *testing.T) {
 		{"unknown target", func(p *pve.CloneParams) { p.Target = "pve9" }, serverErr("no such cluster node 'pve9'")},
 		{"storage on a linked clone", func(p *pve.CloneParams) { p.Full = false },
 			serverErr("parameter 'storage' not allowed for linked clones")},
-		{"unknown pool", func(p *pve.CloneParams) { p.Pool = "proxies" }, serverErr("pool 'proxies' does not exist")},
+		// qemu-server API2/Qemu.pm clone_vm $load_and_check -> RPCEnvironment::check_pool_exist
+		// (raise_perm_exc), checked before the target node and the storage.
+		{"unknown pool", func(p *pve.CloneParams) { p.Pool = "proxies" },
+			apiErr(403, "Permission check failed (pool 'proxies' does not exist)")},
+		{"unknown pool before unknown target", func(p *pve.CloneParams) { p.Pool = "proxies"; p.Target = "pve9" },
+			apiErr(403, "Permission check failed (pool 'proxies' does not exist)")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

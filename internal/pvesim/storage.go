@@ -173,7 +173,9 @@ func (c *Cluster) UploadISO(ctx context.Context, node, storage, filename string,
 // readBody reads an upload's body, which must be exactly size bytes.
 func readBody(r io.Reader, size int64) ([]byte, error) {
 	if size < 0 {
-		return nil, serverErr("upload without content length header not supported")
+		// A body of unknown length goes out chunked, which pveproxy refuses before anything
+		// else (pve-http-server AnyEvent.pm process_header).
+		return nil, apiErr(501, "chunked transfer encoding not supported")
 	}
 	data, err := io.ReadAll(io.LimitReader(r, size+1))
 	switch {

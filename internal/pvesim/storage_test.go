@@ -21,7 +21,7 @@ func TestUpload_requiresExactSize(t *testing.T) {
 	}{
 		{"short body", 5, serverErr("upload failed - got 4 of 5 bytes")},
 		{"long body", 3, serverErr("upload failed - body longer than 3 bytes")},
-		{"no content length", -1, serverErr("upload without content length header not supported")},
+		{"no content length", -1, apiErr(501, "chunked transfer encoding not supported")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -33,10 +33,10 @@ func TestUpload_requiresExactSize(t *testing.T) {
 	}
 }
 
-func TestUpload_noContentLengthMatchesFixture(t *testing.T) {
+func TestUpload_noContentLengthMatchesChunkedFixture(t *testing.T) {
 	c, _ := newCluster(t)
 	_, err := c.UploadISO(t.Context(), "pve1", "local", "seed.iso", strings.NewReader("seed"), -1)
-	requireFixtureError(t, "err_upload_no_content_length", err)
+	requireFixtureError(t, "err_chunked", err)
 }
 
 func TestUpload_extensionChecked(t *testing.T) {

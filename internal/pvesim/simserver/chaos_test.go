@@ -27,10 +27,11 @@ func TestServer_heldAnswerIsDroppedWhenTheClientGivesUp(t *testing.T) {
 	cluster := pvesim.New(pvesim.Default())
 	cluster.FailNext("VMStatus", pvesim.ErrAnswerHeld)
 	s := startServer(t, cluster)
+	// Taken before the deadline is set, so that the wait measured is never shorter than it.
+	began := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 
-	began := time.Now()
 	resp, err := httpClient(t, s).Do(newRequest(t, s, http.MethodGet, "/nodes/pve1/qemu/9000/status/current", nil).WithContext(ctx))
 	if resp != nil {
 		resp.Body.Close()

@@ -1,6 +1,8 @@
 package simserver
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -71,14 +73,19 @@ func readRequest(r *http.Request, rel string) (*request, error) {
 	return &request{params: params}, nil
 }
 
-// readForm reads an application/x-www-form-urlencoded body. PVE also takes JSON bodies; pveflow
-// does not send them, and the simulator refuses them like any other content type.
+// readForm reads a POST or PUT body: application/x-www-form-urlencoded or, as PVE 9 takes it,
+// application/json. pveproxy reads a body of either type (or of none) and refuses any other
+// with 506 (pve-http-server AnyEvent.pm unshift_read_header); extract_params then decodes a
+// JSON body into the parameters and everything else as a form.
 func readForm(r *http.Request) (url.Values, error) {
 	if r.ContentLength > maxPostSize {
 		return nil, &httpError{http.StatusNotImplemented, "for data too large"}
 	}
-	if ctype := r.Header.Get("Content-Type"); ctype != "" {
-		if mt, _, _ := mime.ParseMediaType(ctype); mt != "application/x-www-form-urlencoded" {
+	ctype := r.Header.Get("Content-Type")
+	mt := ""
+	if ctype != "" {
+		mt, _, _ = mime.ParseMediaType(ctype)
+		if mt != "application/x-www-form-urlencoded" && mt != "application/json" {
 			// pveproxy's answer, 506, to a content type it does not take, multipart included.
 			return nil, &httpError{http.StatusVariantAlsoNegotiates, fmt.Sprintf("upload 'Content-Type '%s' not implemented", ctype)}
 		}
@@ -90,9 +97,48 @@ func readForm(r *http.Request) (url.Values, error) {
 	if len(body) > maxPostSize {
 		return nil, &httpError{http.StatusNotImplemented, "for data too large"}
 	}
+	if mt == "application/json" {
+		return jsonParams(body)
+	}
 	// PVE's decoder is lenient: what does not decode is kept as far as it does.
 	form, _ := url.ParseQuery(string(body))
 	return form, nil
+}
+
+// jsonParams turns a JSON body into parameters as PVE's schema check sees them (pve-http-server
+// AnyEvent.pm extract_params: decode_json): a string as it is, a number as written, a boolean
+// as Perl stringifies JSON's booleans, 1 or 0. A null is left out: PVE's verification takes an
+// undefined value as a missing one (pve-common JSONSchema.pm check_prop). An array or object is
+// passed on as its JSON text for the schema to judge. A body that is not a JSON object makes
+// decode_json or the hash access die, which pveproxy answers 500 in plain text; Perl's text
+// names its own file and line, which the simulator does not copy.
+func jsonParams(body []byte) (url.Values, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
+		return nil, &httpError{http.StatusInternalServerError, "malformed JSON string: the body is not a JSON object"}
+	}
+	params := make(url.Values, len(obj))
+	for k, raw := range obj {
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			return nil, &httpError{http.StatusInternalServerError, "malformed JSON string: the body is not a JSON object"}
+		}
+		switch v := v.(type) {
+		case nil:
+			continue
+		case string:
+			params.Set(k, v)
+		case json.Number:
+			params.Set(k, v.String())
+		case bool:
+			params.Set(k, map[bool]string{true: "1", false: "0"}[v])
+		default:
+			params.Set(k, string(raw))
+		}
+	}
+	return params, nil
 }
 
 // uploadFields are the text fields pveproxy's upload parser picks up before the file part.
@@ -115,9 +161,6 @@ func readUpload(r *http.Request) (*request, error) {
 	mt, mp, err := mime.ParseMediaType(ctype)
 	if err != nil || mt != "multipart/form-data" || mp["boundary"] == "" {
 		return nil, uploadError(fmt.Sprintf("upload 'Content-Type '%s' not implemented", ctype))
-	}
-	if r.ContentLength < 0 {
-		return nil, uploadError("upload without content length header not supported")
 	}
 	if r.ContentLength > maxUploadSize {
 		return nil, &httpError{http.StatusNotImplemented, "for data too large"}

@@ -17,10 +17,7 @@ import (
 	"github.com/pveflow/pveflow/internal/pvesim"
 )
 
-const (
-	jsonContentType = "application/json;charset=UTF-8"
-	textContentType = "text/plain;charset=UTF-8"
-)
+const jsonContentType = "application/json;charset=UTF-8"
 
 // setPVEHeaders sets the headers pveproxy sends with every answer.
 func setPVEHeaders(h http.Header) {
@@ -70,12 +67,14 @@ func (s *Server) writeFailure(w http.ResponseWriter, r *http.Request, err error)
 
 // writeAPIError answers an API error: the reason phrase is its Reason (or the first line of
 // its Message), the body {"data":null,"message":"...\n","errors":{...}}. An empty Message
-// leaves "message" out, as PVE before 8.3 did; a 501 carries its text as plain text, as
-// pveproxy's HTTP layer sends it.
+// leaves "message" out, as PVE before 8.3 did.
+//
+// A 501 from the API (a path or method no handler serves) is such an answer too: pve-manager
+// PVE/HTTPServer.pm rest_handler returns {status => 501, message => "Method '$method
+// $rel_uri' not implemented"}, which the json formatter (pve-http-server
+// Formatter/Standard.pm) writes as {"data":null,"message":"..."}; that message has no
+// trailing newline, unlike a die's. Only the HTTP layer's own 501s are plain text (writePlain).
 func (s *Server) writeAPIError(w http.ResponseWriter, r *http.Request, e *pve.APIError) int {
-	if e.Status == http.StatusNotImplemented {
-		return s.writeError(w, r, e.Status, cmp.Or(e.Reason, e.Message), textContentType, []byte(e.Text()))
-	}
 	if e.Status >= statusRelayFirst && e.Message == "" {
 		// AnyEvent::HTTP's statuses, which pveproxy relays with their reason and no body.
 		return s.writeError(w, r, e.Status, e.Reason, "", nil)
@@ -85,16 +84,21 @@ func (s *Server) writeAPIError(w http.ResponseWriter, r *http.Request, e *pve.AP
 		Message string            `json:"message,omitempty"`
 		Errors  map[string]string `json:"errors,omitempty"`
 	}{Errors: e.Errors}
-	if e.Message != "" {
+	switch {
+	case e.Status == http.StatusNotImplemented:
+		payload.Message = e.Message
+	case e.Message != "":
 		payload.Message = e.Message + "\n"
 	}
 	body, _ := json.Marshal(payload) // strings and a map of strings always encode
 	return s.writeError(w, r, e.Status, cmp.Or(e.Reason, e.Message), jsonContentType, body)
 }
 
-// writePlain answers an error of pveproxy's HTTP layer, whose body is the message as plain text.
+// writePlain answers an error of pveproxy's HTTP layer, whose body is the message as it is and
+// which has no Content-Type (pve-http-server AnyEvent.pm sub error: "lack of content type here
+// means either 'application/octet-stream' or the client can guess").
 func (s *Server) writePlain(w http.ResponseWriter, r *http.Request, status int, msg string) int {
-	return s.writeError(w, r, status, msg, textContentType, []byte(msg))
+	return s.writeError(w, r, status, msg, "", []byte(msg))
 }
 
 // unauthorized answers 401 the way pveproxy does: after the configured delay, with an empty
@@ -109,10 +113,17 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, reason str
 			return s.drop(w, r)
 		}
 	}
+	return s.writeBare(w, r, http.StatusUnauthorized, reason)
+}
+
+// writeBare answers status with reason and nothing else: no body, no Content-Length, as
+// pveproxy's response() writes an HTTP::Response without content (pve-http-server AnyEvent.pm:
+// remove_header("Content-Length")), then closes the connection.
+func (s *Server) writeBare(w http.ResponseWriter, r *http.Request, status int, reason string) int {
 	h := http.Header{}
 	setPVEHeaders(h)
 	h.Set("Connection", "close")
-	return s.writeRaw(w, r, http.StatusUnauthorized, reason, h, nil)
+	return s.writeRaw(w, r, status, reason, h, nil)
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, status int, msg, contentType string, body []byte) int {
@@ -124,7 +135,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, status int, 
 	setPVEHeaders(h)
 	h.Set("Connection", "close")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	if len(body) > 0 {
+	if len(body) > 0 && contentType != "" {
 		h.Set("Content-Type", contentType)
 	}
 	return s.writeRaw(w, r, status, reason, h, body)

@@ -212,13 +212,12 @@ func deleteVolume(ctx context.Context, api pve.API, c *apiCall) (any, error) {
 
 // route finds the endpoint for method and rel, the escaped path below /api2/json, and fills
 // in its path parameters. A path the schema knows but the simulator does not serve is answered
-// the way PVE answers a path it has no handler for.
+// the way PVE answers a path it has no handler for, naming the path unescaped as PVE does.
 func (r *request) route(method, rel string) (endpoint, *apiCall, error) {
 	ep, ok := pveschema.Lookup(method, rel)
 	serve, served := endpoints[ep.Method+" "+ep.Path]
 	if !ok || !served {
-		msg := fmt.Sprintf("Method '%s %s' not implemented", method, rel)
-		return nil, nil, &pve.APIError{Status: http.StatusNotImplemented, Reason: msg, Message: msg}
+		return nil, nil, notImplemented(method, rel)
 	}
 	vars := ep.PathParams
 	c := &apiCall{
@@ -236,6 +235,17 @@ func (r *request) route(method, rel string) (endpoint, *apiCall, error) {
 		c.vmid = vmid
 	}
 	return serve, c, nil
+}
+
+// notImplemented is PVE's answer to a path without a handler (pve-manager PVE/HTTPServer.pm
+// rest_handler), which names the path unescaped, as PVE routes it; rel is escaped.
+func notImplemented(method, rel string) *pve.APIError {
+	path, err := url.PathUnescape(rel)
+	if err != nil {
+		path = rel
+	}
+	msg := fmt.Sprintf("Method '%s %s' not implemented", method, path)
+	return &pve.APIError{Status: http.StatusNotImplemented, Reason: msg, Message: msg}
 }
 
 // Parameter checks. The schema has verified the parameters before an endpoint runs; these

@@ -9,6 +9,7 @@
 package simserver
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -17,7 +18,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pveflow/pveflow/internal/pve"
@@ -40,6 +46,22 @@ type Options struct {
 	AuthDelay time.Duration
 	// Logger receives one Debug record per request; nil discards them.
 	Logger *slog.Logger
+	// KeepRequests keeps a log of every request the server receives, for Requests. It grows
+	// without bound: for tests, not for a long-running simulator.
+	KeepRequests bool
+}
+
+// A Request is one entry of the server's request log.
+type Request struct {
+	Method string
+	// Path is the request's path, /api2/json included, as it came.
+	Path string
+	// Arrived is when the server began to serve the request, its header read.
+	Arrived time.Time
+	// InFlight is how many requests the server was serving when this one arrived, this one
+	// included. A request is served until the server begins to write its answer (or drops
+	// it), so a client that waits for each answer before its next request never sees more.
+	InFlight int
 }
 
 // A Server serves a pve.API over HTTPS until Close.
@@ -48,6 +70,11 @@ type Server struct {
 	creds     *credentials
 	authDelay time.Duration
 	log       *slog.Logger
+
+	keepRequests bool
+	inFlight     atomic.Int64
+	mu           sync.Mutex
+	requests     []Request
 
 	url       string
 	caFile    string
@@ -92,15 +119,16 @@ func Start(opts Options) (*Server, error) {
 	// context end with the server.
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		api:       opts.API,
-		creds:     creds,
-		authDelay: opts.AuthDelay,
-		log:       log,
-		url:       "https://" + ln.Addr().String(),
-		caFile:    caFile,
-		tokenFile: tokenFile,
-		cancel:    cancel,
-		done:      make(chan struct{}),
+		api:          opts.API,
+		creds:        creds,
+		authDelay:    opts.AuthDelay,
+		log:          log,
+		keepRequests: opts.KeepRequests,
+		url:          "https://" + ln.Addr().String(),
+		caFile:       caFile,
+		tokenFile:    tokenFile,
+		cancel:       cancel,
+		done:         make(chan struct{}),
 	}
 	s.srv = &http.Server{
 		Handler: http.HandlerFunc(s.serveHTTP),
@@ -150,6 +178,14 @@ func (s *Server) CAFile() string { return s.caFile }
 // TokenFile is the path of the file holding "<token id>=<secret>", the format pve.Client reads.
 func (s *Server) TokenFile() string { return s.tokenFile }
 
+// Requests is the request log in the order the requests arrived; it is empty unless
+// Options.KeepRequests was set.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
 // Close stops the server, ends every request still in progress and closes its connections.
 func (s *Server) Close() error {
 	s.cancel()
@@ -161,11 +197,40 @@ func (s *Server) Close() error {
 // apiBase is the prefix of every API path; the rest is what the schema and the routes see.
 const apiBase = "/api2/json"
 
+// storageContentRE is a path below a storage's content, where PVE's router takes the whole
+// rest of the path as the volume: pve-storage API2/Storage/Status.pm mounts the content
+// subclass with fragmentDelimiter set to the empty string ("IDs may contain a slash '/'"; the
+// only such subclass in PVE's API), and pve-common RESTHandler.pm map_path_to_methods then
+// joins the remaining path segments with '/'.
+var storageContentRE = regexp.MustCompile(`^/nodes/([^/]+)/storage/([^/]+)/content/(.+)$`)
+
+// routePath is the path below /api2/json that PVE routes u to, escaped the way the schema
+// matches paths (one segment per path value). pveproxy unescapes the whole path before routing
+// (pve-http-server AnyEvent.pm process_header: uri_unescape($request->uri->path())), so a
+// volume ID's slash may come escaped (%2F) or not: both name the same volume. Empty segments
+// are dropped, as PVE's router drops them.
+func routePath(u *url.URL) (string, bool) {
+	rel, ok := strings.CutPrefix(u.Path, apiBase)
+	if !ok || (rel != "" && rel[0] != '/') {
+		return "", false
+	}
+	segs := strings.FieldsFunc(rel, func(r rune) bool { return r == '/' })
+	if m := storageContentRE.FindStringSubmatch("/" + strings.Join(segs, "/")); m != nil {
+		segs = []string{"nodes", m[1], "storage", m[2], "content", m[3]}
+	}
+	for i, seg := range segs {
+		segs[i] = url.PathEscape(seg)
+	}
+	return "/" + strings.Join(segs, "/"), true
+}
+
 // serveHTTP answers one request in pveproxy's order: method, URI, authentication, body,
 // parameter verification, then the API method.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	status := s.answer(w, r)
+	tw := &answerWriter{ResponseWriter: w, answering: s.arrive(r, start)}
+	defer tw.answer()
+	status := s.answer(tw, r)
 	// Never the Authorization header, the query or a body: they may hold the token or
 	// cloud-init data.
 	s.log.LogAttrs(r.Context(), slog.LevelDebug, "pvesim request",
@@ -180,14 +245,20 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 	switch r.Method {
 	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete:
 	default:
-		return s.writePlain(w, r, http.StatusNotImplemented, fmt.Sprintf("method '%s' not available", r.Method))
+		// pve-http-server AnyEvent.pm process_header: HTTP::Response->new(501, "method '$method'
+		// not available"), which has no content.
+		return s.writeBare(w, r, http.StatusNotImplemented, fmt.Sprintf("method '%s' not available", r.Method))
 	}
-	// The schema matches escaped paths, in which a volume ID's slash stays inside its segment.
-	rel, ok := strings.CutPrefix(r.URL.EscapedPath(), apiBase)
-	if !ok || (rel != "" && rel[0] != '/') {
+	// pveproxy refuses a chunked body in process_header, before it looks at the URI or the
+	// token (pve-http-server AnyEvent.pm process_header: "chunked transfer encoding not
+	// supported"). net/http answers any other transfer coding itself before this handler runs.
+	if slices.Contains(r.TransferEncoding, "chunked") {
+		return s.writePlain(w, r, http.StatusNotImplemented, "chunked transfer encoding not supported")
+	}
+	rel, ok := routePath(r.URL)
+	if !ok {
 		return s.writePlain(w, r, http.StatusNotImplemented, "no such uri")
 	}
-	rel = cmp.Or(rel, "/")
 	if reason := s.creds.authenticate(r.Header.Get("Authorization")); reason != "" {
 		return s.unauthorized(w, r, reason)
 	}
@@ -197,6 +268,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 		return s.writeFailure(w, r, err)
 	}
 	if e := pveschema.Validate(r.Method, rel, req.params); e != nil {
+		if e.Status == http.StatusNotImplemented {
+			e = notImplemented(r.Method, rel) // the schema names the path escaped
+		}
 		return s.writeAPIError(w, r, e)
 	}
 	serve, call, err := req.route(r.Method, rel)
@@ -209,3 +283,45 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 	}
 	return s.writeData(w, r, data)
 }
+
+// arrive counts r in flight and logs it if the server keeps a request log; the func it returns
+// counts r out.
+func (s *Server) arrive(r *http.Request, at time.Time) func() {
+	n := s.inFlight.Add(1)
+	if s.keepRequests {
+		s.mu.Lock()
+		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Arrived: at, InFlight: int(n)})
+		s.mu.Unlock()
+	}
+	return func() { s.inFlight.Add(-1) }
+}
+
+// answerWriter calls answering once, when the answer begins to be written, the connection is
+// taken over to write or drop it, or the handler returns: from then on the client may have
+// its answer, and the request no longer counts as in flight.
+type answerWriter struct {
+	http.ResponseWriter
+	answering func()
+	once      sync.Once
+}
+
+func (w *answerWriter) answer() { w.once.Do(w.answering) }
+
+func (w *answerWriter) WriteHeader(status int) {
+	w.answer()
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *answerWriter) Write(b []byte) (int, error) {
+	w.answer()
+	return w.ResponseWriter.Write(b)
+}
+
+// Hijack is what writeRaw and drop take the connection with; http.ResponseController finds it.
+func (w *answerWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.answer()
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the connection's other controls.
+func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

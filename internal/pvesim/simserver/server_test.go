@@ -190,8 +190,10 @@ func TestServer_refusesRequestTheSchemaDoesNotAllow(t *testing.T) {
 				assert.Equal(t, "Parameter verification failed.\n", *e.Message)
 				return
 			}
-			assert.Equal(t, tt.wantText, body)
-			assert.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain"))
+			// rest_handler's 501 goes through the json formatter: {"data":null,"message":...}
+			// with the message as written, without a trailing newline.
+			assert.JSONEq(t, fmt.Sprintf(`{"data":null,"message":%q}`, tt.wantText), body)
+			assert.Equal(t, jsonContentType, resp.Header.Get("Content-Type"))
 		})
 	}
 }

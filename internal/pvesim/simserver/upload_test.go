@@ -94,7 +94,10 @@ func TestServer_uploadPassesFileToAPI(t *testing.T) {
 	assert.Equal(t, []recordedUpload{{node: "pve1", storage: "local", filename: "seed-123456.iso", data: iso, size: int64(len(iso))}}, api.recorded())
 }
 
-func TestServer_uploadWithoutContentLengthRefused(t *testing.T) {
+// An upload without Content-Length is sent chunked, which pveproxy refuses before anything
+// else (pve-http-server AnyEvent.pm process_header). Its "upload without content length header
+// not supported" sits inside `if ($len)` and is never sent.
+func TestServer_uploadWithoutContentLengthRefusedAsChunked(t *testing.T) {
 	api := &uploadRecorder{}
 	s := startServer(t, api)
 	body, ctype := multipartBody(t,
@@ -105,8 +108,8 @@ func TestServer_uploadWithoutContentLengthRefused(t *testing.T) {
 
 	resp, respBody := send(t, s, req)
 
-	assert.Equal(t, "500 upload without content length header not supported", resp.Status)
-	assert.Equal(t, "upload without content length header not supported", respBody)
+	assert.Equal(t, "501 chunked transfer encoding not supported", resp.Status)
+	assert.Equal(t, "chunked transfer encoding not supported", respBody)
 	assert.Empty(t, api.recorded())
 }
 

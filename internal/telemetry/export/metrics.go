@@ -21,6 +21,12 @@ import (
 // counts the requests.
 const proxmoxRequestDuration = "pveflow_proxmox_request_duration"
 
+// proxmoxRequestHeld is the timer of Proxmox API requests the call cap (proxmox.calls) held back
+// before sending them, by API method, and how long each waited. Prometheus shows it as the
+// histogram pveflow_proxmox_request_held_duration_seconds, whose _count counts the requests held
+// back.
+const proxmoxRequestHeld = "pveflow_proxmox_request_held_duration"
+
 // secondsBuckets are the bucket bounds of every histogram, all of them in seconds: from a quick
 // API request to a clone of a large disk, and the SDK's own latencies.
 var secondsBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
@@ -72,6 +78,12 @@ func (m *Metrics) HTTPHandler() http.Handler {
 func (m *Metrics) ObserveProxmoxRequest(method, statusClass string, took time.Duration) {
 	m.handler.WithTags(map[string]string{"method": method, "status_class": statusClass}).
 		Timer(proxmoxRequestDuration).Record(took)
+}
+
+// ObserveProxmoxHeld records a Proxmox API request the call cap held back; it is
+// pve.ClientConfig.ObserveHeld.
+func (m *Metrics) ObserveProxmoxHeld(method string, held time.Duration) {
+	m.handler.WithTags(map[string]string{"method": method}).Timer(proxmoxRequestHeld).Record(held)
 }
 
 // Close stops recording.

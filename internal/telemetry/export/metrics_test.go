@@ -63,6 +63,17 @@ func TestMetrics_proxmoxRequestsByMethodAndStatusClass(t *testing.T) {
 	assert.Contains(t, text, `pveflow_proxmox_request_duration_seconds_count{method="VMConfig",status_class="5xx"} 1`+"\n")
 }
 
+func TestMetrics_proxmoxRequestsHeldByMethod(t *testing.T) {
+	m := newMetrics(t, io.Discard)
+
+	m.ObserveProxmoxHeld("TaskStatus", 40*time.Millisecond)
+	m.ObserveProxmoxHeld("TaskStatus", 2*time.Second)
+
+	text := scrape(t, m)
+	assert.Contains(t, text, `pveflow_proxmox_request_held_duration_seconds_count{method="TaskStatus"} 2`+"\n")
+	assert.Contains(t, text, `pveflow_proxmox_request_held_duration_seconds_bucket{method="TaskStatus",le="0.05"} 1`+"\n")
+}
+
 func TestMetrics_processAndGoRuntimeMetricsAreServed(t *testing.T) {
 	text := scrape(t, newMetrics(t, io.Discard))
 
