@@ -1,18 +1,31 @@
 package nocloud
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-const agentDoc = `#cloud-config
+var agentDoc = `#cloud-config
 packages:
   - qemu-guest-agent
 runcmd:
   - systemctl enable --now qemu-guest-agent
-`
+` + keepDoc
+
+// keepDoc is what every vendor-data ends with when nothing configured write_files: what keeps
+// the instance once the seed is detached.
+var keepDoc = "manual_cache_clean: true\nwrite_files:\n" + reseedFiles
+
+// reseedFiles are the write_files entries of the reseed hook.
+var reseedFiles = "  - path: " + ReseedScriptPath + "\n    permissions: '0755'\n    content: |\n" + indent(reseedScript) +
+	"  - path: " + ReseedDropInPath + "\n    permissions: '0644'\n    content: |\n" + indent(reseedDropIn)
+
+func indent(s string) string {
+	return "      " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n      ") + "\n"
+}
 
 func TestVendorData_table(t *testing.T) {
 	tests := []struct {
@@ -23,7 +36,7 @@ func TestVendorData_table(t *testing.T) {
 	}{
 		{
 			name: "agent off, nothing configured",
-			want: "#cloud-config\n{}\n",
+			want: "#cloud-config\n" + keepDoc,
 		},
 		{
 			name:         "agent on, nothing configured",
@@ -39,7 +52,7 @@ func TestVendorData_table(t *testing.T) {
 		{
 			name:       "agent off keeps the configured document and its YAML 1.1 booleans",
 			configured: "#cloud-config\nssh_pwauth: yes\ntimezone: Europe/Berlin\n",
-			want:       "#cloud-config\nssh_pwauth: yes\ntimezone: Europe/Berlin\n",
+			want:       "#cloud-config\nssh_pwauth: yes\ntimezone: Europe/Berlin\n" + keepDoc,
 		},
 		{
 			name:         "configured packages appended and deduplicated",
@@ -52,7 +65,7 @@ packages:
   - [squid, 6.13-2]
 runcmd:
   - systemctl enable --now qemu-guest-agent
-`,
+` + keepDoc,
 		},
 		{
 			name:         "configured runcmd kept, ours after",
@@ -65,7 +78,7 @@ runcmd:
   - systemctl enable --now qemu-guest-agent
 packages:
   - qemu-guest-agent
-`,
+` + keepDoc,
 		},
 		{
 			name:         "null packages and runcmd become lists",
@@ -84,11 +97,17 @@ write_files:
   - path: /etc/motd
     content: |
       hello
-packages:
+` + reseedFiles + `packages:
   - qemu-guest-agent
 runcmd:
   - systemctl enable --now qemu-guest-agent
+manual_cache_clean: true
 `,
+		},
+		{
+			name:       "a configured manual_cache_clean is kept",
+			configured: "manual_cache_clean: false\n",
+			want:       "#cloud-config\nmanual_cache_clean: false\nwrite_files:\n" + reseedFiles,
 		},
 	}
 	for _, tt := range tests {
@@ -113,6 +132,7 @@ func TestVendorData_refusesWithoutEchoingContent(t *testing.T) {
 		{"broken YAML", "a: [" + secret, false, "nocloud: invalid vendor-data: not valid YAML"},
 		{"packages not a list", "packages: " + secret + "\n", true, "nocloud: invalid vendor-data: packages is not a list"},
 		{"runcmd not a list", "runcmd: {x: " + secret + "}\n", true, "nocloud: invalid vendor-data: runcmd is not a list"},
+		{"write_files not a list", "write_files: " + secret + "\n", false, "nocloud: invalid vendor-data: write_files is not a list"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
