@@ -238,7 +238,14 @@ func (c *create) run() (CreateProxyResult, error) {
 			return CreateProxyResult{}, err
 		}
 	}
-	return c.waitReady()
+	res, err := c.waitReady()
+	if err != nil {
+		return CreateProxyResult{}, err
+	}
+	if err := c.releaseSeed(&c.vm); err != nil {
+		return CreateProxyResult{}, err
+	}
+	return res, nil
 }
 
 func (c *create) adopt(v vm) {
@@ -504,6 +511,9 @@ func (c *create) provision() error {
 		// The template's tags stay, beside the configured ones and pveflow's own.
 		"tags": proxy.MergeTags(cfg["tags"], append(slices.Clone(c.s.Tags), proxy.Tag)...),
 		"ide2": seed.VolID + ",media=cdrom",
+	}
+	if c.s.OnBoot != nil {
+		params["onboot"] = boolParam(*c.s.OnBoot)
 	}
 	if net0 := proxy.RewriteNet0(cfg["net0"], c.s.Bridge); net0 != cfg["net0"] {
 		params["net0"] = net0

@@ -60,6 +60,9 @@ type Proxmox struct {
 	// InstallGuestAgent makes the vendor-data install and start qemu-guest-agent, which
 	// pveflow needs to learn the proxy's address. Turn it off only for images that have it.
 	InstallGuestAgent bool `yaml:"installGuestAgent" json:"installGuestAgent"`
+	// OnBoot is the VM's onboot option, written by a create: whether PVE starts the proxy when
+	// its node boots. A template's own value would otherwise be inherited by the clone.
+	OnBoot bool `yaml:"onboot" json:"onboot"`
 }
 
 // VMIDRange is the inclusive range pveflow allocates VMIDs from. PVE shares VMIDs with people and
@@ -152,6 +155,7 @@ func Default() Config {
 			VMIDRange:             VMIDRange{Min: 100000, Max: 199999},
 			RequestTimeoutSeconds: 30,
 			InstallGuestAgent:     true,
+			OnBoot:                true,
 		},
 		Clones: Clones{PerStorage: 4, HistoryEvents: 10000},
 		Budgets: Budgets{

@@ -31,6 +31,7 @@ func full() Config {
 			RequestTimeoutSeconds: 45,
 			VendorData:            "#cloud-config\ntimezone: Etc/UTC\n",
 			InstallGuestAgent:     false,
+			OnBoot:                false,
 		},
 		Clones: Clones{PerStorage: 2, HistoryEvents: 20000},
 		Budgets: Budgets{
@@ -411,6 +412,18 @@ func TestParse_clonesPerStorageDefaultsToFour(t *testing.T) {
 	c, err := Parse([]byte(minimalYAML))
 	require.NoError(t, err)
 	assert.Equal(t, 4, c.Clones.PerStorage)
+}
+
+func TestParse_onbootDefaultsToTrue(t *testing.T) {
+	c, err := Parse([]byte(minimalYAML))
+	require.NoError(t, err)
+	assert.True(t, c.Proxmox.OnBoot)
+}
+
+func TestParse_onbootFalseIsKept(t *testing.T) {
+	c, err := Parse([]byte(minimalYAML + "  onboot: false\n"))
+	require.NoError(t, err)
+	assert.False(t, c.Proxmox.OnBoot)
 }
 
 func TestParse_clonesPerStorageZeroIsKept(t *testing.T) {

@@ -1,6 +1,7 @@
 package pvesim
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -113,4 +114,16 @@ func (c *Cluster) CloudInit(vmid int) (instanceID string, newInstances int, ok b
 		return "", 0, false
 	}
 	return g.guest.cloudInit.instanceID, g.guest.cloudInit.newInstances, true
+}
+
+// GuestSeed is the NoCloud seed the guest of a VM found at its last boot: its root files by
+// name, nil when it found none. ok is false for an unknown VMID.
+func (c *Cluster) GuestSeed(vmid int) (files map[string]string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.vms[vmid]
+	if g == nil {
+		return nil, false
+	}
+	return maps.Clone(g.guest.seed), true
 }
