@@ -43,7 +43,6 @@ func TestDelete_removesSeedISOKeptOnSharedStorage(t *testing.T) {
 
 	_, err = w.delete(workflows.DeleteProxyInput{UID: uid})
 
-
 	require.NoError(t, err)
 	assert.Empty(t, w.isos())
 }
