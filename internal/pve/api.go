@@ -59,6 +59,10 @@ type API interface {
 	// StorageContent reads GET /nodes/{node}/storage/{storage}/content, filtered to one content
 	// type ("iso", "images", ...) unless content is empty.
 	StorageContent(ctx context.Context, node, storage, content string) ([]StorageVolume, error)
+	// Migrate starts POST /nodes/{node}/qemu/{vmid}/migrate: a task (qmigrate) that moves the VM
+	// to p.Target. pveflow's workflows never migrate; operators and tests do, through this seam,
+	// which keeps the client and the simulator to PVE's rules for it.
+	Migrate(ctx context.Context, node string, vmid int, p MigrateParams) (UPID, error)
 }
 
 // Version is the answer of GET /version.
@@ -223,4 +227,16 @@ type CloneParams struct {
 	// Storage is the target storage for a full clone; empty keeps the template's.
 	Storage string
 	Pool    string
+}
+
+// MigrateParams are the parameters of a migration that pveflow's seam sends.
+type MigrateParams struct {
+	// Target is the node the VM moves to.
+	Target string
+	// Online live-migrates a running VM; PVE refuses a running VM without it, and ignores it
+	// for a stopped one.
+	Online bool
+	// WithLocalDisks lets a running VM's disks on storage that is not shared be copied along
+	// (live storage migration); an offline migration copies them anyway.
+	WithLocalDisks bool
 }

@@ -623,3 +623,15 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	}
 	return k, err
 }
+
+// Migrate starts POST /nodes/{node}/qemu/{vmid}/migrate.
+func (c *Client) Migrate(ctx context.Context, node string, vmid int, p MigrateParams) (UPID, error) {
+	form := url.Values{"target": {p.Target}}
+	if p.Online {
+		form.Set("online", formBool(true))
+	}
+	if p.WithLocalDisks {
+		form.Set("with-local-disks", formBool(true))
+	}
+	return c.task(ctx, "Migrate", vmOp("migration to "+p.Target, node, vmid), http.MethodPost, vmEndpoint("migrate", node, vmid), form)
+}

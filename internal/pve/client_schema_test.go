@@ -148,6 +148,10 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			_, err := c.StorageContent(ctx, node, "local", "iso")
 			return err
 		},
+		"Migrate": func(ctx context.Context) error {
+			_, err := c.Migrate(ctx, node, vmid, pve.MigrateParams{Target: "pve2", Online: true, WithLocalDisks: true})
+			return err
+		},
 	}
 	api := reflect.TypeFor[pve.API]()
 	require.Len(t, calls, api.NumMethod())
@@ -170,5 +174,5 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			assert.Equal(t, ep.Path, lines[0]["path"], "the debug line names the schema's path template")
 		})
 	}
-	assert.Len(t, endpoints, 18, "the 18 calls reach 18 distinct endpoints")
+	assert.Len(t, endpoints, 19, "the 19 calls reach 19 distinct endpoints")
 }

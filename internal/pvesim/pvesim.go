@@ -255,6 +255,7 @@ var defaultTaskDurations = map[string]time.Duration{
 	"resize":    20 * time.Millisecond,
 	"imgcopy":   20 * time.Millisecond,
 	"imgdel":    10 * time.Millisecond,
+	"qmigrate":  50 * time.Millisecond,
 }
 
 // New returns a cluster as opts describe it. It panics on options no cluster can have: a
