@@ -561,6 +561,7 @@ type endpoint struct {
 	storage  string
 	volume   string
 	upid     UPID
+	sid      string
 }
 
 // path fills the template in, escaping each value, so that a volume ID or a UPID stays one
@@ -572,6 +573,7 @@ func (e endpoint) path() string {
 		"{storage}", url.PathEscape(e.storage),
 		"{volume}", url.PathEscape(e.volume),
 		"{upid}", url.PathEscape(string(e.upid)),
+		"{sid}", url.PathEscape(e.sid),
 	).Replace(e.template)
 }
 
@@ -634,4 +636,27 @@ func (c *Client) Migrate(ctx context.Context, node string, vmid int, p MigratePa
 		form.Set("with-local-disks", formBool(true))
 	}
 	return c.task(ctx, "Migrate", vmOp("migration to "+p.Target, node, vmid), http.MethodPost, vmEndpoint("migrate", node, vmid), form)
+}
+
+// HAManagerStatus reads GET /cluster/ha/status/manager_status.
+func (c *Client) HAManagerStatus(ctx context.Context) (HAManagerStatus, error) {
+	var s HAManagerStatus
+	err := c.call(ctx, "HAManagerStatus", "HA manager status", http.MethodGet, endpoint{template: "/cluster/ha/status/manager_status"}, nil, &s)
+	return s, err
+}
+
+// AddHAResource writes POST /cluster/ha/resources.
+func (c *Client) AddHAResource(ctx context.Context, p HAResourceParams) error {
+	form := url.Values{"sid": {p.SID}}
+	for k, v := range map[string]string{"state": p.State, "comment": p.Comment} {
+		if v != "" {
+			form.Set(k, v)
+		}
+	}
+	return c.call(ctx, "AddHAResource", "registration of HA resource "+p.SID, http.MethodPost, endpoint{template: "/cluster/ha/resources"}, form, nil)
+}
+
+// DeleteHAResource writes DELETE /cluster/ha/resources/{sid}.
+func (c *Client) DeleteHAResource(ctx context.Context, sid string) error {
+	return c.call(ctx, "DeleteHAResource", "removal of HA resource "+sid, http.MethodDelete, endpoint{template: "/cluster/ha/resources/{sid}", sid: sid}, nil, nil)
 }

@@ -148,6 +148,11 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			_, err := c.StorageContent(ctx, node, "local", "iso")
 			return err
 		},
+		"HAManagerStatus": func(ctx context.Context) error { _, err := c.HAManagerStatus(ctx); return err },
+		"AddHAResource": func(ctx context.Context) error {
+			return c.AddHAResource(ctx, pve.HAResourceParams{SID: "vm:123456", State: "started", Comment: "pveflow proxy"})
+		},
+		"DeleteHAResource": func(ctx context.Context) error { return c.DeleteHAResource(ctx, "vm:123456") },
 		"Migrate": func(ctx context.Context) error {
 			_, err := c.Migrate(ctx, node, vmid, pve.MigrateParams{Target: "pve2", Online: true, WithLocalDisks: true})
 			return err
@@ -174,5 +179,5 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			assert.Equal(t, ep.Path, lines[0]["path"], "the debug line names the schema's path template")
 		})
 	}
-	assert.Len(t, endpoints, 19, "the 19 calls reach 19 distinct endpoints")
+	assert.Len(t, endpoints, 22, "the 22 calls reach 22 distinct endpoints")
 }

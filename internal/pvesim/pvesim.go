@@ -181,6 +181,8 @@ type Cluster struct {
 	// lag is zero.
 	cache       map[int]cachedStatus
 	nextRefresh time.Time
+	// ha is the HA manager's state (ha.go).
+	ha haState
 }
 
 type node struct {

@@ -392,6 +392,7 @@ func (c *Cluster) Destroy(ctx context.Context, node string, vmid int) (pve.UPID,
 				return
 			}
 			delete(c.vms, vmid)
+			c.forgetHA(vmid)
 			if t.exit != "OK" {
 				return // the warnings are the disks it could not remove
 			}

@@ -20,6 +20,7 @@ type apiCall struct {
 	*request
 	node, storage, volume string
 	upid                  pve.UPID
+	sid                   string
 	vmid                  int
 }
 
@@ -176,6 +177,7 @@ func (r *request) route(method, rel string) (endpoint, *apiCall, error) {
 		storage: vars["storage"],
 		volume:  vars["volume"],
 		upid:    pve.UPID(vars["upid"]),
+		sid:     vars["sid"],
 	}
 	if v, ok := vars["vmid"]; ok {
 		vmid, err := parseInt("vmid", v)
