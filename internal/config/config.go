@@ -63,6 +63,17 @@ type Proxmox struct {
 	// OnBoot is the VM's onboot option, written by a create: whether PVE starts the proxy when
 	// its node boots. A template's own value would otherwise be inherited by the clone.
 	OnBoot bool `yaml:"onboot" json:"onboot"`
+	// HA registers each proxy's VM as a resource of PVE's HA manager.
+	HA HA `yaml:"ha" json:"ha,omitzero"`
+}
+
+// HA is how proxies join PVE's HA manager: a create registers the VM as HA resource
+// vm:<vmid> once it is ready, and a delete removes it before it stops the VM.
+type HA struct {
+	Enabled bool `yaml:"enabled" json:"enabled,omitempty"`
+	// State is the resource's requested state: started (the default), stopped, disabled or
+	// ignored.
+	State string `yaml:"state" json:"state,omitempty"`
 }
 
 // VMIDRange is the inclusive range pveflow allocates VMIDs from. PVE shares VMIDs with people and
@@ -156,6 +167,7 @@ func Default() Config {
 			RequestTimeoutSeconds: 30,
 			InstallGuestAgent:     true,
 			OnBoot:                true,
+			HA:                    HA{State: "started"},
 		},
 		Clones: Clones{PerStorage: 4, HistoryEvents: 10000},
 		Budgets: Budgets{

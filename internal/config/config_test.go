@@ -32,6 +32,7 @@ func full() Config {
 			VendorData:            "#cloud-config\ntimezone: Etc/UTC\n",
 			InstallGuestAgent:     false,
 			OnBoot:                false,
+			HA:                    HA{Enabled: true, State: "stopped"},
 		},
 		Clones: Clones{PerStorage: 2, HistoryEvents: 20000},
 		Budgets: Budgets{
@@ -424,6 +425,12 @@ func TestParse_onbootFalseIsKept(t *testing.T) {
 	c, err := Parse([]byte(minimalYAML + "  onboot: false\n"))
 	require.NoError(t, err)
 	assert.False(t, c.Proxmox.OnBoot)
+}
+
+func TestParse_haStateMustBePVEs(t *testing.T) {
+	_, err := Parse([]byte(minimalYAML + "  ha: {enabled: true, state: running}\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `proxmox.ha.state: "running" is not one of started, stopped, disabled, ignored`)
 }
 
 func TestParse_clonesPerStorageZeroIsKept(t *testing.T) {
