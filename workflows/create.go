@@ -245,6 +245,9 @@ func (c *create) run() (CreateProxyResult, error) {
 	if err := c.releaseSeed(&c.vm); err != nil {
 		return CreateProxyResult{}, err
 	}
+	if err := c.registerHA(c.vm.ref()); err != nil {
+		return CreateProxyResult{}, err
+	}
 	return res, nil
 }
 

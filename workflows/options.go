@@ -38,22 +38,25 @@ func (w *Workflows) Register(r worker.WorkflowRegistry) {
 // settings is what a run takes from the worker's configuration. It is read once, in a side
 // effect, so the run replays with the values it started with whatever the config says later.
 type settings struct {
-	Nodes      []string `json:"nodes"`
-	ISOStorage string   `json:"isoStorage"`
-	Storage    string   `json:"storage,omitempty"`
-	Bridge     string   `json:"bridge,omitempty"`
-	Pool       string   `json:"pool,omitempty"`
-	Tags       []string `json:"tags,omitempty"`
-	// OnBoot is proxmox.onboot; nil in settings recorded before pveflow wrote onboot, whose
-	// runs leave the template's.
-	OnBoot    *bool            `json:"onBoot,omitempty"`
-	VMIDRange config.VMIDRange `json:"vmidRange"`
-	Budgets   config.Budgets   `json:"budgets"`
-	Poll      config.Poll      `json:"poll"`
-	Clones    config.Clones    `json:"clones"`
-	Entity    config.Entity    `json:"entity"`
+	Nodes      []string         `json:"nodes"`
+	ISOStorage string           `json:"isoStorage"`
+	Storage    string           `json:"storage,omitempty"`
+	Bridge     string           `json:"bridge,omitempty"`
+	Pool       string           `json:"pool,omitempty"`
+	Tags       []string         `json:"tags,omitempty"`
+	VMIDRange  config.VMIDRange `json:"vmidRange"`
+	Budgets    config.Budgets   `json:"budgets"`
+	Poll       config.Poll      `json:"poll"`
+	Clones     config.Clones    `json:"clones"`
+	Entity     config.Entity    `json:"entity"`
 	// MachineTypes are what a Proxy entity's checks compare its VM with.
 	MachineTypes map[string]config.MachineType `json:"machineTypes,omitempty"`
+
+	// OnBoot is proxmox.onboot; nil in settings recorded before pveflow wrote onboot, whose
+	// runs leave the template's.
+	OnBoot *bool `json:"onBoot,omitempty"`
+	// HA is proxmox.ha.
+	HA config.HA `json:"ha,omitzero"`
 }
 
 func settingsOf(c config.Config) settings {
@@ -64,7 +67,6 @@ func settingsOf(c config.Config) settings {
 		Bridge:     c.Proxmox.Bridge,
 		Pool:       c.Proxmox.Pool,
 		Tags:       c.Proxmox.Tags,
-		OnBoot:     &c.Proxmox.OnBoot,
 		VMIDRange:  c.Proxmox.VMIDRange,
 		Budgets:    c.Budgets,
 		Poll:       c.Poll,
@@ -73,6 +75,8 @@ func settingsOf(c config.Config) settings {
 		// Recorded for the entity alone: the operations resolve their placement once, with
 		// the image and zone.
 		MachineTypes: c.Proxmox.MachineTypes,
+		OnBoot:       &c.Proxmox.OnBoot,
+		HA:           c.Proxmox.HA,
 	}
 }
 
