@@ -218,6 +218,10 @@ func TestCalls_recordEveryMethodByItsName(t *testing.T) {
 	_, _ = c.UploadISO(ctx, "pve1", "local", "seed.iso", bytes.NewReader(nil), 0)
 	_, _ = c.DeleteVolume(ctx, "pve1", "local", "iso/seed.iso")
 	_, _ = c.StorageContent(ctx, "pve1", "local", "iso")
+	_, _ = c.Migrate(ctx, "pve1", tmplID, pve.MigrateParams{Target: "pve2"})
+	_, _ = c.HAManagerStatus(ctx)
+	_ = c.AddHAResource(ctx, pve.HAResourceParams{SID: "vm:9000"})
+	_ = c.DeleteHAResource(ctx, "vm:9000")
 
 	seen := make(map[string]bool)
 	for _, rec := range c.Calls() {
