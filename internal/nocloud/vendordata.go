@@ -22,7 +22,7 @@ const (
 
 	// ReseedDropInPath is where the vendor-data writes the drop-in that runs ReseedScriptPath
 	// before cloud-init-local each boot (see keepInstance).
-	ReseedDropInPath = "/etc/systemd/system/cloud-init-local.service.d/pveflow-reseed.conf"
+	ReseedDropInPath = reseedDropInDir + "/pveflow-reseed.conf"
 	// ReseedScriptPath is the script the drop-in runs.
 	ReseedScriptPath = "/usr/local/sbin/pveflow-reseed"
 
@@ -34,6 +34,13 @@ ExecStartPre=-` + ReseedScriptPath + `
 	// holds an instance-id other than the cached one: pveflow attached a new seed to have the
 	// guest run new user-data. cloud-init-local, which runs next, then finds no cache and reads
 	// the seed. The instance-id is read as pveflow's meta-data writes it.
+	// installReseedHook writes the reseed script and its drop-in.
+	installReseedHook = "mkdir -p " + reseedDropInDir + "\n" +
+		"cat > " + ReseedScriptPath + " <<'PVEFLOW'\n" + reseedScript + "PVEFLOW\n" +
+		"chmod 0755 " + ReseedScriptPath + "\n" +
+		"cat > " + ReseedDropInPath + " <<'PVEFLOW'\n" + reseedDropIn + "PVEFLOW\n"
+	reseedDropInDir = "/etc/systemd/system/cloud-init-local.service.d"
+
 	reseedScript = `#!/bin/sh
 # pveflow: cloud-init trusts its cache (manual_cache_clean: true), so it never looks at a new
 # seed by itself. A seed whose instance-id is not the cached one is a new instance: clean the
@@ -113,18 +120,19 @@ func VendorData(configured string, installAgent bool) (string, error) {
 // Trusting, cloud-init would never see a new seed either, which is how ChangeProxy gives the
 // guest new user-data. So a drop-in for cloud-init-local.service runs a script before it at
 // each boot that does what cloud-init's docs say leaves the trusted cache, cloud-init clean,
-// when an attached seed holds another instance-id.
+// when an attached seed holds another instance-id. A bootcmd writes both at every boot, not a
+// per-instance write_files: a guest whose instance began with an older seed gets them too.
 func keepInstance(root *yaml.Node) error {
 	if !hasKey(root, "manual_cache_clean") {
 		root.Content = append(root.Content, str("manual_cache_clean"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
 	}
-	files, err := sequence(root, "write_files")
+	bootcmd, err := sequence(root, "bootcmd")
 	if err != nil {
 		return err
 	}
-	files.Content = append(files.Content,
-		writeFile(ReseedScriptPath, "0755", reseedScript),
-		writeFile(ReseedDropInPath, "0644", reseedDropIn))
+	bootcmd.Content = append(bootcmd.Content, &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Content: []*yaml.Node{
+		str("sh"), str("-c"), {Kind: yaml.ScalarNode, Tag: "!!str", Value: installReseedHook, Style: yaml.LiteralStyle},
+	}})
 	return nil
 }
 
@@ -135,15 +143,6 @@ func hasKey(m *yaml.Node, key string) bool {
 		}
 	}
 	return false
-}
-
-// writeFile is a write_files entry.
-func writeFile(path, permissions, content string) *yaml.Node {
-	return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{
-		str("path"), str(path),
-		str("permissions"), {Kind: yaml.ScalarNode, Tag: "!!str", Value: permissions, Style: yaml.SingleQuotedStyle},
-		str("content"), {Kind: yaml.ScalarNode, Tag: "!!str", Value: content, Style: yaml.LiteralStyle},
-	}}
 }
 
 // parseMapping returns the top-level mapping of a cloud-config document. An empty document gives

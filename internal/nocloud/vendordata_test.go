@@ -15,13 +15,12 @@ runcmd:
   - systemctl enable --now qemu-guest-agent
 ` + keepDoc
 
-// keepDoc is what every vendor-data ends with when nothing configured write_files: what keeps
-// the instance once the seed is detached.
-var keepDoc = "manual_cache_clean: true\nwrite_files:\n" + reseedFiles
+// keepDoc is what every vendor-data ends with when nothing configured bootcmd: what keeps the
+// instance once the seed is detached.
+var keepDoc = "manual_cache_clean: true\nbootcmd:\n" + reseedBootcmd
 
-// reseedFiles are the write_files entries of the reseed hook.
-var reseedFiles = "  - path: " + ReseedScriptPath + "\n    permissions: '0755'\n    content: |\n" + indent(reseedScript) +
-	"  - path: " + ReseedDropInPath + "\n    permissions: '0644'\n    content: |\n" + indent(reseedDropIn)
+// reseedBootcmd is the bootcmd entry that installs the reseed hook.
+var reseedBootcmd = "  - - sh\n    - -c\n    - |\n" + indent(installReseedHook)
 
 func indent(s string) string {
 	return "      " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n      ") + "\n"
@@ -97,17 +96,21 @@ write_files:
   - path: /etc/motd
     content: |
       hello
-` + reseedFiles + `packages:
+packages:
   - qemu-guest-agent
 runcmd:
   - systemctl enable --now qemu-guest-agent
-manual_cache_clean: true
-`,
+` + keepDoc,
 		},
 		{
 			name:       "a configured manual_cache_clean is kept",
 			configured: "manual_cache_clean: false\n",
-			want:       "#cloud-config\nmanual_cache_clean: false\nwrite_files:\n" + reseedFiles,
+			want:       "#cloud-config\nmanual_cache_clean: false\nbootcmd:\n" + reseedBootcmd,
+		},
+		{
+			name:       "configured bootcmd kept, ours after",
+			configured: "bootcmd:\n  - echo early\n",
+			want:       "#cloud-config\nbootcmd:\n  - echo early\n" + reseedBootcmd + "manual_cache_clean: true\n",
 		},
 	}
 	for _, tt := range tests {
@@ -132,7 +135,7 @@ func TestVendorData_refusesWithoutEchoingContent(t *testing.T) {
 		{"broken YAML", "a: [" + secret, false, "nocloud: invalid vendor-data: not valid YAML"},
 		{"packages not a list", "packages: " + secret + "\n", true, "nocloud: invalid vendor-data: packages is not a list"},
 		{"runcmd not a list", "runcmd: {x: " + secret + "}\n", true, "nocloud: invalid vendor-data: runcmd is not a list"},
-		{"write_files not a list", "write_files: " + secret + "\n", false, "nocloud: invalid vendor-data: write_files is not a list"},
+		{"bootcmd not a list", "bootcmd: " + secret + "\n", false, "nocloud: invalid vendor-data: bootcmd is not a list"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

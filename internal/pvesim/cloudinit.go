@@ -1,6 +1,7 @@
 package pvesim
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -25,9 +26,11 @@ type cloudInit struct {
 	// its marker (instance/manual-clean) that cloud-init writes from it. The next boot restores
 	// the cache without looking for the datasource.
 	trust bool
-	// reseedHook is pveflow's reseed hook, written into /etc by a seed's write_files: before
+	// installsHook is whether the cached instance's cloud-config has a bootcmd that installs
+	// pveflow's reseed hook (nocloud.VendorData).
+	installsHook bool
+	// reseedHook is pveflow's reseed hook in /etc, which outlives cloud-init's cache: before
 	// cloud-init-local, it cleans the cache when the attached seed holds another instance-id.
-	// /etc outlives cloud-init's cache.
 	reseedHook bool
 }
 
@@ -43,31 +46,33 @@ const datasourceNoneID = "iid-datasource-none"
 //   - Otherwise the cache is checked. NoCloud's check_instance_id reads the kernel command line
 //     and seed directories, never the CD-ROM, so the check fails and cloud-init looks for the
 //     datasource again: the seed's instance-id, or DataSourceNone's when no seed is attached.
-//     An instance-id other than the cached one is a new instance.
+//     An instance-id other than the cached one is a new instance; either way the instance's
+//     configuration is the datasource's now.
+//   - bootcmd runs at every boot, from the instance's configuration.
 func (ci *cloudInit) boot(seed map[string]string) {
 	iid := datasourceNoneID
 	if seed != nil {
 		iid = seedInstanceID(seed)
 	}
 	if ci.reseedHook && seed != nil && iid != ci.instanceID {
-		ci.instanceID, ci.trust = "", false // cloud-init clean
+		*ci = cloudInit{newInstances: ci.newInstances, reseedHook: true} // cloud-init clean
 	}
-	if ci.instanceID != "" && ci.trust {
-		return
+	if ci.instanceID == "" || !ci.trust {
+		userData, vendorData := cloudConfig(seed["user-data"]), cloudConfig(seed["vendor-data"])
+		if iid != ci.instanceID {
+			ci.newInstances++
+			ci.instanceID, ci.trust = iid, false
+		}
+		// User-data's cloud-config overrides vendor-data's (helpers.ConfigMerger). The marker
+		// cloud-init writes from it stays with the instance.
+		if v, ok := userData["manual_cache_clean"].(bool); ok {
+			ci.trust = ci.trust || v
+		} else if v, ok := vendorData["manual_cache_clean"].(bool); ok {
+			ci.trust = ci.trust || v
+		}
+		ci.installsHook = installsReseedHook(userData) || installsReseedHook(vendorData)
 	}
-	userData, vendorData := cloudConfig(seed["user-data"]), cloudConfig(seed["vendor-data"])
-	if iid != ci.instanceID {
-		ci.newInstances++
-		ci.instanceID, ci.trust = iid, false
-		// write_files is per-instance: it writes on a new instance's boot only.
-		ci.reseedHook = ci.reseedHook || writesFile(userData, nocloud.ReseedDropInPath) || writesFile(vendorData, nocloud.ReseedDropInPath)
-	}
-	// User-data's cloud-config overrides vendor-data's (helpers.ConfigMerger).
-	if v, ok := userData["manual_cache_clean"].(bool); ok {
-		ci.trust = ci.trust || v
-	} else if v, ok := vendorData["manual_cache_clean"].(bool); ok {
-		ci.trust = ci.trust || v
-	}
+	ci.reseedHook = ci.reseedHook || ci.installsHook
 }
 
 // seedInstanceID is the instance-id of a NoCloud seed's meta-data; NoCloud's default,
@@ -95,12 +100,11 @@ func cloudConfig(doc string) map[string]any {
 	return m
 }
 
-// writesFile reports whether a cloud-config's write_files writes path.
-func writesFile(cfg map[string]any, path string) bool {
-	files, _ := cfg["write_files"].([]any)
-	return slices.ContainsFunc(files, func(f any) bool {
-		m, _ := f.(map[string]any)
-		return m["path"] == path
+// installsReseedHook reports whether a cloud-config's bootcmd writes pveflow's reseed hook.
+func installsReseedHook(cfg map[string]any) bool {
+	cmds, _ := cfg["bootcmd"].([]any)
+	return slices.ContainsFunc(cmds, func(cmd any) bool {
+		return strings.Contains(fmt.Sprint(cmd), nocloud.ReseedDropInPath)
 	})
 }
 

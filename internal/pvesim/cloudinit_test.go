@@ -125,3 +125,20 @@ func TestCloudInit_pveflowsReseedHookRunsASeedOfAnotherInstance(t *testing.T) {
 	assert.Equal(t, "iid-2", iid)
 	assert.Equal(t, 2, runs)
 }
+
+func TestCloudInit_anInstanceBegunWithAnOlderSeedGetsTheReseedHookFromANewSeed(t *testing.T) {
+	c, clk := newCluster(t)
+	bootWithSeed(t, c, clk, seedImage(t, "iid-1", "#cloud-config\n{}\n"))
+	detachSeed(t, c, clk)
+	attachSeed(t, c, clk, seedImage(t, "iid-1", pveflowVendorData(t))) // a create restarting it
+	reboot(t, c, clk)
+	detachSeed(t, c, clk)
+	reboot(t, c, clk)
+	attachSeed(t, c, clk, seedImage(t, "iid-2", pveflowVendorData(t)))
+
+	reboot(t, c, clk)
+
+	iid, runs := cloudInitOf(t, c)
+	assert.Equal(t, "iid-2", iid)
+	assert.Equal(t, 2, runs)
+}
