@@ -233,7 +233,8 @@ func (c *create) run() (CreateProxyResult, error) {
 	if err := c.readOurVM("create", &c.vm, readStatus, activities.WaitUnlocked, c.s.Budgets.Unlock, &st); err != nil {
 		return CreateProxyResult{}, err
 	}
-	if st.Status != "running" {
+	provisioned := st.Status != "running"
+	if provisioned {
 		if err := c.provision(); err != nil {
 			return CreateProxyResult{}, err
 		}
@@ -242,8 +243,12 @@ func (c *create) run() (CreateProxyResult, error) {
 	if err != nil {
 		return CreateProxyResult{}, err
 	}
-	if err := c.releaseSeed(&c.vm); err != nil {
-		return CreateProxyResult{}, err
+	// Only a seed this run wrote is known to keep the guest's instance without it: a VM found
+	// running may boot from one an older pveflow wrote.
+	if provisioned {
+		if err := c.releaseSeed(&c.vm); err != nil {
+			return CreateProxyResult{}, err
+		}
 	}
 	if err := c.registerHA(c.vm.ref()); err != nil {
 		return CreateProxyResult{}, err

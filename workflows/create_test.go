@@ -477,3 +477,23 @@ func TestCreate_statusQueryShowsWhereItWaits(t *testing.T) {
 	assert.Equal(t, 1, seen.Attempt)
 	assert.Contains(t, seen.Step, "wait for clone")
 }
+
+func TestCreate_aVMFoundRunningKeepsItsSeed(t *testing.T) {
+	w := newWorld(t)
+	first, err := w.create(createInput())
+	require.NoError(t, err)
+	// The VM as an older pveflow left it: running, its seed attached.
+	seed := proxy.SeedVolID("local", first.Name)
+	upid, err := w.cluster.UploadISO(t.Context(), first.Node, "local", proxy.SeedISOName(first.Name), strings.NewReader("seed"), 4)
+	require.NoError(t, err)
+	w.advance(time.Second)
+	_, err = w.cluster.TaskStatus(t.Context(), first.Node, upid)
+	require.NoError(t, err)
+	require.NoError(t, w.cluster.SetVMConfig(t.Context(), first.Node, first.VMID, pve.VMConfig{"ide2": seed + ",media=cdrom"}))
+
+	_, err = w.create(createInput())
+
+	require.NoError(t, err)
+	assert.Equal(t, seed+",media=cdrom", vmConfig(t, w, first.VMID)["ide2"])
+	assert.Contains(t, w.isos(), seed)
+}

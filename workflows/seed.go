@@ -24,7 +24,8 @@ const noMedia = "none,media=cdrom"
 // storage the seed stays: it does not block migration, and cloud-init keeps seeing its
 // datasource.
 //
-// It runs only after a seed this version wrote: a create's, or a change's reseed.
+// It runs only after a seed this run wrote: a create's that started the VM, or a change's
+// reseed.
 func (o *proxyOps) releaseSeed(v *vm) error {
 	var a *activities.Activities
 	step := fmt.Sprintf("read status of storage %s on node %s", o.s.ISOStorage, v.Node)
