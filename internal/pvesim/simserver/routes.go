@@ -24,8 +24,8 @@ type apiCall struct {
 	vmid                  int
 }
 
-// endpoints are the 18 seam methods (see pve.API), keyed by method and the schema's path
-// template.
+// endpoints are the seam methods (see pve.API), keyed by method and the schema's path
+// template; migrate.go and ha.go add the migration's and the HA manager's.
 var endpoints = map[string]endpoint{
 	"GET /version": func(ctx context.Context, api pve.API, _ *apiCall) (any, error) {
 		return result(api.Version(ctx))
