@@ -497,3 +497,13 @@ func TestCreate_aVMFoundRunningKeepsItsSeed(t *testing.T) {
 	assert.Equal(t, seed+",media=cdrom", vmConfig(t, w, first.VMID)["ide2"])
 	assert.Contains(t, w.isos(), seed)
 }
+
+func TestCreate_onbootOffIsWritten(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Proxmox.OnBoot = false
+
+	res, err := w.create(createInput())
+
+	require.NoError(t, err)
+	assert.Equal(t, "0", vmConfig(t, w, res.VMID)["onboot"])
+}
