@@ -101,6 +101,7 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 				"cores":       "2",
 				"memory":      "2048",
 				"agent":       "1",
+				"onboot":      "1",
 				"tags":        "proxy_operator",
 				"ide2":        "local:iso/proxy-1-seed.iso,media=cdrom",
 				"net0":        "virtio=BC:24:11:2E:C5:4A,bridge=vmbr1",
