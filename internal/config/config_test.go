@@ -513,6 +513,7 @@ func TestLoad_exampleFileCommentedFieldsAreValid(t *testing.T) {
 	for old, new := range map[string]string{
 		"  # pool: ": "  pool: ",
 		"  # tags: ": "  tags: ",
+		"  # ha: ":   "  ha: ",
 		"    debian13: {nodes: {pve1: 9000, pve2: 9001}}": "",
 		"    # debian13: {vmid: 9000}":                    "    debian13: {vmid: 9000}",
 	} {
@@ -524,6 +525,7 @@ func TestLoad_exampleFileCommentedFieldsAreValid(t *testing.T) {
 	assert.Equal(t, "proxies", c.Proxmox.Pool)
 	assert.Equal(t, []string{"proxy", "team-a"}, c.Proxmox.Tags)
 	assert.Equal(t, Template{VMID: 9000}, c.Proxmox.Templates["debian13"])
+	assert.Equal(t, HA{Enabled: true, State: "started"}, c.Proxmox.HA)
 }
 
 func TestLoad_missingFileNamesPath(t *testing.T) {
