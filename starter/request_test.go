@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"strings"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,21 +27,20 @@ func get[T any](t *testing.T) func(*starter.Request, error) T {
 	}
 }
 
-// seedISO is the content of the seed ISO of the VM vmid on the simulator.
+// seedISO is the content of the seed the guest of VM vmid booted with last on the simulator,
+// its files one after another.
 func (s *stack) seedISO(t *testing.T, vmid int) []byte {
 	t.Helper()
-	for _, vm := range s.cluster.VMs() {
-		if vm.VMID != vmid {
-			continue
-		}
-		for _, v := range s.cluster.Volumes() {
-			if v.Data != nil && strings.HasPrefix(vm.Config["ide2"], v.VolID+",") {
-				return v.Data
-			}
-		}
+	// Read from the guest: pveflow deletes the seed ISO once the guest consumed it.
+	files, ok := s.cluster.GuestSeed(vmid)
+	if !ok || files == nil {
+		t.Fatalf("VM %d booted without a seed", vmid)
 	}
-	t.Fatalf("VM %d has no seed ISO; volumes: %v", vmid, s.cluster.Volumes())
-	return nil
+	var b bytes.Buffer
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		b.WriteString(files[name])
+	}
+	return b.Bytes()
 }
 
 func TestClient_aProxyThroughCreateChangesAndDelete(t *testing.T) {

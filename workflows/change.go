@@ -59,7 +59,9 @@ type ChangeProxyResult struct {
 //   - A boot disk smaller than the machine type's is grown, online, with no reboot; a larger one
 //     stays as it is, since PVE cannot shrink a disk.
 //   - With Reseed, the seed ISO is written anew with the input's user-data and instance-id, and
-//     the guest rebooted: cloud-init runs user-data again when it sees a new instance-id.
+//     the guest rebooted: cloud-init runs user-data again when it sees a new instance-id (the
+//     seed's reseed hook cleans the cache cloud-init otherwise trusts). Once the guest is
+//     ready, the seed is released again (releaseSeed).
 //   - A stopped VM is started, whether anything changed or not.
 //
 // A VM that matches and runs is left alone: no write, no reboot. Every step is idempotent, so
@@ -186,6 +188,11 @@ func (c *change) run() (ChangeProxyResult, error) {
 	ipv4, err := c.awaitReady(&c.vm)
 	if err != nil {
 		return ChangeProxyResult{}, err
+	}
+	if c.in.Reseed {
+		if err := c.releaseSeed(&c.vm); err != nil {
+			return ChangeProxyResult{}, err
+		}
 	}
 	res.VMID, res.Node, res.IPv4, res.Warnings = c.vm.VMID, c.vm.Node, ipv4, c.t.status.Warnings
 	return res, nil

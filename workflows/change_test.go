@@ -72,7 +72,7 @@ func TestChange_largerDiskGrowsWithoutReboot(t *testing.T) {
 	assert.False(t, res.Restarted)
 	assert.Contains(t, vmConfig(t, w, vm.VMID)["scsi0"], "size=20G")
 	assert.Zero(t, w.cluster.CallCount("Reboot"))
-	assert.Equal(t, 1, w.cluster.CallCount("SetVMConfig"), "only the create's config write")
+	assert.Equal(t, 2, w.cluster.CallCount("SetVMConfig"), "only the create's: its config and the seed's ejection")
 }
 
 func TestChange_smallerDiskIsLeftAlone(t *testing.T) {
@@ -117,20 +117,27 @@ func TestChange_newUserDataMakesANewSeedAndReboots(t *testing.T) {
 	assert.Equal(t, []string{"user-data (instance-id " + uid + "-2)"}, res.Changed)
 	assert.True(t, res.Restarted)
 	assert.Equal(t, 1, w.cluster.CallCount("Reboot"))
-	seed := proxy.SeedVolID("local", proxy.NameFromUID(uid))
 	assert.Equal(t, in.UserData, seedUserData(t, w))
-	assert.Contains(t, seedFile(t, w, seed, "meta-data"), "instance-id: "+uid+"-2\n")
-	assert.Equal(t, seed+",media=cdrom", vmConfig(t, w, vm.VMID)["ide2"], "ide2 keeps its volume")
-	assert.Equal(t, []string{seed}, w.isos())
+	assert.Contains(t, seedFile(t, w, "meta-data"), "instance-id: "+uid+"-2\n")
+	iid, newInstances, _ := w.cluster.CloudInit(vm.VMID)
+	assert.Equal(t, uid+"-2", iid, "the guest's cloud-init took the new seed")
+	assert.Equal(t, 2, newInstances)
 }
 
-func TestChange_reseedPointsIde2AtTheSeedOnTheConfiguredISOStorage(t *testing.T) {
-	isos := pvesim.Storage{ID: "isos", Type: "dir", Content: "iso", Total: 10 << 30}
-	w, vm := changeable(t, func(o *pvesim.Options) {
-		for i := range o.Nodes {
-			o.Nodes[i].Storages = append(o.Nodes[i].Storages, isos)
-		}
-	})
+func TestChange_reseedReleasesTheNewSeedOnceTheGuestIsReady(t *testing.T) {
+	w, vm := changeable(t)
+	in := changeInput("small")
+	in.Reseed, in.InstanceID, in.UserData = true, uid+"-2", "#cloud-config\n"
+
+	_, err := w.change(in)
+
+	require.NoError(t, err)
+	assert.Equal(t, "none,media=cdrom", vmConfig(t, w, vm.VMID)["ide2"])
+	assert.Empty(t, w.isos())
+}
+
+func TestChange_reseedKeepsTheSeedAttachedOnTheConfiguredSharedISOStorage(t *testing.T) {
+	w, vm := changeable(t, withSharedISOStorage)
 	w.cfg.Proxmox.ISOStorage = "isos"
 	in := changeInput("small")
 	in.Reseed, in.InstanceID, in.UserData = true, uid+"-2", "#cloud-config\n"

@@ -236,12 +236,27 @@ func (c *create) run() (CreateProxyResult, error) {
 	if err := c.readOurVM("create", &c.vm, readStatus, activities.WaitUnlocked, c.s.Budgets.Unlock, &st); err != nil {
 		return CreateProxyResult{}, err
 	}
-	if st.Status != "running" {
+	provisioned := st.Status != "running"
+	if provisioned {
 		if err := c.provision(); err != nil {
 			return CreateProxyResult{}, err
 		}
 	}
-	return c.waitReady()
+	res, err := c.waitReady()
+	if err != nil {
+		return CreateProxyResult{}, err
+	}
+	// Only a seed this run wrote is known to keep the guest's instance without it: a VM found
+	// running may boot from one an older pveflow wrote.
+	if provisioned {
+		if err := c.releaseSeed(&c.vm); err != nil {
+			return CreateProxyResult{}, err
+		}
+	}
+	if err := c.registerHA(c.vm.ref()); err != nil {
+		return CreateProxyResult{}, err
+	}
+	return res, nil
 }
 
 func (c *create) adopt(v vm) {
@@ -408,14 +423,26 @@ func bootStorage(cfg pve.VMConfig) (string, error) {
 }
 
 // place chooses the node of a proxy whose create names no zone, among the configured nodes with
-// a template of its image: one that is online and has the ISO storage, that has its template or
-// can be cloned to (the clone's storage is shared), with the most memory free after this proxy.
-// The facts it reads are in the history, the choice and why in the status.
+// a template of its image: one that is online, not in HA maintenance mode, and has the ISO
+// storage, that has its template or can be cloned to (the clone's storage is shared), with the
+// most memory free after this proxy. The facts it reads are in the history, the choice and why
+// in the status. A node named by the zone (or the one configured node) in maintenance is
+// refused Transient: the maintenance ends.
 func (c *create) place(h holdings) error {
+	var a *activities.Activities
+	var ha pve.HAManagerStatus
+	step := "read the HA manager's status"
+	if err := execute(c.ctx, c.s.callOptions(step), a.HAManagerStatus).Get(c.ctx, &ha); err != nil {
+		return fail(step, err)
+	}
 	if c.p.Node != "" {
+		if ha.InMaintenance(c.p.Node) {
+			return transientf("create proxy %s: node %s is in HA maintenance mode: the HA manager is moving guests off it for its maintenance; "+
+				"create the proxy on another node, or again once the node is out of maintenance (ha-manager crm-command node-maintenance disable %s)",
+				c.in.Name, c.p.Node, c.p.Node)
+		}
 		return nil
 	}
-	var a *activities.Activities
 	c.t.phase(PhasePlacing, fmt.Sprintf("choose a node among %v", c.p.Candidates))
 	probe := func(step string, activity any, arg any, out any) error {
 		err := execute(c.ctx, c.s.probeOptions(step), activity, arg).Get(c.ctx, out)
@@ -427,7 +454,7 @@ func (c *create) place(h holdings) error {
 	facts := make([]config.NodeFacts, 0, len(c.p.Candidates))
 	anyDown := false
 	for _, node := range c.p.Candidates {
-		f := config.NodeFacts{Node: node}
+		f := config.NodeFacts{Node: node, InMaintenance: ha.InMaintenance(node)}
 		var ns pve.NodeStatus
 		err := probe("read status of node "+node, a.NodeStatus, node, &ns)
 		if isType(err, FailPermanent) {
@@ -538,6 +565,9 @@ func (c *create) provision() error {
 		// The template's tags stay, beside the configured ones and pveflow's own.
 		"tags": proxy.MergeTags(cfg["tags"], append(slices.Clone(c.s.Tags), proxy.Tag)...),
 		"ide2": seed.VolID + ",media=cdrom",
+	}
+	if c.s.OnBoot != nil {
+		params["onboot"] = boolParam(*c.s.OnBoot)
 	}
 	if net0 := proxy.RewriteNet0(cfg["net0"], c.s.Bridge); net0 != cfg["net0"] {
 		params["net0"] = net0

@@ -45,8 +45,45 @@ func TestCreate_configSetsCoresMemoryAgentTagAndSeed(t *testing.T) {
 	assert.Equal(t, "2048", cfg["memory"])
 	assert.Equal(t, "1", cfg["agent"])
 	assert.Equal(t, proxy.Tag, cfg["tags"])
-	assert.Equal(t, proxy.SeedVolID("local", res.Name)+",media=cdrom", cfg["ide2"])
-	assert.Contains(t, w.isos(), proxy.SeedVolID("local", res.Name))
+	assert.Equal(t, "1", cfg["onboot"])
+}
+
+func TestCreate_seedGoneAfterFirstBootAndARebootKeepsTheInstance(t *testing.T) {
+	w := newWorld(t)
+	res, err := w.create(createInput())
+	require.NoError(t, err)
+	assert.Equal(t, "none,media=cdrom", vmConfig(t, w, res.VMID)["ide2"])
+	assert.Empty(t, w.isos())
+
+	upid, err := w.cluster.Reboot(t.Context(), res.Node, res.VMID)
+	require.NoError(t, err)
+	w.advance(time.Second)
+
+	st, err := w.cluster.TaskStatus(t.Context(), res.Node, upid)
+	require.NoError(t, err)
+	require.Equal(t, "OK", st.ExitStatus)
+	iid, newInstances, _ := w.cluster.CloudInit(res.VMID)
+	assert.Equal(t, uid, iid)
+	assert.Equal(t, 1, newInstances, "the guest's cloud-init ran again")
+}
+
+// withSharedISOStorage gives every node the shared ISO storage "isos".
+func withSharedISOStorage(o *pvesim.Options) {
+	for i := range o.Nodes {
+		o.Nodes[i].Storages = append(o.Nodes[i].Storages, pvesim.Storage{ID: "isos", Type: "nfs", Content: "iso", Shared: true, Total: 10 << 30})
+	}
+}
+
+func TestCreate_seedStaysOnSharedISOStorage(t *testing.T) {
+	w := newWorld(t, withSharedISOStorage)
+	w.cfg.Proxmox.ISOStorage = "isos"
+
+	res, err := w.create(createInput())
+
+	require.NoError(t, err)
+	seed := proxy.SeedVolID("isos", res.Name)
+	assert.Equal(t, seed+",media=cdrom", vmConfig(t, w, res.VMID)["ide2"])
+	assert.Contains(t, w.isos(), seed)
 }
 
 func TestCreate_markWrittenInCloneCall(t *testing.T) {
@@ -71,7 +108,7 @@ func TestCreate_repeatReturnsSameIDAndCreatesNothing(t *testing.T) {
 	assert.Equal(t, first, second)
 	assert.Equal(t, 1, w.cluster.CallCount("Clone"))
 	assert.Len(t, w.vms(), 1)
-	assert.Len(t, w.isos(), 1)
+	assert.Empty(t, w.isos(), "the seed released by the first")
 }
 
 func TestCreate_resumesStoppedVMFromSeedStep(t *testing.T) {
@@ -284,7 +321,8 @@ func TestCreate_seedUploadedBeforeConfig(t *testing.T) {
 			order = append(order, c.Method)
 		}
 	}
-	assert.Equal(t, []string{"UploadISO", "SetVMConfig", "Start"}, order)
+	// The last write ejects the seed once the guest consumed it.
+	assert.Equal(t, []string{"UploadISO", "SetVMConfig", "Start", "SetVMConfig"}, order)
 }
 
 func TestCreate_bridgeOverrideKeepsMAC(t *testing.T) {
@@ -438,4 +476,34 @@ func TestCreate_statusQueryShowsWhereItWaits(t *testing.T) {
 	assert.True(t, strings.HasPrefix(string(seen.UPID), "UPID:pve1:"), "the clone's UPID: %q", seen.UPID)
 	assert.Equal(t, 1, seen.Attempt)
 	assert.Contains(t, seen.Step, "wait for clone")
+}
+
+func TestCreate_aVMFoundRunningKeepsItsSeed(t *testing.T) {
+	w := newWorld(t)
+	first, err := w.create(createInput())
+	require.NoError(t, err)
+	// The VM as an older pveflow left it: running, its seed attached.
+	seed := proxy.SeedVolID("local", first.Name)
+	upid, err := w.cluster.UploadISO(t.Context(), first.Node, "local", proxy.SeedISOName(first.Name), strings.NewReader("seed"), 4)
+	require.NoError(t, err)
+	w.advance(time.Second)
+	_, err = w.cluster.TaskStatus(t.Context(), first.Node, upid)
+	require.NoError(t, err)
+	require.NoError(t, w.cluster.SetVMConfig(t.Context(), first.Node, first.VMID, pve.VMConfig{"ide2": seed + ",media=cdrom"}))
+
+	_, err = w.create(createInput())
+
+	require.NoError(t, err)
+	assert.Equal(t, seed+",media=cdrom", vmConfig(t, w, first.VMID)["ide2"])
+	assert.Contains(t, w.isos(), seed)
+}
+
+func TestCreate_onbootOffIsWritten(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Proxmox.OnBoot = false
+
+	res, err := w.create(createInput())
+
+	require.NoError(t, err)
+	assert.Equal(t, "0", vmConfig(t, w, res.VMID)["onboot"])
 }

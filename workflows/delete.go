@@ -140,6 +140,9 @@ func (d *deletion) destroy(v *vm) (destroyed bool, err error) {
 			workflow.GetLogger(d.ctx).Warn("leaving a VM alone whose mark changed since it was looked up", "vmid", v.VMID, "node", v.Node)
 			return false, nil
 		}
+		if err := d.unregisterHA(v.ref()); err != nil {
+			return false, err
+		}
 		var st pve.VMStatus
 		if gone, err = d.readVM(v, readStatus, activities.WaitNone, 0, &st); err != nil || gone {
 			return gone, err

@@ -34,11 +34,14 @@ func TestDelete_runningVMStoppedFirstThenDestroyed(t *testing.T) {
 	assert.Empty(t, w.vms())
 }
 
-func TestDelete_removesSeedISO(t *testing.T) {
-	w, _ := created(t)
+func TestDelete_removesSeedISOKeptOnSharedStorage(t *testing.T) {
+	w := newWorld(t, withSharedISOStorage)
+	w.cfg.Proxmox.ISOStorage = "isos"
+	_, err := w.create(createInput())
+	require.NoError(t, err)
 	require.Len(t, w.isos(), 1)
 
-	_, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	_, err = w.delete(workflows.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Empty(t, w.isos())

@@ -422,8 +422,7 @@ func TestProxy_newUserDataGivesANewSeedWithANewInstanceIDAndAReboot(t *testing.T
 	var seedUserData, seedMeta string
 	var desired workflows.DesiredState
 	p.at(2*time.Hour, func() {
-		seed := proxy.SeedVolID("local", proxy.NameFromUID(uid))
-		seedUserData, seedMeta = seedFile(t, w, seed, "user-data"), seedFile(t, w, seed, "meta-data")
+		seedUserData, seedMeta = seedFile(t, w, "user-data"), seedFile(t, w, "meta-data")
 		desired = p.status().Desired
 	})
 	p.request(3*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())

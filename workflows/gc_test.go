@@ -91,8 +91,31 @@ func TestCollectGarbage_asksEachOrphanUIDOnce(t *testing.T) {
 	}
 }
 
-func TestCollectGarbage_createdProxyWithItsISOIsKept(t *testing.T) {
+// createdWithSharedISOs is created on shared ISO storage, where the create keeps the seed ISO.
+func createdWithSharedISOs(t *testing.T) (*world, workflows.CreateProxyResult) {
+	t.Helper()
+	w := newWorld(t, withSharedISOStorage)
+	w.cfg.Proxmox.ISOStorage = "isos"
+	res, err := w.create(createInput())
+	require.NoError(t, err)
+	return w, res
+}
+
+func TestCollectGarbage_createdProxyWithItsReleasedSeedLeavesNothingToTake(t *testing.T) {
 	w, created := created(t)
+	w.advance(2 * workflows.DefaultGrace)
+
+	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+
+	require.NoError(t, err)
+	assert.Empty(t, res.VMs)
+	assert.Empty(t, res.ISOs)
+	assert.Equal(t, []int{created.VMID}, w.vmids())
+	assert.Equal(t, 1, w.cluster.CallCount("DeleteVolume"), "the create's, of the seed it released")
+}
+
+func TestCollectGarbage_createdProxyWithItsISOIsKept(t *testing.T) {
+	w, created := createdWithSharedISOs(t)
 	w.advance(2 * workflows.DefaultGrace)
 
 	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
@@ -106,7 +129,7 @@ func TestCollectGarbage_createdProxyWithItsISOIsKept(t *testing.T) {
 }
 
 func TestCollectGarbage_orphanProxyGoesThroughItsEntityWhichTakesItsSeedISO(t *testing.T) {
-	w, created := created(t)
+	w, created := createdWithSharedISOs(t)
 	w.advance(2 * workflows.DefaultGrace)
 
 	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{otherUID}})

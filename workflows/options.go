@@ -51,6 +51,12 @@ type settings struct {
 	Entity     config.Entity    `json:"entity"`
 	// MachineTypes are what a Proxy entity's checks compare its VM with.
 	MachineTypes map[string]config.MachineType `json:"machineTypes,omitempty"`
+
+	// OnBoot is proxmox.onboot; nil in settings recorded before pveflow wrote onboot, whose
+	// runs leave the template's.
+	OnBoot *bool `json:"onBoot,omitempty"`
+	// HA is proxmox.ha.
+	HA config.HA `json:"ha,omitzero"`
 }
 
 func settingsOf(c config.Config) settings {
@@ -69,6 +75,8 @@ func settingsOf(c config.Config) settings {
 		// Recorded for the entity alone: the operations resolve their placement once, with
 		// the image and zone.
 		MachineTypes: c.Proxmox.MachineTypes,
+		OnBoot:       &c.Proxmox.OnBoot,
+		HA:           c.Proxmox.HA,
 	}
 }
 

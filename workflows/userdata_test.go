@@ -1,53 +1,37 @@
 package workflows_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"strings"
 	"testing"
 
-	"github.com/kdomanski/iso9660"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/workflows"
 )
 
-// seedUserData is the user-data file on the seed ISO of the proxy, as cloud-init reads it.
+// seedUserData is the user-data file on the seed the proxy's guest booted with last, as
+// cloud-init read it.
 func seedUserData(t *testing.T, w *world) string {
 	t.Helper()
-	return seedFile(t, w, proxy.SeedVolID("local", proxy.NameFromUID(uid)), "user-data")
+	return seedFile(t, w, "user-data")
 }
 
-// seedFile is file name on the seed ISO volID.
-func seedFile(t *testing.T, w *world, volID, name string) string {
+// seedFile is file name on the seed the guest of the proxy's one VM booted with last. It is read
+// from the guest: pveflow deletes the seed ISO once the guest consumed it.
+func seedFile(t *testing.T, w *world, name string) string {
 	t.Helper()
-	for _, v := range w.cluster.Volumes() {
-		if v.VolID != volID {
-			continue
-		}
-		im, err := iso9660.OpenImage(bytes.NewReader(v.Data))
-		require.NoError(t, err)
-		root, err := im.RootDir()
-		require.NoError(t, err)
-		files, err := root.GetChildren()
-		require.NoError(t, err)
-		for _, f := range files {
-			if f.Name() == name {
-				data, err := io.ReadAll(f.Reader())
-				require.NoError(t, err)
-				return string(data)
-			}
-		}
-		t.Fatalf("no %s on %s", name, volID)
-	}
-	t.Fatalf("no seed ISO %s", volID)
-	return ""
+	vms := w.vms()
+	require.Len(t, vms, 1)
+	seed, ok := w.cluster.GuestSeed(vms[0].VMID)
+	require.True(t, ok)
+	content, ok := seed[name]
+	require.True(t, ok, "no %s on the seed of VM %d", name, vms[0].VMID)
+	return content
 }
 
 func TestCreate_seedISOHoldsTheUserDataOfTheRunsInput(t *testing.T) {

@@ -23,6 +23,9 @@ type NodeFacts struct {
 	// CloneableTo is whether a template on another node can be cloned to this one: the clone's
 	// storage is shared.
 	CloneableTo bool `json:"cloneableTo"`
+	// InMaintenance is whether the node is in PVE's HA maintenance mode, or entering it: the HA
+	// manager is moving guests off it, and an operator is about to take it down.
+	InMaintenance bool `json:"inMaintenance,omitempty"`
 }
 
 // Choice is the node ChooseNode chose, with a one-line reason for a status or a UI.
@@ -38,7 +41,8 @@ var ErrNoNode = errors.New("no node can take the proxy")
 const gib = 1 << 30
 
 // ChooseNode chooses the node for a proxy of memoryMiB from facts. A node is eligible when it is
-// online, has the ISO storage, and has its template or can be cloned to from one elsewhere. Of
+// online, not in HA maintenance mode, has the ISO storage, and has its template or can be
+// cloned to from one elsewhere. Of
 // those, the one with the most memory free after this proxy wins (MemTotal - MemUsed -
 // memoryMiB), ties going to the first node by name. Memory does not exclude a node, as PVE may
 // overcommit it; it only ranks. With no eligible node the error, wrapping ErrNoNode, says why
@@ -75,6 +79,9 @@ func ChooseNode(facts []NodeFacts, memoryMiB int64) (Choice, error) {
 func whySkipped(f NodeFacts) string {
 	if !f.Online {
 		return "offline"
+	}
+	if f.InMaintenance {
+		return "in HA maintenance mode"
 	}
 	var why []string
 	if !f.ISOStorage {

@@ -53,6 +53,16 @@ func TestChooseNode_table(t *testing.T) {
 			wantReason: "pve1: 62.0 GiB free after this proxy; pve2 42.0 GiB",
 		},
 		{
+			name: "a node in HA maintenance mode is skipped, however empty",
+			facts: []NodeFacts{
+				with(ok("pve1", 0), func(f *NodeFacts) { f.InMaintenance = true }),
+				ok("pve2", 20*g),
+			},
+			memoryMiB:  2048,
+			wantNode:   "pve2",
+			wantReason: "pve2: 42.0 GiB free after this proxy; pve1 in HA maintenance mode",
+		},
+		{
 			name: "an offline node is skipped",
 			facts: []NodeFacts{
 				{Node: "pve1"},

@@ -62,6 +62,20 @@ type Proxmox struct {
 	InstallGuestAgent bool `yaml:"installGuestAgent" json:"installGuestAgent"`
 	// Calls caps the API requests pveflow sends to the cluster.
 	Calls Calls `yaml:"calls" json:"calls"`
+	// OnBoot is the VM's onboot option, written by a create: whether PVE starts the proxy when
+	// its node boots. A template's own value would otherwise be inherited by the clone.
+	OnBoot bool `yaml:"onboot" json:"onboot"`
+	// HA registers each proxy's VM as a resource of PVE's HA manager.
+	HA HA `yaml:"ha" json:"ha,omitzero"`
+}
+
+// HA is how proxies join PVE's HA manager: a create registers the VM as HA resource
+// vm:<vmid> once it is ready, and a delete removes it before it stops the VM.
+type HA struct {
+	Enabled bool `yaml:"enabled" json:"enabled,omitempty"`
+	// State is the resource's requested state: started (the default), stopped, disabled or
+	// ignored.
+	State string `yaml:"state" json:"state,omitempty"`
 }
 
 // Calls caps the API requests of each worker process, and PerSecond also the activities of its
@@ -168,7 +182,9 @@ func Default() Config {
 			// pveproxy and pvedaemon each run 3 worker processes by default (pve-manager
 			// PVE/Service/pveproxy.pm and pvedaemon.pm, max_workers => 3): pveflow keeps no
 			// more requests in flight than one of them can work on.
-			Calls: Calls{PerSecond: 20, Concurrency: 3},
+			Calls:  Calls{PerSecond: 20, Concurrency: 3},
+			OnBoot: true,
+			HA:     HA{State: "started"},
 		},
 		Clones: Clones{PerStorage: 4, HistoryEvents: 10000},
 		Budgets: Budgets{

@@ -32,6 +32,8 @@ func full() Config {
 			VendorData:            "#cloud-config\ntimezone: Etc/UTC\n",
 			InstallGuestAgent:     false,
 			Calls:                 Calls{PerSecond: 5.5, Concurrency: 2},
+			OnBoot:                false,
+			HA:                    HA{Enabled: true, State: "stopped"},
 		},
 		Clones: Clones{PerStorage: 2, HistoryEvents: 20000},
 		Budgets: Budgets{
@@ -429,6 +431,24 @@ func TestParse_clonesPerStorageDefaultsToFour(t *testing.T) {
 	assert.Equal(t, 4, c.Clones.PerStorage)
 }
 
+func TestParse_onbootDefaultsToTrue(t *testing.T) {
+	c, err := Parse([]byte(minimalYAML))
+	require.NoError(t, err)
+	assert.True(t, c.Proxmox.OnBoot)
+}
+
+func TestParse_onbootFalseIsKept(t *testing.T) {
+	c, err := Parse([]byte(minimalYAML + "  onboot: false\n"))
+	require.NoError(t, err)
+	assert.False(t, c.Proxmox.OnBoot)
+}
+
+func TestParse_haStateMustBePVEs(t *testing.T) {
+	_, err := Parse([]byte(minimalYAML + "  ha: {enabled: true, state: running}\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `proxmox.ha.state: "running" is not one of started, stopped, disabled, ignored`)
+}
+
 func TestParse_clonesPerStorageZeroIsKept(t *testing.T) {
 	c, err := Parse([]byte(minimalYAML + "clones: {perStorage: 0}\n"))
 	require.NoError(t, err)
@@ -522,6 +542,7 @@ func TestLoad_exampleFileCommentedFieldsAreValid(t *testing.T) {
 	for old, new := range map[string]string{
 		"  # pool: ": "  pool: ",
 		"  # tags: ": "  tags: ",
+		"  # ha: ":   "  ha: ",
 		"    debian13: {nodes: {pve1: 9000, pve2: 9001}}": "",
 		"    # debian13: {vmid: 9000}":                    "    debian13: {vmid: 9000}",
 	} {
@@ -533,6 +554,7 @@ func TestLoad_exampleFileCommentedFieldsAreValid(t *testing.T) {
 	assert.Equal(t, "proxies", c.Proxmox.Pool)
 	assert.Equal(t, []string{"proxy", "team-a"}, c.Proxmox.Tags)
 	assert.Equal(t, Template{VMID: 9000}, c.Proxmox.Templates["debian13"])
+	assert.Equal(t, HA{Enabled: true, State: "started"}, c.Proxmox.HA)
 }
 
 func TestLoad_missingFileNamesPath(t *testing.T) {

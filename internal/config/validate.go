@@ -85,6 +85,10 @@ func (c Proxmox) validate(p *problems) {
 			p.add("proxmox.vendorData", "%v", err)
 		}
 	}
+	// PVE's enum for an HA resource's state, but for enabled, its alias of started.
+	if !slices.Contains([]string{"started", "stopped", "disabled", "ignored"}, c.HA.State) {
+		p.add("proxmox.ha.state", "%q is not one of started, stopped, disabled, ignored", c.HA.State)
+	}
 	c.Calls.validate(p)
 }
 

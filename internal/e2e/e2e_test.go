@@ -125,7 +125,7 @@ func TestE2E_createStartedDuringADeleteWaitsForItAndNeitherHistoryHoldsAFailure(
 	require.NoError(t, delErr)
 	require.NoError(t, err)
 	assert.Equal(t, 2, cluster.CallCount("Clone"), "the second create cloned anew after the delete")
-	assert.Len(t, leftovers(cluster), 2, "the second create's VM and seed ISO")
+	assert.Len(t, leftovers(cluster), 1, "the second create's VM; it released its seed ISO")
 	assert.NotZero(t, res.VMID)
 	ops := s.proxyStatus(uid).Operations
 	require.Len(t, ops, 3, "create, delete, create")
@@ -191,7 +191,7 @@ func TestE2E_fiftyConcurrentCreatesGetDistinctVMIDsAndDeletesRemoveAll(t *testin
 		require.NotContains(t, vmids, res.VMID, "VMID %d given to %s and %s", res.VMID, vmids[res.VMID], uids[i])
 		vmids[res.VMID] = uids[i]
 	}
-	assert.Len(t, leftovers(cluster), 2*n, "one VM and one seed ISO per proxy")
+	assert.Len(t, leftovers(cluster), n, "one VM per proxy; each create released its seed ISO")
 
 	for i, u := range uids {
 		reqs[i] = s.startDelete(workflows.DeleteProxyInput{UID: u})

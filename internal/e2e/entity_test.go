@@ -2,6 +2,8 @@ package e2e_test
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,18 +33,19 @@ func carriedOperation(t *testing.T, s *stack, uid string) *workflows.OperationRe
 	return in.State.Current
 }
 
-// seedISO is the content of the seed ISO that VM vmid boots from on the simulator.
+// seedISO is the content of the seed that VM vmid's guest booted with last on the simulator,
+// its files one after another. It is read from the guest: pveflow deletes the seed ISO once the
+// guest consumed it.
 func seedISO(t *testing.T, c *pvesim.Cluster, vmid int) string {
 	t.Helper()
-	vm, ok := vmByID(c.VMs(), vmid)
+	files, ok := c.GuestSeed(vmid)
 	require.True(t, ok, "VM %d", vmid)
-	for _, v := range c.Volumes() {
-		if v.Data != nil && strings.HasPrefix(vm.Config["ide2"], v.VolID+",") {
-			return string(v.Data)
-		}
+	require.NotEmpty(t, files, "VM %d booted without a seed", vmid)
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		b.WriteString(files[name])
 	}
-	require.FailNow(t, "no seed ISO", "VM %d boots from %q", vmid, vm.Config["ide2"])
-	return ""
+	return b.String()
 }
 
 func TestE2E_aProxyThroughCreateChangesOfUserDataAndMachineTypeAndDeleteOverTheRESTAPI(t *testing.T) {

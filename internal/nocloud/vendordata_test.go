@@ -1,18 +1,30 @@
 package nocloud
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-const agentDoc = `#cloud-config
+var agentDoc = `#cloud-config
 packages:
   - qemu-guest-agent
 runcmd:
   - systemctl enable --now qemu-guest-agent
-`
+` + keepDoc
+
+// keepDoc is what every vendor-data ends with when nothing configured bootcmd: what keeps the
+// instance once the seed is detached.
+var keepDoc = "manual_cache_clean: true\nbootcmd:\n" + reseedBootcmd
+
+// reseedBootcmd is the bootcmd entry that installs the reseed hook.
+var reseedBootcmd = "  - - sh\n    - -c\n    - |\n" + indent(installReseedHook)
+
+func indent(s string) string {
+	return "      " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n      ") + "\n"
+}
 
 func TestVendorData_table(t *testing.T) {
 	tests := []struct {
@@ -23,7 +35,7 @@ func TestVendorData_table(t *testing.T) {
 	}{
 		{
 			name: "agent off, nothing configured",
-			want: "#cloud-config\n{}\n",
+			want: "#cloud-config\n" + keepDoc,
 		},
 		{
 			name:         "agent on, nothing configured",
@@ -39,7 +51,7 @@ func TestVendorData_table(t *testing.T) {
 		{
 			name:       "agent off keeps the configured document and its YAML 1.1 booleans",
 			configured: "#cloud-config\nssh_pwauth: yes\ntimezone: Europe/Berlin\n",
-			want:       "#cloud-config\nssh_pwauth: yes\ntimezone: Europe/Berlin\n",
+			want:       "#cloud-config\nssh_pwauth: yes\ntimezone: Europe/Berlin\n" + keepDoc,
 		},
 		{
 			name:         "configured packages appended and deduplicated",
@@ -52,7 +64,7 @@ packages:
   - [squid, 6.13-2]
 runcmd:
   - systemctl enable --now qemu-guest-agent
-`,
+` + keepDoc,
 		},
 		{
 			name:         "configured runcmd kept, ours after",
@@ -65,7 +77,7 @@ runcmd:
   - systemctl enable --now qemu-guest-agent
 packages:
   - qemu-guest-agent
-`,
+` + keepDoc,
 		},
 		{
 			name:         "null packages and runcmd become lists",
@@ -88,7 +100,17 @@ packages:
   - qemu-guest-agent
 runcmd:
   - systemctl enable --now qemu-guest-agent
-`,
+` + keepDoc,
+		},
+		{
+			name:       "a configured manual_cache_clean is kept",
+			configured: "manual_cache_clean: false\n",
+			want:       "#cloud-config\nmanual_cache_clean: false\nbootcmd:\n" + reseedBootcmd,
+		},
+		{
+			name:       "configured bootcmd kept, ours after",
+			configured: "bootcmd:\n  - echo early\n",
+			want:       "#cloud-config\nbootcmd:\n  - echo early\n" + reseedBootcmd + "manual_cache_clean: true\n",
 		},
 	}
 	for _, tt := range tests {
@@ -113,6 +135,7 @@ func TestVendorData_refusesWithoutEchoingContent(t *testing.T) {
 		{"broken YAML", "a: [" + secret, false, "nocloud: invalid vendor-data: not valid YAML"},
 		{"packages not a list", "packages: " + secret + "\n", true, "nocloud: invalid vendor-data: packages is not a list"},
 		{"runcmd not a list", "runcmd: {x: " + secret + "}\n", true, "nocloud: invalid vendor-data: runcmd is not a list"},
+		{"bootcmd not a list", "bootcmd: " + secret + "\n", false, "nocloud: invalid vendor-data: bootcmd is not a list"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -66,6 +66,19 @@ type API interface {
 	// Permissions reads GET /access/permissions?path=<path>: the token's effective privileges on
 	// path, with PVE's propagation and pools already applied.
 	Permissions(ctx context.Context, path string) (Privileges, error)
+	// Migrate starts POST /nodes/{node}/qemu/{vmid}/migrate: a task (qmigrate) that moves the VM
+	// to p.Target. pveflow's workflows never migrate; operators and tests do, through this seam,
+	// which keeps the client and the simulator to PVE's rules for it.
+	Migrate(ctx context.Context, node string, vmid int, p MigrateParams) (UPID, error)
+	// HAManagerStatus reads GET /cluster/ha/status/manager_status: the HA manager's view of the
+	// nodes, maintenance mode among them.
+	HAManagerStatus(ctx context.Context) (HAManagerStatus, error)
+	// AddHAResource writes POST /cluster/ha/resources (synchronous): the HA manager looks after
+	// the resource from then on.
+	AddHAResource(ctx context.Context, p HAResourceParams) error
+	// DeleteHAResource writes DELETE /cluster/ha/resources/{sid} (synchronous). PVE refuses an
+	// sid it does not manage ("cannot delete service '<sid>', not HA managed!").
+	DeleteHAResource(ctx context.Context, sid string) error
 }
 
 // Version is the answer of GET /version.
@@ -261,3 +274,69 @@ func TaskWarnings(log []TaskLogLine) []string {
 // them: each privilege held, with whether it propagates to the paths below. A privilege not
 // held is absent.
 type Privileges map[string]bool
+
+// MigrateParams are the parameters of a migration that pveflow's seam sends.
+type MigrateParams struct {
+	// Target is the node the VM moves to.
+	Target string
+	// Online live-migrates a running VM; PVE refuses a running VM without it, and ignores it
+	// for a stopped one.
+	Online bool
+	// WithLocalDisks lets a running VM's disks on storage that is not shared be copied along
+	// (live storage migration); an offline migration copies them anyway.
+	WithLocalDisks bool
+}
+
+// HAManagerStatus is the part of GET /cluster/ha/status/manager_status that pveflow reads. A
+// cluster where HA was never used answers an empty manager status.
+type HAManagerStatus struct {
+	ManagerStatus HACRMStatus `json:"manager_status"`
+	// LRMStatus is each node's local resource manager, by node name.
+	LRMStatus map[string]HALRMStatus `json:"lrm_status"`
+}
+
+// HACRMStatus is the cluster resource manager's state.
+type HACRMStatus struct {
+	MasterNode string `json:"master_node"`
+	// NodeStatus is each node's state: "online", "maintenance", "unknown", "fence", "gone".
+	NodeStatus map[string]string `json:"node_status"`
+	// NodeRequest holds what was asked of a node and not done yet: {"maintenance": 1} after
+	// ha-manager crm-command node-maintenance enable.
+	NodeRequest map[string]map[string]any `json:"node_request"`
+}
+
+// HALRMStatus is one node's local resource manager.
+type HALRMStatus struct {
+	// Mode is "active", "maintenance", "restart", "shutdown", "reboot" or "disarm".
+	Mode      string `json:"mode"`
+	State     string `json:"state"`
+	Timestamp int64  `json:"timestamp"`
+}
+
+// InMaintenance reports whether node is in HA maintenance mode or on its way there: the CRM
+// shows it in state "maintenance", it was asked for maintenance (a CRM command the manager takes
+// up in its next round), or its LRM runs in maintenance mode (a reboot under the "migrate"
+// shutdown policy). The HA manager moves HA resources off such a node and places none there.
+func (s HAManagerStatus) InMaintenance(node string) bool {
+	if s.ManagerStatus.NodeStatus[node] == "maintenance" || s.LRMStatus[node].Mode == "maintenance" {
+		return true
+	}
+	switch v := s.ManagerStatus.NodeRequest[node]["maintenance"].(type) {
+	case float64:
+		return v != 0
+	case bool:
+		return v
+	case string:
+		return v != "" && v != "0"
+	}
+	return false
+}
+
+// HAResourceParams are the parameters of an HA resource pveflow registers.
+type HAResourceParams struct {
+	// SID is "vm:<vmid>".
+	SID string
+	// State is the requested state: "started", "stopped", ...; empty is PVE's default, started.
+	State   string
+	Comment string
+}

@@ -585,6 +585,7 @@ type endpoint struct {
 	storage  string
 	volume   string
 	upid     UPID
+	sid      string
 }
 
 // path fills the template in, escaping each value, so that a volume ID or a UPID stays one
@@ -596,6 +597,7 @@ func (e endpoint) path() string {
 		"{storage}", url.PathEscape(e.storage),
 		"{volume}", url.PathEscape(e.volume),
 		"{upid}", url.PathEscape(string(e.upid)),
+		"{sid}", url.PathEscape(e.sid),
 	).Replace(e.template)
 }
 
@@ -673,4 +675,39 @@ func (c *Client) Permissions(ctx context.Context, path string) (Privileges, erro
 		privs = Privileges{}
 	}
 	return privs, nil
+}
+
+// Migrate starts POST /nodes/{node}/qemu/{vmid}/migrate.
+func (c *Client) Migrate(ctx context.Context, node string, vmid int, p MigrateParams) (UPID, error) {
+	form := url.Values{"target": {p.Target}}
+	if p.Online {
+		form.Set("online", formBool(true))
+	}
+	if p.WithLocalDisks {
+		form.Set("with-local-disks", formBool(true))
+	}
+	return c.task(ctx, "Migrate", vmOp("migration to "+p.Target, node, vmid), http.MethodPost, vmEndpoint("migrate", node, vmid), form)
+}
+
+// HAManagerStatus reads GET /cluster/ha/status/manager_status.
+func (c *Client) HAManagerStatus(ctx context.Context) (HAManagerStatus, error) {
+	var s HAManagerStatus
+	err := c.call(ctx, "HAManagerStatus", "HA manager status", http.MethodGet, endpoint{template: "/cluster/ha/status/manager_status"}, nil, &s)
+	return s, err
+}
+
+// AddHAResource writes POST /cluster/ha/resources.
+func (c *Client) AddHAResource(ctx context.Context, p HAResourceParams) error {
+	form := url.Values{"sid": {p.SID}}
+	for k, v := range map[string]string{"state": p.State, "comment": p.Comment} {
+		if v != "" {
+			form.Set(k, v)
+		}
+	}
+	return c.call(ctx, "AddHAResource", "registration of HA resource "+p.SID, http.MethodPost, endpoint{template: "/cluster/ha/resources"}, form, nil)
+}
+
+// DeleteHAResource writes DELETE /cluster/ha/resources/{sid}.
+func (c *Client) DeleteHAResource(ctx context.Context, sid string) error {
+	return c.call(ctx, "DeleteHAResource", "removal of HA resource "+sid, http.MethodDelete, endpoint{template: "/cluster/ha/resources/{sid}", sid: sid}, nil, nil)
 }

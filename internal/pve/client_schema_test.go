@@ -101,6 +101,7 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 				"cores":       "2",
 				"memory":      "2048",
 				"agent":       "1",
+				"onboot":      "1",
 				"tags":        "proxy_operator",
 				"ide2":        "local:iso/proxy-1-seed.iso,media=cdrom",
 				"net0":        "virtio=BC:24:11:2E:C5:4A,bridge=vmbr1",
@@ -156,6 +157,15 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			_, err := c.Permissions(ctx, "/vms/9000")
 			return err
 		},
+		"HAManagerStatus": func(ctx context.Context) error { _, err := c.HAManagerStatus(ctx); return err },
+		"AddHAResource": func(ctx context.Context) error {
+			return c.AddHAResource(ctx, pve.HAResourceParams{SID: "vm:123456", State: "started", Comment: "pveflow proxy"})
+		},
+		"DeleteHAResource": func(ctx context.Context) error { return c.DeleteHAResource(ctx, "vm:123456") },
+		"Migrate": func(ctx context.Context) error {
+			_, err := c.Migrate(ctx, node, vmid, pve.MigrateParams{Target: "pve2", Online: true, WithLocalDisks: true})
+			return err
+		},
 	}
 	api := reflect.TypeFor[pve.API]()
 	require.Len(t, calls, api.NumMethod())
@@ -178,5 +188,5 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			assert.Equal(t, ep.Path, lines[0]["path"], "the debug line names the schema's path template")
 		})
 	}
-	assert.Len(t, endpoints, 20, "the 20 calls reach 20 distinct endpoints")
+	assert.Len(t, endpoints, api.NumMethod(), "each call reaches an endpoint of its own")
 }

@@ -220,6 +220,10 @@ func TestCalls_recordEveryMethodByItsName(t *testing.T) {
 	_, _ = c.StorageContent(ctx, "pve1", "local", "iso")
 	_, _ = c.TaskLog(ctx, "pve1", "UPID:nonsense")
 	_, _ = c.Permissions(ctx, "/")
+	_, _ = c.Migrate(ctx, "pve1", tmplID, pve.MigrateParams{Target: "pve2"})
+	_, _ = c.HAManagerStatus(ctx)
+	_ = c.AddHAResource(ctx, pve.HAResourceParams{SID: "vm:9000"})
+	_ = c.DeleteHAResource(ctx, "vm:9000")
 
 	seen := make(map[string]bool)
 	for _, rec := range c.Calls() {

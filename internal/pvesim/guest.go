@@ -15,6 +15,14 @@ type guest struct {
 	// seed is the seed's root files by name (meta-data, user-data, vendor-data,
 	// network-config) at the last boot; nil when that boot found no seed.
 	seed map[string]string
+	// cloudInit is the state of the guest's cloud-init.
+	cloudInit cloudInit
+}
+
+// boot is the guest booting with seed, the NoCloud seed attached now (nil: none).
+func (gs *guest) boot(seed map[string]string) {
+	gs.seed = seed
+	gs.cloudInit.boot(seed)
 }
 
 // seedLabel is the volume label cloud-init's NoCloud datasource looks for.

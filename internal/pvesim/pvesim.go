@@ -181,6 +181,8 @@ type Cluster struct {
 	// lag is zero.
 	cache       map[int]cachedStatus
 	nextRefresh time.Time
+	// ha is the HA manager's state (ha.go).
+	ha haState
 }
 
 type node struct {
@@ -255,6 +257,7 @@ var defaultTaskDurations = map[string]time.Duration{
 	"resize":    20 * time.Millisecond,
 	"imgcopy":   20 * time.Millisecond,
 	"imgdel":    10 * time.Millisecond,
+	"qmigrate":  50 * time.Millisecond,
 }
 
 // New returns a cluster as opts describe it. It panics on options no cluster can have: a

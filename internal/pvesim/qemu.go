@@ -223,7 +223,7 @@ func (c *Cluster) boot(g *vm, at time.Time) {
 	c.pid++
 	g.running, g.paused, g.pid, g.startedAt = true, false, c.pid, at
 	g.bootCPUs, g.bootMemMiB = cpus(g.cfg), memoryMiB(g.cfg)
-	g.guest.seed = c.seedAtBoot(g)
+	g.guest.boot(c.seedAtBoot(g))
 }
 
 // cpus and memoryMiB are the VM's cores and memory in effect: those it started with while it
@@ -402,6 +402,7 @@ func (c *Cluster) Destroy(ctx context.Context, node string, vmid int) (pve.UPID,
 				return
 			}
 			delete(c.vms, vmid)
+			c.forgetHA(vmid)
 			if t.exit != "OK" && kept == nil {
 				return // the warnings are the disks it could not remove
 			}

@@ -46,6 +46,10 @@ var paths = []string{
 	"/nodes/{node}/storage/{storage}/upload",
 	"/nodes/{node}/storage/{storage}/content",
 	"/nodes/{node}/storage/{storage}/content/{volume}",
+	"/nodes/{node}/qemu/{vmid}/migrate",
+	"/cluster/ha/status/manager_status",
+	"/cluster/ha/resources",
+	"/cluster/ha/resources/{sid}",
 }
 
 // numbered is how many keys each of apidata.js's compressed "name[n]" parameters stands for:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -124,6 +125,29 @@ func TestConformance_modelAndRESTServerAgree(t *testing.T) {
 		{"agent back", func(ctx context.Context, api pve.API) (any, error) {
 			return api.AgentNetworkInterfaces(ctx, node, vmid)
 		}, 0},
+		{"migrate running without online", func(ctx context.Context, api pve.API) (any, error) {
+			return api.Migrate(ctx, node, vmid, pve.MigrateParams{Target: "pve2", WithLocalDisks: true})
+		}, 0},
+		{"migrate to its own node", func(ctx context.Context, api pve.API) (any, error) {
+			return api.Migrate(ctx, node, vmid, pve.MigrateParams{Target: node, Online: true})
+		}, 0},
+		{"migrate with the seed on local storage", task("migrate", func(ctx context.Context, api pve.API) (pve.UPID, error) {
+			return api.Migrate(ctx, node, vmid, pve.MigrateParams{Target: "pve2", Online: true, WithLocalDisks: true})
+		}), time.Minute},
+		{"migration aborted", status("migrate"), 0},
+		{"HA status", func(ctx context.Context, api pve.API) (any, error) { return api.HAManagerStatus(ctx) }, 0},
+		{"add HA resource", func(ctx context.Context, api pve.API) (any, error) {
+			return nil, api.AddHAResource(ctx, pve.HAResourceParams{SID: "vm:123456", State: "started"})
+		}, 0},
+		{"add it again", func(ctx context.Context, api pve.API) (any, error) {
+			return nil, api.AddHAResource(ctx, pve.HAResourceParams{SID: "vm:123456"})
+		}, 0},
+		{"remove HA resource", func(ctx context.Context, api pve.API) (any, error) {
+			return nil, api.DeleteHAResource(ctx, "vm:123456")
+		}, 0},
+		{"remove it again", func(ctx context.Context, api pve.API) (any, error) {
+			return nil, api.DeleteHAResource(ctx, "vm:123456")
+		}, 0},
 		{"destroy running", func(ctx context.Context, api pve.API) (any, error) { return api.Destroy(ctx, node, vmid) }, 0},
 		{"stop", task("stop", func(ctx context.Context, api pve.API) (pve.UPID, error) { return api.Stop(ctx, node, vmid) }), time.Minute},
 		{"stop done", status("stop"), 0},
@@ -173,5 +197,5 @@ func TestConformance_modelAndRESTServerAgree(t *testing.T) {
 	for _, c := range direct.Calls() {
 		methods[c.Method] = true
 	}
-	assert.Len(t, methods, 20, "the scenario calls every seam method: %v", methods)
+	assert.Len(t, methods, reflect.TypeFor[pve.API]().NumMethod(), "the scenario calls every seam method: %v", methods)
 }

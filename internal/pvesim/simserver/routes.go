@@ -20,11 +20,12 @@ type apiCall struct {
 	*request
 	node, storage, volume string
 	upid                  pve.UPID
+	sid                   string
 	vmid                  int
 }
 
-// endpoints are the 20 seam methods (see pve.API), keyed by method and the schema's path
-// template.
+// endpoints are the seam methods (see pve.API), keyed by method and the schema's path
+// template; migrate.go and ha.go add the migration's and the HA manager's.
 var endpoints = map[string]endpoint{
 	"GET /version": func(ctx context.Context, api pve.API, _ *apiCall) (any, error) {
 		return result(api.Version(ctx))
@@ -226,6 +227,7 @@ func (r *request) route(method, rel string) (endpoint, *apiCall, error) {
 		storage: vars["storage"],
 		volume:  vars["volume"],
 		upid:    pve.UPID(vars["upid"]),
+		sid:     vars["sid"],
 	}
 	if v, ok := vars["vmid"]; ok {
 		vmid, err := parseInt("vmid", v)
