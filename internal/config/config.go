@@ -86,6 +86,9 @@ type MachineType struct {
 	MemoryMiB int64 `yaml:"memoryMiB" json:"memoryMiB"`
 	// DiskGiB grows the boot disk to this size; 0 keeps the template's. Disks never shrink.
 	DiskGiB int64 `yaml:"diskGiB" json:"diskGiB,omitempty"`
+	// NICs are the VM's network devices, net0 first (see NIC); empty keeps the template's net0
+	// with proxmox.bridge.
+	NICs []NIC `yaml:"nics" json:"nics,omitempty"`
 }
 
 // Entity is how a proxy's entity workflow (Proxy) looks after its proxy between requests.

@@ -221,6 +221,7 @@ func validateMachineTypes(p *problems, types map[string]MachineType) {
 		if mt.DiskGiB < 0 {
 			p.add(path+".diskGiB", "%d is negative", mt.DiskGiB)
 		}
+		validateNICs(p, path+".nics", mt.NICs)
 	}
 }
 
