@@ -88,7 +88,7 @@ type MachineType struct {
 	DiskGiB int64 `yaml:"diskGiB" json:"diskGiB,omitempty"`
 	// NICs are the VM's network devices, net0 first (see NIC); empty keeps the template's net0
 	// with proxmox.bridge.
-	NICs []NIC `yaml:"nics" json:"nics,omitempty"`
+	NICs []NIC `yaml:"nics,omitempty" json:"nics,omitempty"`
 }
 
 // Entity is how a proxy's entity workflow (Proxy) looks after its proxy between requests.

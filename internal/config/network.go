@@ -8,10 +8,10 @@ import "fmt"
 type NIC struct {
 	// Bridge is the bridge (or SDN vnet) the NIC is on. For net0, empty is proxmox.bridge, or
 	// the template's when that is empty too; a further NIC needs one.
-	Bridge string `yaml:"bridge" json:"bridge,omitempty"`
+	Bridge string `yaml:"bridge,omitempty" json:"bridge,omitempty"`
 	// VLAN is the NIC's VLAN tag, 1..4094 as PVE's net[n] tag takes it; 0 adds none (net0
 	// keeps the template's).
-	VLAN int `yaml:"vlan" json:"vlan,omitempty"`
+	VLAN int `yaml:"vlan,omitempty" json:"vlan,omitempty"`
 }
 
 // PVE's bounds: net0..net31 (qm.conf's net[n]), and a tag of 1..4094 (net[n]'s tag).
