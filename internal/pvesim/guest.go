@@ -15,6 +15,9 @@ type guest struct {
 	// seed is the seed's root files by name (meta-data, user-data, vendor-data,
 	// network-config) at the last boot; nil when that boot found no seed.
 	seed map[string]string
+	// network is what cloud-init configured from the last seed's network-config; nil is its
+	// fallback, DHCP on net0 (see networkAtBoot).
+	network *guestNetwork
 }
 
 // seedLabel is the volume label cloud-init's NoCloud datasource looks for.

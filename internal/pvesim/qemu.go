@@ -224,6 +224,7 @@ func (c *Cluster) boot(g *vm, at time.Time) {
 	g.running, g.paused, g.pid, g.startedAt = true, false, c.pid, at
 	g.bootCPUs, g.bootMemMiB = cpus(g.cfg), memoryMiB(g.cfg)
 	g.guest.seed = c.seedAtBoot(g)
+	g.guest.network = networkAtBoot(g.guest.network, g.guest.seed)
 }
 
 // cpus and memoryMiB are the VM's cores and memory in effect: those it started with while it
