@@ -27,6 +27,9 @@ type ChangeProxyInput struct {
 	// UserData is read from here by UploadISO, as CreateProxy's is (see CreateProxyInput).
 	UserData   string `json:"userData,omitempty"`
 	InstanceID string `json:"instanceID,omitempty"`
+	// Addresses are the proxy's static addresses (CreateProxyInput.Addresses): a reseed writes
+	// them into the new seed, and the change waits for them.
+	Addresses proxy.Addresses `json:"addresses,omitzero"`
 }
 
 // ChangeProxyResult is what ChangeProxy returns, and what the entity's change Update answers.
@@ -180,11 +183,11 @@ func (c *change) run() (ChangeProxyResult, error) {
 	if res.Restarted, err = c.restart(st.Status == "running", pending || c.in.Reseed); err != nil {
 		return ChangeProxyResult{}, err
 	}
-	ipv4, err := c.awaitReady(&c.vm)
+	agent, err := c.awaitReady(&c.vm, c.in.Addresses)
 	if err != nil {
 		return ChangeProxyResult{}, err
 	}
-	res.VMID, res.Node, res.IPv4 = c.vm.VMID, c.vm.Node, ipv4
+	res.VMID, res.Node, res.IPv4 = c.vm.VMID, c.vm.Node, agent.IPv4
 	return res, nil
 }
 
@@ -223,7 +226,7 @@ func (c *change) reseed() (activities.UploadISOResult, error) {
 		return activities.UploadISOResult{}, err
 	}
 	c.t.step("upload the new seed ISO")
-	return c.uploadSeed(c.vm.Node, c.in.InstanceID)
+	return c.uploadSeed(c.vm.Node, c.in.InstanceID, proxy.SeedNetwork(c.vm.Config, c.in.Addresses, c.s.MachineTypes[c.in.MachineType].NICs))
 }
 
 // restart starts the VM if it is stopped, or reboots it if it runs and the change needs a reboot

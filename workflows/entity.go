@@ -228,6 +228,7 @@ func specDiff(a, b CreateProxyInput) []string {
 	var d []string
 	for _, f := range []struct{ name, a, b string }{
 		{"name", a.Name, b.Name}, {"zone", a.Zone, b.Zone}, {"image", a.Image, b.Image}, {"machine type", a.MachineType, b.MachineType},
+		{"addresses", a.Addresses.String(), b.Addresses.String()},
 	} {
 		if f.a != f.b {
 			d = append(d, fmt.Sprintf("%s %q -> %q", f.name, f.a, f.b))
@@ -245,6 +246,9 @@ func (e *entity) validateCreate(in CreateProxyInput) error {
 	}
 	if err := ValidateName(in.Name); err != nil {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
+	}
+	if err := in.Addresses.Validate(); err != nil {
+		return fmt.Errorf("create proxy %s: addresses: %w", in.UID, err)
 	}
 	if _, err := e.cfg.Proxmox.ResolvePlacement(in.Zone, in.Image, in.MachineType); err != nil {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
@@ -401,7 +405,7 @@ func (e *entity) startCreate(spec CreateProxyInput, rebuildFrom *CreateProxyInpu
 }
 
 func (e *entity) startChange(spec, applied CreateProxyInput) {
-	in := ChangeProxyInput{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType}
+	in := ChangeProxyInput{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType, Addresses: spec.Addresses}
 	if applied.InstanceID != spec.InstanceID {
 		in.Reseed, in.UserData, in.InstanceID = true, spec.UserData, spec.InstanceID
 	}
