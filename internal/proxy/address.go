@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 )
 
 // Addresses are a proxy's static addresses on its first NIC (net0), each written as
@@ -52,7 +53,15 @@ func (a Addresses) Validate() error {
 	case a.NoIPv4 && a.IPv6 == "":
 		errs = append(errs, errors.New("no-ipv4 needs an ipv6 address: the proxy would have none"))
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	// One line, as a CLI prints it.
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = err.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // validateAddress checks one family's "address/prefix-length" and its gateway, if any.

@@ -31,7 +31,15 @@ func (c *cli) createCommand() *cobra.Command {
 		Long: `Asks the proxy of UID (its entity, workflow proxy/<UID>, started by the first request) to be
 present with the image, machine type, zone and user-data given, and returns once it has
 accepted the request; a request it refuses, such as an unknown image, fails at once. With
---wait, waits for the CreateProxy that serves it and prints the VM: provider ID, node and IPv4.
+--wait, waits for the CreateProxy that serves it and prints the VM: provider ID, node, IPv4 and
+IPv6.
+
+Without address flags net0 takes its IPv4 from DHCP. --ipv4 and --ipv6 give it static
+addresses instead (each ADDRESS/PREFIX-LENGTH, each with an optional gateway inside its prefix;
+an IPv6 gateway may be link-local), written into the seed's cloud-init network-config; --ipv6
+alone keeps DHCP's IPv4 beside it, and --no-ipv4 makes the proxy IPv6-only. The create waits
+until the guest reports each address. Addresses are fixed for the proxy's life: to change them,
+delete the proxy and create it again.
 
 The user-data file holds at most 65536 bytes (64 KiB); it is sent to the workflow and never
 printed.`,
@@ -42,6 +50,9 @@ printed.`,
 			}
 			if err := workflows.ValidateName(in.Name); err != nil {
 				return usageError{fmt.Errorf("create: --name: %w", err)}
+			}
+			if err := in.Addresses.Validate(); err != nil {
+				return usageError{fmt.Errorf("create: addresses: %w", err)}
 			}
 			if userDataFile != "" {
 				data, err := readUserData(cmd, userDataFile)
@@ -63,6 +74,11 @@ printed.`,
 	f.StringVar(&in.MachineType, "machine-type", "", "the machine `TYPE` of the configuration: cores, memory, disk")
 	f.StringVar(&in.Region, "region", "", "the `REGION`, kept in the VM's mark")
 	f.StringVar(&userDataFile, "user-data-file", "", "cloud-init user-data `FILE` of at most 64 KiB, for the VM's seed ISO")
+	f.StringVar(&in.Addresses.IPv4, "ipv4", "", "net0's static IPv4 `ADDRESS/LEN`, such as 192.0.2.10/24; the default is DHCP")
+	f.StringVar(&in.Addresses.Gateway4, "gateway4", "", "the IPv4 default `GATEWAY`, inside --ipv4's prefix")
+	f.StringVar(&in.Addresses.IPv6, "ipv6", "", "net0's static IPv6 `ADDRESS/LEN`, such as 2001:db8::10/64; the default is none")
+	f.StringVar(&in.Addresses.Gateway6, "gateway6", "", "the IPv6 default `GATEWAY`, inside --ipv6's prefix or link-local")
+	f.BoolVar(&in.Addresses.NoIPv4, "no-ipv4", false, "no IPv4 at all, not even DHCP's: an IPv6-only proxy (needs --ipv6)")
 	f.BoolVar(&wait, "wait", false, "wait for the VM and print it")
 	return cmd
 }
@@ -691,7 +707,11 @@ func (c *cli) printCreated(res workflows.CreateProxyResult) error {
 	if c.json {
 		return c.printJSON(res)
 	}
-	_, err := fmt.Fprintf(c.stdout, "proxy created: %s on %s, IPv4 %s\n", res.ProviderID, res.Node, res.IPv4)
+	ipv6 := ""
+	if res.IPv6 != "" {
+		ipv6 = ", IPv6 " + res.IPv6
+	}
+	_, err := fmt.Fprintf(c.stdout, "proxy created: %s on %s, IPv4 %s%s\n", res.ProviderID, res.Node, cmp.Or(res.IPv4, "-"), ipv6)
 	return err
 }
 

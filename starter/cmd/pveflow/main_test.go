@@ -54,6 +54,8 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 		{"unknown shell", []string{"completion", "tcsh"}, `completion: want bash or zsh, not "tcsh"`},
 		{"bad duration", []string{"gc", "--all", "--grace", "soon"}, `gc: invalid argument "soon" for "--grace" flag`},
 		{"name that is not a DNS label", []string{"create", "--uid", "x", "--name", "egress.eu-1"}, `create: --name: name "egress.eu-1" is not a DNS label`},
+		{"gateway outside its prefix", []string{"create", "--uid", "x", "--ipv4", "192.0.2.10/24", "--gateway4", "198.51.100.1", "--ipv6", "192.0.2.11/24"},
+			"create: addresses: ipv4: gateway 198.51.100.1 is outside 192.0.2.0/24; ipv6: 192.0.2.11/24 is not an IPv6 address"},
 		{"user-data file that is not there", []string{"create", "--uid", "x", "--user-data-file", "no-such-proxy.yaml"}, "create: --user-data-file: open no-such-proxy.yaml: no such file or directory"},
 		{"phase that is none", []string{"list", "--phase", "presnt"}, `list: --phase "presnt" is not a phase: want one of absent, `},
 		{"update that changes nothing", []string{"update", "--uid", "x"}, "update: give at least one of --machine-type, --user-data-file, --image"},
