@@ -132,3 +132,20 @@ func TestCreate_refusesInvalidAddressesBeforeAnyCall(t *testing.T) {
 	assert.Contains(t, err.Error(), "192.0.2.0 is the network address of 192.0.2.0/24")
 	assert.Empty(t, w.cluster.Calls())
 }
+
+func TestChange_aReseedKeepsTheStaticAddresses(t *testing.T) {
+	w := newWorld(t)
+	addrs := proxy.Addresses{IPv4: "192.0.2.10/24", Gateway4: "192.0.2.1"}
+	in := createInput()
+	in.Addresses = addrs
+	_, err := w.create(in)
+	require.NoError(t, err)
+	change := workflows.ChangeProxyInput{UID: uid, Image: "debian13", MachineType: "small", Addresses: addrs,
+		Reseed: true, InstanceID: uid + "-2", UserData: "#cloud-config\n"}
+
+	res, err := w.change(change)
+
+	require.NoError(t, err)
+	assert.Equal(t, "192.0.2.10", res.IPv4)
+	assert.Contains(t, seedNetworkConfig(t, w), `      - "192.0.2.10/24"`, "the new instance's cloud-init configures the network anew from it")
+}

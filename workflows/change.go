@@ -45,6 +45,7 @@ type ChangeProxyResult struct {
 	// Rebuilt reports that the VM was destroyed and created again (a new image or zone).
 	Rebuilt bool   `json:"rebuilt,omitempty"`
 	IPv4    string `json:"ipv4"`
+	IPv6    string `json:"ipv6,omitempty"`
 }
 
 // ChangeProxy makes the VM of a present proxy match its spec, in place, and returns what it
@@ -187,7 +188,7 @@ func (c *change) run() (ChangeProxyResult, error) {
 	if err != nil {
 		return ChangeProxyResult{}, err
 	}
-	res.VMID, res.Node, res.IPv4 = c.vm.VMID, c.vm.Node, agent.IPv4
+	res.VMID, res.Node, res.IPv4, res.IPv6 = c.vm.VMID, c.vm.Node, agent.IPv4, agent.IPv6
 	return res, nil
 }
 

@@ -514,10 +514,10 @@ func (e *entity) finish() {
 	switch res := op.result.(type) {
 	case CreateProxyResult:
 		e.st.Applied = withoutUserData(op.spec)
-		e.st.Observed = ObservedState{VMID: res.VMID, Node: res.Node, State: string(proxy.Running), IPv4: res.IPv4, CheckedAt: now}
+		e.st.Observed = ObservedState{VMID: res.VMID, Node: res.Node, State: string(proxy.Running), IPv4: res.IPv4, IPv6: res.IPv6, CheckedAt: now}
 	case ChangeProxyResult:
 		e.st.Applied = withoutUserData(op.spec)
-		e.st.Observed = ObservedState{VMID: res.VMID, Node: res.Node, State: string(proxy.Running), IPv4: res.IPv4, CheckedAt: now}
+		e.st.Observed = ObservedState{VMID: res.VMID, Node: res.Node, State: string(proxy.Running), IPv4: res.IPv4, IPv6: res.IPv6, CheckedAt: now}
 	case DeleteProxyResult:
 		e.st.Applied = nil
 		e.st.Observed = ObservedState{CheckedAt: now}
@@ -577,7 +577,7 @@ func (e *entity) serve(op *runningOp) {
 			case OpCreate:
 				w.done, w.result = true, res
 			case OpChange:
-				c := ChangeProxyResult{VMID: res.VMID, Node: res.Node, Name: res.Name, IPv4: res.IPv4, Restarted: true}
+				c := ChangeProxyResult{VMID: res.VMID, Node: res.Node, Name: res.Name, IPv4: res.IPv4, IPv6: res.IPv6, Restarted: true}
 				if op.rebuildFrom != nil {
 					c.Rebuilt, c.Changed = true, specDiff(*op.rebuildFrom, *op.spec)
 				} else {
@@ -635,7 +635,7 @@ func (e *entity) check() {
 		e.st.Observed.State = "unknown"
 		workflow.GetLogger(e.ctx).Warn("check of the proxy's VM failed", "uid", e.uid, "error", err)
 	default:
-		e.st.Observed = ObservedState{VMID: got.VMID, Node: got.Node, State: string(got.State), IPv4: got.IPv4, CheckedAt: now,
+		e.st.Observed = ObservedState{VMID: got.VMID, Node: got.Node, State: string(got.State), IPv4: got.IPv4, IPv6: got.IPv6, CheckedAt: now,
 			Drift: e.drift(got)}
 		switch {
 		case got.State == proxy.Stopped:

@@ -369,6 +369,9 @@ func observedText(o workflows.ObservedState) string {
 	if o.IPv4 != "" {
 		text += ", IPv4 " + o.IPv4
 	}
+	if o.IPv6 != "" {
+		text += ", IPv6 " + o.IPv6
+	}
 	if !o.CheckedAt.IsZero() {
 		text += " (checked " + o.CheckedAt.Local().Format(time.DateTime) + ")"
 	}
