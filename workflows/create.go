@@ -499,7 +499,8 @@ func (c *create) provision() error {
 	var a *activities.Activities
 	ref := c.vm.ref()
 
-	c.t.phase(PhaseConfiguring, "read config")
+	// The seed's network-config names the NICs by MAC, so the seeding starts from the config.
+	c.t.phase(PhaseSeeding, "read config")
 	cfg, err := c.readConfig(ref)
 	if err != nil {
 		return err
@@ -519,13 +520,12 @@ func (c *create) provision() error {
 		netParams = proxy.NICValues(cfg, c.s.Bridge, nics)
 	}
 
-	c.t.phase(PhaseSeeding, "upload seed ISO")
+	c.t.step("upload seed ISO")
 	seed, err := c.uploadSeed(c.vm.Node, cmp.Or(c.in.InstanceID, c.in.UID), proxy.SeedNetwork(cfg, c.in.Addresses, nics))
 	if err != nil {
 		return err
 	}
 
-	c.t.phase(PhaseConfiguring, "configure")
 	params := pve.VMConfig{
 		"cores":  fmt.Sprint(c.p.Cores),
 		"memory": fmt.Sprint(c.p.MemoryMiB),
@@ -535,7 +535,7 @@ func (c *create) provision() error {
 		"ide2": seed.VolID + ",media=cdrom",
 	}
 	maps.Copy(params, netParams)
-	c.t.step("set config")
+	c.t.phase(PhaseConfiguring, "set config")
 	summary := "configure " + ref.String()
 	if err := execute(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
 		activities.SetVMConfigRequest{VMRef: ref, Params: params}).Get(c.ctx, nil); err != nil {
