@@ -12,9 +12,10 @@ import (
 type State string
 
 const (
-	// Running means the VM runs and its guest agent reports a routable IPv4 address.
+	// Running means the VM runs and its guest agent reports a routable address: an IPv4, or an
+	// IPv6 for an IPv6-only proxy.
 	Running State = "Running"
-	// Provisioning means the VM runs but has no routable IPv4 address yet.
+	// Provisioning means the VM runs but has no routable address yet.
 	Provisioning State = "Provisioning"
 	// Stopped means the VM does not run guest code: stopped, paused or otherwise halted.
 	Stopped State = "Stopped"

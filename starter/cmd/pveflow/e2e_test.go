@@ -236,3 +236,19 @@ func TestE2E_withTheWorkerStoppedStatusDescribesTheWaitAndWaitActsOnIt(t *testin
 	require.Equal(t, exitOK, res.code, res.stderr)
 	assert.Regexp(t, createdRE, res.stdout)
 }
+
+func TestE2E_createWithStaticAddressesPrintsThem(t *testing.T) {
+	s := newE2E(t, "e2e-addresses")
+	s.startSimulatorWorker()
+	const uid = "5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d"
+
+	created := s.pveflow("create", "--uid", uid, "--image", "debian13", "--machine-type", "small",
+		"--ipv4", "192.0.2.10/24", "--gateway4", "192.0.2.1", "--ipv6", "2001:db8::10/64", "--gateway6", "fe80::1", "--wait")
+
+	require.Equal(t, exitOK, created.code, created.stderr)
+	assert.Regexp(t, `(?m)^proxy created: vms/\d+/proxy-[a-z2-7]+ on pve1, IPv4 192\.0\.2\.10, IPv6 2001:db8::10$`, created.stdout)
+	got := s.pveflow("get", "--uid", uid)
+	require.Equal(t, exitOK, got.code, got.stderr)
+	assert.Regexp(t, `(?m)^ipv6\s+2001:db8::10$`, got.stdout)
+	assert.Regexp(t, `(?m)^addresses\s+192\.0\.2\.10/24 2001:db8::10/64$`, got.stdout)
+}
