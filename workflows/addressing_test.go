@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kdomanski/iso9660"
 	"github.com/stretchr/testify/assert"
@@ -148,4 +149,25 @@ func TestChange_aReseedKeepsTheStaticAddresses(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "192.0.2.10", res.IPv4)
 	assert.Contains(t, seedNetworkConfig(t, w), `      - "192.0.2.10/24"`, "the new instance's cloud-init configures the network anew from it")
+}
+
+func TestProxy_aUserDataChangeOfAStaticProxyKeepsItsAddresses(t *testing.T) {
+	w := newWorld(t)
+	p := newProxyEntity(t, w)
+	in := createInput()
+	in.Addresses = proxy.Addresses{IPv6: "2001:db8::10/64", Gateway6: "fe80::1", NoIPv4: true}
+	p.request(time.Second, workflows.CreateUpdate, "create", in)
+	fresh := "#cloud-config\nruncmd: [echo changed]\n"
+	p.at(30*time.Minute, func() { w.userData = fresh })
+	p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, UserData: &fresh})
+	var network string
+	p.at(2*time.Hour, func() { network = seedNetworkConfig(t, w) })
+	p.request(3*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	p.run()
+
+	res := p.answer("change").result.(workflows.ChangeProxyResult)
+	assert.True(t, res.Restarted)
+	assert.Equal(t, "2001:db8::10", res.IPv6, "the change waited for the IPv6, not for an IPv4 the proxy never has")
+	assert.Contains(t, network, `      - "2001:db8::10/64"`)
 }
