@@ -47,6 +47,7 @@ func seedFiles(t *testing.T, w *world) []string {
 
 func TestCreate_aStaticIPv4AndIPv6ProxyGetsExactlyItsAddresses(t *testing.T) {
 	w := newWorld(t)
+	w.cfg.Proxmox.Nameservers = []string{"192.0.2.53"}
 	in := createInput()
 	in.Addresses = proxy.Addresses{IPv4: "192.0.2.10/24", Gateway4: "192.0.2.1", IPv6: "2001:db8::10/64", Gateway6: "2001:db8::1"}
 
@@ -72,6 +73,9 @@ ethernets:
         via: "192.0.2.1"
       - to: default
         via: "2001:db8::1"
+    nameservers:
+      addresses:
+        - "192.0.2.53"
     dhcp6: false
     accept-ra: false
 `, seedNetworkConfig(t, w))

@@ -227,7 +227,7 @@ func (c *change) reseed() (activities.UploadISOResult, error) {
 		return activities.UploadISOResult{}, err
 	}
 	c.t.step("upload the new seed ISO")
-	return c.uploadSeed(c.vm.Node, c.in.InstanceID, proxy.SeedNetwork(c.vm.Config, c.in.Addresses, c.s.MachineTypes[c.in.MachineType].NICs))
+	return c.uploadSeed(c.vm.Node, c.in.InstanceID, proxy.SeedNetwork(c.vm.Config, c.in.Addresses, c.s.MachineTypes[c.in.MachineType].NICs, c.s.Nameservers))
 }
 
 // restart starts the VM if it is stopped, or reboots it if it runs and the change needs a reboot

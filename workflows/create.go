@@ -521,7 +521,7 @@ func (c *create) provision() error {
 	}
 
 	c.t.step("upload seed ISO")
-	seed, err := c.uploadSeed(c.vm.Node, cmp.Or(c.in.InstanceID, c.in.UID), proxy.SeedNetwork(cfg, c.in.Addresses, nics))
+	seed, err := c.uploadSeed(c.vm.Node, cmp.Or(c.in.InstanceID, c.in.UID), proxy.SeedNetwork(cfg, c.in.Addresses, nics, c.s.Nameservers))
 	if err != nil {
 		return err
 	}

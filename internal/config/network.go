@@ -1,6 +1,9 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+	"net/netip"
+)
 
 // NIC is one of a proxy VM's network devices, as a machine type lists them: the first is the
 // template's net0, whose model and MAC address are kept; each further one is a virtio NIC added
@@ -20,6 +23,14 @@ const (
 	minVLAN = 1
 	maxVLAN = 4094
 )
+
+func validateNameservers(p *problems, servers []string) {
+	for i, s := range servers {
+		if a, err := netip.ParseAddr(s); err != nil || a.Zone() != "" {
+			p.add(fmt.Sprintf("proxmox.nameservers[%d]", i), "%q is not an IP address", s)
+		}
+	}
+}
 
 func validateNICs(p *problems, path string, nics []NIC) {
 	if len(nics) > maxNICs {

@@ -43,3 +43,11 @@ func TestValidate_machineTypeNICsTable(t *testing.T) {
 		})
 	}
 }
+
+func TestValidate_nameserversAreIPAddresses(t *testing.T) {
+	_, err := Parse([]byte(fullWith(t, func(c *Config) { c.Proxmox.Nameservers = []string{"192.0.2.53", "2001:db8::53", "dns.example"} })))
+
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `proxmox.nameservers[2]: "dns.example" is not an IP address`)
+	assert.NotContains(t, err.Error(), "nameservers[0]")
+}

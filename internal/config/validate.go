@@ -72,6 +72,7 @@ func (c Proxmox) validate(p *problems) {
 	if c.Pool != "" {
 		validatePool(p, c.Pool)
 	}
+	validateNameservers(p, c.Nameservers)
 	validateTags(p, c.Tags)
 	c.VMIDRange.validate(p)
 	validateTemplates(p, c.Templates, c.Nodes)

@@ -26,6 +26,8 @@ type Ethernet struct {
 	// Gateway4 and Gateway6 are the default routes of each family; empty adds none.
 	Gateway4 string `json:"gateway4,omitempty"`
 	Gateway6 string `json:"gateway6,omitempty"`
+	// Nameservers are DNS resolvers' addresses.
+	Nameservers []string `json:"nameservers,omitempty"`
 }
 
 var (
@@ -64,6 +66,12 @@ func NetworkConfig(ethernets []Ethernet) (string, error) {
 				}
 			}
 		}
+		if len(e.Nameservers) > 0 {
+			b.WriteString("    nameservers:\n      addresses:\n")
+			for _, ns := range e.Nameservers {
+				fmt.Fprintf(&b, "        - %q\n", netip.MustParseAddr(ns).String())
+			}
+		}
 		if static6 {
 			b.WriteString("    dhcp6: false\n    accept-ra: false\n")
 		}
@@ -87,6 +95,11 @@ func (e Ethernet) check() error {
 	for _, gw := range []string{e.Gateway4, e.Gateway6} {
 		if _, err := netip.ParseAddr(gw); gw != "" && err != nil {
 			return fmt.Errorf("%w: %s: gateway %q: %v", ErrInvalidNetwork, e.Name, gw, err)
+		}
+	}
+	for _, ns := range e.Nameservers {
+		if _, err := netip.ParseAddr(ns); err != nil {
+			return fmt.Errorf("%w: %s: nameserver %q: %v", ErrInvalidNetwork, e.Name, ns, err)
 		}
 	}
 	return nil

@@ -11,7 +11,8 @@ import (
 func TestWrite_staticAddressesGoIntoNetworkConfig(t *testing.T) {
 	s := testSeed()
 	s.Network = []Ethernet{
-		{Name: "net0", MAC: "BC:24:11:2E:C5:4A", Addresses: []string{"192.0.2.10/24", "2001:db8::10/64"}, Gateway4: "192.0.2.1", Gateway6: "fe80::1"},
+		{Name: "net0", MAC: "BC:24:11:2E:C5:4A", Addresses: []string{"192.0.2.10/24", "2001:db8::10/64"}, Gateway4: "192.0.2.1", Gateway6: "fe80::1",
+			Nameservers: []string{"192.0.2.53", "2001:db8::53"}},
 		{Name: "net1", MAC: "BC:24:11:00:00:01", DHCP4: true},
 	}
 
@@ -32,6 +33,10 @@ ethernets:
         via: "192.0.2.1"
       - to: default
         via: "fe80::1"
+    nameservers:
+      addresses:
+        - "192.0.2.53"
+        - "2001:db8::53"
     dhcp6: false
     accept-ra: false
   net1:
@@ -85,10 +90,11 @@ func TestNetworkConfig_isTheYAMLOfNetplanVersion2(t *testing.T) {
 
 func TestNetworkConfig_refusesWhatItCannotWrite(t *testing.T) {
 	for name, e := range map[string]Ethernet{
-		"name":    {Name: "Net 0", MAC: "BC:24:11:2E:C5:4A"},
-		"mac":     {Name: "net0", MAC: "BC:24:11:2E:C5"},
-		"address": {Name: "net0", MAC: "BC:24:11:2E:C5:4A", Addresses: []string{"192.0.2.10\n- evil"}},
-		"gateway": {Name: "net0", MAC: "BC:24:11:2E:C5:4A", Gateway4: "192.0.2.1\"x"},
+		"name":       {Name: "Net 0", MAC: "BC:24:11:2E:C5:4A"},
+		"mac":        {Name: "net0", MAC: "BC:24:11:2E:C5"},
+		"address":    {Name: "net0", MAC: "BC:24:11:2E:C5:4A", Addresses: []string{"192.0.2.10\n- evil"}},
+		"gateway":    {Name: "net0", MAC: "BC:24:11:2E:C5:4A", Gateway4: "192.0.2.1\"x"},
+		"nameserver": {Name: "net0", MAC: "BC:24:11:2E:C5:4A", Nameservers: []string{"dns.example"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := NetworkConfig([]Ethernet{e})

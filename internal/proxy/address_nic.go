@@ -53,13 +53,15 @@ func withVLAN(net string, vlan int) string {
 
 // SeedNetwork is the guest's network for the seed's network-config, its NICs found by the MACs
 // of cfg (the VM's config once its NICs are written): net0 with a's addresses, and DHCP's IPv4
-// unless a has a static one or none, and each further NIC of nics with DHCP's IPv4. It is nil,
-// and the seed has no network-config, for DHCP on net0 alone: cloud-init's fallback does that.
-func SeedNetwork(cfg pve.VMConfig, a Addresses, nics []config.NIC) []nocloud.Ethernet {
+// unless a has a static one or none, and the nameservers; each further NIC of nics with DHCP's
+// IPv4. It is nil, and the seed has no network-config, for DHCP on net0 alone: cloud-init's
+// fallback does that, and DHCP gives the nameservers.
+func SeedNetwork(cfg pve.VMConfig, a Addresses, nics []config.NIC, nameservers []string) []nocloud.Ethernet {
 	if a.IsZero() && len(nics) <= 1 {
 		return nil
 	}
-	net0 := nocloud.Ethernet{Name: "net0", MAC: MACFromNet(cfg["net0"]), DHCP4: a.DHCP4(), Gateway4: a.Gateway4, Gateway6: a.Gateway6}
+	net0 := nocloud.Ethernet{Name: "net0", MAC: MACFromNet(cfg["net0"]), DHCP4: a.DHCP4(), Gateway4: a.Gateway4, Gateway6: a.Gateway6,
+		Nameservers: nameservers}
 	for _, addr := range []string{a.IPv4, a.IPv6} {
 		if addr != "" {
 			net0.Addresses = append(net0.Addresses, addr)

@@ -41,7 +41,7 @@ func TestNICValues_table(t *testing.T) {
 }
 
 func TestSeedNetwork_dhcpOnNet0AloneIsCloudInitsFallback(t *testing.T) {
-	assert.Nil(t, SeedNetwork(pve.VMConfig{"net0": "virtio=BC:24:11:2E:C5:4A,bridge=vmbr0"}, Addresses{}, []config.NIC{{VLAN: 20}}))
+	assert.Nil(t, SeedNetwork(pve.VMConfig{"net0": "virtio=BC:24:11:2E:C5:4A,bridge=vmbr0"}, Addresses{}, []config.NIC{{VLAN: 20}}, []string{"192.0.2.53"}))
 }
 
 func TestSeedNetwork_net0sAddressesAndFurtherNICsByMAC(t *testing.T) {
@@ -49,7 +49,8 @@ func TestSeedNetwork_net0sAddressesAndFurtherNICsByMAC(t *testing.T) {
 	a := Addresses{IPv4: "192.0.2.10/24", Gateway4: "192.0.2.1", IPv6: "2001:db8::10/64", Gateway6: "fe80::1"}
 
 	assert.Equal(t, []nocloud.Ethernet{
-		{Name: "net0", MAC: "BC:24:11:2E:C5:4A", Addresses: []string{"192.0.2.10/24", "2001:db8::10/64"}, Gateway4: "192.0.2.1", Gateway6: "fe80::1"},
+		{Name: "net0", MAC: "BC:24:11:2E:C5:4A", Addresses: []string{"192.0.2.10/24", "2001:db8::10/64"}, Gateway4: "192.0.2.1", Gateway6: "fe80::1",
+			Nameservers: []string{"192.0.2.53"}},
 		{Name: "net1", MAC: "BC:24:11:00:00:01", DHCP4: true},
-	}, SeedNetwork(cfg, a, []config.NIC{{}, {Bridge: "vmbr1"}}))
+	}, SeedNetwork(cfg, a, []config.NIC{{}, {Bridge: "vmbr1"}}, []string{"192.0.2.53"}))
 }
