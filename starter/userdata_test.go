@@ -66,6 +66,6 @@ func TestClient_invalidAddressesRefusedBeforeTemporal(t *testing.T) {
 
 	_, err := c.Create(context.Background(), in)
 
-	require.ErrorIs(t, err, starter.ErrInvalidAddresses)
+	require.ErrorIs(t, err, starter.ErrInvalidNetwork)
 	assert.ErrorContains(t, err, "create proxy "+uid+": addresses: ipv4: gateway 198.51.100.1 is outside 192.0.2.0/24")
 }

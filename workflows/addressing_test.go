@@ -175,3 +175,31 @@ func TestProxy_aUserDataChangeOfAStaticProxyKeepsItsAddresses(t *testing.T) {
 	assert.Equal(t, "2001:db8::10", res.IPv6, "the change waited for the IPv6, not for an IPv4 the proxy never has")
 	assert.Contains(t, network, `      - "2001:db8::10/64"`)
 }
+
+func TestCreate_requestNICsTakeThePlaceOfTheMachineTypes(t *testing.T) {
+	w := newWorld(t)
+	mt := w.cfg.Proxmox.MachineTypes["small"]
+	mt.NICs = []config.NIC{{VLAN: 20}, {Bridge: "vmbr1", VLAN: 30}}
+	w.cfg.Proxmox.MachineTypes["small"] = mt
+	in := createInput()
+	in.NICs = []config.NIC{{VLAN: 40}}
+
+	res, err := w.create(in)
+
+	require.NoError(t, err)
+	cfg := vmConfig(t, w, res.VMID)
+	assert.Regexp(t, `,tag=40$`, cfg["net0"])
+	assert.NotContains(t, cfg, "net1", "the machine type's further NIC is not the request's")
+}
+
+func TestCreate_refusesNICsPVEWouldRefuseBeforeAnyCall(t *testing.T) {
+	w := newWorld(t)
+	in := createInput()
+	in.NICs = []config.NIC{{VLAN: 4095}}
+
+	_, err := w.create(in)
+
+	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Contains(t, err.Error(), "nics[0].vlan: 4095 is outside PVE's VLAN tags 1..4094")
+	assert.Empty(t, w.cluster.Calls())
+}

@@ -30,6 +30,8 @@ type ChangeProxyInput struct {
 	// Addresses are the proxy's static addresses (CreateProxyInput.Addresses): a reseed writes
 	// them into the new seed, and the change waits for them.
 	Addresses proxy.Addresses `json:"addresses,omitzero"`
+	// NICs are the proxy's own NICs (CreateProxyInput.NICs), for a reseed's network-config.
+	NICs []config.NIC `json:"nics,omitempty"`
 }
 
 // ChangeProxyResult is what ChangeProxy returns, and what the entity's change Update answers.
@@ -227,7 +229,7 @@ func (c *change) reseed() (activities.UploadISOResult, error) {
 		return activities.UploadISOResult{}, err
 	}
 	c.t.step("upload the new seed ISO")
-	return c.uploadSeed(c.vm.Node, c.in.InstanceID, proxy.SeedNetwork(c.vm.Config, c.in.Addresses, c.s.MachineTypes[c.in.MachineType].NICs, c.s.Nameservers))
+	return c.uploadSeed(c.vm.Node, c.in.InstanceID, proxy.SeedNetwork(c.vm.Config, c.in.Addresses, c.s.nics(c.in.NICs, c.in.MachineType), c.s.Nameservers))
 }
 
 // restart starts the VM if it is stopped, or reboots it if it runs and the change needs a reboot

@@ -44,6 +44,9 @@ type CreateProxyInput struct {
 	// (proxy.Addresses.Validate) wherever the name is, and written into the seed's
 	// network-config; a create waits until the guest reports each.
 	Addresses proxy.Addresses `json:"addresses,omitzero"`
+	// NICs are the VM's NICs (config.NIC: net0 first, further ones added), in place of its
+	// machine type's; empty takes the machine type's. config.ValidateNICs checks them.
+	NICs []config.NIC `json:"nics,omitempty"`
 	// AddressPool names a configured address pool that gives net0's addresses, allocated per
 	// UID and freed when the proxy is deleted; empty allocates none. It excludes Addresses.
 	AddressPool string `json:"addressPool,omitempty"`
@@ -116,6 +119,9 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	}
 	if err := in.Addresses.Validate(); err != nil {
 		return CreateProxyResult{}, permanentf("create proxy %s: addresses: %v", in.UID, err)
+	}
+	if err := config.ValidateNICs(in.NICs); err != nil {
+		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
 	}
 	c, err := newCreate(ctx, w.Config, in)
 	if err != nil {
@@ -505,7 +511,7 @@ func (c *create) provision() error {
 	if err != nil {
 		return err
 	}
-	nics := c.s.MachineTypes[c.in.MachineType].NICs
+	nics := c.s.nics(c.in.NICs, c.in.MachineType)
 	netParams := proxy.NICValues(cfg, c.s.Bridge, nics)
 	if added := newNICs(cfg, netParams); len(added) > 0 {
 		summary := "add NICs " + strings.Join(slices.Sorted(maps.Keys(added)), ", ") + " to " + ref.String()

@@ -228,7 +228,7 @@ func specDiff(a, b CreateProxyInput) []string {
 	var d []string
 	for _, f := range []struct{ name, a, b string }{
 		{"name", a.Name, b.Name}, {"zone", a.Zone, b.Zone}, {"image", a.Image, b.Image}, {"machine type", a.MachineType, b.MachineType},
-		{"addresses", a.Addresses.String(), b.Addresses.String()},
+		{"addresses", a.Addresses.String(), b.Addresses.String()}, {"nics", fmt.Sprint(a.NICs), fmt.Sprint(b.NICs)},
 	} {
 		if f.a != f.b {
 			d = append(d, fmt.Sprintf("%s %q -> %q", f.name, f.a, f.b))
@@ -249,6 +249,9 @@ func (e *entity) validateCreate(in CreateProxyInput) error {
 	}
 	if err := in.Addresses.Validate(); err != nil {
 		return fmt.Errorf("create proxy %s: addresses: %w", in.UID, err)
+	}
+	if err := config.ValidateNICs(in.NICs); err != nil {
+		return fmt.Errorf("create proxy %s: %w", in.UID, err)
 	}
 	if _, err := e.cfg.Proxmox.ResolvePlacement(in.Zone, in.Image, in.MachineType); err != nil {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
@@ -405,7 +408,7 @@ func (e *entity) startCreate(spec CreateProxyInput, rebuildFrom *CreateProxyInpu
 }
 
 func (e *entity) startChange(spec, applied CreateProxyInput) {
-	in := ChangeProxyInput{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType, Addresses: spec.Addresses}
+	in := ChangeProxyInput{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType, Addresses: spec.Addresses, NICs: spec.NICs}
 	if applied.InstanceID != spec.InstanceID {
 		in.Reseed, in.UserData, in.InstanceID = true, spec.UserData, spec.InstanceID
 	}

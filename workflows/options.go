@@ -55,6 +55,14 @@ type settings struct {
 	MachineTypes map[string]config.MachineType `json:"machineTypes,omitempty"`
 }
 
+// nics are a proxy's NICs: its request's own, else its machine type's.
+func (s settings) nics(own []config.NIC, machineType string) []config.NIC {
+	if len(own) > 0 {
+		return own
+	}
+	return s.MachineTypes[machineType].NICs
+}
+
 func settingsOf(c config.Config) settings {
 	return settings{
 		Nodes:       c.Proxmox.Nodes,

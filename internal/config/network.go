@@ -1,8 +1,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 )
 
 // NIC is one of a proxy VM's network devices, as a machine type lists them: the first is the
@@ -15,6 +17,15 @@ type NIC struct {
 	// VLAN is the NIC's VLAN tag, 1..4094 as PVE's net[n] tag takes it; 0 adds none (net0
 	// keeps the template's).
 	VLAN int `yaml:"vlan,omitempty" json:"vlan,omitempty"`
+}
+
+// String is the NIC as `pveflow create --nic` takes it: "BRIDGE[:VLAN]", an empty bridge
+// keeping net0's.
+func (n NIC) String() string {
+	if n.VLAN == 0 {
+		return n.Bridge
+	}
+	return fmt.Sprintf("%s:%d", n.Bridge, n.VLAN)
 }
 
 // PVE's bounds: net0..net31 (qm.conf's net[n]), and a tag of 1..4094 (net[n]'s tag).
@@ -48,4 +59,19 @@ func validateNICs(p *problems, path string, nics []NIC) {
 			p.add(at+".vlan", "%d is outside PVE's VLAN tags %d..%d", n.VLAN, minVLAN, maxVLAN)
 		}
 	}
+}
+
+// ValidateNICs reports, in one line, what is wrong with a request's NICs (as a machine type's
+// nics are checked), or nil.
+func ValidateNICs(nics []NIC) error {
+	var p problems
+	validateNICs(&p, "nics", nics)
+	if len(p) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(p))
+	for i, err := range p {
+		msgs[i] = err.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -50,4 +51,16 @@ func TestValidate_nameserversAreIPAddresses(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `proxmox.nameservers[2]: "dns.example" is not an IP address`)
 	assert.NotContains(t, err.Error(), "nameservers[0]")
+}
+
+func TestValidateNICs_isOneLineNamingEachNIC(t *testing.T) {
+	err := ValidateNICs([]NIC{{VLAN: 5000}, {VLAN: 30}})
+
+	require.Error(t, err)
+	assert.Equal(t, "nics[0].vlan: 5000 is outside PVE's VLAN tags 1..4094; nics[1].bridge: is required: net1 is a new NIC and has no bridge of its own", err.Error())
+	assert.NoError(t, ValidateNICs(nil))
+}
+
+func TestNIC_stringIsTheCLIsForm(t *testing.T) {
+	assert.Equal(t, "[:20 vmbr1:30 vmbr2]", fmt.Sprint([]NIC{{VLAN: 20}, {Bridge: "vmbr1", VLAN: 30}, {Bridge: "vmbr2"}}))
 }

@@ -10,12 +10,14 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
@@ -24,6 +26,7 @@ import (
 func (c *cli) createCommand() *cobra.Command {
 	var in workflows.CreateProxyInput
 	var userDataFile string
+	var nics []string
 	var wait bool
 	cmd := &cobra.Command{
 		Use:   "create --uid UID [flags]",
@@ -41,6 +44,10 @@ alone keeps DHCP's IPv4 beside it, and --no-ipv4 makes the proxy IPv6-only. The 
 until the guest reports each address. Addresses are fixed for the proxy's life: to change them,
 delete the proxy and create it again.
 
+--nic, repeated, gives the VM's NICs in place of its machine type's: the first is net0, the
+template's NIC (an empty BRIDGE keeps its bridge), each further one a new NIC on BRIDGE; VLAN is
+the NIC's VLAN tag, 1 to 4094.
+
 The user-data file holds at most 65536 bytes (64 KiB); it is sent to the workflow and never
 printed.`,
 		Args: noArgs,
@@ -53,6 +60,10 @@ printed.`,
 			}
 			if err := in.Addresses.Validate(); err != nil {
 				return usageError{fmt.Errorf("create: addresses: %w", err)}
+			}
+			var err error
+			if in.NICs, err = parseNICs(nics); err != nil {
+				return usageError{fmt.Errorf("create: --nic: %w", err)}
 			}
 			if userDataFile != "" {
 				data, err := readUserData(cmd, userDataFile)
@@ -79,8 +90,27 @@ printed.`,
 	f.StringVar(&in.Addresses.IPv6, "ipv6", "", "net0's static IPv6 `ADDRESS/LEN`, such as 2001:db8::10/64; the default is none")
 	f.StringVar(&in.Addresses.Gateway6, "gateway6", "", "the IPv6 default `GATEWAY`, inside --ipv6's prefix or link-local")
 	f.BoolVar(&in.Addresses.NoIPv4, "no-ipv4", false, "no IPv4 at all, not even DHCP's: an IPv6-only proxy (needs --ipv6)")
+	f.StringArrayVar(&nics, "nic", nil, "a NIC, `BRIDGE[:VLAN]`, repeated: net0 first, then the NICs to add; the default is the machine type's")
 	f.BoolVar(&wait, "wait", false, "wait for the VM and print it")
 	return cmd
+}
+
+// parseNICs reads --nic values, "BRIDGE[:VLAN]" each, and checks them as config.ValidateNICs
+// does.
+func parseNICs(values []string) ([]config.NIC, error) {
+	var nics []config.NIC
+	for _, v := range values {
+		bridge, vlan, tagged := strings.Cut(v, ":")
+		n := config.NIC{Bridge: bridge}
+		if tagged {
+			var err error
+			if n.VLAN, err = strconv.Atoi(vlan); err != nil {
+				return nil, fmt.Errorf("%q: VLAN %q is not a number", v, vlan)
+			}
+		}
+		nics = append(nics, n)
+	}
+	return nics, config.ValidateNICs(nics)
 }
 
 // readUserData reads the user-data file of cmd's --user-data-file: a file that cannot be read

@@ -56,6 +56,8 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 		{"name that is not a DNS label", []string{"create", "--uid", "x", "--name", "egress.eu-1"}, `create: --name: name "egress.eu-1" is not a DNS label`},
 		{"gateway outside its prefix", []string{"create", "--uid", "x", "--ipv4", "192.0.2.10/24", "--gateway4", "198.51.100.1", "--ipv6", "192.0.2.11/24"},
 			"create: addresses: ipv4: gateway 198.51.100.1 is outside 192.0.2.0/24; ipv6: 192.0.2.11/24 is not an IPv6 address"},
+		{"NIC with a VLAN over PVE's", []string{"create", "--uid", "x", "--nic", ":20", "--nic", "vmbr1:5000"}, "create: --nic: nics[1].vlan: 5000 is outside PVE's VLAN tags 1..4094"},
+		{"NIC with a VLAN that is no number", []string{"create", "--uid", "x", "--nic", "vmbr1:ten"}, `create: --nic: "vmbr1:ten": VLAN "ten" is not a number`},
 		{"user-data file that is not there", []string{"create", "--uid", "x", "--user-data-file", "no-such-proxy.yaml"}, "create: --user-data-file: open no-such-proxy.yaml: no such file or directory"},
 		{"phase that is none", []string{"list", "--phase", "presnt"}, `list: --phase "presnt" is not a phase: want one of absent, `},
 		{"update that changes nothing", []string{"update", "--uid", "x"}, "update: give at least one of --machine-type, --user-data-file, --image"},
