@@ -38,21 +38,22 @@ func (w *Workflows) Register(r worker.WorkflowRegistry) {
 // settings is what a run takes from the worker's configuration. It is read once, in a side
 // effect, so the run replays with the values it started with whatever the config says later.
 type settings struct {
-	Nodes      []string `json:"nodes"`
-	ISOStorage string   `json:"isoStorage"`
-	Storage    string   `json:"storage,omitempty"`
-	Bridge     string   `json:"bridge,omitempty"`
-	Pool       string   `json:"pool,omitempty"`
-	Tags       []string `json:"tags,omitempty"`
-	// Nameservers go into the seed's network-config.
-	Nameservers []string         `json:"nameservers,omitempty"`
-	VMIDRange   config.VMIDRange `json:"vmidRange"`
-	Budgets     config.Budgets   `json:"budgets"`
-	Poll        config.Poll      `json:"poll"`
-	Clones      config.Clones    `json:"clones"`
-	Entity      config.Entity    `json:"entity"`
-	// MachineTypes are what a Proxy entity's checks compare its VM with.
+	Nodes      []string         `json:"nodes"`
+	ISOStorage string           `json:"isoStorage"`
+	Storage    string           `json:"storage,omitempty"`
+	Bridge     string           `json:"bridge,omitempty"`
+	Pool       string           `json:"pool,omitempty"`
+	Tags       []string         `json:"tags,omitempty"`
+	VMIDRange  config.VMIDRange `json:"vmidRange"`
+	Budgets    config.Budgets   `json:"budgets"`
+	Poll       config.Poll      `json:"poll"`
+	Clones     config.Clones    `json:"clones"`
+	Entity     config.Entity    `json:"entity"`
+	// MachineTypes are what a Proxy entity's checks compare its VM with, and give a create's
+	// NICs.
 	MachineTypes map[string]config.MachineType `json:"machineTypes,omitempty"`
+	// Nameservers go into the seed's network-config.
+	Nameservers []string `json:"nameservers,omitempty"`
 }
 
 // nics are a proxy's NICs: its request's own, else its machine type's.
@@ -65,21 +66,22 @@ func (s settings) nics(own []config.NIC, machineType string) []config.NIC {
 
 func settingsOf(c config.Config) settings {
 	return settings{
-		Nodes:       c.Proxmox.Nodes,
-		ISOStorage:  c.Proxmox.ISOStorage,
-		Storage:     c.Proxmox.Storage,
-		Bridge:      c.Proxmox.Bridge,
-		Pool:        c.Proxmox.Pool,
-		Tags:        c.Proxmox.Tags,
-		Nameservers: c.Proxmox.Nameservers,
-		VMIDRange:   c.Proxmox.VMIDRange,
-		Budgets:     c.Budgets,
-		Poll:        c.Poll,
-		Clones:      c.Clones,
-		Entity:      c.Entity,
-		// Recorded for the entity's checks, and for the NICs a create gives the VM: the
-		// operations resolve their placement (cores, memory, disk) once, with the image and zone.
+		Nodes:      c.Proxmox.Nodes,
+		ISOStorage: c.Proxmox.ISOStorage,
+		Storage:    c.Proxmox.Storage,
+		Bridge:     c.Proxmox.Bridge,
+		Pool:       c.Proxmox.Pool,
+		Tags:       c.Proxmox.Tags,
+		VMIDRange:  c.Proxmox.VMIDRange,
+		Budgets:    c.Budgets,
+		Poll:       c.Poll,
+		Clones:     c.Clones,
+		Entity:     c.Entity,
+		// Recorded for the entity's checks and a create's NICs: the operations resolve their
+		// placement (cores, memory, disk) once, with the image and zone.
 		MachineTypes: c.Proxmox.MachineTypes,
+		// For the seed's network-config.
+		Nameservers: c.Proxmox.Nameservers,
 	}
 }
 
