@@ -17,10 +17,9 @@ type Reported struct {
 	Addresses []string `json:"addresses,omitempty"`
 }
 
-// Report reads net0's addresses from the guest agent's interfaces, net0 being the interface
-// with mac as FirstRoutableIPv4 finds it. A static address of a is the one reported for its
-// family; otherwise the first routable one is: DHCP's IPv4, an IPv6 the guest took from router
-// advertisements.
+// Report reads net0's addresses from the guest agent's interfaces (net0Addresses). A static
+// address of a is the one reported for its family; otherwise the first routable one is: DHCP's
+// IPv4, an IPv6 the guest took from router advertisements.
 func (a Addresses) Report(ifaces []pve.AgentInterface, mac string) Reported {
 	var r Reported
 	for _, ip := range net0Addresses(ifaces, mac) {
@@ -59,8 +58,10 @@ func (a Addresses) Missing(ifaces []pve.AgentInterface, mac string) []string {
 }
 
 // net0Addresses are the routable addresses (not loopback, link-local, multicast or
-// unspecified) of net0, the interfaces with mac (any but lo when none has it), in the agent's
-// order.
+// unspecified) of net0, in the agent's order. net0 is the interfaces with mac, net0's MAC
+// address, so that an address of a container bridge inside the guest is never taken for the
+// VM's; the MAC is compared case-insensitively, as PVE writes it in upper case and guests in
+// lower. Without mac, or while no interface has it, it is every interface but lo.
 func net0Addresses(ifaces []pve.AgentInterface, mac string) []netip.Prefix {
 	isNet0 := func(i pve.AgentInterface) bool { return mac != "" && strings.EqualFold(i.HardwareAddress, mac) }
 	onlyNet0 := slices.ContainsFunc(ifaces, isNet0)
