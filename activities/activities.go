@@ -15,8 +15,10 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -349,18 +351,28 @@ func (a *Activities) now() time.Time {
 // AgentRequest is the input of AgentNetworkInterfaces.
 type AgentRequest struct {
 	VMRef
-	// WaitForIPv4 keeps the activity failing with a retryable NotReady error until the guest
-	// reports a routable IPv4.
-	WaitForIPv4 bool `json:"waitForIPv4,omitempty"`
-	// MAC is net0's MAC address; the interface with it is preferred when picking the IPv4.
+	// WaitReady keeps the activity failing with a retryable NotReady error, which names what
+	// is missing, until the guest reports on net0 every address of Addresses (see
+	// proxy.Addresses.Missing): the static ones exactly, and a routable IPv4 for DHCP. Its JSON
+	// name is from when only an IPv4 was waited for.
+	WaitReady bool `json:"waitForIPv4,omitempty"`
+	// MAC is net0's MAC address; the interface with it is preferred when picking the addresses.
 	MAC string `json:"mac,omitempty"`
+	// Addresses are net0's static addresses, as the seed's network-config gives them; empty is
+	// DHCP's IPv4.
+	Addresses proxy.Addresses `json:"addresses,omitzero"`
 }
 
 // AgentResult is what the guest agent reported.
 type AgentResult struct {
 	Interfaces []pve.AgentInterface `json:"interfaces"`
-	// IPv4 is the guest's first routable IPv4 address, or empty.
+	// IPv4 is the guest's routable IPv4 address on net0, its static one when it has one, or
+	// empty.
 	IPv4 string `json:"ipv4,omitempty"`
+	// IPv6 is net0's routable IPv6 address, its static one when it has one, or empty.
+	IPv6 string `json:"ipv6,omitempty"`
+	// Addresses are net0's routable addresses as "address/prefix-length".
+	Addresses []string `json:"addresses,omitempty"`
 }
 
 // AgentNetworkInterfaces reads the guest's network interfaces from the QEMU guest agent. An agent
@@ -371,9 +383,10 @@ func (a *Activities) AgentNetworkInterfaces(ctx context.Context, req AgentReques
 	if err != nil {
 		return AgentResult{}, failure("read guest network interfaces of "+req.VMRef.String(), err)
 	}
-	res := AgentResult{Interfaces: ifaces, IPv4: proxy.FirstRoutableIPv4(ifaces, req.MAC)}
-	if req.WaitForIPv4 && res.IPv4 == "" {
-		return res, notReady(ErrNotReady, "guest agent of %s reports no routable IPv4 yet", req.VMRef)
+	r := req.Addresses.Report(ifaces, req.MAC)
+	res := AgentResult{Interfaces: ifaces, IPv4: r.IPv4, IPv6: r.IPv6, Addresses: r.Addresses}
+	if missing := req.Addresses.Missing(ifaces, req.MAC); req.WaitReady && len(missing) > 0 {
+		return res, notReady(ErrNotReady, "guest agent of %s does not report yet on net0 (MAC %s): %s", req.VMRef, cmp.Or(req.MAC, "unknown"), strings.Join(missing, ", "))
 	}
 	return res, nil
 }

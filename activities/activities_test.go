@@ -19,6 +19,7 @@ import (
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
 )
@@ -430,11 +431,27 @@ func TestAgentNetworkInterfaces_reportsRoutableIPv4AfterBoot(t *testing.T) {
 	f.clock.Advance(10 * time.Second)
 
 	var res activities.AgentResult
-	require.NoError(t, f.run(t, f.acts.AgentNetworkInterfaces, &res, activities.AgentRequest{VMRef: ref, WaitForIPv4: true}))
+	require.NoError(t, f.run(t, f.acts.AgentNetworkInterfaces, &res, activities.AgentRequest{VMRef: ref, WaitReady: true}))
 
 	assert.NotEmpty(t, res.Interfaces)
 	assert.NotEmpty(t, res.IPv4)
 	assert.NotEqual(t, "127.0.0.1", res.IPv4)
+}
+
+func TestAgentNetworkInterfaces_aStaticAddressNotReportedIsNotReadyNamingIt(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	f.start(t, ref)
+	f.clock.Advance(10 * time.Second)
+
+	err := f.run(t, f.acts.AgentNetworkInterfaces, nil, activities.AgentRequest{VMRef: ref, WaitReady: true,
+		Addresses: proxy.Addresses{IPv4: "192.0.2.10/24", IPv6: "2001:db8::10/64"}})
+
+	appErr := appError(t, err)
+	assert.Equal(t, activities.ErrNotReady, appErr.Type())
+	assert.False(t, appErr.NonRetryable())
+	assert.Contains(t, appErr.Message(), "static address 192.0.2.10/24, static address 2001:db8::10/64",
+		"the guest took DHCP's address, having no seed: the wait names what it lacks")
 }
 
 func TestAgentNetworkInterfaces_stoppedVMIsNonRetryableNotRunning(t *testing.T) {

@@ -29,6 +29,9 @@ type UploadISORequest struct {
 	Seed string `json:"seed"`
 	// InstanceID is cloud-init's instance-id; pveflow uses the Proxy UID.
 	InstanceID string `json:"instanceID"`
+	// Network is the guest's NICs for the seed's network-config; empty writes none, and the
+	// guest takes DHCP on its first NIC.
+	Network []nocloud.Ethernet `json:"network,omitempty"`
 }
 
 // UploadISOResult describes the uploaded seed ISO without its content.
@@ -39,8 +42,8 @@ type UploadISOResult struct {
 	SHA256 string   `json:"sha256"`
 }
 
-// UploadISO builds the NoCloud seed ISO (user-data, meta-data, and vendor-data from the config)
-// in memory and uploads it as "<seed>-seed.iso". It returns the upload task; the ISO's volume
+// UploadISO builds the NoCloud seed ISO (user-data, meta-data, vendor-data from the config, and
+// the request's network-config) in memory and uploads it as "<seed>-seed.iso". It returns the upload task; the ISO's volume
 // ID, size and SHA-256 say what was uploaded without repeating it.
 func (a *Activities) UploadISO(ctx context.Context, req UploadISORequest) (UploadISOResult, error) {
 	req.annotate(ctx)
@@ -60,6 +63,7 @@ func (a *Activities) UploadISO(ctx context.Context, req UploadISORequest) (Uploa
 		Hostname:   req.Name,
 		UserData:   userData,
 		VendorData: vendorData,
+		Network:    req.Network,
 	})
 	if err != nil {
 		return UploadISOResult{}, failure(step, pve.Classified(pve.Permanent, err))

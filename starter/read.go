@@ -94,7 +94,7 @@ func (c *Client) Workers(ctx context.Context) (Workers, error) {
 }
 
 // GetProxy finds the VM of a proxy, by its UID or its provider ID ("vms/<vmid>/<name>"), and
-// says what it is doing: Running with an IPv4, Provisioning, or Stopped. It runs the GetProxy
+// says what it is doing: Running with its addresses, Provisioning, or Stopped. It runs the GetProxy
 // workflow under an ID of its own (workflows.GetProxyWorkflowID with a random request ID), so
 // it runs beside a create or delete of the same proxy and never joins one.
 //

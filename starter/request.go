@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -74,7 +75,8 @@ func (r *Request) Op() Op {
 // Create asks the entity of in.UID for the proxy to be present with in's spec, starting the
 // entity when none runs. It returns once the entity accepted the request, which needs a worker;
 // Get waits for the CreateProxy that serves it. An invalid in.UID fails with ErrInvalidUID, a
-// name workflows.ValidateName refuses with ErrInvalidName, user-data over
+// name workflows.ValidateName refuses with ErrInvalidName, addresses or NICs that
+// proxy.Addresses.Validate or config.ValidateNICs refuses with ErrInvalidNetwork, user-data over
 // workflows.MaxUserDataBytes with ErrUserDataTooLarge, before Temporal is called;
 // a request the entity refuses fails with ErrRejected.
 func (c *Client) Create(ctx context.Context, in workflows.CreateProxyInput, opts ...RequestOption) (*Request, error) {
@@ -83,6 +85,12 @@ func (c *Client) Create(ctx context.Context, in workflows.CreateProxyInput, opts
 	}
 	if err := workflows.ValidateName(in.Name); err != nil {
 		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrInvalidName}
+	}
+	if err := in.Addresses.Validate(); err != nil {
+		return nil, refused{fmt.Errorf("create proxy %s: addresses: %w", in.UID, err), ErrInvalidNetwork}
+	}
+	if err := config.ValidateNICs(in.NICs); err != nil {
+		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrInvalidNetwork}
 	}
 	if err := workflows.ValidateUserData(in.UserData); err != nil {
 		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrUserDataTooLarge}

@@ -58,8 +58,14 @@ var ErrUserDataTooLarge = errors.New("user-data too large")
 // started. The error's message says what is wrong with the name, quoting it.
 var ErrInvalidName = errors.New("invalid proxy name")
 
+// ErrInvalidNetwork is what errors.Is finds in the error of Create given static addresses
+// that proxy.Addresses.Validate refuses, or NICs that config.ValidateNICs refuses. It is bad
+// input: no workflow was started. The error's message says what is wrong with each.
+var ErrInvalidNetwork = errors.New("invalid proxy network")
+
 // refused is the error of input a validation refused: its message is the validation's, and it
-// is its sentinel (ErrInvalidUID, ErrInvalidName, ErrUserDataTooLarge) to errors.Is.
+// is its sentinel (ErrInvalidUID, ErrInvalidName, ErrInvalidNetwork, ErrUserDataTooLarge) to
+// errors.Is.
 type refused struct{ err, sentinel error }
 
 func (e refused) Error() string        { return e.err.Error() }

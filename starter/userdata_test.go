@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -56,4 +57,15 @@ func TestClient_nameThatIsNotADNSLabelRefusedBeforeTemporal(t *testing.T) {
 
 	require.ErrorIs(t, err, starter.ErrInvalidName)
 	assert.ErrorContains(t, err, `create proxy `+uid+`: name "egress.eu-1" is not a DNS label`)
+}
+
+func TestClient_invalidAddressesRefusedBeforeTemporal(t *testing.T) {
+	c := starter.New(&fakeTemporal{t: t, refuse: true}, workflows.DefaultTaskQueue)
+	in := createInput(uid)
+	in.Addresses = proxy.Addresses{IPv4: "192.0.2.10/24", Gateway4: "198.51.100.1"}
+
+	_, err := c.Create(context.Background(), in)
+
+	require.ErrorIs(t, err, starter.ErrInvalidNetwork)
+	assert.ErrorContains(t, err, "create proxy "+uid+": addresses: ipv4: gateway 198.51.100.1 is outside 192.0.2.0/24")
 }

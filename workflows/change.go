@@ -27,6 +27,11 @@ type ChangeProxyInput struct {
 	// UserData is read from here by UploadISO, as CreateProxy's is (see CreateProxyInput).
 	UserData   string `json:"userData,omitempty"`
 	InstanceID string `json:"instanceID,omitempty"`
+	// Addresses are the proxy's static addresses (CreateProxyInput.Addresses): a reseed writes
+	// them into the new seed, and the change waits for them.
+	Addresses proxy.Addresses `json:"addresses,omitzero"`
+	// NICs are the proxy's own NICs (CreateProxyInput.NICs), for a reseed's network-config.
+	NICs []config.NIC `json:"nics,omitempty"`
 }
 
 // ChangeProxyResult is what ChangeProxy returns, and what the entity's change Update answers.
@@ -45,6 +50,7 @@ type ChangeProxyResult struct {
 	// Warnings are the warnings of the Proxmox tasks the change ran that ended "WARNINGS: N",
 	// read from their logs, each naming its task and node.
 	Warnings []string `json:"warnings,omitempty"`
+	IPv6     string   `json:"ipv6,omitempty"`
 }
 
 // ChangeProxy makes the VM of a present proxy match its spec, in place, and returns what it
@@ -185,7 +191,7 @@ func (c *change) run() (ChangeProxyResult, error) {
 	if res.Restarted, err = c.restart(st.Status == "running", pending || c.in.Reseed); err != nil {
 		return ChangeProxyResult{}, err
 	}
-	ipv4, err := c.awaitReady(&c.vm)
+	agent, err := c.awaitReady(&c.vm, c.in.Addresses)
 	if err != nil {
 		return ChangeProxyResult{}, err
 	}
@@ -194,7 +200,7 @@ func (c *change) run() (ChangeProxyResult, error) {
 			return ChangeProxyResult{}, err
 		}
 	}
-	res.VMID, res.Node, res.IPv4, res.Warnings = c.vm.VMID, c.vm.Node, ipv4, c.t.status.Warnings
+	res.VMID, res.Node, res.IPv4, res.IPv6, res.Warnings = c.vm.VMID, c.vm.Node, agent.IPv4, agent.IPv6, c.t.status.Warnings
 	return res, nil
 }
 
@@ -233,7 +239,7 @@ func (c *change) reseed() (activities.UploadISOResult, error) {
 		return activities.UploadISOResult{}, err
 	}
 	c.t.step("upload the new seed ISO")
-	return c.uploadSeed(c.vm.Node, c.in.InstanceID)
+	return c.uploadSeed(c.vm.Node, c.in.InstanceID, proxy.SeedNetwork(c.vm.Config, c.in.Addresses, c.s.nics(c.in.NICs, c.in.MachineType), c.s.Nameservers))
 }
 
 // restart starts the VM if it is stopped, or reboots it if it runs and the change needs a reboot

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -39,8 +40,13 @@ type CreateProxyInput struct {
 	// InstanceID is cloud-init's instance-id on the seed ISO; empty means the UID. The proxy's
 	// entity gives a new one with each new user-data, so cloud-init runs it again.
 	InstanceID string `json:"instanceID,omitempty"`
-	// Addresses are net0's static addresses; empty takes DHCP's IPv4.
+	// Addresses are net0's static addresses; empty takes DHCP's IPv4. They are validated
+	// (proxy.Addresses.Validate) wherever the name is, and written into the seed's
+	// network-config; a create waits until the guest reports each.
 	Addresses proxy.Addresses `json:"addresses,omitzero"`
+	// NICs are the VM's NICs (config.NIC: net0 first, further ones added), in place of its
+	// machine type's; empty takes the machine type's. config.ValidateNICs checks them.
+	NICs []config.NIC `json:"nics,omitempty"`
 	// AddressPool names a configured address pool that gives net0's addresses, allocated per
 	// UID and freed when the proxy is deleted; empty allocates none. It excludes Addresses.
 	AddressPool string `json:"addressPool,omitempty"`
@@ -92,6 +98,11 @@ type CreateProxyResult struct {
 	// Warnings are the warnings of the Proxmox tasks the create ran that ended "WARNINGS: N",
 	// read from their logs, each naming its task and node.
 	Warnings []string `json:"warnings,omitempty"`
+	// IPv6 is net0's routable IPv6 address, its static one when it has one, or empty.
+	IPv6 string `json:"ipv6,omitempty"`
+	// Addresses are net0's routable addresses as the guest agent reports them,
+	// "address/prefix-length".
+	Addresses []string `json:"addresses,omitempty"`
 }
 
 // CreateProxy creates the proxy VM of a Proxy UID: clone the template, upload the seed ISO,
@@ -107,6 +118,12 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 		return CreateProxyResult{}, err
 	}
 	if err := ValidateName(in.Name); err != nil {
+		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
+	}
+	if err := in.Addresses.Validate(); err != nil {
+		return CreateProxyResult{}, permanentf("create proxy %s: addresses: %v", in.UID, err)
+	}
+	if err := config.ValidateNICs(in.NICs); err != nil {
 		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
 	}
 	c, err := newCreate(ctx, w.Config, in)
@@ -542,22 +559,40 @@ func vmidTaken(err error, vmid int) bool {
 	return isTaskFailedWith(err, activities.ErrLocked) && errors.As(err, &appErr) && pve.ConfigFlockTimeout(appErr.Message(), vmid)
 }
 
-// provision puts the seed ISO on the VM's node, configures the VM, grows its disk and starts it.
+// provision gives the VM its machine type's NICs, puts the seed ISO on the VM's node, configures
+// the VM, grows its disk and starts it. The seed's network-config names the NICs by MAC, so the
+// config is read (and NICs PVE gives a MAC added) before the seed is made.
 func (c *create) provision() error {
 	var a *activities.Activities
 	ref := c.vm.ref()
 
-	c.t.phase(PhaseSeeding, "upload seed ISO")
-	seed, err := c.uploadSeed(c.vm.Node, cmp.Or(c.in.InstanceID, c.in.UID))
+	// The seed's network-config names the NICs by MAC, so the seeding starts from the config.
+	c.t.phase(PhaseSeeding, "read config")
+	cfg, err := c.readConfig(ref)
+	if err != nil {
+		return err
+	}
+	nics := c.s.nics(c.in.NICs, c.in.MachineType)
+	netParams := proxy.NICValues(cfg, c.s.Bridge, nics)
+	if added := newNICs(cfg, netParams); len(added) > 0 {
+		summary := "add NICs " + strings.Join(slices.Sorted(maps.Keys(added)), ", ") + " to " + ref.String()
+		c.t.step(summary)
+		if err := execute(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
+			activities.SetVMConfigRequest{VMRef: ref, Params: added}).Get(c.ctx, nil); err != nil {
+			return fail(summary, err)
+		}
+		if cfg, err = c.readConfig(ref); err != nil {
+			return err
+		}
+		netParams = proxy.NICValues(cfg, c.s.Bridge, nics)
+	}
+
+	c.t.step("upload seed ISO")
+	seed, err := c.uploadSeed(c.vm.Node, cmp.Or(c.in.InstanceID, c.in.UID), proxy.SeedNetwork(cfg, c.in.Addresses, nics, c.s.Nameservers))
 	if err != nil {
 		return err
 	}
 
-	c.t.phase(PhaseConfiguring, "read config")
-	var cfg pve.VMConfig
-	if err := execute(c.ctx, c.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
-		return fail("read config of "+ref.String(), err)
-	}
 	params := pve.VMConfig{
 		"cores":  fmt.Sprint(c.p.Cores),
 		"memory": fmt.Sprint(c.p.MemoryMiB),
@@ -569,10 +604,8 @@ func (c *create) provision() error {
 	if c.s.OnBoot != nil {
 		params["onboot"] = boolParam(*c.s.OnBoot)
 	}
-	if net0 := proxy.RewriteNet0(cfg["net0"], c.s.Bridge); net0 != cfg["net0"] {
-		params["net0"] = net0
-	}
-	c.t.step("set config")
+	maps.Copy(params, netParams)
+	c.t.phase(PhaseConfiguring, "set config")
 	summary := "configure " + ref.String()
 	if err := execute(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
 		activities.SetVMConfigRequest{VMRef: ref, Params: params}).Get(c.ctx, nil); err != nil {
@@ -607,9 +640,31 @@ func (c *create) resize() error {
 	return c.resizeDisk(c.vm.ref(), disk, c.p.DiskGiB)
 }
 
-// waitReady waits until the VM runs and its guest agent reports a routable IPv4.
+// readConfig reads the config of the VM being created.
+func (c *create) readConfig(ref activities.VMRef) (pve.VMConfig, error) {
+	var a *activities.Activities
+	var cfg pve.VMConfig
+	if err := execute(c.ctx, c.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
+		return nil, fail("read config of "+ref.String(), err)
+	}
+	return cfg, nil
+}
+
+// newNICs are the NICs of params the VM's config cfg does not have yet: PVE gives each a MAC
+// when it is written, which the seed's network-config needs.
+func newNICs(cfg, params pve.VMConfig) pve.VMConfig {
+	added := pve.VMConfig{}
+	for key, v := range params {
+		if _, ok := cfg[key]; !ok {
+			added[key] = v
+		}
+	}
+	return added
+}
+
+// waitReady waits until the VM runs and its guest agent reports every address net0 is to have.
 func (c *create) waitReady() (CreateProxyResult, error) {
-	ipv4, err := c.awaitReady(&c.vm)
+	agent, err := c.awaitReady(&c.vm, c.in.Addresses)
 	if err != nil {
 		return CreateProxyResult{}, err
 	}
@@ -623,7 +678,9 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 		Node:       c.vm.Node,
 		Name:       c.in.Name,
 		CreatedAt:  createdAt,
-		IPv4:       ipv4,
+		IPv4:       agent.IPv4,
+		IPv6:       agent.IPv6,
+		Addresses:  agent.Addresses,
 		Warnings:   c.t.status.Warnings,
 	}, nil
 }

@@ -228,6 +228,7 @@ func specDiff(a, b CreateProxyInput) []string {
 	var d []string
 	for _, f := range []struct{ name, a, b string }{
 		{"name", a.Name, b.Name}, {"zone", a.Zone, b.Zone}, {"image", a.Image, b.Image}, {"machine type", a.MachineType, b.MachineType},
+		{"addresses", a.Addresses.String(), b.Addresses.String()}, {"nics", fmt.Sprint(a.NICs), fmt.Sprint(b.NICs)},
 	} {
 		if f.a != f.b {
 			d = append(d, fmt.Sprintf("%s %q -> %q", f.name, f.a, f.b))
@@ -244,6 +245,12 @@ func (e *entity) validateCreate(in CreateProxyInput) error {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
 	}
 	if err := ValidateName(in.Name); err != nil {
+		return fmt.Errorf("create proxy %s: %w", in.UID, err)
+	}
+	if err := in.Addresses.Validate(); err != nil {
+		return fmt.Errorf("create proxy %s: addresses: %w", in.UID, err)
+	}
+	if err := config.ValidateNICs(in.NICs); err != nil {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
 	}
 	if _, err := e.cfg.Proxmox.ResolvePlacement(in.Zone, in.Image, in.MachineType); err != nil {
@@ -401,7 +408,7 @@ func (e *entity) startCreate(spec CreateProxyInput, rebuildFrom *CreateProxyInpu
 }
 
 func (e *entity) startChange(spec, applied CreateProxyInput) {
-	in := ChangeProxyInput{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType}
+	in := ChangeProxyInput{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType, Addresses: spec.Addresses, NICs: spec.NICs}
 	if applied.InstanceID != spec.InstanceID {
 		in.Reseed, in.UserData, in.InstanceID = true, spec.UserData, spec.InstanceID
 	}
@@ -510,10 +517,10 @@ func (e *entity) finish() {
 	switch res := op.result.(type) {
 	case CreateProxyResult:
 		e.st.Applied = withoutUserData(op.spec)
-		e.st.Observed = ObservedState{VMID: res.VMID, Node: res.Node, State: string(proxy.Running), IPv4: res.IPv4, CheckedAt: now}
+		e.st.Observed = ObservedState{VMID: res.VMID, Node: res.Node, State: string(proxy.Running), IPv4: res.IPv4, IPv6: res.IPv6, CheckedAt: now}
 	case ChangeProxyResult:
 		e.st.Applied = withoutUserData(op.spec)
-		e.st.Observed = ObservedState{VMID: res.VMID, Node: res.Node, State: string(proxy.Running), IPv4: res.IPv4, CheckedAt: now}
+		e.st.Observed = ObservedState{VMID: res.VMID, Node: res.Node, State: string(proxy.Running), IPv4: res.IPv4, IPv6: res.IPv6, CheckedAt: now}
 	case DeleteProxyResult:
 		e.st.Applied = nil
 		e.st.Observed = ObservedState{CheckedAt: now}
@@ -573,7 +580,7 @@ func (e *entity) serve(op *runningOp) {
 			case OpCreate:
 				w.done, w.result = true, res
 			case OpChange:
-				c := ChangeProxyResult{VMID: res.VMID, Node: res.Node, Name: res.Name, IPv4: res.IPv4, Restarted: true, Warnings: res.Warnings}
+				c := ChangeProxyResult{VMID: res.VMID, Node: res.Node, Name: res.Name, IPv4: res.IPv4, IPv6: res.IPv6, Restarted: true, Warnings: res.Warnings}
 				if op.rebuildFrom != nil {
 					c.Rebuilt, c.Changed = true, specDiff(*op.rebuildFrom, *op.spec)
 				} else {
@@ -631,7 +638,7 @@ func (e *entity) check() {
 		e.st.Observed.State = "unknown"
 		workflow.GetLogger(e.ctx).Warn("check of the proxy's VM failed", "uid", e.uid, "error", err)
 	default:
-		e.st.Observed = ObservedState{VMID: got.VMID, Node: got.Node, State: string(got.State), IPv4: got.IPv4, CheckedAt: now,
+		e.st.Observed = ObservedState{VMID: got.VMID, Node: got.Node, State: string(got.State), IPv4: got.IPv4, IPv6: got.IPv6, CheckedAt: now,
 			Drift: e.drift(got)}
 		switch {
 		case got.State == proxy.Stopped:

@@ -187,6 +187,7 @@ func TestProxy_invalidRequestsAreRefusedAndNothingRecorded(t *testing.T) {
 		{"unknown machine type", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "huge"}, `machineType: "huge" is not a configured machine type`},
 		{"another proxy's UID", workflows.CreateUpdate, workflows.CreateProxyInput{UID: otherUID, Image: "debian13", MachineType: "small"}, "send it to proxy/" + otherUID},
 		{"name that is not a DNS label", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Name: "egress.eu-1", Image: "debian13", MachineType: "small"}, `name "egress.eu-1" is not a DNS label`},
+		{"invalid addresses", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", Addresses: proxy.Addresses{Gateway6: "fe80::1"}}, "addresses: gateway6 fe80::1 is given without an ipv6 address"},
 		{"user-data too large", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: string(make([]byte, workflows.MaxUserDataBytes+1))}, "more than the limit"},
 		{"change of an absent proxy", workflows.ChangeUpdate, workflows.ChangeRequest{UID: uid, MachineType: "small"}, "the proxy is absent; create it first"},
 		{"change of nothing", workflows.ChangeUpdate, workflows.ChangeRequest{UID: uid}, "nothing to change"},
@@ -224,6 +225,20 @@ func TestProxy_createOfAPresentProxyWithAnotherSpecIsRefused(t *testing.T) {
 	rejected := p.answer("create-other").rejected
 	require.ErrorContains(t, rejected, "it exists with another spec (user-data)")
 	assert.NotContains(t, rejected.Error(), "hostname", "the user-data is never in a message")
+}
+
+func TestProxy_createOfAPresentProxyWithOtherAddressesIsRefused(t *testing.T) {
+	w := newWorld(t)
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	other := createInput()
+	other.Addresses = proxy.Addresses{IPv4: "192.0.2.10/24"}
+	p.request(time.Hour, workflows.CreateUpdate, "create-other", other)
+	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	p.run()
+
+	require.ErrorContains(t, p.answer("create-other").rejected, `it exists with another spec (addresses "ipv4 by dhcp" -> "ipv4 192.0.2.10/24")`)
 }
 
 func TestProxy_healsAStoppedVMByStartingIt(t *testing.T) {

@@ -19,7 +19,7 @@ type GetProxyInput struct {
 
 // GetProxyResult is a proxy's VM as GetProxy finds it.
 type GetProxyResult struct {
-	// State is Running (with an IPv4), Provisioning (running, no IPv4 yet) or Stopped.
+	// State is Running (with a routable address), Provisioning (running, none yet) or Stopped.
 	State      proxy.State `json:"state"`
 	ProviderID string      `json:"providerID"`
 	VMID       int         `json:"vmid"`
@@ -28,7 +28,11 @@ type GetProxyResult struct {
 	// UID and CreatedAt are read from the VM's mark.
 	UID       string    `json:"uid"`
 	CreatedAt time.Time `json:"createdAt,omitzero"`
-	IPv4      string    `json:"ipv4,omitempty"`
+	// IPv4 and IPv6 are net0's routable addresses as the guest agent reports them, and
+	// Addresses all of them, "address/prefix-length".
+	IPv4      string   `json:"ipv4,omitempty"`
+	IPv6      string   `json:"ipv6,omitempty"`
+	Addresses []string `json:"addresses,omitempty"`
 	// Cores, MemoryMiB and DiskGiB (the boot disk's, rounded down) are what the VM's config
 	// gives it (proxy.MachineOf), for a caller to compare with its machine type
 	// (proxy.Machine.Drift). Each is zero when the config does not tell.
@@ -213,8 +217,8 @@ func (g *getter) state(v vm, status string) (GetProxyResult, error) {
 		activities.AgentRequest{VMRef: ref, MAC: proxy.MACFromNet(v.Config["net0"])}).Get(g.ctx, &agent)
 	switch {
 	case err == nil:
-		res.IPv4 = agent.IPv4
-		res.State = proxy.MapState(status, "", agent.IPv4 != "")
+		res.IPv4, res.IPv6, res.Addresses = agent.IPv4, agent.IPv6, agent.Addresses
+		res.State = proxy.MapState(status, "", agent.IPv4 != "" || agent.IPv6 != "")
 	case isType(err, activities.ErrNotRunning):
 		// The status cache had not seen the VM stop.
 		res.State = proxy.Stopped

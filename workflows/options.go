@@ -49,7 +49,8 @@ type settings struct {
 	Poll       config.Poll      `json:"poll"`
 	Clones     config.Clones    `json:"clones"`
 	Entity     config.Entity    `json:"entity"`
-	// MachineTypes are what a Proxy entity's checks compare its VM with.
+	// MachineTypes are what a Proxy entity's checks compare its VM with, and give a create's
+	// NICs.
 	MachineTypes map[string]config.MachineType `json:"machineTypes,omitempty"`
 
 	// OnBoot is proxmox.onboot; nil in settings recorded before pveflow wrote onboot, whose
@@ -57,6 +58,16 @@ type settings struct {
 	OnBoot *bool `json:"onBoot,omitempty"`
 	// HA is proxmox.ha.
 	HA config.HA `json:"ha,omitzero"`
+	// Nameservers go into the seed's network-config.
+	Nameservers []string `json:"nameservers,omitempty"`
+}
+
+// nics are a proxy's NICs: its request's own, else its machine type's.
+func (s settings) nics(own []config.NIC, machineType string) []config.NIC {
+	if len(own) > 0 {
+		return own
+	}
+	return s.MachineTypes[machineType].NICs
 }
 
 func settingsOf(c config.Config) settings {
@@ -72,11 +83,13 @@ func settingsOf(c config.Config) settings {
 		Poll:       c.Poll,
 		Clones:     c.Clones,
 		Entity:     c.Entity,
-		// Recorded for the entity alone: the operations resolve their placement once, with
-		// the image and zone.
+		// Recorded for the entity's checks and a create's NICs: the operations resolve their
+		// placement (cores, memory, disk) once, with the image and zone.
 		MachineTypes: c.Proxmox.MachineTypes,
 		OnBoot:       &c.Proxmox.OnBoot,
 		HA:           c.Proxmox.HA,
+		// For the seed's network-config.
+		Nameservers: c.Proxmox.Nameservers,
 	}
 }
 

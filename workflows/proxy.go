@@ -73,6 +73,7 @@ type ObservedState struct {
 	Node  string `json:"node,omitempty"`
 	State string `json:"state,omitempty"`
 	IPv4  string `json:"ipv4,omitempty"`
+	IPv6  string `json:"ipv6,omitempty"`
 	// Drift lists where the VM's config differs from the spec, such as "cores 2, spec 4".
 	Drift     []string  `json:"drift,omitempty"`
 	CheckedAt time.Time `json:"checkedAt,omitzero"`

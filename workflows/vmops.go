@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/nocloud"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 )
@@ -47,15 +48,16 @@ func (o *proxyOps) readOurVM(op string, v *vm, what, waitFor string, budget time
 }
 
 // uploadSeed uploads the proxy's seed ISO to the ISO storage of node, with cloud-init's
-// instance-id and the user-data of the run's input (UploadISO reads it there), and waits for the
-// upload. The ISO is named after the UID, not the VM, so that a delete by UID alone finds it.
-func (o *proxyOps) uploadSeed(node, instanceID string) (activities.UploadISOResult, error) {
+// instance-id, the user-data of the run's input (UploadISO reads it there) and the guest's
+// network (proxy.SeedNetwork), and waits for the upload. The ISO is named after the UID, not the VM, so that a delete by UID alone finds it.
+func (o *proxyOps) uploadSeed(node, instanceID string, network []nocloud.Ethernet) (activities.UploadISOResult, error) {
 	var a *activities.Activities
 	req := activities.UploadISORequest{
 		StorageRef: activities.StorageRef{Node: node, Storage: o.s.ISOStorage},
 		Name:       o.name,
 		InstanceID: instanceID,
 		Seed:       proxy.NameFromUID(o.uid),
+		Network:    network,
 	}
 	summary := fmt.Sprintf("upload seed ISO %s to %s on %s", proxy.SeedISOName(req.Seed), o.s.ISOStorage, node)
 	var seed activities.UploadISOResult
@@ -178,29 +180,30 @@ func (o *proxyOps) sleepOutLock(what string, begun time.Time, budget time.Durati
 	return true, nil
 }
 
-// awaitReady waits until VM v runs and its guest agent reports a routable IPv4, and returns the
-// IPv4. It reads v's config for its NIC's MAC unless v holds it.
-func (o *proxyOps) awaitReady(v *vm) (string, error) {
+// awaitReady waits until VM v runs and its guest agent reports on net0 every address of a (the
+// static ones exactly, a routable IPv4 for DHCP), and returns what it reports there. It reads
+// v's config for net0's MAC unless v holds it.
+func (o *proxyOps) awaitReady(v *vm, addrs proxy.Addresses) (activities.AgentResult, error) {
 	var a *activities.Activities
 	ref := v.ref()
 	o.t.phase(PhaseBooting, "wait for the VM to run")
 	summary := "wait for " + ref.String() + " to run"
 	if err := execute(o.ctx, o.s.waitOptions(o.s.Budgets.Running, summary), a.VMStatus,
 		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}).Get(o.ctx, nil); err != nil {
-		return "", fail(summary, err)
+		return activities.AgentResult{}, fail(summary, err)
 	}
 	if v.Config == nil {
 		o.t.step("read config")
 		if err := execute(o.ctx, o.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(o.ctx, &v.Config); err != nil {
-			return "", fail("read config of "+ref.String(), err)
+			return activities.AgentResult{}, fail("read config of "+ref.String(), err)
 		}
 	}
-	summary = "wait for an IPv4 from the guest agent of " + ref.String()
+	summary = "wait for the guest agent of " + ref.String() + " to report net0's addresses: " + addrs.String()
 	o.t.step(summary)
 	var agent activities.AgentResult
 	if err := execute(o.ctx, o.s.waitOptions(o.s.Budgets.Agent, summary), a.AgentNetworkInterfaces,
-		activities.AgentRequest{VMRef: ref, WaitForIPv4: true, MAC: proxy.MACFromNet(v.Config["net0"])}).Get(o.ctx, &agent); err != nil {
-		return "", fail(summary, err)
+		activities.AgentRequest{VMRef: ref, WaitReady: true, MAC: proxy.MACFromNet(v.Config["net0"]), Addresses: addrs}).Get(o.ctx, &agent); err != nil {
+		return activities.AgentResult{}, fail(summary, err)
 	}
-	return agent.IPv4, nil
+	return agent, nil
 }

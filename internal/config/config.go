@@ -42,6 +42,9 @@ type Proxmox struct {
 	Storage string `yaml:"storage" json:"storage,omitempty"`
 	// Bridge replaces the bridge of the clone's net0; empty keeps the template's.
 	Bridge string `yaml:"bridge" json:"bridge,omitempty"`
+	// Nameservers are the DNS resolvers written into the seed's network-config (on net0)
+	// whenever one is written: a proxy with a static IPv4 has no DHCP to learn them from.
+	Nameservers []string `yaml:"nameservers,omitempty" json:"nameservers,omitempty"`
 	// Pool is the resource pool the clone joins (the clone call's pool); empty joins none.
 	Pool string `yaml:"pool" json:"pool,omitempty"`
 	// Tags are extra tags for a proxy's VM, written together with the template's tags and
@@ -113,6 +116,9 @@ type MachineType struct {
 	MemoryMiB int64 `yaml:"memoryMiB" json:"memoryMiB"`
 	// DiskGiB grows the boot disk to this size; 0 keeps the template's. Disks never shrink.
 	DiskGiB int64 `yaml:"diskGiB" json:"diskGiB,omitempty"`
+	// NICs are the VM's network devices, net0 first (see NIC); empty keeps the template's net0
+	// with proxmox.bridge.
+	NICs []NIC `yaml:"nics,omitempty" json:"nics,omitempty"`
 }
 
 // Entity is how a proxy's entity workflow (Proxy) looks after its proxy between requests.

@@ -73,6 +73,7 @@ func (c Proxmox) validate(p *problems) {
 	if c.Pool != "" {
 		validatePool(p, c.Pool)
 	}
+	validateNameservers(p, c.Nameservers)
 	validateTags(p, c.Tags)
 	c.VMIDRange.validate(p)
 	validateTemplates(p, c.Templates, c.Nodes)
@@ -236,6 +237,7 @@ func validateMachineTypes(p *problems, types map[string]MachineType) {
 		if mt.DiskGiB < 0 {
 			p.add(path+".diskGiB", "%d is negative", mt.DiskGiB)
 		}
+		validateNICs(p, path+".nics", mt.NICs)
 	}
 }
 

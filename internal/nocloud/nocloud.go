@@ -1,5 +1,6 @@
 // Package nocloud builds the NoCloud seed ISO that a cloned VM boots with: a volume labelled
-// "cidata" holding user-data, meta-data and vendor-data at its root.
+// "cidata" holding user-data, meta-data and vendor-data at its root, and network-config when the
+// guest's network is not cloud-init's fallback (DHCP on the first NIC).
 //
 // User-data may carry secrets, so nothing here logs it or quotes it in an error.
 package nocloud
@@ -31,10 +32,14 @@ type Seed struct {
 	Hostname   string // meta-data local-hostname
 	UserData   string
 	VendorData string // the merged vendor-data document, see VendorData
+	// Network are the guest's NICs for a network-config file; without any, none is written and
+	// cloud-init takes DHCP on the first NIC, its fallback.
+	Network []Ethernet
 }
 
 // Write builds the ISO 9660 image, volume label "cidata", with user-data, meta-data and
-// vendor-data at the root, into w. Returns the bytes written.
+// vendor-data at the root, and network-config when s has a Network, into w. Returns the bytes
+// written.
 //
 // All three files are always written: cloud-init refuses a seed without user-data and
 // meta-data, even when user-data is empty.
@@ -42,6 +47,13 @@ func Write(w io.Writer, s Seed) (int64, error) {
 	meta, err := s.metaData()
 	if err != nil {
 		return 0, err
+	}
+
+	var network string
+	if len(s.Network) > 0 {
+		if network, err = NetworkConfig(s.Network); err != nil {
+			return 0, err
+		}
 	}
 
 	iw, err := iso9660.NewWriter()
@@ -54,10 +66,13 @@ func Write(w io.Writer, s Seed) (int64, error) {
 
 	// The writer lower-cases names and keeps '-', and Linux's isofs shows "user-data;1" as
 	// "user-data", which is the name cloud-init opens.
-	files := [...]struct{ name, content string }{
+	files := []struct{ name, content string }{
 		{"meta-data", meta},
 		{"user-data", s.UserData},
 		{"vendor-data", s.VendorData},
+	}
+	if network != "" {
+		files = append(files, struct{ name, content string }{"network-config", network})
 	}
 	for _, f := range files {
 		if err := iw.AddFile(strings.NewReader(f.content), f.name); err != nil {

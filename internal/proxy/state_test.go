@@ -47,7 +47,7 @@ func iface(name, mac string, addrs ...string) pve.AgentInterface {
 	return i
 }
 
-func TestFirstRoutableIPv4_filters(t *testing.T) {
+func TestReport_ipv4Filters(t *testing.T) {
 	tests := []struct {
 		name   string
 		ifaces []pve.AgentInterface
@@ -73,12 +73,12 @@ func TestFirstRoutableIPv4_filters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, FirstRoutableIPv4(tt.ifaces, ""))
+			assert.Equal(t, tt.want, Addresses{}.Report(tt.ifaces, "").IPv4)
 		})
 	}
 }
 
-func TestFirstRoutableIPv4_prefersNet0MAC(t *testing.T) {
+func TestReport_ipv4PrefersNet0MAC(t *testing.T) {
 	const net0MAC = "BC:24:11:2E:C5:4A" // as PVE writes it; guests report lower case
 	tests := []struct {
 		name   string
@@ -111,7 +111,7 @@ func TestFirstRoutableIPv4_prefersNet0MAC(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, FirstRoutableIPv4(tt.ifaces, net0MAC))
+			assert.Equal(t, tt.want, Addresses{}.Report(tt.ifaces, net0MAC).IPv4)
 		})
 	}
 }

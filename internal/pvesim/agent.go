@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/pveflow/pveflow/internal/pve"
@@ -13,8 +12,8 @@ import (
 
 // AgentNetworkInterfaces answers for the guest agent in PVE's order of checks: an agent in the
 // config, a running VM, an agent that answers (AgentBootDelay after the start, never after
-// StallAgent, not while the VM is paused). The guest has lo and, for net0, ens18 with the NIC's MAC in lower case, an IPv4
-// link-local and a routable 10.x address derived from the VMID, and an IPv6 link-local.
+// StallAgent, not while the VM is paused). The guest has lo and an interface for each NIC, with
+// the NIC's MAC in lower case and the addresses its network-config gives (nicInterface).
 func (c *Cluster) AgentNetworkInterfaces(ctx context.Context, node string, vmid int) ([]pve.AgentInterface, error) {
 	return call(c, ctx, Call{Method: "AgentNetworkInterfaces", Node: node, VMID: vmid}, func(now time.Time) ([]pve.AgentInterface, error) {
 		if err := c.allow(vmPath(vmid), "VM.GuestAgent.Audit", "VM.GuestAgent.Unrestricted"); err != nil {
@@ -45,22 +44,10 @@ func guestInterfaces(g *vm) []pve.AgentInterface {
 			{Address: "::1", Type: "ipv6", Prefix: 128},
 		},
 	}}
-	_, mac := parseNet(g.cfg["net0"])
-	hw, err := net.ParseMAC(mac)
-	if err != nil {
-		return ifaces
+	for _, nic := range guestNICs(g.cfg) {
+		ifaces = append(ifaces, g.nicInterface(nic.index, nic.mac))
 	}
-	host := g.id%250 + 2
-	net24 := g.id / 250
-	return append(ifaces, pve.AgentInterface{
-		Name:            "ens18",
-		HardwareAddress: strings.ToLower(mac),
-		IPAddresses: []pve.AgentIPAddress{
-			{Address: fmt.Sprintf("169.254.%d.%d", net24%254+1, host), Type: "ipv4", Prefix: 16},
-			{Address: fmt.Sprintf("10.%d.%d.%d", net24/256%256, net24%256, host), Type: "ipv4", Prefix: 24},
-			{Address: linkLocal6(hw), Type: "ipv6", Prefix: 64},
-		},
-	})
+	return ifaces
 }
 
 // linkLocal6 is the IPv6 link-local address a guest derives from its MAC (EUI-64).

@@ -17,12 +17,22 @@ type guest struct {
 	seed map[string]string
 	// cloudInit is the state of the guest's cloud-init.
 	cloudInit cloudInit
+	// network is what cloud-init configured for the instance: from its seed's network-config,
+	// or nil, cloud-init's fallback of DHCP on net0.
+	network *guestNetwork
 }
 
-// boot is the guest booting with seed, the NoCloud seed attached now (nil: none).
+// boot is the guest booting with seed, the NoCloud seed attached now (nil: none). cloud-init
+// applies a network config only when the boot begins a new instance (NoCloud's default update
+// event, boot-new-instance): the instance's network outlives its seed, and a new instance
+// without one, DataSourceNone's, gets the fallback.
 func (gs *guest) boot(seed map[string]string) {
 	gs.seed = seed
+	before := gs.cloudInit.newInstances
 	gs.cloudInit.boot(seed)
+	if gs.cloudInit.newInstances != before {
+		gs.network = parseNetworkConfig(seed["network-config"])
+	}
 }
 
 // seedLabel is the volume label cloud-init's NoCloud datasource looks for.

@@ -10,12 +10,14 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
@@ -24,6 +26,7 @@ import (
 func (c *cli) createCommand() *cobra.Command {
 	var in workflows.CreateProxyInput
 	var userDataFile string
+	var nics []string
 	var wait bool
 	cmd := &cobra.Command{
 		Use:   "create --uid UID [flags]",
@@ -31,7 +34,19 @@ func (c *cli) createCommand() *cobra.Command {
 		Long: `Asks the proxy of UID (its entity, workflow proxy/<UID>, started by the first request) to be
 present with the image, machine type, zone and user-data given, and returns once it has
 accepted the request; a request it refuses, such as an unknown image, fails at once. With
---wait, waits for the CreateProxy that serves it and prints the VM: provider ID, node and IPv4.
+--wait, waits for the CreateProxy that serves it and prints the VM: provider ID, node, IPv4 and
+IPv6.
+
+Without address flags net0 takes its IPv4 from DHCP. --ipv4 and --ipv6 give it static
+addresses instead (each ADDRESS/PREFIX-LENGTH, each with an optional gateway inside its prefix;
+an IPv6 gateway may be link-local), written into the seed's cloud-init network-config; --ipv6
+alone keeps DHCP's IPv4 beside it, and --no-ipv4 makes the proxy IPv6-only. The create waits
+until the guest reports each address. Addresses are fixed for the proxy's life: to change them,
+delete the proxy and create it again.
+
+--nic, repeated, gives the VM's NICs in place of its machine type's: the first is net0, the
+template's NIC (an empty BRIDGE keeps its bridge), each further one a new NIC on BRIDGE; VLAN is
+the NIC's VLAN tag, 1 to 4094.
 
 The user-data file holds at most 65536 bytes (64 KiB); it is sent to the workflow and never
 printed.`,
@@ -42,6 +57,13 @@ printed.`,
 			}
 			if err := workflows.ValidateName(in.Name); err != nil {
 				return usageError{fmt.Errorf("create: --name: %w", err)}
+			}
+			if err := in.Addresses.Validate(); err != nil {
+				return usageError{fmt.Errorf("create: addresses: %w", err)}
+			}
+			var err error
+			if in.NICs, err = parseNICs(nics); err != nil {
+				return usageError{fmt.Errorf("create: --nic: %w", err)}
 			}
 			if userDataFile != "" {
 				data, err := readUserData(cmd, userDataFile)
@@ -63,8 +85,32 @@ printed.`,
 	f.StringVar(&in.MachineType, "machine-type", "", "the machine `TYPE` of the configuration: cores, memory, disk")
 	f.StringVar(&in.Region, "region", "", "the `REGION`, kept in the VM's mark")
 	f.StringVar(&userDataFile, "user-data-file", "", "cloud-init user-data `FILE` of at most 64 KiB, for the VM's seed ISO")
+	f.StringVar(&in.Addresses.IPv4, "ipv4", "", "net0's static IPv4 `ADDRESS/LEN`, such as 192.0.2.10/24; the default is DHCP")
+	f.StringVar(&in.Addresses.Gateway4, "gateway4", "", "the IPv4 default `GATEWAY`, inside --ipv4's prefix")
+	f.StringVar(&in.Addresses.IPv6, "ipv6", "", "net0's static IPv6 `ADDRESS/LEN`, such as 2001:db8::10/64; the default is none")
+	f.StringVar(&in.Addresses.Gateway6, "gateway6", "", "the IPv6 default `GATEWAY`, inside --ipv6's prefix or link-local")
+	f.BoolVar(&in.Addresses.NoIPv4, "no-ipv4", false, "no IPv4 at all, not even DHCP's: an IPv6-only proxy (needs --ipv6)")
+	f.StringArrayVar(&nics, "nic", nil, "a NIC, `BRIDGE[:VLAN]`, repeated: net0 first, then the NICs to add; the default is the machine type's")
 	f.BoolVar(&wait, "wait", false, "wait for the VM and print it")
 	return cmd
+}
+
+// parseNICs reads --nic values, "BRIDGE[:VLAN]" each, and checks them as config.ValidateNICs
+// does.
+func parseNICs(values []string) ([]config.NIC, error) {
+	var nics []config.NIC
+	for _, v := range values {
+		bridge, vlan, tagged := strings.Cut(v, ":")
+		n := config.NIC{Bridge: bridge}
+		if tagged {
+			var err error
+			if n.VLAN, err = strconv.Atoi(vlan); err != nil {
+				return nil, fmt.Errorf("%q: VLAN %q is not a number", v, vlan)
+			}
+		}
+		nics = append(nics, n)
+	}
+	return nics, config.ValidateNICs(nics)
 }
 
 // readUserData reads the user-data file of cmd's --user-data-file: a file that cannot be read
@@ -352,6 +398,9 @@ func observedText(o workflows.ObservedState) string {
 	}
 	if o.IPv4 != "" {
 		text += ", IPv4 " + o.IPv4
+	}
+	if o.IPv6 != "" {
+		text += ", IPv6 " + o.IPv6
 	}
 	if !o.CheckedAt.IsZero() {
 		text += " (checked " + o.CheckedAt.Local().Format(time.DateTime) + ")"
@@ -691,7 +740,11 @@ func (c *cli) printCreated(res workflows.CreateProxyResult) error {
 	if c.json {
 		return c.printJSON(res)
 	}
-	fmt.Fprintf(c.stdout, "proxy created: %s on %s, IPv4 %s\n", res.ProviderID, res.Node, res.IPv4)
+	ipv6 := ""
+	if res.IPv6 != "" {
+		ipv6 = ", IPv6 " + res.IPv6
+	}
+	fmt.Fprintf(c.stdout, "proxy created: %s on %s, IPv4 %s%s\n", res.ProviderID, res.Node, cmp.Or(res.IPv4, "-"), ipv6)
 	return c.printWarnings(res.Warnings)
 }
 

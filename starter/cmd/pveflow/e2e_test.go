@@ -17,6 +17,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -235,4 +236,29 @@ func TestE2E_withTheWorkerStoppedStatusDescribesTheWaitAndWaitActsOnIt(t *testin
 	assert.Equal(t, "TaskStatus", retried.ActivityType)
 	require.Equal(t, exitOK, res.code, res.stderr)
 	assert.Regexp(t, createdRE, res.stdout)
+}
+
+func TestE2E_createWithStaticAddressesAndNICsPrintsTheAddresses(t *testing.T) {
+	s := newE2E(t, "e2e-addresses")
+	_, simDir := s.startSimulatorWorker()
+	const uid = "5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d"
+
+	created := s.pveflow("create", "--uid", uid, "--image", "debian13", "--machine-type", "small",
+		"--ipv4", "192.0.2.10/24", "--gateway4", "192.0.2.1", "--ipv6", "2001:db8::10/64", "--gateway6", "fe80::1",
+		"--nic", ":20", "--nic", "vmbr1:30", "--wait")
+
+	require.Equal(t, exitOK, created.code, created.stderr)
+	m := regexp.MustCompile(`(?m)^proxy created: vms/(\d+)/proxy-[a-z2-7]+ on pve1, IPv4 192\.0\.2\.10, IPv6 2001:db8::10$`).FindStringSubmatch(created.stdout)
+	require.NotNil(t, m, created.stdout)
+	api, err := pve.NewClient(pve.ClientConfig{URL: simulatorURL(t, simDir), CAFile: filepath.Join(simDir, "ca.pem"), TokenFile: filepath.Join(simDir, "token")})
+	require.NoError(t, err)
+	vmid, _ := strconv.Atoi(m[1])
+	cfg, err := api.VMConfig(t.Context(), "pve1", vmid)
+	require.NoError(t, err)
+	assert.Regexp(t, `,tag=20$`, cfg["net0"])
+	assert.Regexp(t, `^virtio=[0-9A-F:]{17},bridge=vmbr1,tag=30$`, cfg["net1"])
+	got := s.pveflow("get", "--uid", uid)
+	require.Equal(t, exitOK, got.code, got.stderr)
+	assert.Regexp(t, `(?m)^ipv6\s+2001:db8::10$`, got.stdout)
+	assert.Regexp(t, `(?m)^addresses\s+192\.0\.2\.10/24 2001:db8::10/64$`, got.stdout)
 }

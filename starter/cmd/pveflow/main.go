@@ -54,7 +54,7 @@ var exitCodes = []struct {
 }{
 	{exitOK, "success"},
 	{exitError, "any other error: Temporal cannot be reached, no such workflow, a deletion of gc failed, ..."},
-	{exitUsage, "usage error: an unknown command or flag, an invalid --uid or --name, a file named by a flag that cannot be read, user-data over 64 KiB, an empty kept set"},
+	{exitUsage, "usage error: an unknown command or flag, an invalid --uid, --name, address or --nic, a file named by a flag that cannot be read, user-data over 64 KiB, an empty kept set"},
 	{exitPermanent, "the proxy refused the request (an unknown image or machine type, a change of a proxy not present), or its workflow failed Permanent: bad input or a state a person must resolve; a new start fails again"},
 	{exitTransient, "the workflow failed Transient: a budget ran out or Proxmox had trouble; a new start resumes"},
 	{exitQuotaExceeded, "the workflow failed QuotaExceeded: a storage is full"},
@@ -101,6 +101,7 @@ func exitCode(err error) int {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &usage), errors.Is(err, starter.ErrInvalidUID), errors.Is(err, starter.ErrInvalidName), errors.Is(err, starter.ErrUserDataTooLarge),
+		errors.Is(err, starter.ErrInvalidNetwork),
 		errors.Is(err, starter.ErrEmptyKeep):
 		return exitUsage
 	case errors.Is(err, starter.ErrRejected):

@@ -22,9 +22,9 @@ func (c *cli) getCommand() *cobra.Command {
 	var uid, providerID string
 	cmd := &cobra.Command{
 		Use:   "get (--uid UID | --provider-id vms/<vmid>/<name>)",
-		Short: "What the proxy's VM is doing: Running (with its IPv4), Provisioning or Stopped",
-		Long: `Finds the VM of a proxy and says what it is doing: Running (with its IPv4), Provisioning
-(running, no IPv4 yet) or Stopped, with its provider ID, node, VMID, UID and creation time
+		Short: "What the proxy's VM is doing: Running (with its addresses), Provisioning or Stopped",
+		Long: `Finds the VM of a proxy and says what it is doing: Running (with its addresses), Provisioning
+(running, no routable address yet) or Stopped, with its provider ID, node, VMID, UID and creation time
 from its mark. It runs the GetProxy workflow, which only reads: it needs no create to have
 run, and runs beside a create or delete of the same proxy.
 
@@ -75,6 +75,12 @@ func (c *cli) get(ctx context.Context, key string) error {
 	fmt.Fprintf(tw, "vm\t%d on node %s\n", res.VMID, res.Node)
 	if res.IPv4 != "" {
 		fmt.Fprintf(tw, "ipv4\t%s\n", res.IPv4)
+	}
+	if res.IPv6 != "" {
+		fmt.Fprintf(tw, "ipv6\t%s\n", res.IPv6)
+	}
+	if len(res.Addresses) > 0 {
+		fmt.Fprintf(tw, "addresses\t%s\n", strings.Join(res.Addresses, " "))
 	}
 	fmt.Fprintf(tw, "uid\t%s\n", orDash(res.UID))
 	fmt.Fprintf(tw, "created\t%s\n", timeOrDash(res.CreatedAt))

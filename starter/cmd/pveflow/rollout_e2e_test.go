@@ -36,7 +36,7 @@ func mostWithoutIPv4(t *testing.T, url, dir string, vms []pve.VMResource, stop <
 			down := 0
 			for _, vm := range vms {
 				ifaces, err := api.AgentNetworkInterfaces(context.Background(), vm.Node, vm.VMID)
-				if err != nil || proxy.FirstRoutableIPv4(ifaces, "") == "" {
+				if err != nil || (proxy.Addresses{}).Report(ifaces, "").IPv4 == "" {
 					down++
 				}
 			}

@@ -1,0 +1,115 @@
+package pvesim
+
+import (
+	"bytes"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pveflow/pveflow/internal/nocloud"
+	"github.com/pveflow/pveflow/internal/pve"
+)
+
+// seedWithNetwork is a seed image whose network-config gives network.
+func seedWithNetwork(t *testing.T, network []nocloud.Ethernet) []byte {
+	t.Helper()
+	var img bytes.Buffer
+	_, err := nocloud.Write(&img, nocloud.Seed{InstanceID: "iid-1", Hostname: "proxy-a", Network: network})
+	require.NoError(t, err)
+	return img.Bytes()
+}
+
+// bootClonedWithSeed attaches seed, uploaded, to the clone newID as ide2 and starts it.
+func bootClonedWithSeed(t *testing.T, c *Cluster, clk *ManualClock, seed []byte) {
+	t.Helper()
+	upload(t, c, clk, "seed.iso", seed)
+	require.NoError(t, c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"ide2": "local:iso/seed.iso,media=cdrom"}))
+	upid, err := c.Start(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	require.Equal(t, "OK", finish(t, c, clk, upid).ExitStatus)
+}
+
+// agentInterfaceOf is the guest agent's interface with the MAC of the VM's NIC key.
+func agentInterfaceOf(t *testing.T, c *Cluster, clk *ManualClock, key string) pve.AgentInterface {
+	t.Helper()
+	clk.Advance(time.Minute)
+	ifaces, err := c.AgentNetworkInterfaces(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	_, mac := parseNet(c.vms[newID].cfg[key])
+	for _, i := range ifaces {
+		if strings.EqualFold(i.HardwareAddress, mac) {
+			return i
+		}
+	}
+	require.Failf(t, "no interface", "the agent reports no interface with %s's MAC %s: %v", key, mac, ifaces)
+	return pve.AgentInterface{}
+}
+
+func TestAgent_reportsTheStaticAddressesOfTheSeedsNetworkConfig(t *testing.T) {
+	c, clk := newCluster(t)
+	finish(t, c, clk, startClone(t, c, newID))
+	_, mac := parseNet(c.vms[newID].cfg["net0"])
+	img := seedWithNetwork(t, []nocloud.Ethernet{{Name: "net0", MAC: mac,
+		Addresses: []string{"192.0.2.10/24", "2001:db8::10/64"}, Gateway4: "192.0.2.1", Gateway6: "fe80::1"}})
+	bootClonedWithSeed(t, c, clk, img)
+
+	iface := agentInterfaceOf(t, c, clk, "net0")
+
+	assert.Equal(t, "net0", iface.Name, "network-config's set-name")
+	assert.Equal(t, []pve.AgentIPAddress{
+		{Address: "192.0.2.10", Type: "ipv4", Prefix: 24},
+		{Address: "2001:db8::10", Type: "ipv6", Prefix: 64},
+		{Address: linkLocal6(mustMAC(t, mac)), Type: "ipv6", Prefix: 64},
+	}, iface.IPAddresses, "no DHCP address beside the static ones")
+}
+
+func TestAgent_furtherNICsTakeDHCPWhenTheirNetworkConfigSaysSo(t *testing.T) {
+	c, clk := newCluster(t)
+	finish(t, c, clk, startClone(t, c, newID))
+	require.NoError(t, c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"net1": "virtio,bridge=vmbr1,tag=30", "net2": "virtio,bridge=vmbr2"}))
+	cfg := c.vms[newID].cfg
+	_, mac0 := parseNet(cfg["net0"])
+	_, mac1 := parseNet(cfg["net1"])
+	img := seedWithNetwork(t, []nocloud.Ethernet{
+		{Name: "net0", MAC: mac0, DHCP4: true},
+		{Name: "net1", MAC: mac1, DHCP4: true},
+	})
+	bootClonedWithSeed(t, c, clk, img)
+
+	net1 := agentInterfaceOf(t, c, clk, "net1")
+	net2 := agentInterfaceOf(t, c, clk, "net2")
+
+	assert.Equal(t, "net1", net1.Name)
+	assert.Len(t, net1.IPAddresses, 3, "IPv4 link-local, DHCP's, IPv6 link-local: %v", net1.IPAddresses)
+	assert.Equal(t, "ens20", net2.Name, "a NIC network-config leaves out keeps its PCI slot's name")
+	assert.Len(t, net2.IPAddresses, 1, "an IPv6 link-local alone: %v", net2.IPAddresses)
+}
+
+func TestAgent_theNetworkOutlivesTheSeed(t *testing.T) {
+	c, clk := newCluster(t)
+	finish(t, c, clk, startClone(t, c, newID))
+	_, mac := parseNet(c.vms[newID].cfg["net0"])
+	bootClonedWithSeed(t, c, clk, seedWithNetwork(t, []nocloud.Ethernet{{Name: "net0", MAC: mac, Addresses: []string{"192.0.2.10/24"}}}))
+
+	// The seed is detached and the guest rebooted: what cloud-init wrote stays.
+	upid, err := c.Stop(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	finish(t, c, clk, upid)
+	require.NoError(t, c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"delete": "ide2"}))
+	upid, err = c.Start(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	finish(t, c, clk, upid)
+
+	assert.Contains(t, agentInterfaceOf(t, c, clk, "net0").IPAddresses, pve.AgentIPAddress{Address: "192.0.2.10", Type: "ipv4", Prefix: 24})
+}
+
+func mustMAC(t *testing.T, s string) net.HardwareAddr {
+	t.Helper()
+	hw, err := net.ParseMAC(s)
+	require.NoError(t, err)
+	return hw
+}
