@@ -61,7 +61,7 @@ type Proxmox struct {
 	// pveflow needs to learn the proxy's address. Turn it off only for images that have it.
 	InstallGuestAgent bool `yaml:"installGuestAgent" json:"installGuestAgent"`
 	// AddressPools maps a pool name (a create's address pool) to the static addresses it gives.
-	AddressPools map[string]AddressPool `yaml:"addressPools" json:"addressPools,omitempty"`
+	AddressPools map[string]AddressPool `yaml:"addressPools,omitempty" json:"addressPools,omitempty"`
 }
 
 // VMIDRange is the inclusive range pveflow allocates VMIDs from. PVE shares VMIDs with people and
