@@ -37,6 +37,9 @@ type Activities struct {
 	Runs Runs
 	// Proxies sends requests to Proxy entities; a worker's is an adapter over starter.Client.
 	Proxies Proxies
+	// AddressPools sends requests to AddressPool workflows; a worker's is an adapter over
+	// starter.Client.
+	AddressPools AddressPools
 	// Now is the clock used to say how long a task has been running; time.Now when nil.
 	Now func() time.Time
 }

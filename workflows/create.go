@@ -89,6 +89,8 @@ type CreateProxyResult struct {
 	CreatedAt  time.Time `json:"createdAt"`
 	// IPv4 is the guest's address as its agent reports it.
 	IPv4 string `json:"ipv4"`
+	// AddressPool is the pool the proxy's addresses were allocated from, empty for none.
+	AddressPool string `json:"addressPool,omitempty"`
 }
 
 // CreateProxy creates the proxy VM of a Proxy UID: clone the template, upload the seed ISO,
@@ -113,6 +115,9 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	t = c.t
 	res, err := c.run()
 	c.t.closed(err, PhaseCreated)
+	if err == nil {
+		res.AddressPool = in.AddressPool
+	}
 	return res, err
 }
 
@@ -203,6 +208,9 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput) (*c
 }
 
 func (c *create) run() (CreateProxyResult, error) {
+	if err := c.allocateAddresses(); err != nil {
+		return CreateProxyResult{}, err
+	}
 	c.t.phase(PhaseLookingUp, "look up the proxy's VMs")
 	h, err := c.lookup()
 	if err != nil {

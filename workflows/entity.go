@@ -228,6 +228,7 @@ func specDiff(a, b CreateProxyInput) []string {
 	var d []string
 	for _, f := range []struct{ name, a, b string }{
 		{"name", a.Name, b.Name}, {"zone", a.Zone, b.Zone}, {"image", a.Image, b.Image}, {"machine type", a.MachineType, b.MachineType},
+		{"address pool", a.AddressPool, b.AddressPool},
 	} {
 		if f.a != f.b {
 			d = append(d, fmt.Sprintf("%s %q -> %q", f.name, f.a, f.b))
@@ -247,6 +248,9 @@ func (e *entity) validateCreate(in CreateProxyInput) error {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
 	}
 	if _, err := e.cfg.Proxmox.ResolvePlacement(in.Zone, in.Image, in.MachineType); err != nil {
+		return fmt.Errorf("create proxy %s: %w", in.UID, err)
+	}
+	if err := validateAddressPool(e.cfg.Proxmox, in); err != nil {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
 	}
 	if e.st.Spec == nil {
@@ -416,6 +420,7 @@ func (e *entity) startDelete(rebuildFrom *CreateProxyInput) {
 	switch {
 	case rebuildFrom != nil:
 		in.Name = rebuildFrom.Name
+		in.KeepAddresses = true // the create that follows takes them again
 	case e.deleteWith.Name != "" || e.deleteWith.ProviderID != "":
 		// What the operator named; DeleteProxy takes a name left out from the provider ID.
 		in.Name, in.ProviderID = e.deleteWith.Name, e.deleteWith.ProviderID

@@ -33,6 +33,7 @@ func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(w.CloneAdmission, workflow.RegisterOptions{Name: CloneAdmissionName, VersioningBehavior: longLivedBehavior})
 	r.RegisterWorkflowWithOptions(w.Proxy, workflow.RegisterOptions{Name: ProxyName, VersioningBehavior: longLivedBehavior})
 	r.RegisterWorkflowWithOptions(w.Rollout, workflow.RegisterOptions{Name: RolloutName, VersioningBehavior: longLivedBehavior})
+	r.RegisterWorkflowWithOptions(w.AddressPool, workflow.RegisterOptions{Name: AddressPoolName, VersioningBehavior: longLivedBehavior})
 }
 
 // settings is what a run takes from the worker's configuration. It is read once, in a side
@@ -51,6 +52,10 @@ type settings struct {
 	Entity     config.Entity    `json:"entity"`
 	// MachineTypes are what a Proxy entity's checks compare its VM with.
 	MachineTypes map[string]config.MachineType `json:"machineTypes,omitempty"`
+	// AddressPools are the pools a create allocates from; AddressPoolNames, sorted, the pools
+	// a delete frees in.
+	AddressPools     map[string]config.AddressPool `json:"addressPools,omitempty"`
+	AddressPoolNames []string                      `json:"addressPoolNames,omitempty"`
 }
 
 func settingsOf(c config.Config) settings {
@@ -68,7 +73,9 @@ func settingsOf(c config.Config) settings {
 		Entity:     c.Entity,
 		// Recorded for the entity alone: the operations resolve their placement once, with
 		// the image and zone.
-		MachineTypes: c.Proxmox.MachineTypes,
+		MachineTypes:     c.Proxmox.MachineTypes,
+		AddressPools:     c.Proxmox.AddressPools,
+		AddressPoolNames: c.Proxmox.AddressPoolNames(),
 	}
 }
 

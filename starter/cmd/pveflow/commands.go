@@ -43,6 +43,9 @@ printed.`,
 			if err := workflows.ValidateName(in.Name); err != nil {
 				return usageError{fmt.Errorf("create: --name: %w", err)}
 			}
+			if err := workflows.ValidateAddressPool(in); err != nil {
+				return usageError{fmt.Errorf("create: --address-pool: %w", err)}
+			}
 			if userDataFile != "" {
 				data, err := readUserData(cmd, userDataFile)
 				if err != nil {
@@ -62,6 +65,7 @@ printed.`,
 	f.StringVar(&in.Image, "image", "", "the `IMAGE`: a template of the configuration")
 	f.StringVar(&in.MachineType, "machine-type", "", "the machine `TYPE` of the configuration: cores, memory, disk")
 	f.StringVar(&in.Region, "region", "", "the `REGION`, kept in the VM's mark")
+	f.StringVar(&in.AddressPool, "address-pool", "", "the address `POOL` of the configuration (proxmox.addressPools) net0's static addresses are allocated from; the default is DHCP")
 	f.StringVar(&userDataFile, "user-data-file", "", "cloud-init user-data `FILE` of at most 64 KiB, for the VM's seed ISO")
 	f.BoolVar(&wait, "wait", false, "wait for the VM and print it")
 	return cmd
