@@ -223,13 +223,21 @@ func ValidateAddressPool(in CreateProxyInput) error {
 	return nil
 }
 
-// validateAddressPool is ValidateAddressPool, and refuses a pool the config does not have.
+// validateAddressPool is ValidateAddressPool, and refuses a pool the config does not have,
+// and a static address inside a pool's range: the pool gives that address to whichever proxy
+// it falls to, and only the pool's record says whose it is.
 func validateAddressPool(cfg config.Proxmox, in CreateProxyInput) error {
 	if err := ValidateAddressPool(in); err != nil {
 		return err
 	}
 	if _, ok := cfg.AddressPools[in.AddressPool]; in.AddressPool != "" && !ok {
 		return unknownPool(in.AddressPool, cfg.AddressPoolNames())
+	}
+	for _, addr := range []string{in.Addresses.IPv4, in.Addresses.IPv6} {
+		if pool := cfg.AddressPoolHolding(addr); addr != "" && pool != "" {
+			return fmt.Errorf("static address %s is in the range of address pool %s, which gives its addresses to proxies itself: "+
+				"give an address outside every pool's range, or the pool (--address-pool %s)", addr, pool, pool)
+		}
 	}
 	return nil
 }

@@ -359,3 +359,31 @@ func TestProxy_aRebuildKeepsTheProxysAddresses(t *testing.T) {
 	assert.Equal(t, []string{"allocate egress " + uid, "allocate egress " + uid, "free egress " + uid, "free spare " + uid}, w.pools.seen(),
 		"the rebuild's delete frees nothing; the proxy's delete frees in every pool")
 }
+
+func TestProxy_refusesAStaticAddressInsideAnAddressPoolsRange(t *testing.T) {
+	p := newProxyEntity(t, withPools(newWorld(t)))
+	in := createInput()
+	in.Addresses = proxy.Addresses{IPv4: "192.0.2.12/24", Gateway4: "192.0.2.1"}
+	p.request(time.Second, workflows.CreateUpdate, "create", in)
+	p.at(2*time.Second, func() { p.env.CancelWorkflow() })
+
+	p.env.ExecuteWorkflow(workflows.ProxyName, workflows.ProxyInput{UID: uid})
+
+	a := p.answer("create")
+	require.Error(t, a.rejected)
+	assert.Contains(t, a.rejected.Error(), "static address 192.0.2.12/24 is in the range of address pool egress")
+	assert.Empty(t, p.w.vms())
+}
+
+func TestAddressPool_servesOnWhenCancelled(t *testing.T) {
+	p := newPoolRun(t, testPool(2))
+	p.allocate("a", "uid-a")
+	p.next += time.Second
+	p.env.RegisterDelayedCallback(p.env.CancelWorkflow, p.next)
+	p.allocate("b", "uid-b")
+
+	st := p.run(workflows.AddressPoolState{Pool: "egress"})
+
+	assert.NotEqual(t, p.addresses("a"), p.addresses("b"))
+	assert.Len(t, st.Allocations, 2, "it carries its allocations on")
+}

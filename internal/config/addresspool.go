@@ -254,6 +254,27 @@ func validateAddressRange(p *problems, path string, r AddressRange, is4 bool) (p
 	return pr, ok
 }
 
+// AddressPoolHolding is the name of the configured pool whose range holds addr, an address or
+// address/prefix-length, or empty when none does or addr is neither.
+func (c Proxmox) AddressPoolHolding(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		p, err := netip.ParsePrefix(addr)
+		if err != nil {
+			return ""
+		}
+		a = p.Addr()
+	}
+	for _, name := range c.AddressPoolNames() {
+		for _, r := range c.AddressPools[name].ranges() {
+			if pr, err := r.parse(); err == nil && pr.holds(a) {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
 // AddressPoolNames are the configured pools' names, sorted.
 func (c Proxmox) AddressPoolNames() []string {
 	return slices.Sorted(maps.Keys(c.AddressPools))

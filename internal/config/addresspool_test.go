@@ -107,3 +107,14 @@ func TestParse_addressPools(t *testing.T) {
 	assert.Equal(t, AddressPool{IPv4: v4Range(), IPv6: v6Range()}, c.Proxmox.AddressPools["egress"])
 	assert.Equal(t, []string{"egress"}, c.Proxmox.AddressPoolNames())
 }
+
+func TestProxmox_addressPoolHoldingNamesThePoolOfAnAddress(t *testing.T) {
+	c := full().Proxmox
+	c.AddressPools = map[string]AddressPool{"egress": {IPv4: v4Range(), IPv6: v6Range()}}
+	for addr, want := range map[string]string{
+		"192.0.2.10": "egress", "192.0.2.209/24": "egress", "2001:db8:0:1::d7/64": "egress",
+		"192.0.2.1": "", "192.0.2.210/24": "", "2001:db8:0:1::1": "", "not an address": "",
+	} {
+		assert.Equal(t, want, c.AddressPoolHolding(addr), addr)
+	}
+}
