@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/config"
@@ -81,4 +83,43 @@ func TestE2E_twoHundredProxiesFromAPoolOfTwoHundredNeverShareAnAddressAndADelete
 	next, err := allocate("one-too-many")
 	require.NoError(t, err)
 	assert.Equal(t, ours, next, "and the next proxy gets them")
+}
+
+func TestE2E_aPoolContinuesAsNewWithItsAllocationsWhileAllocationsComeIn(t *testing.T) {
+	cfg := fastConfig(t)
+	s := startStack(t, newCluster(), cfg)
+	pools := starter.AddressPools{Client: s.starter}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// A short history: the pool continues as new a few times over the allocations.
+	first, err := s.client.ExecuteWorkflow(ctx, workflows.AddressPoolOptions(workflows.DefaultTaskQueue, "egress"), workflows.AddressPoolName,
+		workflows.AddressPoolState{Pool: "egress", HistoryEvents: 40})
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	got := make([]proxy.Addresses, 40)
+	errs := make([]error, len(got))
+	const senders = 4
+	for s := range senders {
+		wg.Go(func() {
+			for i := s; i < len(got); i += senders {
+				got[i], errs[i] = pools.Allocate(ctx, activities.AddressRequest{TaskQueue: workflows.DefaultTaskQueue, Pool: "egress", UID: fmt.Sprintf("pool-%03d", i), Range: poolOf200})
+			}
+		})
+	}
+	wg.Wait()
+
+	for i, err := range errs {
+		require.NoError(t, err, "pool-%03d", i)
+	}
+	require.ErrorAs(t, first.GetWithOptions(ctx, nil, client.WorkflowRunGetOptions{DisableFollowingRuns: true}), new(*workflow.ContinueAsNewError))
+	st, err := s.starter.AddressPool(ctx, "egress")
+	require.NoError(t, err)
+	require.Len(t, st.Allocations, len(got), "every allocation is in the latest run")
+	for _, a := range st.Allocations {
+		var i int
+		_, err := fmt.Sscanf(a.UID, "pool-%03d", &i)
+		require.NoError(t, err)
+		assert.Equal(t, got[i].IPv4, a.IPv4, "%s holds what it was answered", a.UID)
+	}
 }
