@@ -1,7 +1,8 @@
 // Package activities is the only place where pveflow touches Proxmox. Each activity but
-// DescribeRun, which asks Temporal about a workflow run, and RequestChange and RequestDelete,
-// which send requests to Proxy entities (proxies.go), maps one to one to a method of the pve.API
-// seam, so a workflow history and the Temporal UI read like the Proxmox calls they are.
+// DescribeRun, which asks Temporal about a workflow run, RequestChange and RequestDelete,
+// which send requests to Proxy entities (proxies.go), and AllocateAddress and FreeAddress,
+// which send them to address pools (addresspools.go), maps one to one to a method of the
+// pve.API seam, so a workflow history and the Temporal UI read like the Proxmox calls they are.
 //
 // The method names are recorded in workflow histories as activity types: renaming one breaks the
 // replay of every history that used it. Activities is registered as a whole, so it has no other
