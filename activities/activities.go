@@ -1,7 +1,8 @@
 // Package activities is the only place where pveflow touches Proxmox. Each activity but
-// DescribeRun, which asks Temporal about a workflow run, and RequestChange and RequestDelete,
-// which send requests to Proxy entities (proxies.go), maps one to one to a method of the pve.API
-// seam, so a workflow history and the Temporal UI read like the Proxmox calls they are;
+// DescribeRun, which asks Temporal about a workflow run, RequestChange and RequestDelete,
+// which send requests to Proxy entities (proxies.go), and AllocateAddress and FreeAddress,
+// which send them to address pools (addresspools.go), maps one to one to a method of the
+// pve.API seam, so a workflow history and the Temporal UI read like the Proxmox calls they are;
 // Permissions makes its one call per path, and TaskStatus reads a task's log too when the task
 // ended with warnings (preflight.go).
 //
@@ -41,6 +42,9 @@ type Activities struct {
 	Runs Runs
 	// Proxies sends requests to Proxy entities; a worker's is an adapter over starter.Client.
 	Proxies Proxies
+	// AddressPools sends requests to AddressPool workflows; a worker's is an adapter over
+	// starter.Client.
+	AddressPools AddressPools
 	// Now is the clock used to say how long a task has been running; time.Now when nil.
 	Now func() time.Time
 }

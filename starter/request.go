@@ -76,8 +76,9 @@ func (r *Request) Op() Op {
 // entity when none runs. It returns once the entity accepted the request, which needs a worker;
 // Get waits for the CreateProxy that serves it. An invalid in.UID fails with ErrInvalidUID, a
 // name workflows.ValidateName refuses with ErrInvalidName, addresses or NICs that
-// proxy.Addresses.Validate or config.ValidateNICs refuses with ErrInvalidNetwork, user-data over
-// workflows.MaxUserDataBytes with ErrUserDataTooLarge, before Temporal is called;
+// proxy.Addresses.Validate or config.ValidateNICs refuses, or an address pool given with static
+// addresses, with ErrInvalidNetwork, user-data over workflows.MaxUserDataBytes with
+// ErrUserDataTooLarge, before Temporal is called;
 // a request the entity refuses fails with ErrRejected.
 func (c *Client) Create(ctx context.Context, in workflows.CreateProxyInput, opts ...RequestOption) (*Request, error) {
 	if err := checkUID(in.UID); err != nil {
@@ -94,6 +95,9 @@ func (c *Client) Create(ctx context.Context, in workflows.CreateProxyInput, opts
 	}
 	if err := workflows.ValidateUserData(in.UserData); err != nil {
 		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrUserDataTooLarge}
+	}
+	if err := workflows.ValidateAddressPool(in); err != nil {
+		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrInvalidNetwork}
 	}
 	return c.request(ctx, &Request{UID: in.UID, Kind: workflows.OpCreate}, workflows.CreateUpdate, in, opts)
 }

@@ -75,7 +75,8 @@ func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options, 
 		// Rollout's and CollectGarbage's requests go to the entities through the starter.
 		(&workflows.Workflows{Config: cfg}).Register(r)
 		temporalSide := &activities.HistoryStartInput{Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter}
-		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide, Proxies: starter.EntityProxies{Client: s.starter}})
+		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide, Proxies: starter.EntityProxies{Client: s.starter},
+			AddressPools: starter.AddressPools{Client: s.starter}})
 	}
 	s.startWorker()
 	return s

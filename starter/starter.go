@@ -59,7 +59,8 @@ var ErrUserDataTooLarge = errors.New("user-data too large")
 var ErrInvalidName = errors.New("invalid proxy name")
 
 // ErrInvalidNetwork is what errors.Is finds in the error of Create given static addresses
-// that proxy.Addresses.Validate refuses, or NICs that config.ValidateNICs refuses. It is bad
+// that proxy.Addresses.Validate refuses, NICs that config.ValidateNICs refuses, or an address
+// pool beside static addresses (workflows.ValidateAddressPool). It is bad
 // input: no workflow was started. The error's message says what is wrong with each.
 var ErrInvalidNetwork = errors.New("invalid proxy network")
 

@@ -32,6 +32,9 @@ type ChangeProxyInput struct {
 	Addresses proxy.Addresses `json:"addresses,omitzero"`
 	// NICs are the proxy's own NICs (CreateProxyInput.NICs), for a reseed's network-config.
 	NICs []config.NIC `json:"nics,omitempty"`
+	// AddressPool is the pool the proxy's create took its addresses from
+	// (CreateProxyInput.AddressPool): the change asks it for them, in place of Addresses.
+	AddressPool string `json:"addressPool,omitempty"`
 }
 
 // ChangeProxyResult is what ChangeProxy returns, and what the entity's change Update answers.
@@ -124,6 +127,13 @@ func newChange(ctx workflow.Context, cfg config.Config, in ChangeProxyInput) (*c
 }
 
 func (c *change) run() (ChangeProxyResult, error) {
+	if c.in.AddressPool != "" {
+		addrs, err := c.poolAddresses("change", c.in.AddressPool)
+		if err != nil {
+			return ChangeProxyResult{}, err
+		}
+		c.in.Addresses = addrs
+	}
 	if err := c.find(); err != nil {
 		return ChangeProxyResult{}, err
 	}

@@ -103,6 +103,8 @@ type CreateProxyResult struct {
 	// Addresses are net0's routable addresses as the guest agent reports them,
 	// "address/prefix-length".
 	Addresses []string `json:"addresses,omitempty"`
+	// AddressPool is the pool the proxy's addresses were allocated from, empty for none.
+	AddressPool string `json:"addressPool,omitempty"`
 }
 
 // CreateProxy creates the proxy VM of a Proxy UID: clone the template, upload the seed ISO,
@@ -133,6 +135,9 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	t = c.t
 	res, err := c.run()
 	c.t.closed(err, PhaseCreated)
+	if err == nil {
+		res.AddressPool = in.AddressPool
+	}
 	return res, err
 }
 
@@ -223,6 +228,9 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput) (*c
 }
 
 func (c *create) run() (CreateProxyResult, error) {
+	if err := c.allocateAddresses(); err != nil {
+		return CreateProxyResult{}, err
+	}
 	c.t.phase(PhaseLookingUp, "look up the proxy's VMs")
 	h, err := c.lookup()
 	if err != nil {

@@ -25,6 +25,9 @@ type DeleteProxyInput struct {
 	// when it accepted a create or change of the proxy after that time (ProxyState.WantedAt):
 	// the time a garbage collection began looking. DeleteProxy itself never reads it.
 	UnlessWantedSince time.Time `json:"unlessWantedSince,omitzero"`
+	// KeepAddresses keeps the proxy's addresses allocated in its address pool: the entity sets
+	// it on the delete that begins a rebuild, whose create takes the same addresses again.
+	KeepAddresses bool `json:"keepAddresses,omitempty"`
 }
 
 // DeleteProxyResult is what DeleteProxy returns.
@@ -121,7 +124,10 @@ func (d *deletion) run() (DeleteProxyResult, error) {
 		// A proxy with a name of its own, created before seed ISOs were named after the UID.
 		volids = append(volids, proxy.SeedVolID(d.s.ISOStorage, d.in.Name))
 	}
-	return res, d.deleteSeed(slices.Compact(nodes), volids)
+	if err := d.deleteSeed(slices.Compact(nodes), volids); err != nil {
+		return res, err
+	}
+	return res, d.freeAddresses()
 }
 
 // destroy stops and destroys a VM of the proxy: once no lock (a clone still copying, a backup)

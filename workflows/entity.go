@@ -229,6 +229,7 @@ func specDiff(a, b CreateProxyInput) []string {
 	for _, f := range []struct{ name, a, b string }{
 		{"name", a.Name, b.Name}, {"zone", a.Zone, b.Zone}, {"image", a.Image, b.Image}, {"machine type", a.MachineType, b.MachineType},
 		{"addresses", a.Addresses.String(), b.Addresses.String()}, {"nics", fmt.Sprint(a.NICs), fmt.Sprint(b.NICs)},
+		{"address pool", a.AddressPool, b.AddressPool},
 	} {
 		if f.a != f.b {
 			d = append(d, fmt.Sprintf("%s %q -> %q", f.name, f.a, f.b))
@@ -254,6 +255,9 @@ func (e *entity) validateCreate(in CreateProxyInput) error {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
 	}
 	if _, err := e.cfg.Proxmox.ResolvePlacement(in.Zone, in.Image, in.MachineType); err != nil {
+		return fmt.Errorf("create proxy %s: %w", in.UID, err)
+	}
+	if err := validateAddressPool(e.cfg.Proxmox, in); err != nil {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
 	}
 	if e.st.Spec == nil {
@@ -408,7 +412,7 @@ func (e *entity) startCreate(spec CreateProxyInput, rebuildFrom *CreateProxyInpu
 }
 
 func (e *entity) startChange(spec, applied CreateProxyInput) {
-	in := ChangeProxyInput{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType, Addresses: spec.Addresses, NICs: spec.NICs}
+	in := ChangeProxyInput{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType, Addresses: spec.Addresses, NICs: spec.NICs, AddressPool: spec.AddressPool}
 	if applied.InstanceID != spec.InstanceID {
 		in.Reseed, in.UserData, in.InstanceID = true, spec.UserData, spec.InstanceID
 	}
@@ -423,6 +427,7 @@ func (e *entity) startDelete(rebuildFrom *CreateProxyInput) {
 	switch {
 	case rebuildFrom != nil:
 		in.Name = rebuildFrom.Name
+		in.KeepAddresses = true // the create that follows takes them again
 	case e.deleteWith.Name != "" || e.deleteWith.ProviderID != "":
 		// What the operator named; DeleteProxy takes a name left out from the provider ID.
 		in.Name, in.ProviderID = e.deleteWith.Name, e.deleteWith.ProviderID

@@ -61,6 +61,8 @@ type world struct {
 	runs *runs
 	// proxies are the Proxy entities RequestChange and RequestDelete send requests to.
 	proxies *proxies
+	// pools are the AddressPool workflows AllocateAddress and FreeAddress send requests to.
+	pools *addressPools
 }
 
 // runs stands for what Temporal knows of workflow runs, which DescribeRun asks: the runs a
@@ -139,7 +141,7 @@ func newWorld(t *testing.T, change ...func(*pvesim.Options)) *world {
 	}
 	cluster := pvesim.New(opts)
 	return &world{t: t, cfg: testConfig(t), cluster: cluster, clock: clock, log: &bytes.Buffer{}, userData: createInput().UserData,
-		runs: &runs{byID: make(map[string]activities.RunInfo)}, proxies: newProxies(clock, cluster)}
+		runs: &runs{byID: make(map[string]activities.RunInfo)}, proxies: newProxies(clock, cluster), pools: &addressPools{}}
 }
 
 // env is a fresh workflow environment on the world's cluster, with real activities.
@@ -150,7 +152,8 @@ func (w *world) env() *testsuite.TestWorkflowEnvironment {
 	// Time goes on from where the last environment left the cluster.
 	env.SetStartTime(w.clock.Now())
 	w.clock.env = env
-	env.RegisterActivity(&activities.Activities{API: w.api(), Proxmox: w.cfg.Proxmox, Now: env.Now, StartInput: startInput{w}, Runs: w.runs, Proxies: w.proxies})
+	env.RegisterActivity(&activities.Activities{API: w.api(), Proxmox: w.cfg.Proxmox, Now: env.Now, StartInput: startInput{w}, Runs: w.runs, Proxies: w.proxies,
+		AddressPools: w.pools})
 	(&workflows.Workflows{Config: w.cfg}).Register(env)
 	env.RegisterWorkflowWithOptions(entityStub, workflow.RegisterOptions{Name: entityStubName})
 	return env

@@ -33,6 +33,7 @@ func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(w.CloneAdmission, workflow.RegisterOptions{Name: CloneAdmissionName, VersioningBehavior: longLivedBehavior})
 	r.RegisterWorkflowWithOptions(w.Proxy, workflow.RegisterOptions{Name: ProxyName, VersioningBehavior: longLivedBehavior})
 	r.RegisterWorkflowWithOptions(w.Rollout, workflow.RegisterOptions{Name: RolloutName, VersioningBehavior: longLivedBehavior})
+	r.RegisterWorkflowWithOptions(w.AddressPool, workflow.RegisterOptions{Name: AddressPoolName, VersioningBehavior: longLivedBehavior})
 }
 
 // settings is what a run takes from the worker's configuration. It is read once, in a side
@@ -58,6 +59,10 @@ type settings struct {
 	OnBoot *bool `json:"onBoot,omitempty"`
 	// HA is proxmox.ha.
 	HA config.HA `json:"ha,omitzero"`
+	// AddressPools are the pools a create allocates from; AddressPoolNames, sorted, the pools
+	// a delete frees in.
+	AddressPools     map[string]config.AddressPool `json:"addressPools,omitempty"`
+	AddressPoolNames []string                      `json:"addressPoolNames,omitempty"`
 	// Nameservers go into the seed's network-config.
 	Nameservers []string `json:"nameservers,omitempty"`
 }
@@ -85,9 +90,11 @@ func settingsOf(c config.Config) settings {
 		Entity:     c.Entity,
 		// Recorded for the entity's checks and a create's NICs: the operations resolve their
 		// placement (cores, memory, disk) once, with the image and zone.
-		MachineTypes: c.Proxmox.MachineTypes,
-		OnBoot:       &c.Proxmox.OnBoot,
-		HA:           c.Proxmox.HA,
+		MachineTypes:     c.Proxmox.MachineTypes,
+		OnBoot:           &c.Proxmox.OnBoot,
+		HA:               c.Proxmox.HA,
+		AddressPools:     c.Proxmox.AddressPools,
+		AddressPoolNames: c.Proxmox.AddressPoolNames(),
 		// For the seed's network-config.
 		Nameservers: c.Proxmox.Nameservers,
 	}

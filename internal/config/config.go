@@ -63,6 +63,8 @@ type Proxmox struct {
 	// InstallGuestAgent makes the vendor-data install and start qemu-guest-agent, which
 	// pveflow needs to learn the proxy's address. Turn it off only for images that have it.
 	InstallGuestAgent bool `yaml:"installGuestAgent" json:"installGuestAgent"`
+	// AddressPools maps a pool name (a create's address pool) to the static addresses it gives.
+	AddressPools map[string]AddressPool `yaml:"addressPools,omitempty" json:"addressPools,omitempty"`
 	// Calls caps the API requests pveflow sends to the cluster.
 	Calls Calls `yaml:"calls" json:"calls"`
 	// OnBoot is the VM's onboot option, written by a create: whether PVE starts the proxy when

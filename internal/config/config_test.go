@@ -545,6 +545,7 @@ func TestLoad_exampleFileCommentedFieldsAreValid(t *testing.T) {
 		"  # ha: ":   "  ha: ",
 		"    debian13: {nodes: {pve1: 9000, pve2: 9001}}": "",
 		"    # debian13: {vmid: 9000}":                    "    debian13: {vmid: 9000}",
+		"  # addressPools:\n  #   egress:\n  #     ipv4:": "  addressPools:\n    egress:\n      ipv4:",
 	} {
 		require.Contains(t, text, old)
 		text = strings.Replace(text, old, new, 1)
@@ -555,6 +556,7 @@ func TestLoad_exampleFileCommentedFieldsAreValid(t *testing.T) {
 	assert.Equal(t, []string{"proxy", "team-a"}, c.Proxmox.Tags)
 	assert.Equal(t, Template{VMID: 9000}, c.Proxmox.Templates["debian13"])
 	assert.Equal(t, HA{Enabled: true, State: "started"}, c.Proxmox.HA)
+	assert.Equal(t, 200, c.Proxmox.AddressPools["egress"].Size())
 }
 
 func TestLoad_missingFileNamesPath(t *testing.T) {

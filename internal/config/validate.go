@@ -78,6 +78,7 @@ func (c Proxmox) validate(p *problems) {
 	c.VMIDRange.validate(p)
 	validateTemplates(p, c.Templates, c.Nodes)
 	validateMachineTypes(p, c.MachineTypes)
+	validateAddressPools(p, c.AddressPools)
 	if c.RequestTimeoutSeconds < 0 {
 		p.add("proxmox.requestTimeoutSeconds", "%d is negative", c.RequestTimeoutSeconds)
 	}

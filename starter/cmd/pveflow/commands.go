@@ -65,6 +65,9 @@ printed.`,
 			if in.NICs, err = parseNICs(nics); err != nil {
 				return usageError{fmt.Errorf("create: --nic: %w", err)}
 			}
+			if err := workflows.ValidateAddressPool(in); err != nil {
+				return usageError{fmt.Errorf("create: --address-pool: %w", err)}
+			}
 			if userDataFile != "" {
 				data, err := readUserData(cmd, userDataFile)
 				if err != nil {
@@ -84,6 +87,7 @@ printed.`,
 	f.StringVar(&in.Image, "image", "", "the `IMAGE`: a template of the configuration")
 	f.StringVar(&in.MachineType, "machine-type", "", "the machine `TYPE` of the configuration: cores, memory, disk")
 	f.StringVar(&in.Region, "region", "", "the `REGION`, kept in the VM's mark")
+	f.StringVar(&in.AddressPool, "address-pool", "", "the address `POOL` of the configuration (proxmox.addressPools) net0's static addresses are allocated from; the default is DHCP")
 	f.StringVar(&userDataFile, "user-data-file", "", "cloud-init user-data `FILE` of at most 64 KiB, for the VM's seed ISO")
 	f.StringVar(&in.Addresses.IPv4, "ipv4", "", "net0's static IPv4 `ADDRESS/LEN`, such as 192.0.2.10/24; the default is DHCP")
 	f.StringVar(&in.Addresses.Gateway4, "gateway4", "", "the IPv4 default `GATEWAY`, inside --ipv4's prefix")

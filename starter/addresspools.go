@@ -1,0 +1,71 @@
+package starter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// AddressPools is a worker's activities.AddressPools: it sends the allocate and free Updates
+// of CreateProxy and DeleteProxy, which a workflow cannot send itself, to the pools'
+// workflows through Client.
+type AddressPools struct{ Client *Client }
+
+// Allocate gives req.UID its addresses in req.Pool, starting the pool's workflow when none
+// runs, and waits for the answer.
+func (p AddressPools) Allocate(ctx context.Context, req activities.AddressRequest) (proxy.Addresses, error) {
+	c := p.Client.temporal
+	start := c.NewWithStartWorkflowOperation(workflows.AddressPoolOptions(req.TaskQueue, req.Pool), workflows.AddressPoolName,
+		workflows.AddressPoolState{Pool: req.Pool})
+	handle, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateName:   workflows.AllocateAddressUpdate,
+			Args:         []any{workflows.AllocateAddressRequest{UID: req.UID, Range: req.Range}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	var addrs proxy.Addresses
+	if err != nil {
+		return addrs, fmt.Errorf("send allocate of proxy %s to %s: %w", req.UID, workflows.AddressPoolWorkflowID(req.TaskQueue, req.Pool), err)
+	}
+	return addrs, handle.Get(ctx, &addrs)
+}
+
+// Free takes req.UID's addresses in req.Pool back, and returns them. A pool whose workflow
+// does not run holds no addresses, so it frees nothing.
+func (p AddressPools) Free(ctx context.Context, req activities.AddressRequest) (proxy.Addresses, error) {
+	id := workflows.AddressPoolWorkflowID(req.TaskQueue, req.Pool)
+	handle, err := p.Client.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   id,
+		UpdateName:   workflows.FreeAddressUpdate,
+		Args:         []any{workflows.FreeAddressRequest{UID: req.UID}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var addrs proxy.Addresses
+	if _, gone := errors.AsType[*serviceerror.NotFound](err); gone {
+		return addrs, nil
+	}
+	if err != nil {
+		return addrs, fmt.Errorf("send free of proxy %s to %s: %w", req.UID, id, err)
+	}
+	return addrs, handle.Get(ctx, &addrs)
+}
+
+// AddressPool asks the workflow of pool on the Client's task queue for its allocations.
+func (c *Client) AddressPool(ctx context.Context, pool string) (workflows.AddressPoolState, error) {
+	var st workflows.AddressPoolState
+	id := workflows.AddressPoolWorkflowID(c.taskQueue, pool)
+	v, err := c.temporal.QueryWorkflow(ctx, id, "", workflows.AddressPoolQuery)
+	if err != nil {
+		return st, fmt.Errorf("query %s: %w", id, err)
+	}
+	return st, v.Get(&st)
+}

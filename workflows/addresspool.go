@@ -1,0 +1,308 @@
+package workflows
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/proxy"
+)
+
+// Address pools. A proxy created with an address pool (CreateProxyInput.AddressPool) gets its
+// static addresses from that configured pool (proxmox.addressPools), one allocation per UID,
+// until the proxy is deleted. One AddressPool workflow per pool keeps the allocations: it is
+// the one place that sees every request in order, so no two proxies are ever given one
+// address, and its state is durable, so an allocation outlives any worker or server restart.
+//
+// The pool answers two Updates, allocate and free, and a query of its state. A workflow cannot
+// send an Update, so a create and a delete reach the pool through an activity
+// (AllocateAddress, FreeAddress) that sends it with the worker's client, by UpdateWithStart
+// for an allocation: the pool that runs takes it, and one is started when none runs. An
+// Update is a request with an answer, which a signal is not: the admission's
+// signal-and-signal-back protocol (admission.go) exists because a lease is waited for, where
+// an address is answered at once.
+//
+// An allocation is the UID's own the way a VMID is: allocate is idempotent (the same UID gets
+// the addresses it has), the index tried first is the UID's home, FNV-1a of the UID over the
+// pool's size as proxy.VMIDFor has it, then the next ones, so a UID gets the same addresses
+// back after a free whenever nobody took them meanwhile. The pool's record is the authority on
+// whose an address is; it never gives an address that an allocation holds, whatever index that
+// allocation had (the pool's range may have changed in the config since).
+
+// AddressPoolName is the workflow type of an address pool; it is recorded in histories.
+const AddressPoolName = "AddressPool"
+
+// The Updates and the query of an AddressPool workflow.
+const (
+	// AllocateAddressUpdate gives a UID its addresses (an AllocateAddressRequest); its result
+	// is a proxy.Addresses.
+	AllocateAddressUpdate = "allocate"
+	// FreeAddressUpdate takes a UID's addresses back (a FreeAddressRequest); its result is the
+	// proxy.Addresses freed, empty when the UID held none.
+	FreeAddressUpdate = "free"
+	// AddressPoolQuery answers the pool's AddressPoolState.
+	AddressPoolQuery = "address-pool"
+)
+
+// AddressPoolWorkflowID is the ID of the workflow of one address pool for the workers of one
+// task queue: another installation on the same Temporal namespace has pools of its own.
+func AddressPoolWorkflowID(taskQueue, pool string) string {
+	return "address-pool/" + taskQueue + "/" + pool
+}
+
+// AddressPoolOptions are the start options of the workflow of a pool, for UpdateWithStart.
+func AddressPoolOptions(taskQueue, pool string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       AddressPoolWorkflowID(taskQueue, pool),
+		TaskQueue:                taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}
+}
+
+// AddressPoolState is a pool's state, carried across continue-as-new, and what
+// AddressPoolQuery answers.
+type AddressPoolState struct {
+	Pool string `json:"pool"`
+	// Range is the pool as the latest allocation's requester had it configured.
+	Range config.AddressPool `json:"range,omitzero"`
+	// Allocations are the addresses given, by index.
+	Allocations []AddressAllocation `json:"allocations"`
+	// HistoryEvents is the history length past which the pool continues as new; zero is
+	// defaultAddressPoolHistoryEvents.
+	HistoryEvents int `json:"historyEvents,omitempty"`
+}
+
+// AddressAllocation is the addresses, as address/prefix-length, a proxy is given.
+type AddressAllocation struct {
+	UID string `json:"uid"`
+	// Index is the place of the addresses in the pool's range when they were given.
+	Index int    `json:"index"`
+	IPv4  string `json:"ipv4,omitempty"`
+	IPv6  string `json:"ipv6,omitempty"`
+}
+
+// AllocateAddressRequest is the argument of the allocate Update.
+type AllocateAddressRequest struct {
+	UID string `json:"uid"`
+	// Range is the pool as the requester's config has it; the pool takes the latest.
+	Range config.AddressPool `json:"range"`
+}
+
+// FreeAddressRequest is the argument of the free Update.
+type FreeAddressRequest struct {
+	UID string `json:"uid"`
+}
+
+// defaultAddressPoolHistoryEvents is the history length past which a pool continues as new,
+// if the server has not suggested it before. An allocation is some five events.
+const defaultAddressPoolHistoryEvents = 10000
+
+// AddressPool keeps the allocations of one address pool. It runs for as long as the pool is
+// used, continuing as new with its allocations when its history grows long. It ignores a
+// cancellation: its allocations are addresses proxies use, and a new run would not know them.
+// Terminating it forgets them all.
+func (w *Workflows) AddressPool(ctx workflow.Context, st AddressPoolState) error {
+	p := &addressPool{st: st}
+	if err := workflow.SetQueryHandler(ctx, AddressPoolQuery, func() (AddressPoolState, error) { return p.st, nil }); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, AllocateAddressUpdate, p.allocate,
+		workflow.UpdateHandlerOptions{Validator: p.validateAllocate}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, FreeAddressUpdate, p.free,
+		workflow.UpdateHandlerOptions{Validator: validateFree}); err != nil {
+		return err
+	}
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	if err := workflow.Await(ctx, func() bool { return p.historyIsLong(ctx) }); err != nil {
+		return err
+	}
+	// The handlers block on nothing, so every Update taken so far has its answer by now.
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	return workflow.NewContinueAsNewError(ctx, AddressPoolName, p.st)
+}
+
+type addressPool struct{ st AddressPoolState }
+
+func (p *addressPool) historyIsLong(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > cmp.Or(p.st.HistoryEvents, defaultAddressPoolHistoryEvents)
+}
+
+func (p *addressPool) validateAllocate(req AllocateAddressRequest) error {
+	if err := proxy.ValidateUID(req.UID); err != nil {
+		return fmt.Errorf("address pool %s: %w", p.st.Pool, err)
+	}
+	if req.Range.Size() == 0 {
+		return fmt.Errorf("address pool %s: the request for proxy %s gives no valid range", p.st.Pool, req.UID)
+	}
+	return nil
+}
+
+func validateFree(req FreeAddressRequest) error { return proxy.ValidateUID(req.UID) }
+
+// allocate gives req.UID the addresses it holds, or the first free ones along its probe
+// sequence. It fails QuotaExceeded when every address is taken.
+func (p *addressPool) allocate(ctx workflow.Context, req AllocateAddressRequest) (proxy.Addresses, error) {
+	p.st.Range = req.Range
+	if i := slices.IndexFunc(p.st.Allocations, func(a AddressAllocation) bool { return a.UID == req.UID }); i >= 0 {
+		return p.addresses(p.st.Allocations[i]), nil
+	}
+	taken := make(map[string]bool, 2*len(p.st.Allocations))
+	for _, a := range p.st.Allocations {
+		taken[a.IPv4], taken[a.IPv6] = true, true
+	}
+	taken[""] = false // a family the pool does not give is nobody's
+	size := p.st.Range.Size()
+	indexes := config.VMIDRange{Min: 0, Max: size - 1} // the VMIDs' probe sequence, over the pool's indexes
+	for attempt := range size {
+		i := proxy.VMIDFor(req.UID, indexes, attempt)
+		v4, v6 := p.st.Range.At(i)
+		if taken[v4] || taken[v6] {
+			continue
+		}
+		a := AddressAllocation{UID: req.UID, Index: i, IPv4: v4, IPv6: v6}
+		at, _ := slices.BinarySearchFunc(p.st.Allocations, a, func(x, y AddressAllocation) int {
+			return cmp.Or(cmp.Compare(x.Index, y.Index), strings.Compare(x.UID, y.UID))
+		})
+		p.st.Allocations = slices.Insert(p.st.Allocations, at, a)
+		workflow.GetLogger(ctx).Info("addresses allocated", "pool", p.st.Pool, "uid", req.UID, "ipv4", v4, "ipv6", v6)
+		return p.addresses(a), nil
+	}
+	return proxy.Addresses{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		"address pool %s is full: its %d addresses are given to %d proxies; delete one, or create proxy %s from another pool",
+		p.st.Pool, size, len(p.st.Allocations), req.UID), FailQuotaExceeded, nil)
+}
+
+// free takes req.UID's addresses back and returns them; a UID that holds none frees nothing.
+func (p *addressPool) free(ctx workflow.Context, req FreeAddressRequest) (proxy.Addresses, error) {
+	i := slices.IndexFunc(p.st.Allocations, func(a AddressAllocation) bool { return a.UID == req.UID })
+	if i < 0 {
+		return proxy.Addresses{}, nil
+	}
+	a := p.st.Allocations[i]
+	p.st.Allocations = slices.Delete(p.st.Allocations, i, i+1)
+	workflow.GetLogger(ctx).Info("addresses freed", "pool", p.st.Pool, "uid", req.UID, "ipv4", a.IPv4, "ipv6", a.IPv6)
+	return p.addresses(a), nil
+}
+
+// addresses are an allocation's addresses with the gateways of their families.
+func (p *addressPool) addresses(a AddressAllocation) proxy.Addresses {
+	g4, g6 := p.st.Range.Gateways()
+	out := proxy.Addresses{IPv4: a.IPv4, IPv6: a.IPv6}
+	if a.IPv4 != "" {
+		out.Gateway4 = g4
+	}
+	if a.IPv6 != "" {
+		out.Gateway6 = g6
+	}
+	return out
+}
+
+// ValidateAddressPool refuses a request that names an address pool and gives static
+// addresses too: one or the other says where net0's addresses come from. Whether the pool is
+// configured the proxy's entity checks (validateAddressPool), before any Proxmox call; the
+// starter and the CLI, which have no config, check this.
+func ValidateAddressPool(in CreateProxyInput) error {
+	if in.AddressPool != "" && !in.Addresses.IsZero() {
+		return fmt.Errorf("address pool %q and static addresses are both given: choose one", in.AddressPool)
+	}
+	return nil
+}
+
+// validateAddressPool is ValidateAddressPool, and refuses a pool the config does not have,
+// and a static address inside a pool's range: the pool gives that address to whichever proxy
+// it falls to, and only the pool's record says whose it is.
+func validateAddressPool(cfg config.Proxmox, in CreateProxyInput) error {
+	if err := ValidateAddressPool(in); err != nil {
+		return err
+	}
+	if _, ok := cfg.AddressPools[in.AddressPool]; in.AddressPool != "" && !ok {
+		return unknownPool(in.AddressPool, cfg.AddressPoolNames())
+	}
+	for _, addr := range []string{in.Addresses.IPv4, in.Addresses.IPv6} {
+		if pool := cfg.AddressPoolHolding(addr); addr != "" && pool != "" {
+			return fmt.Errorf("static address %s is in the range of address pool %s, which gives its addresses to proxies itself: "+
+				"give an address outside every pool's range, or the pool (--address-pool %s)", addr, pool, pool)
+		}
+	}
+	return nil
+}
+
+func unknownPool(pool string, known []string) error {
+	if len(known) == 0 {
+		return fmt.Errorf("address pool %q is not configured: proxmox.addressPools is empty", pool)
+	}
+	return fmt.Errorf("address pool %q is not configured: proxmox.addressPools has %s", pool, strings.Join(known, ", "))
+}
+
+// allocateAddresses gives the create the addresses of its UID from its address pool, before
+// anything is made in Proxmox: the seed's network-config is written with them.
+func (c *create) allocateAddresses() error {
+	if c.in.AddressPool == "" {
+		return nil
+	}
+	if err := ValidateAddressPool(c.in); err != nil {
+		return permanentf("create proxy %s: %v", c.in.Name, err)
+	}
+	addrs, err := c.poolAddresses("create", c.in.AddressPool)
+	c.in.Addresses = addrs
+	return err
+}
+
+// poolAddresses are the addresses of the proxy's UID in pool, allocated if it holds none yet.
+// An allocation is idempotent: a change asks again for the ones its create was given, as the
+// entity keeps the pool's name, not the addresses.
+func (o *proxyOps) poolAddresses(op, pool string) (proxy.Addresses, error) {
+	r, ok := o.s.AddressPools[pool]
+	if !ok {
+		return proxy.Addresses{}, permanentf("%s proxy %s: %v", op, o.name, unknownPool(pool, o.s.AddressPoolNames))
+	}
+	var a *activities.Activities
+	step := fmt.Sprintf("allocate addresses from pool %s", pool)
+	o.t.phase(PhaseValidating, step)
+	req := activities.AddressRequest{TaskQueue: workflow.GetInfo(o.ctx).TaskQueueName, Pool: pool, UID: o.uid, Range: r}
+	var addrs proxy.Addresses
+	if err := execute(o.ctx, o.s.callOptions(step), a.AllocateAddress, req).Get(o.ctx, &addrs); err != nil {
+		return proxy.Addresses{}, fail(step, err)
+	}
+	return addrs, nil
+}
+
+// freeAddresses takes the proxy's addresses back in every configured pool, once its VM is
+// gone: the delete does not know which pool a create took them from (the entity forgets a
+// failed create's spec), and a pool where the UID holds none frees nothing. The first half of
+// a rebuild keeps them, so the proxy comes back with the addresses partners know.
+func (d *deletion) freeAddresses() error {
+	if d.in.KeepAddresses || len(d.s.AddressPoolNames) == 0 {
+		return nil
+	}
+	var a *activities.Activities
+	d.t.phase(PhaseCleaning, "free the proxy's addresses")
+	taskQueue := workflow.GetInfo(d.ctx).TaskQueueName
+	futures := make([]workflow.Future, len(d.s.AddressPoolNames))
+	for i, pool := range d.s.AddressPoolNames {
+		step := "free addresses in pool " + pool
+		futures[i] = execute(d.ctx, d.s.callOptions(step), a.FreeAddress, activities.AddressRequest{TaskQueue: taskQueue, Pool: pool, UID: d.uid})
+	}
+	var errs []error
+	for i, f := range futures {
+		if err := f.Get(d.ctx, nil); err != nil {
+			errs = append(errs, fail("free addresses in pool "+d.s.AddressPoolNames[i], err))
+		}
+	}
+	return errors.Join(errs...)
+}
