@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -378,7 +377,7 @@ func (c *create) clone(h holdings) error {
 // made.
 func (c *create) preflight(storage string) error {
 	var a *activities.Activities
-	required := c.s.privilegeTarget(c.p.Node, []int{c.p.TemplateVMID}, storage).Required()
+	required := c.s.privilegeTarget(c.p.Node, c.s.nics(c.in.NICs, c.in.MachineType), []int{c.p.TemplateVMID}, storage).Required()
 	step := "read the API token's permissions"
 	c.t.step(step)
 	var held map[string]pve.Privileges
@@ -583,7 +582,7 @@ func (c *create) provision() error {
 	nics := c.s.nics(c.in.NICs, c.in.MachineType)
 	netParams := proxy.NICValues(cfg, c.s.Bridge, nics)
 	if added := newNICs(cfg, netParams); len(added) > 0 {
-		summary := "add NICs " + strings.Join(slices.Sorted(maps.Keys(added)), ", ") + " to " + ref.String()
+		summary := "add NICs " + strings.Join(workflow.DeterministicKeys(added), ", ") + " to " + ref.String()
 		c.t.step(summary)
 		if err := execute(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
 			activities.SetVMConfigRequest{VMRef: ref, Params: added}).Get(c.ctx, nil); err != nil {
@@ -612,7 +611,9 @@ func (c *create) provision() error {
 	if c.s.OnBoot != nil {
 		params["onboot"] = boolParam(*c.s.OnBoot)
 	}
-	maps.Copy(params, netParams)
+	for _, key := range workflow.DeterministicKeys(netParams) {
+		params[key] = netParams[key]
+	}
 	c.t.phase(PhaseConfiguring, "set config")
 	summary := "configure " + ref.String()
 	if err := execute(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
@@ -662,9 +663,9 @@ func (c *create) readConfig(ref activities.VMRef) (pve.VMConfig, error) {
 // when it is written, which the seed's network-config needs.
 func newNICs(cfg, params pve.VMConfig) pve.VMConfig {
 	added := pve.VMConfig{}
-	for key, v := range params {
+	for _, key := range workflow.DeterministicKeys(params) {
 		if _, ok := cfg[key]; !ok {
-			added[key] = v
+			added[key] = params[key]
 		}
 	}
 	return added

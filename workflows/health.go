@@ -103,10 +103,29 @@ func healthSettingsOf(c config.Config) healthSettings {
 				target.Templates = append(target.Templates, templateRef{Image: image, VMID: vmid, OnNode: len(t.Nodes) > 0})
 			}
 		}
-		target.Required = hs.Settings.privilegeTarget(node, target.templateVMIDs(), hs.Settings.Storage).Required()
+		target.Required = hs.Settings.privilegeTarget(node, hs.Settings.allNICs(), target.templateVMIDs(), hs.Settings.Storage).Required()
 		hs.Targets = append(hs.Targets, target)
 	}
 	return hs
+}
+
+// bridgesOf are the bridges of nics, in order.
+func bridgesOf(nics []config.NIC) []string {
+	var out []string
+	for _, n := range nics {
+		out = append(out, n.Bridge)
+	}
+	return out
+}
+
+// allNICs are the NICs of every machine type, in the order of their names: what the health
+// check reads the privileges for.
+func (s settings) allNICs() []config.NIC {
+	var out []config.NIC
+	for _, name := range workflow.DeterministicKeys(s.MachineTypes) {
+		out = append(out, s.MachineTypes[name].NICs...)
+	}
+	return out
 }
 
 // templateVMIDs are the VMIDs of the templates the node clones from, each once.
@@ -119,10 +138,16 @@ func (t healthTarget) templateVMIDs() []int {
 	return slices.Compact(vmids)
 }
 
-// privilegeTarget is what fills pve.PrivilegeRules in for a proxy on node, cloned from
+// privilegeTarget is what fills pve.PrivilegeRules in for a proxy on node with nics, cloned from
 // templates onto cloneStorages; an empty one (the template's, not known yet) is left out.
-func (s settings) privilegeTarget(node string, templates []int, cloneStorages ...string) pve.PrivilegeTarget {
-	t := pve.PrivilegeTarget{Node: node, ISOStorage: s.ISOStorage, Pool: s.Pool, Bridge: s.Bridge, Templates: templates}
+func (s settings) privilegeTarget(node string, nics []config.NIC, templates []int, cloneStorages ...string) pve.PrivilegeTarget {
+	t := pve.PrivilegeTarget{Node: node, ISOStorage: s.ISOStorage, Pool: s.Pool, Templates: templates, HA: s.HA.Enabled}
+	t.Network = s.Bridge != "" || len(nics) > 0
+	for _, b := range append([]string{s.Bridge}, bridgesOf(nics)...) {
+		if b != "" && !slices.Contains(t.Bridges, b) {
+			t.Bridges = append(t.Bridges, b)
+		}
+	}
 	for _, storage := range cloneStorages {
 		if storage != "" && !slices.Contains(t.CloneStorages, storage) {
 			t.CloneStorages = append(t.CloneStorages, storage)
@@ -234,7 +259,7 @@ func readPrivileges(ctx workflow.Context, hs healthSettings, resources workflow.
 					cloneStorages = append(cloneStorages, s)
 				}
 			}
-			pc.Required[i] = hs.Settings.privilegeTarget(t.Node, t.templateVMIDs(), cloneStorages...).Required()
+			pc.Required[i] = hs.Settings.privilegeTarget(t.Node, hs.Settings.allNICs(), t.templateVMIDs(), cloneStorages...).Required()
 		}
 	}
 	err := call("read the API token's permissions", a.Permissions, activities.PermissionsRequest{Paths: requiredPaths(pc.Required...)}).Get(ctx, &pc.Held)

@@ -8,8 +8,9 @@ import (
 
 // When a PrivilegeRule applies, by what the configuration sets.
 const (
-	Always     = "always"
-	WithBridge = "with proxmox.bridge"
+	Always      = "always"
+	WithNetwork = "with proxmox.bridge or NICs"
+	WithHA      = "with proxmox.ha.enabled"
 )
 
 // ProxiesPath is the path pattern of the proxies' VMs: with proxmox.pool their privileges come
@@ -32,6 +33,10 @@ type PrivilegeRule struct {
 // reads with GET /access/permissions and a create checks before it clones. docs/proxmox.md
 // shows this table (TestDocs_privilegesTableIsTheRules).
 var PrivilegeRules = []PrivilegeRule{
+	{Path: "/", When: Always, Privileges: []string{"Sys.Audit"},
+		Why: "the HA manager's status: a node in maintenance mode is never chosen"},
+	{Path: "/", When: WithHA, Privileges: []string{"Sys.Console"},
+		Why: "add and remove each proxy's HA resource"},
 	{Path: "/nodes/<node>", When: Always, Privileges: []string{"Sys.Audit"},
 		Why: "node status: whether the node is online, and its free memory"},
 	{Path: "/vms", When: Always, Privileges: []string{"VM.Audit"},
@@ -40,16 +45,16 @@ var PrivilegeRules = []PrivilegeRule{
 		"VM.Allocate", "VM.Audit", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Disk",
 		"VM.Config.Memory", "VM.Config.Options", "VM.GuestAgent.Audit", "VM.PowerMgmt",
 	}, Why: "the clone's new VM; configure, resize, start, stop, reboot and destroy it; read its guest agent"},
-	{Path: ProxiesPath, When: WithBridge, Privileges: []string{"VM.Config.Network"},
-		Why: "net0 moved to proxmox.bridge"},
+	{Path: ProxiesPath, When: WithNetwork, Privileges: []string{"VM.Config.Network"},
+		Why: "net0 moved to a bridge or tagged, further NICs added"},
 	{Path: "/vms/<template>", When: Always, Privileges: []string{"VM.Audit", "VM.Clone"},
 		Why: "each template the node clones from"},
 	{Path: "/storage/<isoStorage>", When: Always, Privileges: []string{"Datastore.Allocate", "Datastore.AllocateTemplate", "Datastore.Audit"},
 		Why: "upload, delete and list seed ISOs"},
 	{Path: "/storage/<clone storage>", When: Always, Privileges: []string{"Datastore.AllocateSpace"},
 		Why: "the clone's disks: proxmox.storage, else the template's boot disk's storage"},
-	{Path: "/sdn/zones/localnetwork/<bridge>", When: WithBridge, Privileges: []string{"SDN.Use"},
-		Why: "net0 on proxmox.bridge (a plain Linux bridge is in the zone localnetwork)"},
+	{Path: "/sdn/zones/localnetwork/<bridge>", When: WithNetwork, Privileges: []string{"SDN.Use"},
+		Why: "each bridge a NIC is put on: proxmox.bridge, the NICs' (a plain Linux bridge is in the zone localnetwork)"},
 }
 
 // KnownPrivileges are every privilege of PrivilegeRules, sorted.
@@ -69,7 +74,12 @@ type PrivilegeTarget struct {
 	// CloneStorages are the storages the node's clones allocate on; empty when not known.
 	CloneStorages []string
 	Pool          string
-	Bridge        string
+	// Network says that the VM's NICs are written: proxmox.bridge or NICs are set. Bridges are
+	// the bridges they are put on, each once; a NIC that keeps its template's is not among them.
+	Network bool
+	Bridges []string
+	// HA says that proxies are registered as HA resources.
+	HA bool
 	// Templates are the VMIDs of the templates the node clones from.
 	Templates []int
 }
@@ -108,8 +118,10 @@ func (t PrivilegeTarget) applies(when string) bool {
 	switch when {
 	case Always:
 		return true
-	case WithBridge:
-		return t.Bridge != ""
+	case WithNetwork:
+		return t.Network
+	case WithHA:
+		return t.HA
 	}
 	panic(fmt.Sprintf("pve: unknown condition %q", when))
 }
@@ -117,6 +129,8 @@ func (t PrivilegeTarget) applies(when string) bool {
 // paths are the ACL paths a rule's path pattern stands for.
 func (t PrivilegeTarget) paths(pattern string) []string {
 	switch pattern {
+	case "/":
+		return []string{"/"}
 	case "/nodes/<node>":
 		return []string{"/nodes/" + t.Node}
 	case "/vms":
@@ -141,7 +155,11 @@ func (t PrivilegeTarget) paths(pattern string) []string {
 		}
 		return out
 	case "/sdn/zones/localnetwork/<bridge>":
-		return []string{"/sdn/zones/localnetwork/" + t.Bridge}
+		var out []string
+		for _, b := range t.Bridges {
+			out = append(out, "/sdn/zones/localnetwork/"+b)
+		}
+		return out
 	}
 	panic(fmt.Sprintf("pve: unknown path pattern %q", pattern))
 }

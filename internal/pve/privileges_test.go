@@ -29,6 +29,7 @@ func TestPrivilegeTarget_requiredFillsThePathsIn(t *testing.T) {
 	got := pve.PrivilegeTarget{Node: "pve1", ISOStorage: "local", CloneStorages: []string{"local-lvm"}, Templates: []int{9000}}.Required()
 
 	assert.Equal(t, []pve.PathPrivileges{
+		{Path: "/", Privileges: []string{"Sys.Audit"}},
 		{Path: "/nodes/pve1", Privileges: []string{"Sys.Audit"}},
 		{Path: "/vms", Privileges: []string{"VM.Allocate", "VM.Audit", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Disk", "VM.Config.Memory", "VM.Config.Options", "VM.GuestAgent.Audit", "VM.PowerMgmt"}},
 		{Path: "/vms/9000", Privileges: []string{"VM.Audit", "VM.Clone"}},
@@ -37,10 +38,11 @@ func TestPrivilegeTarget_requiredFillsThePathsIn(t *testing.T) {
 	}, got)
 }
 
-func TestPrivilegeTarget_aPoolAndABridgeMoveTheVMPrivilegesAndAddTheBridge(t *testing.T) {
-	got := pve.PrivilegeTarget{Node: "pve1", ISOStorage: "local", Pool: "proxies", Bridge: "vmbr1", Templates: []int{9000}}.Required()
+func TestPrivilegeTarget_aPoolABridgeAndHAMoveTheVMPrivilegesAndAddTheirs(t *testing.T) {
+	got := pve.PrivilegeTarget{Node: "pve1", ISOStorage: "local", Pool: "proxies", Network: true, Bridges: []string{"vmbr1"}, HA: true, Templates: []int{9000}}.Required()
 
 	assert.Equal(t, []pve.PathPrivileges{
+		{Path: "/", Privileges: []string{"Sys.Audit", "Sys.Console"}},
 		{Path: "/nodes/pve1", Privileges: []string{"Sys.Audit"}},
 		{Path: "/vms", Privileges: []string{"VM.Audit"}},
 		{Path: "/pool/proxies", Privileges: []string{"VM.Allocate", "VM.Audit", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Disk", "VM.Config.Memory", "VM.Config.Network", "VM.Config.Options", "VM.GuestAgent.Audit", "VM.PowerMgmt"}},
