@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
@@ -204,6 +205,40 @@ func TestRecordHistories(t *testing.T) {
 				require.ErrorAs(t, run.GetWithOptions(context.Background(), nil, client.WorkflowRunGetOptions{DisableFollowingRuns: true}), new(*workflow.ContinueAsNewError))
 				return run
 			}},
+		{name: "address-pool-continued-as-new", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			// Allocations and frees until the pool continues as new: its first run is the shape
+			// a later build's pool (an auto-upgrading workflow) must replay.
+			ctx := context.Background()
+			first, err := s.client.ExecuteWorkflow(ctx, workflows.AddressPoolOptions(workflows.DefaultTaskQueue, "egress"), workflows.AddressPoolName,
+				workflows.AddressPoolState{Pool: "egress", HistoryEvents: 40})
+			require.NoError(t, err)
+			pools := starter.AddressPools{Client: s.starter}
+			for i := 0; ; i++ {
+				req := activities.AddressRequest{TaskQueue: workflows.DefaultTaskQueue, Pool: "egress", UID: fmt.Sprintf("pool-%03d", i), Range: poolOf200}
+				_, err := pools.Allocate(ctx, req)
+				require.NoError(t, err)
+				if i%3 == 2 {
+					_, err := pools.Free(ctx, req)
+					require.NoError(t, err)
+				}
+				desc, err := s.client.DescribeWorkflowExecution(ctx, first.GetID(), "")
+				require.NoError(t, err)
+				if desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() != first.GetRunID() {
+					return s.client.GetWorkflow(ctx, first.GetID(), first.GetRunID())
+				}
+			}
+		}},
+		{name: "create-from-address-pool", config: withPoolAndNICs, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			in := createInput(uid)
+			in.AddressPool = "egress"
+			return created(t, s, in)
+		}},
+		{name: "delete-frees-addresses", config: withPoolAndNICs, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			in := createInput(uid)
+			in.AddressPool = "egress"
+			created(t, s, in)
+			return deleted(t, s, uid)
+		}},
 		{name: "delete-stops-running-create", cluster: func(o *pvesim.Options) {
 			o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second}
 		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
@@ -353,6 +388,18 @@ func deleted(t *testing.T, s *stack, uid string) client.WorkflowRun {
 	t.Helper()
 	serve[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
 	return s.operation(uid, workflows.OpDelete)
+}
+
+// withPoolAndNICs configures the address pool egress, a second NIC on a VLAN for the machine
+// type, and HA: what a create and a delete do for them is in their histories.
+func withPoolAndNICs(c *config.Config) {
+	c.Proxmox.AddressPools = map[string]config.AddressPool{"egress": poolOf200}
+	c.Proxmox.Nameservers = []string{"192.0.2.53"}
+	c.Proxmox.HA = config.HA{Enabled: true, State: "started"}
+	for name, mt := range c.Proxmox.MachineTypes {
+		mt.NICs = []config.NIC{{}, {Bridge: "vmbr1", VLAN: 20}}
+		c.Proxmox.MachineTypes[name] = mt
+	}
 }
 
 // closingSoon makes an entity close a few seconds after its proxy became absent, so that its
