@@ -142,25 +142,46 @@ func TestChange_aReseedKeepsTheStaticAddresses(t *testing.T) {
 	assert.Contains(t, seedNetworkConfig(t, w), `      - "192.0.2.10/24"`, "the new instance's cloud-init configures the network anew from it")
 }
 
-func TestProxy_aUserDataChangeOfAStaticProxyKeepsItsAddresses(t *testing.T) {
-	w := newWorld(t)
-	p := newProxyEntity(t, w)
-	in := createInput()
-	in.Addresses = proxy.Addresses{IPv6: "2001:db8::10/64", Gateway6: "fe80::1", NoIPv4: true}
-	p.request(time.Second, workflows.CreateUpdate, "create", in)
-	fresh := "#cloud-config\nruncmd: [echo changed]\n"
-	p.at(30*time.Minute, func() { w.userData = fresh })
-	p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, UserData: &fresh})
-	var network string
-	p.at(2*time.Hour, func() { network = seedNetworkConfig(t, w) })
-	p.request(3*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+func TestProxy_aUserDataChangeKeepsTheProxysAddresses(t *testing.T) {
+	for name, tc := range map[string]struct {
+		create  func(*workflows.CreateProxyInput)
+		address string
+		ipv4    string
+		ipv6    string
+	}{
+		"static, IPv6 only": {
+			create: func(in *workflows.CreateProxyInput) {
+				in.Addresses = proxy.Addresses{IPv6: "2001:db8:1::10/64", Gateway6: "fe80::1", NoIPv4: true}
+			},
+			address: "2001:db8:1::10/64", ipv6: "2001:db8:1::10", // waited for, not an IPv4 the proxy never has
+		},
+		"from an address pool": {
+			create:  func(in *workflows.CreateProxyInput) { in.AddressPool = "egress" },
+			address: "192.0.2.10/24", ipv4: "192.0.2.10", ipv6: "2001:db8::10", // asked of the pool again
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := withPools(newWorld(t))
+			p := newProxyEntity(t, w)
+			in := createInput()
+			tc.create(&in)
+			p.request(time.Second, workflows.CreateUpdate, "create", in)
+			fresh := "#cloud-config\nruncmd: [echo changed]\n"
+			p.at(30*time.Minute, func() { w.userData = fresh })
+			p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, UserData: &fresh})
+			var network string
+			p.at(2*time.Hour, func() { network = seedNetworkConfig(t, w) })
+			p.request(3*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
 
-	p.run()
+			p.run()
 
-	res := p.answer("change").result.(workflows.ChangeProxyResult)
-	assert.True(t, res.Restarted)
-	assert.Equal(t, "2001:db8::10", res.IPv6, "the change waited for the IPv6, not for an IPv4 the proxy never has")
-	assert.Contains(t, network, `      - "2001:db8::10/64"`)
+			res := p.answer("change").result.(workflows.ChangeProxyResult)
+			assert.True(t, res.Restarted)
+			assert.Equal(t, tc.ipv4, res.IPv4)
+			assert.Equal(t, tc.ipv6, res.IPv6)
+			assert.Contains(t, network, `      - "`+tc.address+`"`, "the new seed's network-config")
+		})
+	}
 }
 
 func TestCreate_requestNICsTakeThePlaceOfTheMachineTypes(t *testing.T) {

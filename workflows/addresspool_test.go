@@ -254,27 +254,6 @@ func TestCreateProxy_allocatesFromItsAddressPool(t *testing.T) {
 	assert.Contains(t, seedNetworkConfig(t, w), `      - "192.0.2.10/24"`)
 }
 
-func TestProxy_aUserDataChangeOfAPoolProxyKeepsItsAddresses(t *testing.T) {
-	w := withPools(newWorld(t))
-	p := newProxyEntity(t, w)
-	in := createInput()
-	in.AddressPool = "egress"
-	p.request(time.Second, workflows.CreateUpdate, "create", in)
-	fresh := "#cloud-config\nruncmd: [echo changed]\n"
-	p.at(30*time.Minute, func() { w.userData = fresh })
-	p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, UserData: &fresh})
-	var network string
-	p.at(2*time.Hour, func() { network = seedNetworkConfig(t, w) })
-	p.request(3*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
-
-	p.run()
-
-	res := p.answer("change").result.(workflows.ChangeProxyResult)
-	assert.True(t, res.Restarted)
-	assert.Equal(t, "192.0.2.10", res.IPv4, "the reseeded guest keeps the pool's address")
-	assert.Contains(t, network, `      - "192.0.2.10/24"`, "the new seed's network-config has the pool's addresses")
-}
-
 func TestCreateProxy_anUnknownAddressPoolFailsPermanentBeforeAnyVM(t *testing.T) {
 	w := withPools(newWorld(t))
 	in := createInput()
