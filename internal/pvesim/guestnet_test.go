@@ -89,22 +89,45 @@ func TestAgent_furtherNICsTakeDHCPWhenTheirNetworkConfigSaysSo(t *testing.T) {
 	assert.Len(t, net2.IPAddresses, 1, "an IPv6 link-local alone: %v", net2.IPAddresses)
 }
 
-func TestAgent_theNetworkOutlivesTheSeed(t *testing.T) {
-	c, clk := newCluster(t)
-	finish(t, c, clk, startClone(t, c, newID))
-	_, mac := parseNet(c.vms[newID].cfg["net0"])
-	bootClonedWithSeed(t, c, clk, seedWithNetwork(t, []nocloud.Ethernet{{Name: "net0", MAC: mac, Addresses: []string{"192.0.2.10/24"}}}))
-
-	// The seed is detached and the guest rebooted: what cloud-init wrote stays.
-	upid, err := c.Stop(t.Context(), "pve1", newID)
+func TestAgent_theNetworkOutlivesTheSeedOnlyWhileTheInstanceDoes(t *testing.T) {
+	pveflows, err := nocloud.VendorData("", false)
 	require.NoError(t, err)
-	finish(t, c, clk, upid)
-	require.NoError(t, c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"delete": "ide2"}))
-	upid, err = c.Start(t.Context(), "pve1", newID)
-	require.NoError(t, err)
-	finish(t, c, clk, upid)
+	for name, tc := range map[string]struct {
+		vendorData string
+		static     bool
+	}{
+		// manual_cache_clean: the boot without a seed is the same instance, whose network stays.
+		"pveflow's vendor-data": {vendorData: pveflows, static: true},
+		// DataSourceNone's new instance: cloud-init's fallback, DHCP on net0.
+		"no vendor-data": {static: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, clk := newCluster(t)
+			finish(t, c, clk, startClone(t, c, newID))
+			_, mac := parseNet(c.vms[newID].cfg["net0"])
+			var img bytes.Buffer
+			_, err := nocloud.Write(&img, nocloud.Seed{InstanceID: "iid-1", Hostname: "proxy-a", VendorData: tc.vendorData,
+				Network: []nocloud.Ethernet{{Name: "net0", MAC: mac, Addresses: []string{"192.0.2.10/24"}}}})
+			require.NoError(t, err)
+			bootClonedWithSeed(t, c, clk, img.Bytes())
 
-	assert.Contains(t, agentInterfaceOf(t, c, clk, "net0").IPAddresses, pve.AgentIPAddress{Address: "192.0.2.10", Type: "ipv4", Prefix: 24})
+			// The seed is detached and the guest started again.
+			upid, err := c.Stop(t.Context(), "pve1", newID)
+			require.NoError(t, err)
+			finish(t, c, clk, upid)
+			require.NoError(t, c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"delete": "ide2"}))
+			upid, err = c.Start(t.Context(), "pve1", newID)
+			require.NoError(t, err)
+			finish(t, c, clk, upid)
+
+			static := pve.AgentIPAddress{Address: "192.0.2.10", Type: "ipv4", Prefix: 24}
+			if tc.static {
+				assert.Contains(t, agentInterfaceOf(t, c, clk, "net0").IPAddresses, static)
+			} else {
+				assert.NotContains(t, agentInterfaceOf(t, c, clk, "net0").IPAddresses, static)
+			}
+		})
+	}
 }
 
 func mustMAC(t *testing.T, s string) net.HardwareAddr {
