@@ -45,6 +45,8 @@ type Activities struct {
 	// AddressPools sends requests to AddressPool workflows; a worker's is an adapter over
 	// starter.Client.
 	AddressPools AddressPools
+	// Privileges keeps the privileges Permissions read for a while; nil reads them every time.
+	Privileges *PrivilegeCache
 	// Now is the clock used to say how long a task has been running; time.Now when nil.
 	Now func() time.Time
 }

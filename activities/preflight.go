@@ -3,6 +3,9 @@ package activities
 import (
 	"context"
 	"fmt"
+	"maps"
+	"sync"
+	"time"
 
 	"github.com/pveflow/pveflow/internal/pve"
 )
@@ -29,17 +32,100 @@ func (a *Activities) taskWarnings(ctx context.Context, node string, upid pve.UPI
 // PermissionsRequest is the input of Permissions: the ACL paths to read.
 type PermissionsRequest struct {
 	Paths []string `json:"paths"`
+	// Fresh reads every path from the cluster, past the worker's PrivilegeCache: the health
+	// check's answer is what the token holds now, seconds after an operator changed an ACL.
+	Fresh bool `json:"fresh,omitempty"`
 }
 
-// Permissions reads the token's effective privileges on each path, one call per path.
+// Permissions reads the token's effective privileges on each path, one call per path, or from
+// the worker's PrivilegeCache when it has one and the request is not Fresh.
 func (a *Activities) Permissions(ctx context.Context, req PermissionsRequest) (map[string]pve.Privileges, error) {
 	out := make(map[string]pve.Privileges, len(req.Paths))
 	for _, path := range req.Paths {
-		privs, err := a.API.Permissions(ctx, path)
+		var privs pve.Privileges
+		var err error
+		if a.Privileges == nil || req.Fresh {
+			privs, err = a.API.Permissions(ctx, path)
+		} else {
+			privs, err = a.Privileges.read(ctx, a.API, path)
+		}
 		if err != nil {
 			return nil, failure("read the API token's permissions on "+path, err)
 		}
 		out[path] = privs
 	}
 	return out, nil
+}
+
+// PrivilegeCacheTTL is how long a worker's creates reuse the privileges read on a path: long
+// enough for a fleet's creates started together to share their reads, short enough that an ACL
+// fixed after a refusal counts for the next create within seconds.
+const PrivilegeCacheTTL = 10 * time.Second
+
+// PrivilegeCache keeps the privileges a worker read on each ACL path for TTL. A fleet's creates
+// start together and each reads the same paths before it clones: without it they would cost the
+// cluster a read per path per create, held back by the call cap (proxmox.calls) for all the
+// other calls to wait behind. Reads of one path at once share one call. It is safe for
+// concurrent use.
+type PrivilegeCache struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu      sync.Mutex
+	entries map[string]*privilegeRead
+}
+
+// privilegeRead is one read of a path: done is closed once privs and err are set.
+type privilegeRead struct {
+	done  chan struct{}
+	privs pve.Privileges
+	err   error
+	at    time.Time
+}
+
+// NewPrivilegeCache keeps each path's privileges for ttl, on the clock now (time.Now when nil).
+func NewPrivilegeCache(ttl time.Duration, now func() time.Time) *PrivilegeCache {
+	if now == nil {
+		now = time.Now
+	}
+	return &PrivilegeCache{ttl: ttl, now: now, entries: map[string]*privilegeRead{}}
+}
+
+// read answers the privileges on path: from a read younger than the TTL, by waiting for the
+// read in flight, or by a read of its own. A read that failed is never reused: a waiter whose
+// shared read failed (its caller gave up, say) reads for itself.
+func (c *PrivilegeCache) read(ctx context.Context, api pve.API, path string) (pve.Privileges, error) {
+	c.mu.Lock()
+	r := c.entries[path]
+	if r != nil && r.finished() && (r.err != nil || c.now().Sub(r.at) >= c.ttl) {
+		r = nil
+	}
+	if r == nil {
+		r = &privilegeRead{done: make(chan struct{})}
+		c.entries[path] = r
+		c.mu.Unlock()
+		r.privs, r.err = api.Permissions(ctx, path)
+		r.at = c.now()
+		close(r.done)
+		return maps.Clone(r.privs), r.err
+	}
+	c.mu.Unlock()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if r.err != nil {
+		return api.Permissions(ctx, path)
+	}
+	return maps.Clone(r.privs), nil
+}
+
+func (r *privilegeRead) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
 }

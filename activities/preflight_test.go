@@ -2,7 +2,9 @@ package activities_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,4 +52,43 @@ func TestPermissions_readsEachPath(t *testing.T) {
 	assert.NotContains(t, got["/nodes/pve1"], "Sys.Audit")
 	assert.Contains(t, got["/vms/9000"], "VM.Clone")
 	assert.Equal(t, 2, f.cluster.CallCount("Permissions"))
+}
+
+func TestPermissions_createsTogetherShareOneReadPerPath(t *testing.T) {
+	f := newFixture(t)
+	f.acts.Privileges = activities.NewPrivilegeCache(time.Minute, nil)
+	req := activities.PermissionsRequest{Paths: []string{"/nodes/pve1", "/vms/9000"}}
+
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() { // the activity itself: the test environment runs one at a time
+			got, err := f.acts.Permissions(t.Context(), req)
+			assert.NoError(t, err)
+			assert.Contains(t, got["/vms/9000"], "VM.Clone")
+		})
+	}
+	wg.Wait()
+
+	assert.Equal(t, 2, f.cluster.CallCount("Permissions"), "one read per path for ten reads of the same paths")
+}
+
+func TestPermissions_aReadOlderThanTheTTLOrAFreshRequestReadsAgain(t *testing.T) {
+	f := newFixture(t)
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	f.acts.Privileges = activities.NewPrivilegeCache(10*time.Second, func() time.Time { return now })
+	req := activities.PermissionsRequest{Paths: []string{"/vms/9000"}}
+	read := func(req activities.PermissionsRequest) {
+		var got map[string]pve.Privileges
+		require.NoError(t, f.run(t, f.acts.Permissions, &got, req))
+	}
+
+	read(req)
+	now = now.Add(9 * time.Second)
+	read(req)
+	require.Equal(t, 1, f.cluster.CallCount("Permissions"), "younger than the TTL: reused")
+	now = now.Add(time.Second)
+	read(req)
+	require.Equal(t, 2, f.cluster.CallCount("Permissions"), "as old as the TTL: read again")
+	read(activities.PermissionsRequest{Paths: req.Paths, Fresh: true})
+	assert.Equal(t, 3, f.cluster.CallCount("Permissions"), "a fresh request, as the health check's, reads past the cache")
 }

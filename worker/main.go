@@ -182,7 +182,8 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		Service: c.WorkflowService(), Namespace: clientOpts.Namespace, DataConverter: clientOpts.DataConverter,
 	}
 	w.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide,
-		Proxies: starter.EntityProxies{Client: requests}, AddressPools: starter.AddressPools{Client: requests}})
+		Proxies: starter.EntityProxies{Client: requests}, AddressPools: starter.AddressPools{Client: requests},
+		Privileges: activities.NewPrivilegeCache(activities.PrivilegeCacheTTL, nil)})
 	logger.Info("pveflow worker starting",
 		slog.String("temporal", clientOpts.HostPort),
 		slog.String("namespace", clientOpts.Namespace),

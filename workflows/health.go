@@ -262,7 +262,7 @@ func readPrivileges(ctx workflow.Context, hs healthSettings, resources workflow.
 			pc.Required[i] = hs.Settings.privilegeTarget(t.Node, hs.Settings.allNICs(), t.templateVMIDs(), cloneStorages...).Required()
 		}
 	}
-	err := call("read the API token's permissions", a.Permissions, activities.PermissionsRequest{Paths: requiredPaths(pc.Required...)}).Get(ctx, &pc.Held)
+	err := call("read the API token's permissions", a.Permissions, activities.PermissionsRequest{Paths: requiredPaths(pc.Required...), Fresh: true}).Get(ctx, &pc.Held)
 	return pc, err
 }
 

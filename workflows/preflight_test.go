@@ -49,7 +49,7 @@ func TestCheck_aNodeWithEveryPrivilegeHasNoneMissing(t *testing.T) {
 	require.Len(t, res.Nodes, 1)
 	assert.True(t, res.Nodes[0].Healthy)
 	assert.Empty(t, res.Nodes[0].MissingPrivileges)
-	assert.Equal(t, 5, w.cluster.CallCount("Permissions"), "one read per path: /nodes/pve1, /vms, /vms/9000, /storage/local, /storage/local-lvm")
+	assert.Equal(t, 6, w.cluster.CallCount("Permissions"), "one read per path: /, /nodes/pve1, /vms, /vms/9000, /storage/local, /storage/local-lvm")
 }
 
 func TestCheck_missingPrivilegesAreListedWhateverElseFailed(t *testing.T) {
@@ -59,7 +59,7 @@ func TestCheck_missingPrivilegesAreListedWhateverElseFailed(t *testing.T) {
 
 	n := res.Nodes[0]
 	assert.Equal(t, workflows.ReasonForbidden, n.Reason, "the node status read fails first")
-	assert.Equal(t, []pve.MissingPrivilege{{Path: "/nodes/pve1", Privilege: "Sys.Audit"}}, n.MissingPrivileges)
+	assert.Equal(t, []pve.MissingPrivilege{{Path: "/", Privilege: "Sys.Audit"}, {Path: "/nodes/pve1", Privilege: "Sys.Audit"}}, n.MissingPrivileges)
 }
 
 func TestCheck_withoutAConfiguredStorageTheTemplatesStorageIsChecked(t *testing.T) {
