@@ -167,11 +167,9 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		// No activity attempt runs longer than budgets.request (its StartToClose timeout), so
 		// this lets every attempt in flight finish. One cut off anyway is retried by Temporal.
 		WorkerStopTimeout: cfg.Budgets.Request,
-		// Nearly every activity is one Proxmox request (a task's wait is one per attempt), so
-		// the task queue's activity rate, which the Temporal server enforces across all the
-		// workers of the task queue, caps the cluster's calls however many workers run; the
-		// client's own cap holds per worker. Zero leaves the rate unset: no limit.
-		TaskQueueActivitiesPerSecond: cfg.Proxmox.Calls.PerSecond,
+		// No task queue activity rate: an activity held in the queue spends its
+		// ScheduleToClose budget there and fails a create that the client's own cap
+		// (proxmox.calls) would only have delayed (docs/proxmox.md, "The call cap").
 	}
 	if d := opts.deployment; d.name != "" {
 		workerOpts.DeploymentOptions = workflows.DeploymentOptions(d.name, d.buildID)

@@ -83,12 +83,11 @@ type HA struct {
 	State string `yaml:"state" json:"state,omitempty"`
 }
 
-// Calls caps the API requests of each worker process, and PerSecond also the activities of its
-// task queue across all workers (see docs/proxmox.md, "The call cap"). Zero turns a cap off.
+// Calls caps the API requests of each worker process (see docs/proxmox.md, "The call cap").
+// Zero turns a cap off.
 type Calls struct {
 	// PerSecond is the rate of requests: a token bucket of burst 1, whose tokens come at most
-	// 1 + PerSecond*T in any T seconds. It is also the task queue's activity rate,
-	// which Temporal enforces across every worker of the task queue.
+	// 1 + PerSecond*T in any T seconds.
 	PerSecond float64 `yaml:"perSecond" json:"perSecond"`
 	// Concurrency is how many requests a worker has in flight at once.
 	Concurrency int `yaml:"concurrency" json:"concurrency"`

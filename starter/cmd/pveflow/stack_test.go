@@ -88,7 +88,10 @@ func (s *e2e) env() []string {
 // writeConfig writes a worker configuration for the simulator's default cluster. Its url,
 // caFile and tokenFile are the simulator's, or placeholders for -simulator to replace.
 // Its budgets and polls are those of a quick simulator, so that a wait that goes wrong fails
-// the test within seconds; budgets are more of its budgets, such as "clone: 4s".
+// the test within seconds; budgets are more of its budgets, such as "clone: 4s". It has no
+// call cap: the default is sized for a cluster's budgets, which a call's attempt here (a third
+// of unlock's 2 s) is a few hundred times shorter than; the cap has tests of its own
+// (TestServer_callCapHoldsTheClientToItsRateAndConcurrency).
 func (s *e2e) writeConfig(url, caFile, tokenFile string, budgets ...string) string {
 	s.t.Helper()
 	yaml := fmt.Sprintf(`proxmox:
@@ -100,6 +103,7 @@ func (s *e2e) writeConfig(url, caFile, tokenFile string, budgets ...string) stri
   storage: local-lvm
   templates: {debian13: {vmid: 9000}}
   machineTypes: {small: {cores: 2, memoryMiB: 2048, diskGiB: 10}, large: {cores: 4, memoryMiB: 4096, diskGiB: 20}}
+  calls: {perSecond: 0, concurrency: 0}
 budgets: {%s}
 poll: {initialInterval: 500ms, backoffCoefficient: 1.2, maximumInterval: 2s}
 `, url, caFile, tokenFile, strings.Join(append([]string{"unlock: 2s", "request: 5s"}, budgets...), ", "))
