@@ -61,7 +61,9 @@ func TestLimiter_concurrencyHoldsACallUntilOneEnds(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	r1()
-	assert.GreaterOrEqual(t, <-got, 50*time.Millisecond)
+	// Only "it waited" is certain: the goroutine may begin its acquire well after the 50 ms
+	// above began, so no lower bound on the wait holds.
+	assert.Positive(t, <-got, "a held call reports that it was held")
 }
 
 func TestLimiter_waitEndsWithTheContextAndGivesUpItsPlace(t *testing.T) {
