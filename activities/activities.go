@@ -19,6 +19,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,13 +105,27 @@ func (a *Activities) StorageStatus(ctx context.Context, ref StorageRef) (pve.Sto
 	return s, nil
 }
 
-// ClusterResources lists every VM of the cluster.
-func (a *Activities) ClusterResources(ctx context.Context) ([]pve.VMResource, error) {
+// ResourcesFilter names the VMs of the cluster a caller wants: those with one of VMIDs or one
+// of Names. The zero filter wants every VM.
+type ResourcesFilter struct {
+	VMIDs []int    `json:"vmids,omitempty"`
+	Names []string `json:"names,omitempty"`
+}
+
+// ClusterResources lists the VMs of the cluster that filter wants. PVE lists them all; what a
+// workflow keeps of the list, in its history and its state, is what it asked for, so that a
+// create's cost does not grow with the cluster.
+func (a *Activities) ClusterResources(ctx context.Context, filter ResourcesFilter) ([]pve.VMResource, error) {
 	rs, err := a.API.ClusterResources(ctx)
 	if err != nil {
 		return nil, failure("list cluster resources", err)
 	}
-	return rs, nil
+	if len(filter.VMIDs) == 0 && len(filter.Names) == 0 {
+		return rs, nil
+	}
+	return slices.DeleteFunc(rs, func(r pve.VMResource) bool {
+		return !slices.Contains(filter.VMIDs, r.VMID) && !slices.Contains(filter.Names, r.Name)
+	}), nil
 }
 
 // VMConfigRequest is the input of VMConfig. Its JSON is a VMRef's when WaitFor is empty, as

@@ -147,10 +147,33 @@ func TestStorageStatus_readsStorage(t *testing.T) {
 func TestClusterResources_listsTemplate(t *testing.T) {
 	f := newFixture(t)
 	var rs []pve.VMResource
-	require.NoError(t, f.run(t, f.acts.ClusterResources, &rs))
+	require.NoError(t, f.run(t, f.acts.ClusterResources, &rs, activities.ResourcesFilter{}))
 	require.Len(t, rs, 1)
 	assert.Equal(t, template, rs[0].VMID)
 	assert.True(t, rs[0].Template)
+}
+
+func TestClusterResources_keepsOnlyTheVMsTheFilterNames(t *testing.T) {
+	f := newFixture(t)
+	var all []pve.VMResource
+	require.NoError(t, f.run(t, f.acts.ClusterResources, &all, activities.ResourcesFilter{}))
+	require.Len(t, all, 1)
+	tests := []struct {
+		name   string
+		filter activities.ResourcesFilter
+		want   int
+	}{
+		{"by VMID", activities.ResourcesFilter{VMIDs: []int{newVMID, template}}, 1},
+		{"by name", activities.ResourcesFilter{Names: []string{all[0].Name}}, 1},
+		{"neither", activities.ResourcesFilter{VMIDs: []int{newVMID}, Names: []string{"proxy-test"}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var rs []pve.VMResource
+			require.NoError(t, f.run(t, f.acts.ClusterResources, &rs, tt.filter))
+			assert.Len(t, rs, tt.want)
+		})
+	}
 }
 
 func TestClone_returnsCloneTask(t *testing.T) {

@@ -276,7 +276,7 @@ func (o *proxyOps) poolAddresses(op, pool string) (proxy.Addresses, error) {
 	o.t.phase(PhaseValidating, step)
 	req := activities.AddressRequest{TaskQueue: workflow.GetInfo(o.ctx).TaskQueueName, Pool: pool, UID: o.uid, Range: r}
 	var addrs proxy.Addresses
-	if err := execute(o.ctx, o.s.callOptions(step), a.AllocateAddress, req).Get(o.ctx, &addrs); err != nil {
+	if err := call(o.ctx, o.s.callOptions(step), a.AllocateAddress, req).Get(o.ctx, &addrs); err != nil {
 		return proxy.Addresses{}, fail(step, err)
 	}
 	return addrs, nil

@@ -116,11 +116,11 @@ func newChange(ctx workflow.Context, cfg config.Config, in ChangeProxyInput) (*c
 	}
 	if r.PlacementError != "" {
 		err := permanentf("change proxy %s: invalid placement: %s", in.Name, r.PlacementError)
-		t.failed(err)
+		t.closed(err, PhaseChanged)
 		return nil, err
 	}
 	return &change{
-		proxyOps: proxyOps{ctx: ctx, s: r.Settings, t: t, uid: in.UID, name: in.Name},
+		proxyOps: proxyOps{ctx: t.ctx, s: r.Settings, t: t, uid: in.UID, name: in.Name},
 		in:       in,
 		p:        r.Placement,
 	}, nil
@@ -186,7 +186,7 @@ func (c *change) run() (ChangeProxyResult, error) {
 	if len(params) > 0 {
 		c.t.phase(PhaseChanging, "set config")
 		summary := "configure " + ref.String()
-		if err := execute(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
+		if err := call(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
 			activities.SetVMConfigRequest{VMRef: ref, Params: params}).Get(c.ctx, nil); err != nil {
 			return ChangeProxyResult{}, fail(summary, err)
 		}
@@ -274,7 +274,7 @@ func (c *change) reboot(ref activities.VMRef) error {
 	c.t.phase(PhaseRebooting, "reboot "+ref.String())
 	summary := "reboot " + ref.String()
 	var upid pve.UPID
-	err := execute(c.ctx, c.s.callOptions(summary), a.Reboot, ref).Get(c.ctx, &upid)
+	err := call(c.ctx, c.s.callOptions(summary), a.Reboot, ref).Get(c.ctx, &upid)
 	if isType(err, activities.ErrNotRunning) {
 		c.t.phase(PhaseStarting, "start VM, which stopped since its status was read")
 		return c.start(ref)

@@ -213,14 +213,14 @@ func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput) (*c
 		return nil, err
 	}
 	c := &create{
-		proxyOps:  proxyOps{ctx: ctx, s: r.Settings, t: t, uid: in.UID, name: in.Name},
+		proxyOps:  proxyOps{ctx: t.ctx, s: r.Settings, t: t, uid: in.UID, name: in.Name},
 		in:        in,
 		p:         r.Placement,
 		createdAt: workflow.Now(ctx).UTC().Truncate(time.Second),
 	}
 	if r.PlacementError != "" {
 		err := permanentf("create proxy %s: invalid placement: %s", in.Name, r.PlacementError)
-		t.failed(err)
+		t.closed(err, PhaseCreated)
 		return nil, err
 	}
 	return c, nil
@@ -231,7 +231,7 @@ func (c *create) run() (CreateProxyResult, error) {
 		return CreateProxyResult{}, err
 	}
 	c.t.phase(PhaseLookingUp, "look up the proxy's VMs")
-	h, err := c.lookup()
+	h, err := c.lookup(c.p.TemplateVMIDs()...)
 	if err != nil {
 		return CreateProxyResult{}, err
 	}
@@ -381,7 +381,7 @@ func (c *create) preflight(storage string) error {
 	step := "read the API token's permissions"
 	c.t.step(step)
 	var held map[string]pve.Privileges
-	if err := execute(c.ctx, c.s.callOptions(step), a.Permissions, activities.PermissionsRequest{Paths: requiredPaths(required)}).Get(c.ctx, &held); err != nil {
+	if err := call(c.ctx, c.s.callOptions(step), a.Permissions, activities.PermissionsRequest{Paths: requiredPaths(required)}).Get(c.ctx, &held); err != nil {
 		return fail(step, err)
 	}
 	if missing := pve.Missing(required, held); len(missing) > 0 {
@@ -418,7 +418,7 @@ func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, err 
 		ref := activities.VMRef{Node: tmplNode, VMID: c.p.TemplateVMID}
 		var cfg pve.VMConfig
 		step := "read config of template " + ref.String()
-		if err := execute(c.ctx, c.s.callOptions(step), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
+		if err := call(c.ctx, c.s.callOptions(step), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
 			return "", false, fail(step, err)
 		}
 		if storage, err = bootStorage(cfg); err != nil {
@@ -427,7 +427,7 @@ func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, err 
 	}
 	step := fmt.Sprintf("read status of storage %s on node %s", storage, tmplNode)
 	var st pve.StorageStatus
-	err = execute(c.ctx, c.s.callOptions(step), a.StorageStatus,
+	err = call(c.ctx, c.s.callOptions(step), a.StorageStatus,
 		activities.StorageRef{Node: tmplNode, Storage: storage}).Get(c.ctx, &st)
 	if err != nil {
 		return "", false, fail(step, err)
@@ -456,7 +456,7 @@ func (c *create) place(h holdings) error {
 	var a *activities.Activities
 	var ha pve.HAManagerStatus
 	step := "read the HA manager's status"
-	if err := execute(c.ctx, c.s.callOptions(step), a.HAManagerStatus).Get(c.ctx, &ha); err != nil {
+	if err := call(c.ctx, c.s.callOptions(step), a.HAManagerStatus).Get(c.ctx, &ha); err != nil {
 		return fail(step, err)
 	}
 	if c.p.Node != "" {
@@ -469,7 +469,7 @@ func (c *create) place(h holdings) error {
 	}
 	c.t.phase(PhasePlacing, fmt.Sprintf("choose a node among %v", c.p.Candidates))
 	probe := func(step string, activity any, arg any, out any) error {
-		err := execute(c.ctx, c.s.probeOptions(step), activity, arg).Get(c.ctx, out)
+		err := call(c.ctx, c.s.probeOptions(step), activity, arg).Get(c.ctx, out)
 		if isType(err, activities.ErrPermanent) {
 			return fail(step, err) // a privilege missing: every node would say so
 		}
@@ -544,7 +544,7 @@ func (c *create) cloneOnto(tmplNode string, vmid, attempt int, l *lease) (step s
 	step = fmt.Sprintf("clone template %d on %s to VM %d on %s", c.p.TemplateVMID, tmplNode, vmid, c.p.Node)
 	var upid pve.UPID
 	l.covers(&CloneInFlight{Node: tmplNode, VMID: vmid})
-	if err := execute(c.ctx, c.s.callOptions(step), a.Clone, req).Get(c.ctx, &upid); err != nil {
+	if err := call(c.ctx, c.s.callOptions(step), a.Clone, req).Get(c.ctx, &upid); err != nil {
 		return step, err
 	}
 	l.covers(&CloneInFlight{Node: tmplNode, UPID: upid})
@@ -584,7 +584,7 @@ func (c *create) provision() error {
 	if added := newNICs(cfg, netParams); len(added) > 0 {
 		summary := "add NICs " + strings.Join(workflow.DeterministicKeys(added), ", ") + " to " + ref.String()
 		c.t.step(summary)
-		if err := execute(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
+		if err := call(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
 			activities.SetVMConfigRequest{VMRef: ref, Params: added}).Get(c.ctx, nil); err != nil {
 			return fail(summary, err)
 		}
@@ -616,7 +616,7 @@ func (c *create) provision() error {
 	}
 	c.t.phase(PhaseConfiguring, "set config")
 	summary := "configure " + ref.String()
-	if err := execute(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
+	if err := call(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
 		activities.SetVMConfigRequest{VMRef: ref, Params: params}).Get(c.ctx, nil); err != nil {
 		return fail(summary, err)
 	}
@@ -653,7 +653,7 @@ func (c *create) resize() error {
 func (c *create) readConfig(ref activities.VMRef) (pve.VMConfig, error) {
 	var a *activities.Activities
 	var cfg pve.VMConfig
-	if err := execute(c.ctx, c.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
+	if err := call(c.ctx, c.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
 		return nil, fail("read config of "+ref.String(), err)
 	}
 	return cfg, nil

@@ -74,15 +74,14 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 		return DeleteProxyResult{}, err
 	}
 	d := &deletion{
-		proxyOps: proxyOps{ctx: ctx, s: s, t: t, uid: in.UID, name: in.Name},
+		proxyOps: proxyOps{ctx: t.ctx, s: s, t: t, uid: in.UID, name: in.Name},
 		in:       in,
 	}
 	res, err := d.run()
+	t.closed(err, PhaseDeleted)
 	if err != nil {
-		t.failed(err)
 		return DeleteProxyResult{}, err
 	}
-	t.phase(PhaseDeleted, "done")
 	res.Warnings = t.status.Warnings
 	return res, nil
 }
@@ -174,7 +173,7 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 	if running {
 		summary := "stop " + ref.String()
 		var upid pve.UPID
-		if err := execute(d.ctx, d.s.callOptions(summary), a.Stop, ref).Get(d.ctx, &upid); err != nil {
+		if err := call(d.ctx, d.s.callOptions(summary), a.Stop, ref).Get(d.ctx, &upid); err != nil {
 			return false, fail(summary, err)
 		}
 		summary = "wait for stop of " + ref.String()
@@ -188,7 +187,7 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 	step, err := d.redoOnLock("the destroy of "+ref.String(), func() (string, error) {
 		summary := "destroy " + ref.String()
 		var upid pve.UPID
-		if err := execute(d.ctx, d.s.callOptions(summary), a.Destroy, ref).Get(d.ctx, &upid); err != nil {
+		if err := call(d.ctx, d.s.callOptions(summary), a.Destroy, ref).Get(d.ctx, &upid); err != nil {
 			return summary, err
 		}
 		summary = "wait for destroy of " + ref.String()

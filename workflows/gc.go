@@ -403,7 +403,7 @@ func (g *collector) deleteISOs(isos []GarbageISO) error {
 		}
 		summary := fmt.Sprintf("delete seed ISO %s on %s", iso.VolID, iso.Node)
 		var upid pve.UPID
-		err = execute(g.ctx, g.s.callOptions(summary), a.DeleteVolume,
+		err = call(g.ctx, g.s.callOptions(summary), a.DeleteVolume,
 			activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: iso.Node, Storage: iso.Storage}, VolID: iso.VolID}).Get(g.ctx, &upid)
 		switch {
 		case isType(err, activities.ErrNotFound):

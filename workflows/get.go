@@ -139,7 +139,7 @@ func (g *getter) byUID() (vm, string, error) {
 // mark (with the UID's, when one was given too).
 func (g *getter) byProviderID() (vm, string, error) {
 	var resources []pve.VMResource
-	if err := g.listResources(&resources); err != nil {
+	if err := g.listResources(activities.ResourcesFilter{VMIDs: []int{g.vmid}}, &resources); err != nil {
 		return vm{}, "", err
 	}
 	i := resourceIndex(resources, g.vmid)

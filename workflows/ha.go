@@ -15,7 +15,7 @@ func (o *proxyOps) registerHA(ref activities.VMRef) error {
 	summary := "register " + ref.String() + " as an HA resource"
 	o.t.step(summary)
 	req := activities.HAResourceRequest{VMRef: ref, State: o.s.HA.State, Comment: "pveflow proxy " + o.uid}
-	if err := execute(o.ctx, o.s.callOptions(summary), a.AddHAResource, req).Get(o.ctx, nil); err != nil {
+	if err := call(o.ctx, o.s.callOptions(summary), a.AddHAResource, req).Get(o.ctx, nil); err != nil {
 		return fail(summary, err)
 	}
 	return nil
@@ -32,7 +32,7 @@ func (o *proxyOps) unregisterHA(ref activities.VMRef) error {
 	var a *activities.Activities
 	summary := "remove the HA resource of " + ref.String()
 	o.t.step(summary)
-	if err := execute(o.ctx, o.s.callOptions(summary), a.DeleteHAResource, ref).Get(o.ctx, nil); err != nil {
+	if err := call(o.ctx, o.s.callOptions(summary), a.DeleteHAResource, ref).Get(o.ctx, nil); err != nil {
 		return fail(summary, err)
 	}
 	return nil

@@ -183,17 +183,17 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 	}
 	s := hs.Settings
 	var a *activities.Activities
-	call := func(summary string, activity any, args ...any) workflow.Future {
+	readStep := func(summary string, activity any, args ...any) workflow.Future {
 		return execute(ctx, s.readOptions(summary), activity, args...)
 	}
-	version := call("read the PVE version", a.Version)
-	resources := call("list cluster resources", a.ClusterResources)
+	version := readStep("read the PVE version", a.Version)
+	resources := readStep("list cluster resources", a.ClusterResources, activities.ResourcesFilter{})
 	var privileges workflow.Future // of privilegeCheck; nil in a run recorded before the check read them
 	if slices.ContainsFunc(hs.Targets, func(t healthTarget) bool { return len(t.Required) > 0 }) {
 		f, settle := workflow.NewFuture(ctx)
 		privileges = f
 		workflow.Go(ctx, func(ctx workflow.Context) {
-			pc, err := readPrivileges(ctx, hs, resources, call)
+			pc, err := readPrivileges(ctx, hs, resources, readStep)
 			settle.Set(pc, err)
 		})
 	}
@@ -207,8 +207,8 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 				version:    version,
 				resources:  resources,
 				privileges: privileges,
-				status:     call("read status of node "+target.Node, a.NodeStatus, target.Node),
-				storage: call(fmt.Sprintf("read status of storage %s on node %s", s.ISOStorage, target.Node),
+				status:     readStep("read status of node "+target.Node, a.NodeStatus, target.Node),
+				storage: readStep(fmt.Sprintf("read status of storage %s on node %s", s.ISOStorage, target.Node),
 					a.StorageStatus, activities.StorageRef{Node: target.Node, Storage: s.ISOStorage}),
 			}
 			res.Nodes[i] = c.judge(ctx, s, i, target)
@@ -243,7 +243,7 @@ type privilegeCheck struct {
 // readPrivileges reads the token's privileges on every path a target needs them on. With no
 // proxmox.storage, a clone allocates on its template's boot disk's storage: the templates'
 // configs are read for it first, those the cluster resources list as templates.
-func readPrivileges(ctx workflow.Context, hs healthSettings, resources workflow.Future, call func(string, any, ...any) workflow.Future) (privilegeCheck, error) {
+func readPrivileges(ctx workflow.Context, hs healthSettings, resources workflow.Future, readStep func(string, any, ...any) workflow.Future) (privilegeCheck, error) {
 	var a *activities.Activities
 	pc := privilegeCheck{Required: make([][]pve.PathPrivileges, len(hs.Targets))}
 	for i, t := range hs.Targets {
@@ -251,7 +251,7 @@ func readPrivileges(ctx workflow.Context, hs healthSettings, resources workflow.
 	}
 	var rs []pve.VMResource
 	if hs.Settings.Storage == "" && resources.Get(ctx, &rs) == nil {
-		storages := templateStorages(ctx, hs.Targets, rs, call)
+		storages := templateStorages(ctx, hs.Targets, rs, readStep)
 		for i, t := range hs.Targets {
 			var cloneStorages []string
 			for _, vmid := range t.templateVMIDs() {
@@ -262,14 +262,14 @@ func readPrivileges(ctx workflow.Context, hs healthSettings, resources workflow.
 			pc.Required[i] = hs.Settings.privilegeTarget(t.Node, hs.Settings.allNICs(), t.templateVMIDs(), cloneStorages...).Required()
 		}
 	}
-	err := call("read the API token's permissions", a.Permissions, activities.PermissionsRequest{Paths: requiredPaths(pc.Required...), Fresh: true}).Get(ctx, &pc.Held)
+	err := readStep("read the API token's permissions", a.Permissions, activities.PermissionsRequest{Paths: requiredPaths(pc.Required...), Fresh: true}).Get(ctx, &pc.Held)
 	return pc, err
 }
 
 // templateStorages are the storages of the boot disks of the targets' templates that rs lists,
 // by VMID, read concurrently; a template whose config does not read is left out, its node's
 // templates check says why.
-func templateStorages(ctx workflow.Context, targets []healthTarget, rs []pve.VMResource, call func(string, any, ...any) workflow.Future) map[int]string {
+func templateStorages(ctx workflow.Context, targets []healthTarget, rs []pve.VMResource, readStep func(string, any, ...any) workflow.Future) map[int]string {
 	var a *activities.Activities
 	configs := map[int]workflow.Future{}
 	var vmids []int
@@ -280,7 +280,7 @@ func templateStorages(ctx workflow.Context, targets []healthTarget, rs []pve.VMR
 				continue
 			}
 			ref := activities.VMRef{Node: rs[i].Node, VMID: vmid}
-			configs[vmid] = call("read config of template "+ref.String(), a.VMConfig, activities.VMConfigRequest{VMRef: ref})
+			configs[vmid] = readStep("read config of template "+ref.String(), a.VMConfig, activities.VMConfigRequest{VMRef: ref})
 			vmids = append(vmids, vmid)
 		}
 	}

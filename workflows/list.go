@@ -118,7 +118,7 @@ type cluster struct {
 func readCluster(ctx workflow.Context, s settings) (cluster, error) {
 	o := proxyOps{ctx: ctx, s: s, t: readTracker(ctx), read: true}
 	c := cluster{ListProxiesResult: ListProxiesResult{Proxies: []ListedProxy{}}, Names: map[string]bool{}, ISOs: map[string]bool{}}
-	if err := o.listResources(&c.Resources); err != nil {
+	if err := o.listResources(activities.ResourcesFilter{}, &c.Resources); err != nil {
 		return cluster{}, err
 	}
 	var vms []pve.VMResource

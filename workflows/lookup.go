@@ -76,12 +76,14 @@ func (o *proxyOps) callOptions(summary string) workflow.ActivityOptions {
 // lookup finds what the cluster holds for the proxy: every VM on its probe VMIDs, where a create
 // clones and so where its VMs are found in every state (still copying, nameless in the cache,
 // named as the operator chose), and every VM carrying its name. It reads each one's config.
-func (o *proxyOps) lookup() (holdings, error) {
+// Of the cluster's resources it keeps those VMs and the templates, by VMID (a create's).
+func (o *proxyOps) lookup(templates ...int) (holdings, error) {
 	h := holdings{Taken: make(map[int]bool)}
-	if err := o.listResources(&h.Resources); err != nil {
+	probes := proxy.ProbeVMIDs(o.uid, o.s.VMIDRange)
+	filter := activities.ResourcesFilter{VMIDs: append(workflow.DeterministicKeys(probes), templates...), Names: []string{o.name}}
+	if err := o.listResources(filter, &h.Resources); err != nil {
 		return h, err
 	}
-	probes := proxy.ProbeVMIDs(o.uid, o.s.VMIDRange)
 	for _, r := range h.Resources {
 		h.Taken[r.VMID] = true
 		if r.Type != "qemu" || r.Template || (!probes[r.VMID] && r.Name != o.name) {
@@ -164,7 +166,7 @@ func (o *proxyOps) readVM(v *vm, what, waitFor string, budget time.Duration, out
 		if waitFor != activities.WaitNone {
 			opts = o.s.waitOptions(budget, step)
 		}
-		err := execute(o.ctx, opts, activity, arg).Get(o.ctx, out)
+		err := call(o.ctx, opts, activity, arg).Get(o.ctx, out)
 		if !isType(err, activities.ErrNotFound) {
 			if err != nil {
 				return false, fail(step, err)
@@ -183,7 +185,7 @@ func (o *proxyOps) readVM(v *vm, what, waitFor string, budget time.Duration, out
 // locate finds the node VM vmid is on now; found is false when the cluster has no such VM.
 func (o *proxyOps) locate(vmid int) (node string, found bool, err error) {
 	var resources []pve.VMResource
-	if err := o.listResources(&resources); err != nil {
+	if err := o.listResources(activities.ResourcesFilter{VMIDs: []int{vmid}}, &resources); err != nil {
 		return "", false, err
 	}
 	for _, r := range resources {
@@ -194,11 +196,12 @@ func (o *proxyOps) locate(vmid int) (node string, found bool, err error) {
 	return "", false, nil
 }
 
-func (o *proxyOps) listResources(out *[]pve.VMResource) error {
+// listResources lists the cluster's VMs that filter wants.
+func (o *proxyOps) listResources(filter activities.ResourcesFilter, out *[]pve.VMResource) error {
 	var a *activities.Activities
 	o.t.step("list cluster resources")
-	err := execute(o.ctx, o.callOptions("list cluster resources"),
-		a.ClusterResources).Get(o.ctx, out)
+	err := call(o.ctx, o.callOptions("list cluster resources"),
+		a.ClusterResources, filter).Get(o.ctx, out)
 	if err != nil {
 		return fail("list cluster resources", err)
 	}

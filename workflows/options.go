@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"errors"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -187,9 +189,71 @@ func attemptsWithin(budget time.Duration, p config.Poll) int32 {
 	}
 }
 
-// execute runs activity with args under opts: every activity of the workflows goes through it.
+// execute runs activity with args under opts, as an activity of its own: the waits (every
+// attempt a poll, the pending activity what the UI shows of a stalled clone), and the calls of
+// the long-lived workflows. Every activity of the workflows goes through it, or through call
+// and read. It first upserts the search attributes the run's tracker holds back, so that what
+// the run waits in is what a search finds.
 func execute(ctx workflow.Context, opts workflow.ActivityOptions, activity any, args ...any) workflow.Future {
+	if t, ok := ctx.Value(trackerKey).(*tracker); ok {
+		t.flush()
+	}
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, args...)
+}
+
+// call makes one Proxmox call that PVE answers at once unless something makes it wait (a
+// lock, backend trouble, a check not yet true): first as a local activity, which costs the
+// history one marker and no workflow task of its own, and, if that attempt fails with an error
+// opts' retry policy would retry, as an activity under opts (execute) with the attempts left,
+// which wait it out within opts' budget in sight of the UI. The activity's first attempt is the
+// local one's retry: every call through call is one a retry may repeat.
+//
+// The local attempt has no retries of its own: Temporal's test environment computes a local
+// activity's retries against its own clock, not the attempts', and fails them.
+func call(ctx workflow.Context, opts workflow.ActivityOptions, activity any, args ...any) quickCall {
+	return quickCall{ctx: ctx, opts: opts, activity: activity, args: args}
+}
+
+// quickCall is a call, made when its result is asked for.
+type quickCall struct {
+	ctx      workflow.Context
+	opts     workflow.ActivityOptions
+	activity any
+	args     []any
+}
+
+// Get makes the call and decodes its result into out (nil: none wanted).
+func (q quickCall) Get(ctx workflow.Context, out any) error {
+	local := workflow.WithLocalActivityOptions(q.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: q.opts.StartToCloseTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:             q.opts.Summary,
+	})
+	err := workflow.ExecuteLocalActivity(local, q.activity, q.args...).Get(ctx, out)
+	policy := q.opts.RetryPolicy
+	if err == nil || !retryable(err, policy) || q.ctx.Err() != nil || policy == nil || policy.MaximumAttempts == 1 {
+		return err
+	}
+	rest := q.opts
+	left := *policy
+	if left.MaximumAttempts > 1 {
+		left.MaximumAttempts--
+	}
+	rest.RetryPolicy = &left
+	return execute(q.ctx, rest, q.activity, q.args...).Get(ctx, out)
+}
+
+// retryable reports whether policy retries err: a timeout, a panic, or an application error
+// that is not non-retryable, by its flag or its type.
+func retryable(err error, policy *temporal.RetryPolicy) bool {
+	if temporal.IsCanceledError(err) {
+		return false
+	}
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		return true
+	}
+	return !appErr.NonRetryable() && (policy == nil || !slices.Contains(policy.NonRetryableErrorTypes, appErr.Type()))
 }
 
 // describeRun asks Temporal about the latest run of workflowID.

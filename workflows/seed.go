@@ -30,7 +30,7 @@ func (o *proxyOps) releaseSeed(v *vm) error {
 	var a *activities.Activities
 	step := fmt.Sprintf("read status of storage %s on node %s", o.s.ISOStorage, v.Node)
 	var st pve.StorageStatus
-	if err := execute(o.ctx, o.s.callOptions(step), a.StorageStatus,
+	if err := call(o.ctx, o.s.callOptions(step), a.StorageStatus,
 		activities.StorageRef{Node: v.Node, Storage: o.s.ISOStorage}).Get(o.ctx, &st); err != nil {
 		return fail(step, err)
 	}
@@ -41,13 +41,13 @@ func (o *proxyOps) releaseSeed(v *vm) error {
 	ref := v.ref()
 	o.t.step("release the seed ISO of " + ref.String())
 	var cfg pve.VMConfig
-	if err := execute(o.ctx, o.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(o.ctx, &cfg); err != nil {
+	if err := call(o.ctx, o.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(o.ctx, &cfg); err != nil {
 		return fail("read config of "+ref.String(), err)
 	}
 	volid := proxy.SeedVolID(o.s.ISOStorage, proxy.NameFromUID(o.uid))
 	if ide2, _, _ := strings.Cut(cfg["ide2"], ","); ide2 == volid {
 		summary := "eject the seed ISO from ide2 of " + ref.String()
-		if err := execute(o.ctx, o.s.callOptions(summary), a.SetVMConfig,
+		if err := call(o.ctx, o.s.callOptions(summary), a.SetVMConfig,
 			activities.SetVMConfigRequest{VMRef: ref, Params: pve.VMConfig{"ide2": noMedia}}).Get(o.ctx, nil); err != nil {
 			return fail(summary, err)
 		}

@@ -63,26 +63,41 @@ type Status struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// tracker keeps a workflow's Status current: in the status query, in the search attributes and
-// in the UI's current details.
+// tracker keeps a workflow's Status current: in the status query, in the UI's current details,
+// and in the search attributes. The search attributes are upserted when the run next waits
+// (flush, from execute and from the run's timers), not at every step: the steps between two
+// waits run in one workflow task, where upserts no search could see would each cost the history
+// an event.
 type tracker struct {
 	ctx    workflow.Context
 	status Status
+	// flushed is what the search attributes say; zero until the first flush.
+	flushed struct {
+		done  bool
+		phase string
+		node  string
+		vmid  int
+	}
 }
 
+// trackerKey finds a run's tracker in its context, for execute to flush.
+const trackerKey = "pveflow-tracker"
+
+// newTracker makes the tracker of a run; its ctx, the run's context with the tracker in it, is
+// the context the run's steps take.
 func newTracker(ctx workflow.Context, uid, name string) (*tracker, error) {
-	t := &tracker{ctx: ctx, status: Status{UID: uid, Name: name, StartedAt: workflow.Now(ctx)}}
+	t := &tracker{status: Status{UID: uid, Name: name, StartedAt: workflow.Now(ctx)}}
+	t.ctx = workflow.WithValue(ctx, trackerKey, t)
 	if err := workflow.SetQueryHandler(ctx, StatusQuery, func() (Status, error) { return t.status, nil }); err != nil {
 		return nil, err
 	}
-	return t, t.upsert(ProxyUIDKey.ValueSet(uid), ProxyNameKey.ValueSet(name))
+	return t, nil
 }
 
 // phase enters a new phase.
 func (t *tracker) phase(phase, step string) {
 	t.status.Phase, t.status.Step = phase, step
 	workflow.SetCurrentDetails(t.ctx, phase+": "+step)
-	t.logErr(t.upsert(ProxyPhaseKey.ValueSet(phase)))
 }
 
 // step says what the workflow does now within its phase.
@@ -93,11 +108,30 @@ func (t *tracker) step(step string) {
 
 // vm records the VM the workflow works on.
 func (t *tracker) vm(node string, vmid int) {
-	if t.status.Node == node && t.status.VMID == vmid {
+	t.status.Node, t.status.VMID = node, vmid
+}
+
+// flush upserts, in one command, the search attributes that changed since the last flush.
+func (t *tracker) flush() {
+	var updates []temporal.SearchAttributeUpdate
+	if !t.flushed.done {
+		updates = append(updates, ProxyUIDKey.ValueSet(t.status.UID), ProxyNameKey.ValueSet(t.status.Name))
+	}
+	if t.status.Phase != t.flushed.phase {
+		updates = append(updates, ProxyPhaseKey.ValueSet(t.status.Phase))
+	}
+	if t.status.VMID != 0 && (t.status.Node != t.flushed.node || t.status.VMID != t.flushed.vmid) {
+		updates = append(updates, PveNodeKey.ValueSet(t.status.Node), PveVMIDKey.ValueSet(int64(t.status.VMID)))
+	}
+	if len(updates) == 0 {
 		return
 	}
-	t.status.Node, t.status.VMID = node, vmid
-	t.logErr(t.upsert(PveNodeKey.ValueSet(node), PveVMIDKey.ValueSet(int64(vmid))))
+	if err := workflow.UpsertTypedSearchAttributes(t.ctx, updates...); err != nil {
+		// The proxy is then harder to find, but the work itself goes on.
+		workflow.GetLogger(t.ctx).Warn("search attribute update failed", "error", err)
+		return
+	}
+	t.flushed.done, t.flushed.phase, t.flushed.node, t.flushed.vmid = true, t.status.Phase, t.status.Node, t.status.VMID
 }
 
 func (t *tracker) task(upid pve.UPID) { t.status.UPID = upid }
@@ -105,31 +139,17 @@ func (t *tracker) task(upid pve.UPID) { t.status.UPID = upid }
 // warned records the warnings of a task that ended with some.
 func (t *tracker) warned(texts []string) { t.status.Warnings = append(t.status.Warnings, texts...) }
 
-// closed enters the phase an operation's outcome says: cancelled, failed with err, or done.
+// closed enters the phase an operation's outcome says, cancelled, failed with err, or done,
+// and upserts it: the run waits for nothing more.
 func (t *tracker) closed(err error, done string) {
 	switch {
 	case t.ctx.Err() != nil:
 		t.phase(PhaseCancelled, t.status.Step)
 	case err != nil:
-		t.failed(err)
+		t.status.LastError = err.Error()
+		t.phase(PhaseFailed, t.status.Step)
 	default:
 		t.phase(done, "done")
 	}
-}
-
-func (t *tracker) failed(err error) {
-	t.status.LastError = err.Error()
-	t.phase(PhaseFailed, t.status.Step)
-}
-
-func (t *tracker) upsert(updates ...temporal.SearchAttributeUpdate) error {
-	return workflow.UpsertTypedSearchAttributes(t.ctx, updates...)
-}
-
-// logErr logs a failed search-attribute update: the proxy is then harder to find, but the work
-// itself goes on.
-func (t *tracker) logErr(err error) {
-	if err != nil {
-		workflow.GetLogger(t.ctx).Warn("search attribute update failed", "error", err)
-	}
+	t.flush()
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -48,11 +47,14 @@ func TestCreate_seedISOHoldsTheUserDataOfTheRunsInput(t *testing.T) {
 func TestCreate_uploadISOInputCarriesNoUserData(t *testing.T) {
 	w := newWorld(t)
 	env := w.env()
+	// UploadISO is a call: a local activity, and an activity only when that attempt failed.
 	var uploads []map[string]any
-	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
 		if info.ActivityType.Name == "UploadISO" {
+			data, err := json.Marshal(args[0])
+			require.NoError(t, err)
 			var req map[string]any
-			require.NoError(t, args.Get(&req))
+			require.NoError(t, json.Unmarshal(data, &req))
 			uploads = append(uploads, req)
 		}
 	})

@@ -61,7 +61,7 @@ func (o *proxyOps) uploadSeed(node, instanceID string, network []nocloud.Etherne
 	}
 	summary := fmt.Sprintf("upload seed ISO %s to %s on %s", proxy.SeedISOName(req.Seed), o.s.ISOStorage, node)
 	var seed activities.UploadISOResult
-	if err := execute(o.ctx, o.s.callOptions(summary), a.UploadISO, req).Get(o.ctx, &seed); err != nil {
+	if err := call(o.ctx, o.s.callOptions(summary), a.UploadISO, req).Get(o.ctx, &seed); err != nil {
 		return seed, fail(summary, err)
 	}
 	summary = "wait for upload of " + seed.VolID
@@ -77,7 +77,7 @@ func (o *proxyOps) deleteSeedISO(node, volid string) error {
 	var a *activities.Activities
 	summary := fmt.Sprintf("delete seed ISO %s on %s", volid, node)
 	var upid pve.UPID
-	err := execute(o.ctx, o.s.callOptions(summary), a.DeleteVolume,
+	err := call(o.ctx, o.s.callOptions(summary), a.DeleteVolume,
 		activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: node, Storage: o.s.ISOStorage}, VolID: volid}).Get(o.ctx, &upid)
 	switch {
 	case isType(err, activities.ErrNotFound):
@@ -103,7 +103,7 @@ func (o *proxyOps) resizeDisk(ref activities.VMRef, disk string, gib int64) erro
 	step, err := o.redoOnLock("the resize of disk "+disk+" of "+ref.String(), func() (string, error) {
 		o.t.step(summary)
 		var upid pve.UPID
-		if err := execute(o.ctx, o.s.callOptions(summary), a.Resize,
+		if err := call(o.ctx, o.s.callOptions(summary), a.Resize,
 			activities.ResizeRequest{VMRef: ref, Disk: disk, Size: size}).Get(o.ctx, &upid); err != nil {
 			return summary, err
 		}
@@ -122,7 +122,7 @@ func (o *proxyOps) start(ref activities.VMRef) error {
 	step, err := o.redoOnLock("the start of "+ref.String(), func() (string, error) {
 		var upid pve.UPID
 		summary := "start " + ref.String()
-		if err := execute(o.ctx, o.s.callOptions(summary), a.Start, ref).Get(o.ctx, &upid); err != nil {
+		if err := call(o.ctx, o.s.callOptions(summary), a.Start, ref).Get(o.ctx, &upid); err != nil {
 			return summary, err
 		}
 		summary = "wait for start of " + ref.String()
@@ -174,6 +174,7 @@ func (o *proxyOps) sleepOutLock(what string, begun time.Time, budget time.Durati
 	}
 	o.t.status.LockRetries++
 	o.t.step(fmt.Sprintf("%s failed on a lock; making it again in %s (retry %d)", what, wait, o.t.status.LockRetries))
+	o.t.flush()
 	if err := workflow.Sleep(o.ctx, wait); err != nil {
 		return false, err
 	}
@@ -188,13 +189,13 @@ func (o *proxyOps) awaitReady(v *vm, addrs proxy.Addresses) (activities.AgentRes
 	ref := v.ref()
 	o.t.phase(PhaseBooting, "wait for the VM to run")
 	summary := "wait for " + ref.String() + " to run"
-	if err := execute(o.ctx, o.s.waitOptions(o.s.Budgets.Running, summary), a.VMStatus,
+	if err := call(o.ctx, o.s.waitOptions(o.s.Budgets.Running, summary), a.VMStatus,
 		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}).Get(o.ctx, nil); err != nil {
 		return activities.AgentResult{}, fail(summary, err)
 	}
 	if v.Config == nil {
 		o.t.step("read config")
-		if err := execute(o.ctx, o.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(o.ctx, &v.Config); err != nil {
+		if err := call(o.ctx, o.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(o.ctx, &v.Config); err != nil {
 			return activities.AgentResult{}, fail("read config of "+ref.String(), err)
 		}
 	}

@@ -125,3 +125,18 @@ func orNone(names []string) string {
 	}
 	return choices(names)
 }
+
+// TemplateVMIDs are the templates p may clone from, its node's and every candidate's, sorted.
+func (p Placement) TemplateVMIDs() []int {
+	var vmids []int
+	if p.TemplateVMID != 0 {
+		vmids = append(vmids, p.TemplateVMID)
+	}
+	for _, node := range p.Candidates {
+		if vmid, ok := p.TemplateOn[node]; ok {
+			vmids = append(vmids, vmid)
+		}
+	}
+	slices.Sort(vmids)
+	return slices.Compact(vmids)
+}
