@@ -10,6 +10,10 @@
 // replay of every history that used it. Activities is registered as a whole, so it has no other
 // exported methods.
 //
+// The workflows make most calls as local activities, and as activities only when a first
+// attempt meets something to wait out (docs/architecture.md, What a step costs): the same
+// methods either way.
+//
 // Waiting is not a loop here. TaskStatus, VMStatus and AgentNetworkInterfaces return a
 // retryable, benign error while the thing waited for has not happened, and the workflow's retry
 // policy (its ScheduleToClose budget and poll intervals) turns that into polling.

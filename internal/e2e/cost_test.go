@@ -1,0 +1,84 @@
+package e2e_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// historyCost is what a run cost the Temporal server, read off its history.
+type historyCost struct {
+	events, bytes int
+	// activities counts the activities scheduled, by type.
+	activities map[string]int
+	upserts    int
+}
+
+func costOf(t testing.TB, s *stack, run client.WorkflowRun) historyCost {
+	t.Helper()
+	c := historyCost{activities: map[string]int{}}
+	for _, ev := range history(t, s.client, run.GetID(), run.GetRunID()) {
+		c.events++
+		c.bytes += proto.Size(ev)
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			c.activities[ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()]++
+		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+			c.upserts++
+		}
+	}
+	return c
+}
+
+// createAndDelete creates the proxy of uid and deletes it, and returns the two runs.
+func createAndDelete(t *testing.T, s *stack, uid string) (create, del client.WorkflowRun) {
+	t.Helper()
+	res, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	require.NoError(t, err)
+	_, err = served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid, ProviderID: res.ProviderID}))
+	require.NoError(t, err)
+	return s.operation(uid, workflows.OpCreate), s.operation(uid, workflows.OpDelete)
+}
+
+func TestE2E_aCreateAndDeleteScheduleActivitiesOnlyToWait(t *testing.T) {
+	s := startStack(t, newCluster(), fastConfig(t))
+
+	create, del := createAndDelete(t, s, uid)
+
+	// A wait polls by its attempts; the admission's description is a Temporal call. Every
+	// other call is a local activity that PVE answered at once.
+	waits := []string{"TaskStatus", "AgentNetworkInterfaces", "DescribeRun"}
+	for _, run := range []client.WorkflowRun{create, del} {
+		c := costOf(t, s, run)
+		scheduled := 0
+		for typ, n := range c.activities {
+			assert.Contains(t, waits, typ, "%s scheduled %s as an activity", run.GetID(), typ)
+			scheduled += n
+		}
+		assert.LessOrEqual(t, c.upserts, scheduled+1, "%s: search attributes upserted when it waits and when it closes", run.GetID())
+	}
+}
+
+func TestE2E_aCreatesHistoryDoesNotGrowWithTheCluster(t *testing.T) {
+	cluster := newCluster()
+	s := startStack(t, cluster, fastConfig(t))
+	small, _ := createAndDelete(t, s, uid)
+	const others = 500
+	for i := range others {
+		require.NoError(t, cluster.AddVM(pvesim.VM{Node: "pve1", VMID: 1000 + i, Config: pve.VMConfig{"name": fmt.Sprintf("someone-else-%d", i)}}))
+	}
+
+	big, _ := createAndDelete(t, s, otherUID)
+
+	// Each VM of the list is some 200 bytes: the whole list would be 100 KB.
+	assert.Less(t, costOf(t, s, big).bytes, costOf(t, s, small).bytes+4096)
+}
