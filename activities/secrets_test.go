@@ -58,7 +58,7 @@ func TestSecrets_neverInLogsErrorsOrResults(t *testing.T) {
 			{"Version", acts.Version, nil},
 			{"NodeStatus", acts.NodeStatus, "pve1"},
 			{"StorageStatus", acts.StorageStatus, activities.StorageRef{Node: "pve1", Storage: "local"}},
-			{"ClusterResources", acts.ClusterResources, nil},
+			{"ClusterResources", acts.ClusterResources, activities.ResourcesFilter{}},
 			{"VMConfig", acts.VMConfig, activities.VMConfigRequest{VMRef: ref}},
 			{"Clone", acts.Clone, activities.CloneRequest{Node: "pve1", TemplateVMID: 9000, Params: pve.CloneParams{NewID: 123456, Name: "proxy-test", Full: true}}},
 			{"SetVMConfig", acts.SetVMConfig, activities.SetVMConfigRequest{VMRef: ref, Params: pve.VMConfig{"cores": "2"}}},
