@@ -416,7 +416,7 @@ const maxAskInterval = 2 * time.Minute
 // does not run would fail, and leave a failed event in the history of a create that succeeds.
 func (c *create) askForLease(l *lease) error {
 	c.t.step("describe workflow " + l.admission)
-	admission, err := describeRun(c.ctx, c.s, l.admission)
+	admission, err := describeRun(c.ctx, c.s, l.admission, true)
 	if err != nil {
 		return err
 	}

@@ -206,7 +206,9 @@ func execute(ctx workflow.Context, opts workflow.ActivityOptions, activity any, 
 // history one marker and no workflow task of its own, and, if that attempt fails with an error
 // opts' retry policy would retry, as an activity under opts (execute) with the attempts left,
 // which wait it out within opts' budget in sight of the UI. The activity's first attempt is the
-// local one's retry: every call through call is one a retry may repeat.
+// local one's retry, made after the policy's first interval as a retry would be: a call whose
+// answer was lost is not made again while PVE may still be taking it (a clone made twice at
+// once onto one VMID starts a second clone task, which fails on the first one's lock).
 //
 // The local attempt has no retries of its own: Temporal's test environment computes a local
 // activity's retries against its own clock, not the attempts', and fails them.
@@ -240,6 +242,9 @@ func (q quickCall) Get(ctx workflow.Context, out any) error {
 		left.MaximumAttempts--
 	}
 	rest.RetryPolicy = &left
+	if err := workflow.Sleep(q.ctx, policy.InitialInterval); err != nil {
+		return err
+	}
 	return execute(q.ctx, rest, q.activity, q.args...).Get(ctx, out)
 }
 
@@ -256,12 +261,20 @@ func retryable(err error, policy *temporal.RetryPolicy) bool {
 	return !appErr.NonRetryable() && (policy == nil || !slices.Contains(policy.NonRetryableErrorTypes, appErr.Type()))
 }
 
-// describeRun asks Temporal about the latest run of workflowID.
-func describeRun(ctx workflow.Context, s settings, workflowID string) (activities.RunInfo, error) {
+// describeRun asks Temporal about the latest run of workflowID: as a call when local, else as an
+// activity, as the long-lived workflows ask (their commands are versioned).
+func describeRun(ctx workflow.Context, s settings, workflowID string, local bool) (activities.RunInfo, error) {
 	var a *activities.Activities
 	step := "describe workflow " + workflowID
+	opts, req := s.callOptions(step), activities.DescribeRunRequest{WorkflowID: workflowID}
 	var run activities.RunInfo
-	if err := execute(ctx, s.callOptions(step), a.DescribeRun, activities.DescribeRunRequest{WorkflowID: workflowID}).Get(ctx, &run); err != nil {
+	var err error
+	if local {
+		err = call(ctx, opts, a.DescribeRun, req).Get(ctx, &run)
+	} else {
+		err = execute(ctx, opts, a.DescribeRun, req).Get(ctx, &run)
+	}
+	if err != nil {
 		return run, fail(step, err)
 	}
 	return run, nil

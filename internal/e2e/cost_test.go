@@ -20,7 +20,8 @@ type historyCost struct {
 	events, bytes int
 	// activities counts the activities scheduled, by type.
 	activities map[string]int
-	upserts    int
+	// executions counts the activities' attempts, every poll among them.
+	executions, workflowTasks, markers, upserts int
 }
 
 func costOf(t testing.TB, s *stack, run client.WorkflowRun) historyCost {
@@ -32,6 +33,12 @@ func costOf(t testing.TB, s *stack, run client.WorkflowRun) historyCost {
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			c.activities[ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()]++
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			c.executions += int(ev.GetActivityTaskStartedEventAttributes().GetAttempt())
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			c.workflowTasks++
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			c.markers++
 		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
 			c.upserts++
 		}
@@ -54,11 +61,13 @@ func TestE2E_aCreateAndDeleteScheduleActivitiesOnlyToWait(t *testing.T) {
 
 	create, del := createAndDelete(t, s, uid)
 
-	// A wait polls by its attempts; the admission's description is a Temporal call. Every
-	// other call is a local activity that PVE answered at once.
-	waits := []string{"TaskStatus", "AgentNetworkInterfaces", "DescribeRun"}
+	// A wait polls by its attempts. Every other call, the admission's description among them,
+	// is a local activity answered at once.
+	waits := []string{"TaskStatus", "AgentNetworkInterfaces"}
 	for _, run := range []client.WorkflowRun{create, del} {
 		c := costOf(t, s, run)
+		t.Logf("%s: %d events, activities scheduled %v, %d executions, %d workflow tasks, %d markers, %d upserts",
+			run.GetID(), c.events, c.activities, c.executions, c.workflowTasks, c.markers, c.upserts)
 		scheduled := 0
 		for typ, n := range c.activities {
 			assert.Contains(t, waits, typ, "%s scheduled %s as an activity", run.GetID(), typ)

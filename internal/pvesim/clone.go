@@ -102,7 +102,8 @@ func fileExistsText(node string, newid int) string {
 func (c *Cluster) waitForFlock(now time.Time, src *vm, p pve.CloneParams, disks []cloneDisk, winner *task) pve.UPID {
 	t := c.startTask(now, src.node, "qmclone", strconv.Itoa(src.id), flockText(p.NewID))
 	t.end = time.Time{}
-	c.logClone(t, now, src, p, disks)
+	rec := c.logClone(t, now, src, p, disks)
+	rec.copying = time.Time{}
 	deadline := now.Add(cloneFlockTimeout)
 	src.cloneSources++
 	waiting := true
@@ -112,7 +113,7 @@ func (c *Cluster) waitForFlock(now time.Time, src *vm, p pve.CloneParams, disks 
 		}
 		waiting = false
 		src.cloneSources--
-		c.afterFlock(t, winner.end, src.node, src.id, p)
+		c.afterFlock(rec, winner.end, src.node, src.id, p)
 	})
 	c.at(deadline, func() {
 		if !waiting {
@@ -125,9 +126,11 @@ func (c *Cluster) waitForFlock(now time.Time, src *vm, p pve.CloneParams, disks 
 	return t.upid
 }
 
-// afterFlock is the worker of clone t taking the new config's flock at now, after the clone
+// afterFlock is the worker of clone rec taking the new config's flock at now, after the clone
 // that held it ended: it runs the checks again, and clones if they pass.
-func (c *Cluster) afterFlock(t *task, now time.Time, node string, vmid int, p pve.CloneParams) {
+func (c *Cluster) afterFlock(rec *cloneRecord, now time.Time, node string, vmid int, p pve.CloneParams) {
+	t := rec.t
+	rec.copying = now
 	src, disks, err := c.checkClone(node, vmid, p)
 	other := c.vms[p.NewID]
 	switch {

@@ -28,21 +28,26 @@ type CloneRun struct {
 
 // cloneRecord is a clone task in the clone log.
 type cloneRecord struct {
-	t           *task
-	start       time.Time
+	t     *task
+	start time.Time
+	// copying is when the worker took the new config's flock, from which on it may allocate and
+	// copy: at start, unless it waited for another clone of the same VMID, and zero if it never
+	// took it.
+	copying     time.Time
 	vmid, newid int
 	stores      []*storage
 }
 
 // logClone records clone task t, started at now, whose disks go where disks say.
-func (c *Cluster) logClone(t *task, now time.Time, src *vm, p pve.CloneParams, disks []cloneDisk) {
-	rec := &cloneRecord{t: t, start: now, vmid: src.id, newid: p.NewID}
+func (c *Cluster) logClone(t *task, now time.Time, src *vm, p pve.CloneParams, disks []cloneDisk) *cloneRecord {
+	rec := &cloneRecord{t: t, start: now, copying: now, vmid: src.id, newid: p.NewID}
 	for _, d := range disks {
 		if !slices.Contains(rec.stores, d.st) {
 			rec.stores = append(rec.stores, d.st)
 		}
 	}
 	c.clones = append(c.clones, rec)
+	return rec
 }
 
 // CloneRuns lists every clone task, in the order they started. A clone refused by the checks
@@ -75,9 +80,12 @@ func (c *Cluster) CloneRuns() []CloneRun {
 
 // MaxConcurrentClones is the largest number of clone tasks that ran at one moment with a disk
 // going to storage as node sees it; a shared storage is the same on every node, so clones from
-// all nodes count. A task runs from its start to its end, the end excluded, so a clone started
-// the moment another ended does not overlap it; one still running counts until now. Every clone
-// task counts, whether it succeeds, fails or waits for the flock of a VMID another clone won.
+// all nodes count. A task runs from the moment it holds its new VM's config flock to its end,
+// the end excluded, so a clone started the moment another ended does not overlap it; one still
+// running counts until now. A clone counts whether it succeeds or fails, but not while it waits
+// for the flock of a VMID another clone holds: PVE takes that flock before it touches a storage,
+// so a clone made again after its answer was lost, which fails on the first one's flock within
+// a second, never loads the storage.
 // It panics on a node or storage the cluster does not have: a typo would make a test's bound
 // hold for the wrong reason.
 func (c *Cluster) MaxConcurrentClones(node, storage string) int {
@@ -99,7 +107,10 @@ func (c *Cluster) MaxConcurrentClones(node, storage string) int {
 		if !slices.Contains(rec.stores, st) {
 			continue
 		}
-		edges = append(edges, edge{rec.start, +1})
+		if rec.copying.IsZero() {
+			continue
+		}
+		edges = append(edges, edge{rec.copying, +1})
 		if rec.t.done(now) {
 			edges = append(edges, edge{rec.t.end, -1})
 		}
