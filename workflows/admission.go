@@ -28,8 +28,8 @@ import (
 // (its budget spent, a delete stopping it, an answer lost and the clone adopted) gives the
 // lease back with the clone it covers, and the admission keeps it until PVE says that clone has
 // ended. A holder that can give nothing back, because it was terminated, is found out: the
-// admission checks its holders on a schedule by a signal to their run, which fails for a closed
-// run. A worker that dies loses nothing: the run goes on elsewhere, holding its lease.
+// admission asks Temporal on a schedule whether its holders' runs still run (an admission
+// started before that shape signals them, and a signal to a closed run fails). A worker that dies loses nothing: the run goes on elsewhere, holding its lease.
 //
 // The admission outlives whatever starts it: a create starts it on a disconnected context, and
 // abandons it. Its work per event is bounded (a grant signals the runs it admits, no one else: a
@@ -48,8 +48,13 @@ const (
 // which clones it still covers for runs that stopped waiting for them.
 const AdmissionQuery = "admission"
 
-// admissionShape names the change from the 1.0 admission (admission_1_0.go) to this one.
+// admissionShape names the changes from the 1.0 admission (admission_1_0.go): version 1 covers
+// the clones of leases given back; version 2 (holdersDescribed) asks Temporal whether a holder
+// still runs instead of signalling it, which cost every holder a workflow task per check.
 const admissionShape = "admission-leases-cover-clones"
+
+// holdersDescribed is admissionShape's version from which the admission describes its holders.
+const holdersDescribed = 2
 
 // CloneAdmissionWorkflowID is the ID of the admission workflow of one storage key, for the
 // workers of one task queue: another installation on the same Temporal namespace, with a task
@@ -129,9 +134,11 @@ func (w *Workflows) CloneAdmission(ctx workflow.Context, st AdmissionState) erro
 	acquires := workflow.GetSignalChannel(ctx, cloneAcquireSignal)
 	releases := workflow.GetSignalChannel(ctx, cloneReleaseSignal)
 	a.report()
-	if workflow.GetVersion(ctx, admissionShape, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	shape := workflow.GetVersion(ctx, admissionShape, workflow.DefaultVersion, holdersDescribed)
+	if shape == workflow.DefaultVersion {
 		return a.run1_0(ctx, acquires, releases)
 	}
+	a.describeHolders = shape >= holdersDescribed
 	cancelled := false
 	var check workflow.Future // one check at a time, on a schedule that no signal pushes back
 	for {
@@ -173,6 +180,9 @@ type admission struct {
 	st  AdmissionState
 	// tellPlaces is set on a 1.0 run, which tells queued runs their places (admission_1_0.go).
 	tellPlaces bool
+	// describeHolders is set on a run that asks Temporal whether its holders still run; an
+	// older one signals them (checkHolders).
+	describeHolders bool
 }
 
 // busy is whether any lease is out: held, or covering a clone in flight.
@@ -275,7 +285,11 @@ func (a *admission) grant() {
 // terminated run runs no code, so it cannot. Its clone, if one still runs, is not known here.
 func (a *admission) checkHolders() {
 	holders := slices.Clone(a.st.Holders)
-	for i, alive := range a.tellAll(holders, cloneLeaseCheck, nil) {
+	check := a.describeAll
+	if !a.describeHolders {
+		check = func(hs []Holder) []bool { return a.tellAll(hs, cloneLeaseCheck, nil) }
+	}
+	for i, alive := range check(holders) {
 		if !alive {
 			h := holders[i]
 			workflow.GetLogger(a.ctx).Warn("releasing the clone lease of a run that closed without giving it back", "workflowID", h.WorkflowID, "runID", h.RunID)
@@ -343,6 +357,28 @@ func (a *admission) tellAll(hs []Holder, signal string, payload any) []bool {
 		ok[i] = f.Get(a.ctx, nil) == nil
 	}
 	return ok
+}
+
+// describeAll asks Temporal, at once, whether each run still runs: a local activity each, a
+// marker in the admission's history and nothing in the run's. A run that cannot be described
+// this time counts as running, and is asked again at the next check.
+func (a *admission) describeAll(hs []Holder) []bool {
+	var acts *activities.Activities
+	ctx := workflow.WithLocalActivityOptions(a.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: max(a.st.CheckEvery, time.Second),
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	futures := make([]workflow.Future, len(hs))
+	for i, h := range hs {
+		futures[i] = workflow.ExecuteLocalActivity(ctx, acts.DescribeRun, activities.DescribeRunRequest{WorkflowID: h.WorkflowID, RunID: h.RunID})
+	}
+	alive := make([]bool, len(hs))
+	for i, f := range futures {
+		var run activities.RunInfo
+		err := f.Get(a.ctx, &run)
+		alive[i] = err != nil || run.Running
+	}
+	return alive
 }
 
 // lease is a create's side of the admission: its request, and what it holds.

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -33,6 +34,8 @@ type admissionWorld struct {
 	// closed are the runs that have closed: a signal to them fails. allClosed closes them all.
 	closed    map[string]bool
 	allClosed bool
+	// leaseChecks counts the clone-lease-check signals the admission sent its holders.
+	leaseChecks int
 }
 
 func newAdmissionWorld(t *testing.T) *admissionWorld {
@@ -47,6 +50,7 @@ func newAdmissionWorld(t *testing.T) *admissionWorld {
 				return errors.New("workflow execution already completed")
 			}
 			if signal == "clone-lease-check" {
+				a.leaseChecks++
 				return nil
 			}
 			a.told = append(a.told, runID+" "+signal)
@@ -59,6 +63,7 @@ func newAdmissionWorld(t *testing.T) *admissionWorld {
 func (a *admissionWorld) at(d time.Duration, f func()) { a.env.RegisterDelayedCallback(f, d) }
 
 func (a *admissionWorld) acquire(run string, limit int) {
+	a.w.runs.set("proxy/"+run+"/create", activities.RunInfo{RunID: run, Running: true})
 	a.env.SignalWorkflow("clone-acquire", map[string]any{
 		"workflowID": "proxy/" + run + "/create", "runID": run, "limit": limit, "checkEvery": 10 * time.Second,
 	})
@@ -73,12 +78,13 @@ func (a *admissionWorld) releaseWith(run string, clone workflows.CloneInFlight) 
 	a.env.SignalWorkflow("clone-release", map[string]any{"workflowID": "proxy/" + run + "/create", "runID": run, "clone": clone})
 }
 
-// terminate makes run a terminated one: it runs no code, so it gives nothing back, and a
-// signal to it fails.
+// terminate makes run a terminated one: it runs no code, so it gives nothing back, a signal
+// to it fails, and Temporal describes it closed.
 func (a *admissionWorld) terminate(run string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.closed[run] = true
+	a.w.runs.close("proxy/"+run+"/create", "terminated")
 }
 
 func (a *admissionWorld) state() workflows.AdmissionState {
@@ -96,6 +102,7 @@ func (a *admissionWorld) run(until time.Duration) {
 		a.mu.Lock()
 		a.allClosed = true
 		a.mu.Unlock()
+		a.w.runs.closeAll("completed")
 		a.env.CancelWorkflow()
 	})
 	a.env.ExecuteWorkflow(workflows.CloneAdmissionName, workflows.AdmissionState{Storage: "pve1/local-lvm"})
@@ -144,19 +151,29 @@ func TestAdmission_admitsUpToTheLimitFirstComeFirstServed(t *testing.T) {
 	assert.Equal(t, []string{"d"}, holderRuns(after.Waiting))
 }
 
-func TestAdmission_leaseHeldByATerminatedWorkflowIsReleased(t *testing.T) {
-	a := newAdmissionWorld(t)
-	a.at(time.Second, func() { a.acquire("a", 1) })
-	a.at(2*time.Second, func() { a.acquire("b", 1) })
-	a.at(3*time.Second, func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		a.closed["a"] = true // terminated: it runs no code, so it gives nothing back
-	})
+func TestAdmission_findsATerminatedHolderWithoutSignallingTheHolders(t *testing.T) {
+	tests := []struct {
+		name        string
+		version     workflow.Version
+		leaseChecks bool
+	}{
+		{name: "current shape describes them", version: 2},
+		{name: "a run started before it signals them", version: 1, leaseChecks: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newAdmissionWorld(t)
+			a.env.OnGetVersion("admission-leases-cover-clones", workflow.DefaultVersion, 2).Return(tt.version)
+			a.at(time.Second, func() { a.acquire("a", 1) })
+			a.at(2*time.Second, func() { a.acquire("b", 1) })
+			a.at(3*time.Second, func() { a.terminate("a") })
 
-	a.run(time.Minute)
+			a.run(time.Minute)
 
-	assert.Equal(t, []string{"a", "b"}, a.admitted(), "b is admitted once the admission finds a gone")
+			assert.Equal(t, []string{"a", "b"}, a.admitted(), "b is admitted once the admission finds a gone")
+			assert.Equal(t, tt.leaseChecks, a.leaseChecks > 0, "lease-check signals: %d", a.leaseChecks)
+		})
+	}
 }
 
 func TestAdmission_repeatedRequestIsNotQueuedTwice(t *testing.T) {
@@ -310,7 +327,7 @@ func TestAdmission_continuesAsNewWhenSuggestedWithItsHoldersAndQueue(t *testing.
 func TestAdmission_a1_0RunContinuesAsNewIntoTheCurrentShapeAtItsFirstLiveEvent(t *testing.T) {
 	a := newAdmissionWorld(t)
 	// A run that 1.0 started: its history has no version marker.
-	a.env.OnGetVersion("admission-leases-cover-clones", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	a.env.OnGetVersion("admission-leases-cover-clones", workflow.DefaultVersion, 2).Return(workflow.DefaultVersion)
 	a.at(time.Second, func() {
 		a.acquire("a", 1)
 		a.acquire("b", 1)

@@ -90,6 +90,23 @@ func (r *runs) start(workflowID string, startedAt time.Time) {
 	r.byID[workflowID] = activities.RunInfo{RunID: workflowID + "/run", Running: true, StartedAt: startedAt}
 }
 
+// set records run as the latest run of workflowID.
+func (r *runs) set(workflowID string, run activities.RunInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byID[workflowID] = run
+}
+
+// closeAll closes every run with status.
+func (r *runs) closeAll(status string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, run := range r.byID {
+		run.Running, run.Status = false, status
+		r.byID[id] = run
+	}
+}
+
 // close closes the run of workflowID with status.
 func (r *runs) close(workflowID, status string) {
 	r.mu.Lock()

@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
@@ -104,7 +108,7 @@ func BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage(b *testing.B) {
 				cluster := contendedCluster(time.Second, 2*time.Second)
 				cfg := benchConfig(b)
 				cfg.Clones.PerStorage = perStorage
-				s := startStack(b, cluster, cfg)
+				s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
 				start := time.Now()
 				errs := createAll(b, s, 50, 10*time.Minute)
 				failed := 0
@@ -118,10 +122,38 @@ func BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage(b *testing.B) {
 				b.ReportMetric(float64(failed), "failed")
 				b.ReportMetric(float64(lockTimeouts(cluster)), "lock-timeouts")
 				b.ReportMetric(float64(cluster.MaxConcurrentClones("pve1", "local-lvm")), "max-concurrent-clones")
+				var events, executions int
+				for i := range 50 {
+					c := costOf(b, s, s.operation(fmt.Sprintf("fleet-%02d", i), workflows.OpCreate))
+					events += c.events
+					executions += c.executions
+				}
+				b.ReportMetric(float64(events)/50, "events/create")
+				b.ReportMetric(float64(executions)/50, "activity-executions/create")
 				s.stop()
 			}
 		})
 	}
+}
+
+// benchLog is the SDK's log of the benchmarks: its warnings and errors, in a file whose name
+// the first benchmark prints, so that the debug and info lines of every workflow and activity
+// task, and the expected failures of an admission-off run, do not bury the results.
+var benchLog = sync.OnceValues(func() (log.Logger, error) {
+	f, err := os.CreateTemp("", "pveflow-bench-*.log")
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "the Temporal SDK's warnings and errors: %s\n", f.Name())
+	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn}))), nil
+})
+
+// warnings is benchLog, for a benchmark.
+func warnings(b *testing.B) log.Logger {
+	b.Helper()
+	l, err := benchLog()
+	require.NoError(b, err)
+	return l
 }
 
 // benchConfig is fastConfig with a clone budget that lets fifty queued clones finish.
