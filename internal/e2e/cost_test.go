@@ -47,7 +47,7 @@ func costOf(t testing.TB, s *stack, run client.WorkflowRun) historyCost {
 }
 
 // createAndDelete creates the proxy of uid and deletes it, and returns the two runs.
-func createAndDelete(t *testing.T, s *stack, uid string) (create, del client.WorkflowRun) {
+func createAndDelete(t testing.TB, s *stack, uid string) (create, del client.WorkflowRun) {
 	t.Helper()
 	res, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
 	require.NoError(t, err)

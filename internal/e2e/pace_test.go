@@ -1,0 +1,59 @@
+package e2e_test
+
+import (
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/pvesim"
+)
+
+// paceDurations are the simulator's task durations for BenchmarkProxy: a clone of 30 s, the
+// other tasks of one or two seconds, as a small VM on local storage takes.
+var paceDurations = map[string]time.Duration{
+	"qmclone": 30 * time.Second, "imgcopy": time.Second, "resize": time.Second, "qmstart": 2 * time.Second,
+	"imgdel": 500 * time.Millisecond, "qmstop": 2 * time.Second, "qmdestroy": time.Second,
+}
+
+// paceBoot is how long the simulated guest takes from its start to its agent's first answer.
+const paceBoot = 20 * time.Second
+
+// paceFloor is the least a create and a delete can take against that simulator: the tasks they
+// wait for, one after another, and the guest's boot. The create runs a clone, the seed's upload,
+// the resize, the start and the seed's release; the delete a stop, a destroy and the seed's
+// deletion, which finds it gone.
+func paceFloor() time.Duration {
+	floor := paceBoot
+	for _, typ := range []string{"qmclone", "imgcopy", "resize", "qmstart", "imgdel", "qmstop", "qmdestroy", "imgdel"} {
+		floor += paceDurations[typ]
+	}
+	return floor
+}
+
+// BenchmarkProxy_createAndDeleteAtTheSimulatorsPace creates and deletes one proxy against a
+// simulator whose tasks take what they take on a small cluster, with the default poll cadence
+// and budgets, and reports the wall time against the floor and what each run cost Temporal.
+func BenchmarkProxy_createAndDeleteAtTheSimulatorsPace(b *testing.B) {
+	for b.Loop() {
+		cluster := newCluster(func(o *pvesim.Options) {
+			o.TaskDurations = paceDurations
+			o.AgentBootDelay = paceBoot
+		})
+		cfg := fastConfig(b)
+		defaults := config.Default()
+		cfg.Poll, cfg.Budgets = defaults.Poll, defaults.Budgets
+		s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
+		start := time.Now()
+		create, del := createAndDelete(b, s, uid)
+		elapsed := time.Since(start)
+		b.ReportMetric(elapsed.Seconds(), "s/create+delete")
+		b.ReportMetric(elapsed.Seconds()/paceFloor().Seconds(), "x-floor")
+		c, d := costOf(b, s, create), costOf(b, s, del)
+		b.ReportMetric(float64(c.events), "events/create")
+		b.ReportMetric(float64(d.events), "events/delete")
+		b.ReportMetric(float64(c.executions+d.executions), "activity-executions/create+delete")
+		s.stop()
+	}
+}
