@@ -285,6 +285,7 @@ func TestClone_raceLoserClonesWhenWinnerFailedFirst(t *testing.T) {
 	assert.Equal(t, "OK", requireTaskEnds(t, c, clk, loser, 120*time.Millisecond))
 	vm, _ = vmByID(c, newID)
 	assert.Equal(t, "proxy-loser", vm.Config["name"])
+	assert.Equal(t, 1, c.MaxConcurrentClones("pve1", "local-lvm"), "the loser counts against the storage from when it took the flock")
 }
 
 func TestClone_raceLoserHoldsSourceFlockWhileWaiting(t *testing.T) {

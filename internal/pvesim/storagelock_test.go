@@ -253,16 +253,3 @@ func TestMaxConcurrentClones_aCloneWaitingForItsVMIDsFlockDoesNotCount(t *testin
 	assert.Equal(t, 1, c.MaxConcurrentClones("pve1", "local-lvm"), "the second clone failed on the flock before touching the storage")
 	assert.Len(t, c.CloneRuns(), 2, "the clone log still lists it")
 }
-
-func TestMaxConcurrentClones_aCloneCountsFromWhenItTakesItsVMIDsFlock(t *testing.T) {
-	c, clk := newCluster(t)
-	c.FailTask("qmclone", fixtureExit(t, "task_status_stopped_error"))
-	winner := startClone(t, c, newID)
-	clk.Advance(10 * time.Millisecond)
-	loser, err := c.Clone(t.Context(), "pve1", tmplID, loserParams(newID))
-	require.NoError(t, err)
-
-	assert.NotEqual(t, "OK", requireTaskEnds(t, c, clk, winner, 60*time.Millisecond))
-	assert.Equal(t, "OK", requireTaskEnds(t, c, clk, loser, 120*time.Millisecond))
-	assert.Equal(t, 1, c.MaxConcurrentClones("pve1", "local-lvm"), "the second clone copied only once the first had ended")
-}
