@@ -81,8 +81,8 @@ staticcheck: $(TOOLS)/staticcheck
 workflowcheck: $(TOOLS)/workflowcheck
 	$(TOOLS)/workflowcheck -show-pos ./workflows/...
 
-# The fleet benchmark runs whole stacks for minutes, so one iteration is all the benchmark
-# time it gets; the timeout leaves room for both of its runs.
+# The end-to-end benchmarks run whole stacks for a minute or more, so one iteration is all the
+# benchmark time each gets; the timeout leaves room for all of their runs.
 bench: $(TEMPORAL_BIN)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 
