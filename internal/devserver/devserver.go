@@ -55,14 +55,14 @@ type Options struct {
 	IP               string            // default "127.0.0.1"; a non-loopback address is refused
 	Port             int               // frontend gRPC port; 0 picks a free one
 	UIPort           int               // Web UI port; 0 picks a free one; -1 disables the UI
+	Namespace        string            // default "default"; registered if missing (retention 72h)
+	SearchAttributes map[string]string // name -> type ("Keyword", "Int", ...), registered if missing
+	Logger           *slog.Logger      // server logs go here at warn+ (the server is chatty); nil discards
 	// ServicePorts is the first of the eight consecutive ports the other services take: the
 	// frontend's HTTP, history, matching and worker gRPC, then the frontend's, history's,
 	// matching's and worker's membership (ringpop), which only a server on PostgreSQL uses.
 	// 0 picks a free port for each.
 	ServicePorts int
-	Namespace        string            // default "default"; registered if missing (retention 72h)
-	SearchAttributes map[string]string // name -> type ("Keyword", "Int", ...), registered if missing
-	Logger           *slog.Logger      // server logs go here at warn+ (the server is chatty); nil discards
 	// UICodecEndpoint is the URL of a codec server the Web UI's pages (the browser, not the
 	// UI's server) post payloads to for decoding, such as http://127.0.0.1:8081; "" for none.
 	// The codec server must allow the UI's origin, UIURL.
