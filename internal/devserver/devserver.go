@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -60,9 +61,13 @@ type Options struct {
 	Logger           *slog.Logger      // server logs go here at warn+ (the server is chatty); nil discards
 	// ServicePorts is the first of the eight consecutive ports the other services take: the
 	// frontend's HTTP, history, matching and worker gRPC, then the frontend's, history's,
-	// matching's and worker's membership (ringpop), which only a server on PostgreSQL uses.
-	// 0 picks a free port for each.
+	// matching's and worker's membership (ringpop), which only a server on PostgreSQL uses
+	// and which must not exceed 32767 there. 0 picks a free port for each.
 	ServicePorts int
+	// OnFatal, if set, is called after the server logged a fatal error, one it cannot go on
+	// after: a host of a cluster whose membership failed to start (say) serves nothing, yet
+	// looks up. The command exits there; nil only logs it.
+	OnFatal func()
 	// UICodecEndpoint is the URL of a codec server the Web UI's pages (the browser, not the
 	// UI's server) post payloads to for decoding, such as http://127.0.0.1:8081; "" for none.
 	// The codec server must allow the UI's origin, UIURL.
@@ -117,6 +122,7 @@ type Server struct {
 	ui        *uiserver.Server
 	lock      *os.File
 	frontend  string
+	history   string
 	uiURL     string
 	namespace string
 	logLevel  slog.LevelVar // the least level of the server's logs passed on
@@ -175,14 +181,15 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 			*port = opts.ServicePorts + i
 		}
 	}
-	reserve = append(reserve, services...)
+	reserve = append(reserve, services[:4]...)
 	if opts.UIPort >= 0 {
 		reserve = append(reserve, &p.ui)
 	}
-	if err := reservePorts(opts.IP, reserve...); err != nil {
+	if err := reservePorts(opts.IP, reserve, services[4:]); err != nil {
 		return nil, fmt.Errorf("devserver: %w", err)
 	}
 	s.frontend = hostPort(opts.IP, p.frontend)
+	s.history = hostPort(opts.IP, p.history)
 
 	var cfg *config.Config
 	var hosts temporal.ServerOption
@@ -209,7 +216,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	serverOpts := []temporal.ServerOption{
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithConfig(cfg),
-		temporal.WithLogger(serverLogger{logger, &s.logLevel}),
+		temporal.WithLogger(serverLogger{logger, &s.logLevel, opts.OnFatal}),
 		temporal.WithDynamicConfigClient(dynamicconfig.StaticClient{
 			// Search attributes registered at start are then usable at once.
 			dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
@@ -272,6 +279,10 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 // FrontendAddress returns the host:port of the frontend's gRPC service, for client.Options.HostPort.
 func (s *Server) FrontendAddress() string { return s.frontend }
 
+// HistoryAddress returns the host:port of the history service's gRPC: the owner that the
+// history shards of this server record in the database (as "<address>-<sequence>-<uuid>").
+func (s *Server) HistoryAddress() string { return s.history }
+
 // UIURL returns the Web UI's base URL, or "" when the UI is disabled.
 func (s *Server) UIURL() string { return s.uiURL }
 
@@ -321,6 +332,10 @@ func (o Options) validate() (map[string]enumspb.IndexedValueType, error) {
 	if o.ServicePorts < 0 || o.ServicePorts > 65535-7 {
 		return nil, fmt.Errorf("service ports %d to %d are out of range", o.ServicePorts, o.ServicePorts+7)
 	}
+	if o.Postgres != nil && o.ServicePorts+7 > maxMembershipPort {
+		return nil, fmt.Errorf("service ports %d to %d: the membership ports (the last four) must not exceed %d, as Temporal's PostgreSQL schema keeps them as a smallint",
+			o.ServicePorts, o.ServicePorts+7, maxMembershipPort)
+	}
 	if o.UIPort < -1 || o.UIPort > 65535 {
 		return nil, fmt.Errorf("UI port %d is out of range", o.UIPort)
 	}
@@ -340,16 +355,51 @@ func (o Options) validate() (map[string]enumspb.IndexedValueType, error) {
 	return types, nil
 }
 
-// reservePorts replaces each 0 in ports with a free port, after checking that every port can
-// be listened on. All are held at once so that no free port is handed out twice.
-func reservePorts(ip string, ports ...*int) error {
-	for _, port := range ports {
-		l, err := net.Listen("tcp", hostPort(ip, *port))
+// maxMembershipPort is the highest membership port: Temporal's PostgreSQL schema keeps a host's
+// membership port as a smallint (cluster_membership.rpc_port), and a host on a higher one
+// fails to join the cluster.
+const maxMembershipPort = 32767
+
+// reservePorts replaces each 0 in ports with a free port, and each 0 in membershipPorts with a
+// free port up to maxMembershipPort (the kernel hands out higher ones), after checking that
+// every port can be listened on. All are held at once so that no free port is handed out twice.
+func reservePorts(ip string, ports, membershipPorts []*int) error {
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	listen := func(port *int, at int) error {
+		l, err := net.Listen("tcp", hostPort(ip, at))
 		if err != nil {
 			return err
 		}
-		defer l.Close()
+		held = append(held, l)
 		*port = l.Addr().(*net.TCPAddr).Port
+		return nil
+	}
+	for _, port := range ports {
+		if err := listen(port, *port); err != nil {
+			return err
+		}
+	}
+	for _, port := range membershipPorts {
+		if *port != 0 {
+			if err := listen(port, *port); err != nil {
+				return err
+			}
+			continue
+		}
+		var err error
+		for range 100 {
+			if err = listen(port, 20000+rand.IntN(maxMembershipPort-20000+1)); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("no free membership port found up to %d: %w", maxMembershipPort, err)
+		}
 	}
 	return nil
 }

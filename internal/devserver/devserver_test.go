@@ -202,6 +202,7 @@ func TestStart_refusesBadStoreOrPorts(t *testing.T) {
 		"postgres port": {devserver.Options{Postgres: &devserver.Postgres{Port: 70000}}, "PostgreSQL port 70000 is out of range"},
 		"shards":        {devserver.Options{Postgres: &devserver.Postgres{HistoryShards: -1}}, "-1 history shards"},
 		"service ports": {devserver.Options{DBFile: "x.db", ServicePorts: 65530}, "service ports 65530 to 65537 are out of range"},
+		"membership":    {devserver.Options{Postgres: &devserver.Postgres{}, ServicePorts: 32761}, "must not exceed 32767"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := devserver.Start(t.Context(), tc.opts)

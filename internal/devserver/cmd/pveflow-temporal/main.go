@@ -88,6 +88,7 @@ func run() error {
 	}
 	dbFile := *db
 	var postgres *devserver.Postgres
+	var onFatal func()
 	if *usePostgres {
 		if isSet("db") {
 			return errors.New("-db and -postgres exclude each other")
@@ -96,6 +97,8 @@ func run() error {
 			pg.Password = os.Getenv("PGPASSWORD")
 		}
 		dbFile, postgres = "", &pg
+		// A host of a cluster that failed to join it must not look up: the server logged why.
+		onFatal = func() { os.Exit(1) }
 	} else {
 		for _, name := range []string{"pg-host", "pg-port", "pg-user", "pg-password", "pg-db", "pg-visibility-db", "history-shards", "cluster-address"} {
 			if isSet(name) {
@@ -117,6 +120,7 @@ func run() error {
 		SearchAttributes: searchAttrs,
 		Logger:           slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		UICodecEndpoint:  *codecEndpoint,
+		OnFatal:          onFatal,
 	})
 	if err != nil {
 		return err
@@ -130,6 +134,7 @@ func run() error {
 	}
 	if postgres != nil {
 		fmt.Printf("Temporal cluster: PostgreSQL %s:%d, databases %s and %s\n", pg.Host, pg.Port, pg.Database, pg.VisibilityDatabase)
+		fmt.Println("Temporal history service:", srv.HistoryAddress())
 	}
 	fmt.Println("namespace:", srv.Namespace())
 
