@@ -11,7 +11,7 @@
 # PostgreSQL refuses to run as root: run as root, it runs as the `postgres` user (runuser), who
 # then owns DIR and must be able to reach it. Its log is DIR/postgres.log. PG_BIN names the
 # directory of initdb, pg_ctl and postgres; by default the newest /usr/lib/postgresql/*/bin, or
-# the PATH's.
+# that of the PATH's initdb.
 set -euo pipefail
 cmd=${1:-}
 dir=${2:-.run/postgres}
@@ -23,7 +23,7 @@ log=$dir/postgres.log
 if [ -z "${PG_BIN:-}" ]; then
   PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   if [ -z "$PG_BIN" ]; then
-    PG_BIN=$(dirname "$(command -v initdb 2>/dev/null || echo /nonexistent/initdb)")
+    PG_BIN=$(dirname "$(readlink -f "$(command -v initdb 2>/dev/null || echo /nonexistent/initdb)")")
   fi
 fi
 if [ ! -x "$PG_BIN/pg_ctl" ]; then
