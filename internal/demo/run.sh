@@ -40,7 +40,7 @@ postgres_started=
 stop() {
   trap - EXIT
   if [ ${#pids[@]} -gt 0 ]; then
-    echo "Stopping the worker, the simulator, the Temporal server and the codec server..."
+    echo "Stopping the worker, the simulator, Temporal and the codec server..."
     kill "${pids[@]}" 2>/dev/null || true
     wait "${pids[@]}" 2>/dev/null || true
   fi
