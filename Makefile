@@ -3,6 +3,7 @@
 #               and a demo proxy created and deleted
 #   make test   every test
 #   make chaos  the long chaos run (docs/reliability.md); make test runs its short version
+#   make cluster  make run on a real Temporal cluster: PostgreSQL and two server processes
 GO ?= go
 BIN := $(CURDIR)/bin
 TOOLS := $(BIN)/tools
@@ -17,7 +18,7 @@ TEMPORAL_BIN := bin/pveflow-temporal
 export PVEFLOW_TEMPORAL_BIN := $(CURDIR)/$(TEMPORAL_BIN)
 
 .PHONY: all build test test-pveflow test-devserver test-integration-proxmox compose-check lint vet fmt-check staticcheck \
-	workflowcheck bench chaos histories run run-stalled announce clean $(TEMPORAL_BIN)
+	workflowcheck bench chaos histories run run-stalled cluster announce clean $(TEMPORAL_BIN)
 
 all: build test
 
@@ -102,6 +103,12 @@ run: announce build
 
 run-stalled: announce build
 	internal/demo/run.sh stalled
+
+# The production topology on this machine, without Docker: PostgreSQL from Debian's package
+# (apt-get install -y postgresql) in .run/postgres, Temporal's schemas by its own SQL tool, and
+# two Temporal server processes on it as one cluster (docs/deploy.md, "make cluster").
+cluster: announce build
+	internal/demo/run.sh cluster
 
 announce:
 	@echo "Building pveflow; the first build compiles the Temporal server and takes several minutes."

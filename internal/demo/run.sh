@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The whole pveflow stack on this machine, for `make run` and `make run-stalled`:
+# The whole pveflow stack on this machine, for `make run`, `make run-stalled` and `make cluster`:
 #   1. the codec server on 127.0.0.1:8081, decrypting payloads for the Web UI with the key file
 #      .run/codec.key (made on first run),
 #   2. the embedded Temporal server with its Web UI (state in .run/temporal.db), pointed at
-#      the codec server,
+#      the codec server; `cluster`: instead a private PostgreSQL on 127.0.0.1:5433 (data in
+#      .run/postgres, internal/demo/postgres.sh), Temporal's schemas set up or upgraded on it by
+#      Temporal's SQL tool (`pveflow-temporal sql-tool`), and two Temporal server processes on
+#      it as one cluster: frontends on 127.0.0.1:7233 (with the Web UI) and 127.0.0.1:7243,
 #   3. the Proxmox simulator's REST API on 127.0.0.1:8006,
 #   4. the worker, talking to the simulator through the same HTTP client a real cluster gets,
-#   5. `demo`: a proxy created and deleted with live progress; `stalled`: a create whose clone
-#      never finishes, to look at in the UI (docs/operations.md).
+#   5. `demo` and `cluster`: a proxy created and deleted with live progress; `stalled`: a create
+#      whose clone never finishes, to look at in the UI (docs/operations.md).
 # The worker and the CLI encrypt payloads with .run/codec.key (PVEFLOW_CODEC_KEY_FILE): the
 # history holds ciphertext, and the UI shows it decrypted through the codec server. The worker
 # refuses plain input, so a CLI in another shell needs the same PVEFLOW_CODEC_KEY_FILE: the
@@ -24,13 +27,25 @@ ui=http://127.0.0.1:8233
 codec=http://127.0.0.1:8081
 mkdir -p "$run"
 
+case $mode in
+demo | stalled | cluster) ;;
+*)
+  echo "usage: $0 [demo|stalled|cluster]" >&2
+  exit 2
+  ;;
+esac
+
 pids=()
+postgres_started=
 stop() {
   trap - EXIT
   if [ ${#pids[@]} -gt 0 ]; then
-    echo "Stopping the worker, the Temporal server and the codec server..."
+    echo "Stopping the worker, the simulator, Temporal and the codec server..."
     kill "${pids[@]}" 2>/dev/null || true
     wait "${pids[@]}" 2>/dev/null || true
+  fi
+  if [ -n "$postgres_started" ]; then
+    internal/demo/postgres.sh stop "$run/postgres"
   fi
 }
 trap stop EXIT
@@ -61,10 +76,42 @@ pids+=($!)
 waitfor "$run/codec-server.log" "codec server listening" "${pids[-1]}"
 echo "Codec server: $codec, key file $run/codec.key (log $run/codec-server.log)"
 
-"$bin/pveflow-temporal" -db "$run/temporal.db" -port 7233 -ui-port 8233 -ui-codec-endpoint "$codec" >"$run/temporal.log" 2>&1 &
-pids+=($!)
-waitfor "$run/temporal.log" "Temporal UI" "${pids[-1]}"
-echo "Temporal server: 127.0.0.1:7233, Web UI: $ui (payloads decrypted through $codec)"
+if [ "$mode" != cluster ]; then
+  "$bin/pveflow-temporal" -db "$run/temporal.db" -port 7233 -ui-port 8233 -ui-codec-endpoint "$codec" >"$run/temporal.log" 2>&1 &
+  pids+=($!)
+  waitfor "$run/temporal.log" "Temporal UI" "${pids[-1]}"
+  echo "Temporal server: 127.0.0.1:7233, Web UI: $ui (payloads decrypted through $codec)"
+else
+  internal/demo/postgres.sh start "$run/postgres" 5433
+  postgres_started=1
+  # Temporal's own SQL tool creates the databases when missing, and sets up or upgrades their
+  # schemas to this server's version: every step is a no-op when already done.
+  for db in temporal:temporal temporal_visibility:visibility; do
+    sql=("$bin/pveflow-temporal" sql-tool --plugin postgres12 --ep 127.0.0.1 -p 5433 -u temporal --db "${db%%:*}")
+    { "${sql[@]}" create-database &&
+      "${sql[@]}" setup-schema -v 0.0 &&
+      "${sql[@]}" update-schema --schema-name "postgresql/v12/${db##*:}"; } >>"$run/temporal-schema.log" 2>&1 || {
+      echo "setting up the schema of ${db%%:*} failed; its log ($run/temporal-schema.log) ends:" >&2
+      tail -n 20 "$run/temporal-schema.log" >&2
+      exit 1
+    }
+  done
+  echo "Temporal's schemas: databases temporal and temporal_visibility are current (log $run/temporal-schema.log)"
+  # Two processes, each with every service, on one database are one cluster: ringpop finds the
+  # other's services through the database and they share the history shards. Each has its own
+  # ports; both name the first frontend as the cluster's address. The first starts alone: it
+  # records the cluster in the database.
+  server=("$bin/pveflow-temporal" -postgres -pg-port 5433 -cluster-address 127.0.0.1:7233)
+  "${server[@]}" -port 7233 -service-ports 7300 -ui-port 8233 -ui-codec-endpoint "$codec" >"$run/temporal-1.log" 2>&1 &
+  pids+=($!)
+  waitfor "$run/temporal-1.log" "Temporal UI" "${pids[-1]}"
+  echo "Temporal server 1: 127.0.0.1:7233, other services on 7300-7307, Web UI: $ui (payloads decrypted through $codec), log $run/temporal-1.log"
+  "${server[@]}" -port 7243 -service-ports 7310 -ui-port -1 >"$run/temporal-2.log" 2>&1 &
+  pids+=($!)
+  waitfor "$run/temporal-2.log" "namespace:" "${pids[-1]}"
+  server2=${pids[-1]}
+  echo "Temporal server 2: 127.0.0.1:7243, other services on 7310-7317, log $run/temporal-2.log (pid $server2)"
+fi
 
 sim_flags=(-listen 127.0.0.1:8006 -dir "$run/pvesim" -task-scale 1.5)
 if [ "$mode" = stalled ]; then
@@ -85,7 +132,7 @@ echo "Worker: bin/worker --config $run/config.yaml, log $run/worker.log, payload
 
 export TEMPORAL_ADDRESS=127.0.0.1:7233
 case $mode in
-demo)
+demo | cluster)
   "$bin/pveflow" demo
   ;;
 stalled)
@@ -94,12 +141,12 @@ stalled)
   echo "Its clone never finishes. Open $ui/namespaces/default/workflows?query=ProxyUID%3D%22$uid%22"
   echo "and look at the workflow's Pending Activities; docs/operations.md says what to do."
   ;;
-*)
-  echo "usage: $0 [demo|stalled]" >&2
-  exit 2
-  ;;
 esac
 echo "The stack stays up: Temporal UI at $ui. Ctrl-C stops it."
+if [ "$mode" = cluster ]; then
+  echo "The worker and the CLI use the frontend of server 1, 127.0.0.1:7233 (TEMPORAL_ADDRESS); server 2's is 127.0.0.1:7243."
+  echo "Kill server 2 (kill -9 $server2) and server 1 takes over its history shards and task queues."
+fi
 echo "For bin/pveflow in another shell (its worker refuses a create without the key):"
 echo "  export PVEFLOW_CODEC_KEY_FILE=$PVEFLOW_CODEC_KEY_FILE"
 wait "${pids[@]}"

@@ -5,6 +5,11 @@
 // temporal package: a workflow that is running when the server stops carries on when a server
 // starts again on the same file. Only loopback addresses are served.
 //
+// With Options.Postgres it runs instead one host of a Temporal cluster on PostgreSQL, every
+// service in the process, for `make cluster`: several such servers on one database are one
+// cluster, whose services find each other through ringpop and share the history shards. The
+// databases and their schemas must exist (pveflow-temporal sql-tool sets them up).
+//
 // The database file is locked with flock(2) while a server runs on it, so the package builds on
 // Linux, macOS and the BSDs.
 package devserver
@@ -14,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -43,19 +49,71 @@ const retention = 72 * time.Hour
 // startTimeout bounds how long Start waits for the frontend and the UI to answer.
 const startTimeout = time.Minute
 
-// Options configures a Server. Only DBFile is required.
+// Options configures a Server. Only DBFile is required, or Postgres instead.
 type Options struct {
 	DBFile           string            // SQLite file; created with the schema when missing, reused otherwise
+	Postgres         *Postgres         // when set, the server is a host of a cluster on PostgreSQL, and DBFile must be ""
 	IP               string            // default "127.0.0.1"; a non-loopback address is refused
 	Port             int               // frontend gRPC port; 0 picks a free one
 	UIPort           int               // Web UI port; 0 picks a free one; -1 disables the UI
 	Namespace        string            // default "default"; registered if missing (retention 72h)
 	SearchAttributes map[string]string // name -> type ("Keyword", "Int", ...), registered if missing
 	Logger           *slog.Logger      // server logs go here at warn+ (the server is chatty); nil discards
+	// ServicePorts is the first of the eight consecutive ports the other services take: the
+	// frontend's HTTP, history, matching and worker gRPC, then the frontend's, history's,
+	// matching's and worker's membership (ringpop), which only a server on PostgreSQL uses
+	// and which must not exceed 32767 there. 0 picks a free port for each.
+	ServicePorts int
+	// OnFatal, if set, is called after the server logged a fatal error, one it cannot go on
+	// after: a host of a cluster whose membership failed to start (say) serves nothing, yet
+	// looks up. The command exits there; nil only logs it.
+	OnFatal func()
 	// UICodecEndpoint is the URL of a codec server the Web UI's pages (the browser, not the
 	// UI's server) post payloads to for decoding, such as http://127.0.0.1:8081; "" for none.
 	// The codec server must allow the UI's origin, UIURL.
 	UICodecEndpoint string
+}
+
+// Postgres is where a server's state is on PostgreSQL, and the cluster it joins there.
+type Postgres struct {
+	Host               string // default "127.0.0.1"
+	Port               int    // default 5432
+	User               string // default "temporal"
+	Password           string
+	Database           string // default "temporal"
+	VisibilityDatabase string // default "temporal_visibility"
+	// HistoryShards is the cluster's number of history shards, default 4. The first server
+	// on the database records it; every other must give the same, and it never changes.
+	HistoryShards int
+	// ClusterAddress is the frontend address the cluster's record in the database names;
+	// every server of the cluster must give the same. Default: this server's frontend.
+	ClusterAddress string
+}
+
+// withDefaults returns pg with its defaults applied, and the cluster address defaulting to frontend.
+func (pg Postgres) withDefaults(frontend string) *Postgres {
+	if pg.Host == "" {
+		pg.Host = "127.0.0.1"
+	}
+	if pg.Port == 0 {
+		pg.Port = 5432
+	}
+	if pg.User == "" {
+		pg.User = "temporal"
+	}
+	if pg.Database == "" {
+		pg.Database = "temporal"
+	}
+	if pg.VisibilityDatabase == "" {
+		pg.VisibilityDatabase = "temporal_visibility"
+	}
+	if pg.HistoryShards == 0 {
+		pg.HistoryShards = 4
+	}
+	if pg.ClusterAddress == "" {
+		pg.ClusterAddress = frontend
+	}
+	return &pg
 }
 
 // A Server is a running Temporal server, and its Web UI unless disabled.
@@ -64,6 +122,7 @@ type Server struct {
 	ui        *uiserver.Server
 	lock      *os.File
 	frontend  string
+	history   string
 	uiURL     string
 	namespace string
 	logLevel  slog.LevelVar // the least level of the server's logs passed on
@@ -88,41 +147,65 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("devserver: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(opts.DBFile), 0o755); err != nil {
-		return nil, fmt.Errorf("devserver: %w", err)
-	}
-
-	// SQLite lets a second server open the file, and the two would then take the history
-	// shard from each other; a lock next to the file keeps it to one.
-	lock, err := lockFile(opts.DBFile + ".lock")
-	if errors.Is(err, errLocked) {
-		return nil, fmt.Errorf("devserver: database %s is in use by another server", opts.DBFile)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("devserver: locking database %s: %w", opts.DBFile, err)
-	}
-	s := &Server{lock: lock, namespace: opts.Namespace}
+	s := &Server{namespace: opts.Namespace}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Stop())
 		}
 	}()
+	if opts.Postgres == nil {
+		if err := os.MkdirAll(filepath.Dir(opts.DBFile), 0o755); err != nil {
+			return nil, fmt.Errorf("devserver: %w", err)
+		}
+		// SQLite lets a second server open the file, and the two would then take the history
+		// shard from each other; a lock next to the file keeps it to one.
+		s.lock, err = lockFile(opts.DBFile + ".lock")
+		if errors.Is(err, errLocked) {
+			return nil, fmt.Errorf("devserver: database %s is in use by another server", opts.DBFile)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("devserver: locking database %s: %w", opts.DBFile, err)
+		}
+	}
 
 	// The UI exits the process when it cannot listen, so its port is checked here with the
 	// server's own ports rather than found taken later.
 	p := ports{frontend: opts.Port, ui: opts.UIPort}
-	reserve := []*int{&p.frontend, &p.frontendHTTP, &p.history, &p.matching, &p.worker}
+	reserve := []*int{&p.frontend}
+	services := p.servicePorts()
+	if opts.Postgres == nil {
+		services = services[:4] // no membership: the hosts are static
+	}
+	for i, port := range services {
+		if opts.ServicePorts > 0 {
+			*port = opts.ServicePorts + i
+		}
+	}
+	reserve = append(reserve, services[:4]...)
 	if opts.UIPort >= 0 {
 		reserve = append(reserve, &p.ui)
 	}
-	if err := reservePorts(opts.IP, reserve...); err != nil {
+	if err := reservePorts(opts.IP, reserve, services[4:]); err != nil {
 		return nil, fmt.Errorf("devserver: %w", err)
 	}
 	s.frontend = hostPort(opts.IP, p.frontend)
+	s.history = hostPort(opts.IP, p.history)
 
-	sqlCfg := sqliteConfig(opts.DBFile)
-	if err := setUpDatabase(sqlCfg, opts.DBFile, opts.Namespace); err != nil {
-		return nil, fmt.Errorf("devserver: database %s: %w", opts.DBFile, err)
+	var cfg *config.Config
+	var hosts temporal.ServerOption
+	if pg := opts.Postgres; pg != nil {
+		pg = pg.withDefaults(s.frontend)
+		if err := setUpPostgres(pg, opts.Namespace, saTypes); err != nil {
+			return nil, fmt.Errorf("devserver: PostgreSQL %s: %w", hostPort(pg.Host, pg.Port), err)
+		}
+		cfg = postgresServerConfig(opts.IP, p, pg)
+	} else {
+		sqlCfg := sqliteConfig(opts.DBFile)
+		if err := setUpDatabase(sqlCfg, opts.DBFile, opts.Namespace); err != nil {
+			return nil, fmt.Errorf("devserver: database %s: %w", opts.DBFile, err)
+		}
+		cfg = serverConfig(opts.IP, p, sqlCfg)
+		hosts = temporal.WithStaticHosts(staticHosts(opts.IP, p))
 	}
 
 	logger := opts.Logger
@@ -130,16 +213,19 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s.logLevel.Set(slog.LevelWarn)
-	srv, err := temporal.NewServer(
+	serverOpts := []temporal.ServerOption{
 		temporal.ForServices(temporal.DefaultServices),
-		temporal.WithConfig(serverConfig(opts.IP, p, sqlCfg)),
-		temporal.WithStaticHosts(staticHosts(opts.IP, p)),
-		temporal.WithLogger(serverLogger{logger, &s.logLevel}),
+		temporal.WithConfig(cfg),
+		temporal.WithLogger(serverLogger{logger, &s.logLevel, opts.OnFatal}),
 		temporal.WithDynamicConfigClient(dynamicconfig.StaticClient{
 			// Search attributes registered at start are then usable at once.
 			dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
 		}),
-	)
+	}
+	if hosts != nil {
+		serverOpts = append(serverOpts, hosts)
+	}
+	srv, err := temporal.NewServer(serverOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: configuring server: %w", err)
 	}
@@ -193,6 +279,10 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 // FrontendAddress returns the host:port of the frontend's gRPC service, for client.Options.HostPort.
 func (s *Server) FrontendAddress() string { return s.frontend }
 
+// HistoryAddress returns the host:port of the history service's gRPC: the owner that the
+// history shards of this server record in the database (as "<address>-<sequence>-<uuid>").
+func (s *Server) HistoryAddress() string { return s.history }
+
 // UIURL returns the Web UI's base URL, or "" when the UI is disabled.
 func (s *Server) UIURL() string { return s.uiURL }
 
@@ -213,7 +303,9 @@ func (s *Server) Stop() error {
 				errs = append(errs, fmt.Errorf("devserver: stopping server: %w", err))
 			}
 		}
-		errs = append(errs, s.lock.Close())
+		if s.lock != nil {
+			errs = append(errs, s.lock.Close())
+		}
 		s.stopErr = errors.Join(errs...)
 	})
 	return s.stopErr
@@ -221,14 +313,28 @@ func (s *Server) Stop() error {
 
 // validate checks opts, with defaults applied, and returns the search attributes' types.
 func (o Options) validate() (map[string]enumspb.IndexedValueType, error) {
-	if o.DBFile == "" {
+	switch {
+	case o.Postgres == nil && o.DBFile == "":
 		return nil, errors.New("no database file given")
+	case o.Postgres != nil && o.DBFile != "":
+		return nil, errors.New("both a database file and PostgreSQL given")
+	case o.Postgres != nil && (o.Postgres.Port < 0 || o.Postgres.Port > 65535):
+		return nil, fmt.Errorf("PostgreSQL port %d is out of range", o.Postgres.Port)
+	case o.Postgres != nil && o.Postgres.HistoryShards < 0:
+		return nil, fmt.Errorf("%d history shards", o.Postgres.HistoryShards)
 	}
 	if ip := net.ParseIP(o.IP); ip == nil || !ip.IsLoopback() {
 		return nil, fmt.Errorf("IP %q is not a loopback address: the dev server has no authentication", o.IP)
 	}
 	if o.Port < 0 || o.Port > 65535 {
 		return nil, fmt.Errorf("port %d is out of range", o.Port)
+	}
+	if o.ServicePorts < 0 || o.ServicePorts > 65535-7 {
+		return nil, fmt.Errorf("service ports %d to %d are out of range", o.ServicePorts, o.ServicePorts+7)
+	}
+	if o.Postgres != nil && o.ServicePorts+7 > maxMembershipPort {
+		return nil, fmt.Errorf("service ports %d to %d: the membership ports (the last four) must not exceed %d, as Temporal's PostgreSQL schema keeps them as a smallint",
+			o.ServicePorts, o.ServicePorts+7, maxMembershipPort)
 	}
 	if o.UIPort < -1 || o.UIPort > 65535 {
 		return nil, fmt.Errorf("UI port %d is out of range", o.UIPort)
@@ -249,16 +355,51 @@ func (o Options) validate() (map[string]enumspb.IndexedValueType, error) {
 	return types, nil
 }
 
-// reservePorts replaces each 0 in ports with a free port, after checking that every port can
-// be listened on. All are held at once so that no free port is handed out twice.
-func reservePorts(ip string, ports ...*int) error {
-	for _, port := range ports {
-		l, err := net.Listen("tcp", hostPort(ip, *port))
+// maxMembershipPort is the highest membership port: Temporal's PostgreSQL schema keeps a host's
+// membership port as a smallint (cluster_membership.rpc_port), and a host on a higher one
+// fails to join the cluster.
+const maxMembershipPort = 32767
+
+// reservePorts replaces each 0 in ports with a free port, and each 0 in membershipPorts with a
+// free port up to maxMembershipPort (the kernel hands out higher ones), after checking that
+// every port can be listened on. All are held at once so that no free port is handed out twice.
+func reservePorts(ip string, ports, membershipPorts []*int) error {
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	listen := func(port *int, at int) error {
+		l, err := net.Listen("tcp", hostPort(ip, at))
 		if err != nil {
 			return err
 		}
-		defer l.Close()
+		held = append(held, l)
 		*port = l.Addr().(*net.TCPAddr).Port
+		return nil
+	}
+	for _, port := range ports {
+		if err := listen(port, *port); err != nil {
+			return err
+		}
+	}
+	for _, port := range membershipPorts {
+		if *port != 0 {
+			if err := listen(port, *port); err != nil {
+				return err
+			}
+			continue
+		}
+		var err error
+		for range 100 {
+			if err = listen(port, 20000+rand.IntN(maxMembershipPort-20000+1)); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("no free membership port found up to %d: %w", maxMembershipPort, err)
+		}
 	}
 	return nil
 }
@@ -278,6 +419,23 @@ func setUpDatabase(cfg *config.SQL, file, namespace string) error {
 	ns.Detail.Config.Retention = durationpb.New(retention)
 	if err := sqliteschema.CreateNamespaces(cfg, ns); err != nil {
 		return fmt.Errorf("registering namespace %s: %w", namespace, err)
+	}
+	return nil
+}
+
+// setUpPostgres registers the namespace, with the search attributes, when it is missing. The
+// schema must be there: pveflow-temporal sql-tool sets it up. It runs before the server starts
+// as setUpDatabase does, so that no service of any server of the cluster knows the namespace
+// without its attributes.
+func setUpPostgres(pg *Postgres, namespace string, searchAttrs map[string]enumspb.IndexedValueType) error {
+	ns, err := sqliteschema.NewNamespaceConfig(clusterName, namespace, false, searchAttrs)
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", namespace, err)
+	}
+	ns.Detail.Config.Retention = durationpb.New(retention)
+	// CreateNamespaces is the sqlite package's, but works on any SQL plugin's database.
+	if err := sqliteschema.CreateNamespaces(postgresConfig(pg, pg.Database), ns); err != nil {
+		return fmt.Errorf("registering namespace %s in database %s (is its schema set up? pveflow-temporal sql-tool): %w", namespace, pg.Database, err)
 	}
 	return nil
 }

@@ -169,6 +169,8 @@ func TestStart_refusesPortInUse(t *testing.T) {
 	for name, opts := range map[string]devserver.Options{
 		"frontend": {Port: taken, UIPort: -1},
 		"UI":       {UIPort: taken},
+		// ServicePorts' fourth is the worker's gRPC port.
+		"worker": {ServicePorts: taken - 3, UIPort: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			opts.DBFile = dbFile(t)
@@ -186,6 +188,26 @@ func TestStart_refusesNonLoopbackIP(t *testing.T) {
 			_, err := devserver.Start(t.Context(), devserver.Options{DBFile: dbFile(t), IP: ip})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "not a loopback address")
+		})
+	}
+}
+
+func TestStart_refusesBadStoreOrPorts(t *testing.T) {
+	for name, tc := range map[string]struct {
+		opts devserver.Options
+		want string
+	}{
+		"no store":      {devserver.Options{}, "no database file given"},
+		"two stores":    {devserver.Options{DBFile: "x.db", Postgres: &devserver.Postgres{}}, "both a database file and PostgreSQL given"},
+		"postgres port": {devserver.Options{Postgres: &devserver.Postgres{Port: 70000}}, "PostgreSQL port 70000 is out of range"},
+		"shards":        {devserver.Options{Postgres: &devserver.Postgres{HistoryShards: -1}}, "-1 history shards"},
+		"service ports": {devserver.Options{DBFile: "x.db", ServicePorts: 65530}, "service ports 65530 to 65537 are out of range"},
+		"membership":    {devserver.Options{Postgres: &devserver.Postgres{}, ServicePorts: 32761}, "must not exceed 32767"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := devserver.Start(t.Context(), tc.opts)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
 }

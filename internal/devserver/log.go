@@ -12,8 +12,9 @@ import (
 // reports every shard, queue and service it starts and stops. Stop raises min to error: while
 // the services stop one by one, the ones still running warn about each one gone.
 type serverLogger struct {
-	l   *slog.Logger
-	min *slog.LevelVar
+	l     *slog.Logger
+	min   *slog.LevelVar
+	fatal func() // Options.OnFatal
 }
 
 var _ log.Logger = serverLogger{}
@@ -24,10 +25,15 @@ func (s serverLogger) Warn(msg string, tags ...tag.Tag)  { s.log(slog.LevelWarn,
 func (s serverLogger) Error(msg string, tags ...tag.Tag) { s.log(slog.LevelError, msg, tags) }
 
 // DPanic, Panic and Fatal log errors too: the server is embedded in a worker or a test binary,
-// which an error of the dev server must not take down.
+// which an error of the dev server must not take down. Fatal then calls Options.OnFatal, if any.
 func (s serverLogger) DPanic(msg string, tags ...tag.Tag) { s.log(slog.LevelError, msg, tags) }
 func (s serverLogger) Panic(msg string, tags ...tag.Tag)  { s.log(slog.LevelError, msg, tags) }
-func (s serverLogger) Fatal(msg string, tags ...tag.Tag)  { s.log(slog.LevelError, msg, tags) }
+func (s serverLogger) Fatal(msg string, tags ...tag.Tag) {
+	s.log(slog.LevelError, msg, tags)
+	if s.fatal != nil {
+		s.fatal()
+	}
+}
 
 func (s serverLogger) log(level slog.Level, msg string, tags []tag.Tag) {
 	if level < s.min.Level() {

@@ -26,7 +26,9 @@ import (
 // stack is an in-process Temporal server with pveflow's search attributes, and a worker that runs
 // the workflows and activities against a Proxmox API, all in real time.
 type stack struct {
-	t      testing.TB
+	t testing.TB
+	// server is the stack's own server; nil for a stack on a client of its own
+	// (newStackOnClient), whose server the test runs.
 	server *testserver.Server
 	client client.Client
 	cfg    config.Config
@@ -88,10 +90,17 @@ func startStackWith(t testing.TB, api pve.API, cfg config.Config, base client.Op
 func newStack(t testing.TB, api pve.API, cfg config.Config, base client.Options) *stack {
 	t.Helper()
 	server := testserver.New(t, testserver.WithBaseClientOptions(base))
-	c := server.Client()
-	return &stack{t: t, server: server, client: c, cfg: cfg, api: api,
-		startInput: &activities.HistoryStartInput{Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter},
-		starter:    starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(server.Namespace())),
+	s := newStackOnClient(t, server.Client(), server.Namespace(), api, cfg, base)
+	s.server = server
+	return s
+}
+
+// newStackOnClient is newStack on a server the test runs, which c, made with base, reaches:
+// its worker polls through c.
+func newStackOnClient(t testing.TB, c client.Client, namespace string, api pve.API, cfg config.Config, base client.Options) *stack {
+	return &stack{t: t, client: c, cfg: cfg, api: api,
+		startInput: &activities.HistoryStartInput{Service: c.WorkflowService(), Namespace: namespace, DataConverter: base.DataConverter},
+		starter:    starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(namespace)),
 	}
 }
 
@@ -114,7 +123,16 @@ func (s *stack) stop() { s.server.Stop() }
 
 // startWorker starts a worker, as a restarted worker process would.
 func (s *stack) startWorker() {
-	s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, s.register)
+	if s.server != nil {
+		s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, s.register)
+		return
+	}
+	// As the server's NewWorker does: it stops when the test ends.
+	w := worker.New(s.client, workflows.DefaultTaskQueue, worker.Options{WorkflowPanicPolicy: worker.FailWorkflow})
+	s.register(w)
+	require.NoError(s.t, w.Start())
+	s.t.Cleanup(w.Stop)
+	s.worker = w
 }
 
 // register registers the workflows and the activities, as the worker does: Rollout's and

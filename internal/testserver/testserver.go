@@ -7,6 +7,9 @@
 // packages never brings go.temporal.io/server into a consumer's module graph. The tests that
 // need a server take it from here.
 //
+// WithPostgres starts instead a host of a Temporal cluster on a PostgreSQL whose schemas are set
+// up (pveflow-temporal sql-tool): several servers on one database are one cluster.
+//
 // PVEFLOW_TEMPORAL_BIN names a built pveflow-temporal (`make test` builds it once for every
 // package). Without it the first server of a test binary builds one with `go build`, which the
 // build cache makes quick after the first time.
@@ -22,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,6 +54,7 @@ type Server struct {
 	exited    chan struct{}
 	address   string
 	namespace string
+	history   string // the history service's address, with WithPostgres
 	base      client.Options
 	client    client.Client
 
@@ -64,8 +69,9 @@ type Server struct {
 type Option func(*options)
 
 type options struct {
-	base  client.Options
-	extra []string
+	base     client.Options
+	extra    []string
+	postgres []string
 }
 
 // WithBaseClientOptions makes the server's client, its workers' clients and the clients of
@@ -78,6 +84,16 @@ func WithBaseClientOptions(base client.Options) Option {
 // WithArgs passes more flags to pveflow-temporal, such as -search-attribute.
 func WithArgs(args ...string) Option {
 	return func(o *options) { o.extra = append(o.extra, args...) }
+}
+
+// WithPostgres makes the server a host of the Temporal cluster on the PostgreSQL at host:port,
+// user temporal without a password, databases temporal and temporal_visibility, rather than a
+// server of its own on a SQLite file. WithArgs gives the other flags: -history-shards,
+// -cluster-address.
+func WithPostgres(host string, port int) Option {
+	return func(o *options) {
+		o.postgres = []string{"-postgres", "-pg-host", host, "-pg-port", strconv.Itoa(port)}
+	}
 }
 
 // New starts a server for t and stops it when t ends. It fails t when the server does not
@@ -108,7 +124,11 @@ func Start(opts ...Option) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("testserver: %w", err)
 	}
-	args := append([]string{"-db", filepath.Join(dir, "temporal.db"), "-port", "0", "-ui-port", "-1"}, o.extra...)
+	store := []string{"-db", filepath.Join(dir, "temporal.db")}
+	if o.postgres != nil {
+		store = o.postgres
+	}
+	args := append(append(store, "-port", "0", "-ui-port", "-1"), o.extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = childProcAttr()
 	stdout, err := cmd.StdoutPipe()
@@ -162,6 +182,8 @@ func (s *Server) readAddress(stdout io.Reader) error {
 			s.address = value
 		case "namespace":
 			s.namespace = value
+		case "Temporal history service":
+			s.history = value
 		}
 		if s.address != "" && s.namespace != "" {
 			go func() { _, _ = io.Copy(io.Discard, stdout) }()
@@ -173,6 +195,10 @@ func (s *Server) readAddress(stdout io.Reader) error {
 
 // Address is the frontend's host:port.
 func (s *Server) Address() string { return s.address }
+
+// HistoryAddress is the address of the history service of a server started WithPostgres, which
+// the history shards it owns record as their owner; "" otherwise.
+func (s *Server) HistoryAddress() string { return s.history }
 
 // Namespace is the namespace the server registered, with pveflow's search attributes.
 func (s *Server) Namespace() string { return s.namespace }
@@ -268,6 +294,13 @@ func (s *Server) Stop() {
 		}
 		_ = os.RemoveAll(s.dir)
 	})
+}
+
+// Kill kills the server's process with SIGKILL, as a crash would, and waits for it to exit. Its
+// workers and clients stay; Stop stops them.
+func (s *Server) Kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.exited
 }
 
 var build struct {

@@ -1,0 +1,259 @@
+//go:build linux
+
+package e2e_test
+
+import (
+	"encoding/hex"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/internal/testserver"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// TestCluster_aCreateAndDeleteSurviveAServerProcessKilledMidCreate runs the topology of make
+// cluster: PostgreSQL, Temporal's schemas set up by pveflow-temporal sql-tool, and two
+// pveflow-temporal -postgres processes as one cluster. Mid-clone it SIGKILLs the process that
+// owns the history shard, and the other takes the shard over: the create completes without a
+// second clone, and so does the delete, leaving nothing behind.
+//
+// The cluster has one history shard, so every workflow of the proxy is on the shard of the
+// killed process. The test's client and worker reach both frontends (round robin over a manual
+// resolver), as a client behind a load balancer would, so they live through either kill.
+func TestCluster_aCreateAndDeleteSurviveAServerProcessKilledMidCreate(t *testing.T) {
+	began := time.Now()
+	pgPort := startPostgres(t)
+	setUpTemporalSchema(t, pgPort)
+	pg := testserver.WithPostgres("127.0.0.1", pgPort)
+	// The first records the cluster in the database; the second joins it.
+	first := testserver.New(t, pg, testserver.WithArgs("-history-shards", "1"))
+	second := testserver.New(t, pg, testserver.WithArgs("-history-shards", "1", "-cluster-address", first.Address()))
+	servers := map[string]*testserver.Server{first.HistoryAddress(): first, second.HistoryAddress(): second}
+	t.Logf("PostgreSQL, schemas and two servers up in %s", time.Since(began).Round(time.Millisecond))
+
+	c := dialFrontends(t, first.Namespace(), first.Address(), second.Address())
+	cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second} })
+	s := newStackOnClient(t, c, first.Namespace(), cluster, fastConfig(t), client.Options{})
+	s.startWorker()
+
+	req := s.startCreate(createInput(uid))
+	eventually(t, "the create polls its clone", func() bool { return cluster.CallCount("TaskStatus") > 0 })
+	owner := shardOwner(t, pgPort)
+	victim, ok := servers[owner]
+	require.True(t, ok, "the shard's owner %q is neither server's history (%s, %s)", owner, first.HistoryAddress(), second.HistoryAddress())
+	survivor, which := first, "second"
+	if victim == first {
+		survivor, which = second, "first"
+	}
+	t.Logf("killing the %s server, whose history service %s owns the shard", which, owner)
+	victim.Kill()
+	killed := time.Now()
+
+	res, err := served[workflows.CreateProxyResult](t, req)
+
+	require.NoError(t, err)
+	t.Logf("the create was served %s after the kill", time.Since(killed).Round(time.Millisecond))
+	assert.Equal(t, survivor.HistoryAddress(), shardOwner(t, pgPort), "the surviving server owns the shard")
+	assert.Equal(t, 1, cluster.CallCount("Clone"), "the clone was dispatched once")
+	assert.NotEmpty(t, res.IPv4)
+
+	del, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid, ProviderID: res.ProviderID}))
+	require.NoError(t, err)
+	assert.Len(t, del.Destroyed, 1)
+	assert.Empty(t, leftovers(cluster))
+	t.Logf("the whole test took %s", time.Since(began).Round(time.Millisecond))
+}
+
+// postgresBin is the directory of PostgreSQL's initdb, postgres, pg_isready and psql: that of
+// the PATH's initdb (after symbolic links: Debian links only some of them into a PATH
+// directory), or Debian's newest /usr/lib/postgresql/<version>/bin. Without one the test skips, or fails
+// when CI is set: CI must install Debian's postgresql.
+func postgresBin(t *testing.T) string {
+	t.Helper()
+	if initdb, err := exec.LookPath("initdb"); err == nil {
+		if initdb, err = filepath.EvalSymlinks(initdb); err == nil {
+			return filepath.Dir(initdb)
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	version := func(dir string) int {
+		v, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
+		return v
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return version(a) - version(b) })
+	for _, dir := range slices.Backward(dirs) {
+		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
+			return dir
+		}
+	}
+	missing(t, "PostgreSQL's binaries (initdb, postgres) are neither on PATH nor in /usr/lib/postgresql/*/bin; install them with: apt-get install -y postgresql")
+	return ""
+}
+
+// missing skips t for want of something, or fails it when CI is set.
+func missing(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal(why + " (CI is set: CI must provide it)")
+	}
+	t.Skip(why)
+}
+
+// startPostgres starts a PostgreSQL of t's own on a free loopback port, with its data in
+// t.TempDir() and a superuser temporal that needs no password, and returns its port. It stops
+// when t ends, and dies with the test binary. PostgreSQL refuses to run as root: as root, it
+// runs as the postgres user.
+func startPostgres(t *testing.T) int {
+	t.Helper()
+	bin := postgresBin(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	require.NoError(t, os.Mkdir(data, 0o700))
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			missing(t, "PostgreSQL refuses to run as root, and there is no postgres user to run it as: "+err.Error())
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		// t.TempDir's directories are root's, mode 0700: the postgres user must reach data.
+		require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+		require.NoError(t, os.Chmod(dir, 0o755))
+		require.NoError(t, os.Chown(data, uid, gid))
+	}
+
+	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "temporal", "--auth=trust", "--encoding=UTF8", "--no-locale")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	out, err := initdb.CombinedOutput()
+	require.NoError(t, err, "initdb: %s", out)
+
+	port := freePort(t)
+	logFile, err := os.Create(filepath.Join(dir, "postgres.log"))
+	require.NoError(t, err)
+	// -h: TCP on loopback only; -k "": no Unix socket.
+	pg := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-h", "127.0.0.1", "-k", "")
+	pg.Stdout, pg.Stderr = logFile, logFile
+	pg.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, pg.Start())
+	exited := make(chan struct{})
+	go func() {
+		_ = pg.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = pg.Process.Signal(syscall.SIGQUIT) // immediate shutdown: the data goes with t
+		<-exited
+		logFile.Close()
+	})
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := exec.Command(filepath.Join(bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(port)).Run()
+		if err == nil {
+			return port
+		}
+		if _, notReady := errors.AsType[*exec.ExitError](err); !notReady {
+			require.NoError(t, err, "pg_isready")
+		}
+		select {
+		case <-exited:
+		case <-time.After(100 * time.Millisecond):
+			if time.Now().Before(deadline) {
+				continue
+			}
+		}
+		log, _ := os.ReadFile(logFile.Name())
+		t.Fatalf("PostgreSQL did not become ready on port %d; its log:\n%s", port, log)
+	}
+}
+
+// freePort is a loopback port nobody listens on.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// setUpTemporalSchema creates Temporal's databases on the PostgreSQL at port and sets up their
+// schemas with pveflow-temporal sql-tool, as make cluster does.
+func setUpTemporalSchema(t *testing.T, port int) {
+	t.Helper()
+	bin, err := testserver.Binary()
+	require.NoError(t, err)
+	for _, db := range [][2]string{{"temporal", "postgresql/v12/temporal"}, {"temporal_visibility", "postgresql/v12/visibility"}} {
+		tool := []string{"sql-tool", "--plugin", "postgres12", "--ep", "127.0.0.1", "-p", strconv.Itoa(port), "-u", "temporal", "--db", db[0]}
+		for _, step := range [][]string{{"create-database"}, {"setup-schema", "-v", "0.0"}, {"update-schema", "--schema-name", db[1]}} {
+			out, err := exec.Command(bin, append(tool, step...)...).CombinedOutput()
+			require.NoError(t, err, "%s %s: %s", bin, strings.Join(append(tool, step...), " "), out)
+		}
+	}
+}
+
+// shardOwner is the address of the history service that owns history shard 1, as the shard's
+// record in the database names it: its ShardInfo's owner (field 3), "<address>-<sequence>-<uuid>".
+func shardOwner(t *testing.T, port int) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(postgresBin(t), "psql"), "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "temporal", "-d", "temporal",
+		"-Atc", "SELECT encode(data, 'hex') FROM shards WHERE shard_id = 1").CombinedOutput()
+	require.NoError(t, err, "psql: %s", out)
+	data, err := hex.DecodeString(strings.TrimSpace(string(out)))
+	require.NoError(t, err)
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		require.GreaterOrEqual(t, n, 0, "shard 1's record is no ShardInfo")
+		data = data[n:]
+		if num == 3 && typ == protowire.BytesType {
+			owner, _ := protowire.ConsumeBytes(data)
+			address, _, _ := strings.Cut(string(owner), "-")
+			return address
+		}
+		n = protowire.ConsumeFieldValue(num, typ, data)
+		require.GreaterOrEqual(t, n, 0, "shard 1's record is no ShardInfo")
+		data = data[n:]
+	}
+	require.FailNow(t, "shard 1's record names no owner")
+	return ""
+}
+
+// dialFrontends is a client of namespace that spreads its calls over the frontends at
+// addresses, round robin (the SDK's default policy), and goes on with the others when one dies.
+func dialFrontends(t *testing.T, namespace string, addresses ...string) client.Client {
+	t.Helper()
+	frontends := manual.NewBuilderWithScheme("pveflow-frontends")
+	var state resolver.State
+	for _, a := range addresses {
+		state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
+	}
+	frontends.InitialState(state)
+	c, err := client.Dial(client.Options{
+		HostPort:          frontends.Scheme() + ":///cluster",
+		Namespace:         namespace,
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithResolvers(frontends)}},
+	})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
