@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -132,7 +133,7 @@ func newRun(t *testing.T, sc scenario, seed uint64) *run {
 	bin := filepath.Join(dir, "bin")
 	temporalBin := buildBinaries(t, bin)
 
-	port := freePort(t)
+	port := testserver.FreePort(t)
 	address := fmt.Sprintf("127.0.0.1:%d", port)
 	r.server = &proc{name: "temporal", bin: temporalBin, log: filepath.Join(dir, "temporal.log"),
 		args: []string{"-db", filepath.Join(dir, "temporal.db"), "-port", strconv.Itoa(port), "-ui-port", "-1"}}

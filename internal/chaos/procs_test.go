@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,14 +183,4 @@ func buildBinaries(t *testing.T, dir string) (temporal string) {
 	temporal, err = testserver.Binary()
 	require.NoError(t, err)
 	return temporal
-}
-
-// freePort is a loopback port nothing listens on now: the Temporal server's, which must be
-// the same after its restart for the workers and the driver to find it again.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -5,7 +5,6 @@ package e2e_test
 import (
 	"encoding/hex"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -148,7 +147,7 @@ func startPostgres(t *testing.T) int {
 	out, err := initdb.CombinedOutput()
 	require.NoError(t, err, "initdb: %s", out)
 
-	port := freePort(t)
+	port := testserver.FreePort(t)
 	logFile, err := os.Create(filepath.Join(dir, "postgres.log"))
 	require.NoError(t, err)
 	// -h: TCP on loopback only; -k "": no Unix socket.
@@ -186,15 +185,6 @@ func startPostgres(t *testing.T) int {
 		log, _ := os.ReadFile(logFile.Name())
 		t.Fatalf("PostgreSQL did not become ready on port %d; its log:\n%s", port, log)
 	}
-}
-
-// freePort is a loopback port nobody listens on.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // setUpTemporalSchema creates Temporal's databases on the PostgreSQL at port and sets up their
