@@ -29,7 +29,8 @@ import (
 // lease back with the clone it covers, and the admission keeps it until PVE says that clone has
 // ended. A holder that can give nothing back, because it was terminated, is found out: the
 // admission asks Temporal on a schedule whether its holders' runs still run (an admission
-// started before that shape signals them, and a signal to a closed run fails). A worker that dies loses nothing: the run goes on elsewhere, holding its lease.
+// started before that shape signals them, and a signal to a closed run fails). A worker that
+// dies loses nothing: the run goes on elsewhere, holding its lease.
 //
 // The admission outlives whatever starts it: a create starts it on a disconnected context, and
 // abandons it. Its work per event is bounded (a grant signals the runs it admits, no one else: a
