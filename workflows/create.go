@@ -702,7 +702,7 @@ func waitTask(ctx workflow.Context, s settings, t *tracker, upid pve.UPID, budge
 	t.step(summary)
 	t.task(upid)
 	var res activities.TaskResult
-	if err := execute(ctx, s.waitOptions(budget, summary+", "+string(upid)), a.TaskStatus, activities.TaskStatusRequest{UPID: upid}).Get(ctx, &res); err != nil {
+	if err := poll(ctx, s.waitOptions(budget, summary+", "+string(upid)), a.TaskStatus, activities.TaskStatusRequest{UPID: upid}).Get(ctx, &res); err != nil {
 		return err
 	}
 	t.warned(res.WarningTexts)

@@ -189,11 +189,12 @@ func attemptsWithin(budget time.Duration, p config.Poll) int32 {
 	}
 }
 
-// execute runs activity with args under opts, as an activity of its own: the waits (every
-// attempt a poll, the pending activity what the UI shows of a stalled clone), and the calls of
-// the long-lived workflows. Every activity of the workflows goes through it, or through call
-// and read. It first upserts the search attributes the run's tracker holds back, so that what
-// the run waits in is what a search finds.
+// execute runs activity with args under opts, as an activity of its own: the waits that outlast
+// their local looks (poll; every attempt a look, the pending activity what the UI shows of a
+// stalled clone), the calls that meet a lock, and the calls of the long-lived workflows. Every
+// activity of the workflows goes through it, or through call and poll. It first upserts the
+// search attributes the run's tracker holds back, so that what the run waits in is what a search
+// finds.
 func execute(ctx workflow.Context, opts workflow.ActivityOptions, activity any, args ...any) workflow.Future {
 	if t, ok := ctx.Value(trackerKey).(*tracker); ok {
 		t.flush()
@@ -204,17 +205,33 @@ func execute(ctx workflow.Context, opts workflow.ActivityOptions, activity any, 
 // call makes one Proxmox call that PVE answers at once unless something makes it wait (a
 // lock, backend trouble, a check not yet true): first as a local activity, which costs the
 // history one marker and no workflow task of its own, and, if that attempt fails with an error
-// opts' retry policy would retry, as an activity under opts (execute) with the attempts left,
-// which wait it out within opts' budget in sight of the UI. The activity's first attempt is the
-// local one's retry, made after the policy's first interval as a retry would be: a call whose
-// answer was lost is not made again while PVE may still be taking it (a clone made twice at
-// once onto one VMID starts a second clone task, which fails on the first one's lock).
-//
-// The local attempt has no retries of its own: Temporal's test environment computes a local
-// activity's retries against its own clock, not the attempts', and fails them.
+// opts' retry policy would retry, as an activity under opts (execute) with the budget left,
+// which waits it out in sight of the UI. The activity's first attempt is the local one's retry,
+// made after the policy's first interval as a retry would be: a call whose answer was lost is
+// not made again while PVE may still be taking it (a clone made twice at once onto one VMID
+// starts a second clone task, which fails on the first one's lock).
 func call(ctx workflow.Context, opts workflow.ActivityOptions, activity any, args ...any) quickCall {
-	return quickCall{ctx: ctx, opts: opts, activity: activity, args: args}
+	return quickCall{ctx: ctx, opts: opts, activity: activity, args: args, localLooks: 1}
 }
+
+// poll waits, as a wait under opts, for what is usually over within a second or two: a Proxmox
+// task (a seed's upload or deletion, a resize, a start, a stop), the VM running, the guest
+// agent's report. While the wait is young its looks are the attempts of one local activity,
+// retried in the worker on the poll policy's first interval (youngLooks of them), which costs
+// the history one marker where an activity costs six events and a workflow task. A wait not over
+// by then goes on as an activity under opts (execute), with the budget left, pending in the UI
+// (a stalled clone shows there a second after it began), its first attempt at once (a look is a
+// read, and a timer before it would cost the history as much as the activity) and its retries
+// where the policy would have put them had the wait been one activity from the start.
+func poll(ctx workflow.Context, opts workflow.ActivityOptions, activity any, args ...any) quickCall {
+	return quickCall{ctx: ctx, opts: opts, activity: activity, args: args, localLooks: youngLooks, lookAgainAtOnce: true}
+}
+
+// youngLooks is how many looks a wait (poll) makes as a local activity: at once, and after the
+// poll policy's first interval (1 s by default). The local activity holds its workflow task open
+// meanwhile; the SDK warns about a workflow task open past 5 s, and a create makes three waits
+// in a row (the seed's upload, the resize, the start) in one.
+const youngLooks = 2
 
 // quickCall is a call, made when its result is asked for.
 type quickCall struct {
@@ -222,30 +239,77 @@ type quickCall struct {
 	opts     workflow.ActivityOptions
 	activity any
 	args     []any
+	// localLooks is how many attempts the local activity makes.
+	localLooks int32
+	// lookAgainAtOnce makes the activity's first attempt at once, where a call's waits the
+	// policy's first interval.
+	lookAgainAtOnce bool
 }
 
 // Get makes the call and decodes its result into out (nil: none wanted).
 func (q quickCall) Get(ctx workflow.Context, out any) error {
-	local := workflow.WithLocalActivityOptions(q.ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: q.opts.StartToCloseTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-		Summary:             q.opts.Summary,
-	})
-	err := workflow.ExecuteLocalActivity(local, q.activity, q.args...).Get(ctx, out)
+	begun := workflow.Now(q.ctx)
 	policy := q.opts.RetryPolicy
-	if err == nil || !retryable(err, policy) || q.ctx.Err() != nil || policy == nil || policy.MaximumAttempts == 1 {
+	if err := workflow.ExecuteLocalActivity(q.localContext(), q.activity, q.args...).Get(ctx, out); err == nil ||
+		!retryable(err, policy) || q.ctx.Err() != nil || policy == nil || policy.MaximumAttempts == 1 {
 		return err
 	}
 	rest := q.opts
 	left := *policy
-	if left.MaximumAttempts > 1 {
-		left.MaximumAttempts--
+	left.MaximumAttempts = max(left.MaximumAttempts-q.localLooks, 1)
+	if q.lookAgainAtOnce {
+		// The activity's first attempt repeats the last local look; its retries go on from there.
+		left.InitialInterval = localSchedule(policy, q.localLooks).next
 	}
 	rest.RetryPolicy = &left
-	if err := workflow.Sleep(q.ctx, policy.InitialInterval); err != nil {
-		return err
+	if !q.lookAgainAtOnce {
+		if err := workflow.Sleep(q.ctx, policy.InitialInterval); err != nil {
+			return err
+		}
+	}
+	if rest.ScheduleToCloseTimeout > 0 {
+		rest.ScheduleToCloseTimeout = max(rest.ScheduleToCloseTimeout-workflow.Now(q.ctx).Sub(begun), rest.StartToCloseTimeout)
 	}
 	return execute(q.ctx, rest, q.activity, q.args...).Get(ctx, out)
+}
+
+// localContext is q's context with the options of its local activity: one attempt for a call;
+// for a poll, localLooks attempts spaced as the first retries of opts' policy, within the time
+// they take.
+func (q quickCall) localContext() workflow.Context {
+	o := workflow.LocalActivityOptions{
+		StartToCloseTimeout: q.opts.StartToCloseTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:             q.opts.Summary,
+	}
+	if p := q.opts.RetryPolicy; q.localLooks > 1 && p != nil {
+		o.RetryPolicy = &temporal.RetryPolicy{
+			InitialInterval:        p.InitialInterval,
+			BackoffCoefficient:     p.BackoffCoefficient,
+			MaximumInterval:        p.MaximumInterval,
+			MaximumAttempts:        q.localLooks,
+			NonRetryableErrorTypes: p.NonRetryableErrorTypes,
+		}
+		s := localSchedule(p, q.localLooks)
+		// Room for the last look's own request, not for another look.
+		o.ScheduleToCloseTimeout = s.last + min(s.next/2, q.opts.StartToCloseTimeout)
+	}
+	return workflow.WithLocalActivityOptions(q.ctx, o)
+}
+
+// lookSchedule is where p puts the last of a wait's first looks, from the first, and the interval
+// to the look after it.
+type lookSchedule struct{ last, next time.Duration }
+
+func localSchedule(p *temporal.RetryPolicy, looks int32) lookSchedule {
+	var s lookSchedule
+	interval := p.InitialInterval
+	for range looks - 1 {
+		s.last += interval
+		interval = min(time.Duration(float64(interval)*p.BackoffCoefficient), p.MaximumInterval)
+	}
+	s.next = interval
+	return s
 }
 
 // retryable reports whether policy retries err: a timeout, a panic, or an application error

@@ -189,7 +189,7 @@ func (o *proxyOps) awaitReady(v *vm, addrs proxy.Addresses) (activities.AgentRes
 	ref := v.ref()
 	o.t.phase(PhaseBooting, "wait for the VM to run")
 	summary := "wait for " + ref.String() + " to run"
-	if err := call(o.ctx, o.s.waitOptions(o.s.Budgets.Running, summary), a.VMStatus,
+	if err := poll(o.ctx, o.s.waitOptions(o.s.Budgets.Running, summary), a.VMStatus,
 		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}).Get(o.ctx, nil); err != nil {
 		return activities.AgentResult{}, fail(summary, err)
 	}
@@ -202,7 +202,7 @@ func (o *proxyOps) awaitReady(v *vm, addrs proxy.Addresses) (activities.AgentRes
 	summary = "wait for the guest agent of " + ref.String() + " to report net0's addresses: " + addrs.String()
 	o.t.step(summary)
 	var agent activities.AgentResult
-	if err := execute(o.ctx, o.s.waitOptions(o.s.Budgets.Agent, summary), a.AgentNetworkInterfaces,
+	if err := poll(o.ctx, o.s.waitOptions(o.s.Budgets.Agent, summary), a.AgentNetworkInterfaces,
 		activities.AgentRequest{VMRef: ref, WaitReady: true, MAC: proxy.MACFromNet(v.Config["net0"]), Addresses: addrs}).Get(o.ctx, &agent); err != nil {
 		return activities.AgentResult{}, fail(summary, err)
 	}

@@ -2,6 +2,8 @@ package e2e_test
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -75,6 +77,20 @@ func TestE2E_aCreateAndDeleteScheduleActivitiesOnlyToWait(t *testing.T) {
 		}
 		assert.LessOrEqual(t, c.upserts, scheduled+1, "%s: search attributes upserted when it waits and when it closes", run.GetID())
 	}
+}
+
+func TestE2E_waitsOverWithinTheirFirstLooksScheduleNoActivity(t *testing.T) {
+	s := startStack(t, newCluster(), fastConfig(t))
+
+	create, del := createAndDelete(t, s, uid)
+
+	// The delete's stop, destroy and seed deletion end within tens of milliseconds, before the
+	// second look; the create's clone (1 s) and the guest's boot (0.5 s) outlast the first looks.
+	c, d := costOf(t, s, create), costOf(t, s, del)
+	assert.Empty(t, d.activities, "the delete's waits are local looks")
+	assert.Equal(t, 1, d.upserts, "search attributes upserted once, when the delete closes")
+	assert.Subset(t, []string{"TaskStatus", "AgentNetworkInterfaces"}, slices.Collect(maps.Keys(c.activities)), "the create's long waits")
+	assert.LessOrEqual(t, c.activities["TaskStatus"], 1, "only the clone's wait outlasts its local looks")
 }
 
 func TestE2E_aCreatesHistoryDoesNotGrowWithTheCluster(t *testing.T) {
