@@ -283,7 +283,7 @@ func (c *change) reboot(ref activities.VMRef) error {
 		return fail(summary, err)
 	}
 	summary = "wait for reboot of " + ref.String()
-	if err := waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Stop+c.s.Budgets.Start, summary); err != nil {
+	if err := waitTask(c.ctx, c.s, c.t, localLooksFirst, upid, c.s.Budgets.Stop+c.s.Budgets.Start, summary); err != nil {
 		return fail(summary, err)
 	}
 	return nil

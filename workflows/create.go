@@ -549,7 +549,7 @@ func (c *create) cloneOnto(tmplNode string, vmid, attempt int, l *lease) (step s
 	}
 	l.covers(&CloneInFlight{Node: tmplNode, UPID: upid})
 	step = fmt.Sprintf("wait for clone of %d to %d on %s", c.p.TemplateVMID, vmid, c.p.Node)
-	err = waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Clone, step)
+	err = waitTask(c.ctx, c.s, c.t, activityFirst, upid, c.s.Budgets.Clone, step)
 	if err == nil || isType(err, activities.ErrTaskFailed) {
 		l.covers(nil)
 	}
@@ -697,14 +697,33 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 // waitTask waits for a Proxmox task within budget, showing it as the current step, and records
 // the task's warnings in t. It returns the activity's own error: a caller acts on how the task
 // failed, or wraps it with fail.
-func waitTask(ctx workflow.Context, s settings, t *tracker, upid pve.UPID, budget time.Duration, summary string) error {
+func waitTask(ctx workflow.Context, s settings, t *tracker, first firstLooks, upid pve.UPID, budget time.Duration, summary string) error {
 	var a *activities.Activities
 	t.step(summary)
 	t.task(upid)
+	opts, req := s.waitOptions(budget, summary+", "+string(upid)), activities.TaskStatusRequest{UPID: upid}
+	wait := poll(ctx, opts, a.TaskStatus, req)
+	if first == activityFirst {
+		wait.localLooks = 0
+	}
 	var res activities.TaskResult
-	if err := poll(ctx, s.waitOptions(budget, summary+", "+string(upid)), a.TaskStatus, activities.TaskStatusRequest{UPID: upid}).Get(ctx, &res); err != nil {
+	if err := wait.Get(ctx, &res); err != nil {
 		return err
 	}
 	t.warned(res.WarningTexts)
 	return nil
 }
+
+// firstLooks says where a task's wait makes its first looks.
+type firstLooks int
+
+const (
+	// localLooksFirst makes them in the worker, as poll does: most tasks end within them.
+	localLooksFirst firstLooks = iota
+	// activityFirst makes the wait an activity from its first look, so the workflow task that
+	// started the task completes at once and records its answer. A clone's wait is: a clone
+	// outlasts the local looks anyway, and a worker lost while they ran would lose the Clone
+	// call's answer with the open workflow task; replayed, the create would find the VMID held by
+	// its own clone, not yet marked, and clone again onto the next one.
+	activityFirst
+)

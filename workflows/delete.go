@@ -177,7 +177,7 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 			return false, fail(summary, err)
 		}
 		summary = "wait for stop of " + ref.String()
-		if err := waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Stop, summary); err != nil {
+		if err := waitTask(d.ctx, d.s, d.t, localLooksFirst, upid, d.s.Budgets.Stop, summary); err != nil {
 			return false, fail(summary, err)
 		}
 	}
@@ -191,7 +191,7 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 			return summary, err
 		}
 		summary = "wait for destroy of " + ref.String()
-		return summary, waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Destroy, summary)
+		return summary, waitTask(d.ctx, d.s, d.t, localLooksFirst, upid, d.s.Budgets.Destroy, summary)
 	})
 	if isType(err, activities.ErrNotFound) || isTaskFailedWith(err, activities.ErrNotFound) {
 		return true, nil

@@ -239,7 +239,8 @@ type quickCall struct {
 	opts     workflow.ActivityOptions
 	activity any
 	args     []any
-	// localLooks is how many attempts the local activity makes.
+	// localLooks is how many attempts the local activity makes; with none, the call is an
+	// activity from its first attempt.
 	localLooks int32
 	// lookAgainAtOnce makes the activity's first attempt at once, where a call's waits the
 	// policy's first interval.
@@ -250,9 +251,12 @@ type quickCall struct {
 func (q quickCall) Get(ctx workflow.Context, out any) error {
 	begun := workflow.Now(q.ctx)
 	policy := q.opts.RetryPolicy
+	if q.localLooks == 0 {
+		return q.cancelled(execute(q.ctx, q.opts, q.activity, q.args...).Get(ctx, out), policy)
+	}
 	if err := workflow.ExecuteLocalActivity(q.localContext(), q.activity, q.args...).Get(ctx, out); err == nil ||
 		!retryable(err, policy) || q.ctx.Err() != nil || policy == nil || policy.MaximumAttempts == 1 {
-		return err
+		return q.cancelled(err, policy)
 	}
 	rest := q.opts
 	left := *policy
@@ -270,7 +274,18 @@ func (q quickCall) Get(ctx workflow.Context, out any) error {
 	if rest.ScheduleToCloseTimeout > 0 {
 		rest.ScheduleToCloseTimeout = max(rest.ScheduleToCloseTimeout-workflow.Now(q.ctx).Sub(begun), rest.StartToCloseTimeout)
 	}
-	return execute(q.ctx, rest, q.activity, q.args...).Get(ctx, out)
+	return q.cancelled(execute(q.ctx, rest, q.activity, q.args...).Get(ctx, out), policy)
+}
+
+// cancelled is err, or, when the run was cancelled and err is one policy would have retried (a
+// wait not over, a lock), the cancellation that cut the call short: an attempt under way when
+// the cancel came ends with its own retryable error, which would otherwise read as a budget
+// spent.
+func (q quickCall) cancelled(err error, policy *temporal.RetryPolicy) error {
+	if err != nil && q.ctx.Err() != nil && !temporal.IsCanceledError(err) && retryable(err, policy) {
+		return temporal.NewCanceledError(err.Error())
+	}
+	return err
 }
 
 // localContext is q's context with the options of its local activity: one attempt for a call;
