@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -14,11 +15,17 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
-// Runs describes workflow runs as Temporal keeps them. The create and the delete of a proxy ask
-// it whether the other runs, and since when, and wait for it to close; CollectGarbage asks
-// whether a create runs. Asking needs no signal, so a success leaves no failed event in history.
+// Runs describes workflow runs as Temporal keeps them, and signals them. The create and the
+// delete of a proxy ask it whether the other runs, and since when, and wait for it to close;
+// CollectGarbage asks whether a create runs. Asking needs no signal, so a success leaves no
+// failed event in history. A create signals its clone admission through it (SignalRun): a
+// local activity's marker where a signal from the workflow costs its history two events and a
+// workflow task.
 type Runs interface {
 	DescribeRun(ctx context.Context, workflowID, runID string) (RunInfo, error)
+	// SignalRun signals the running workflow workflowID with arg; a workflow that does not run
+	// is a NotFound error.
+	SignalRun(ctx context.Context, workflowID, signal string, arg any) error
 }
 
 // RunInfo is a workflow run as Temporal describes it. A workflow ID that never ran is a RunInfo
@@ -55,6 +62,46 @@ func (a *Activities) DescribeRun(ctx context.Context, req DescribeRunRequest) (R
 		return run, notReady(ErrNotReady, "workflow %s run %s, started %s, still runs", req.WorkflowID, run.RunID, run.StartedAt.Format(time.RFC3339))
 	}
 	return run, nil
+}
+
+// SignalRunRequest is the input of SignalRun.
+type SignalRunRequest struct {
+	WorkflowID string `json:"workflowID"`
+	Signal     string `json:"signal"`
+	// Arg is the signal's argument, as JSON.
+	Arg json.RawMessage `json:"arg"`
+}
+
+// SignalRun signals the running workflow req.WorkflowID. A workflow that does not run is
+// NotFound, which is not retried: the caller starts it, or knows it has closed.
+func (a *Activities) SignalRun(ctx context.Context, req SignalRunRequest) error {
+	step := fmt.Sprintf("signal %s to workflow %s", req.Signal, req.WorkflowID)
+	if a.Runs == nil {
+		return failure(step, pve.Classified(pve.Permanent, errors.New("the worker was built without Activities.Runs, so it cannot signal a workflow")))
+	}
+	if err := a.Runs.SignalRun(ctx, req.WorkflowID, req.Signal, req.Arg); err != nil {
+		return failure(step, err)
+	}
+	return nil
+}
+
+// SignalRun signals the running workflow workflowID with arg, encoded by the worker's client's
+// data converter as the workflow's own signals are.
+func (h *HistoryStartInput) SignalRun(ctx context.Context, workflowID, signal string, arg any) error {
+	input, err := h.dataConverter().ToPayloads(arg)
+	if err != nil {
+		return pve.Classified(pve.Permanent, fmt.Errorf("encode signal %s to workflow %s: %w", signal, workflowID, err))
+	}
+	_, err = h.Service.SignalWorkflowExecution(ctx, &workflowservice.SignalWorkflowExecutionRequest{
+		Namespace:         h.Namespace,
+		WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: workflowID},
+		SignalName:        signal,
+		Input:             input,
+	})
+	if err != nil {
+		return pve.Classified(historyErrorClass(err), fmt.Errorf("signal %s to workflow %s: %w", signal, workflowID, err))
+	}
+	return nil
 }
 
 // DescribeRun describes run runID of workflowID, or its latest run when runID is empty, with

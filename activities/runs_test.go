@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/pve"
 )
 
 // runs stands for Temporal's side: one run, as a test sets it.
@@ -16,6 +18,13 @@ type runs struct{ run activities.RunInfo }
 
 func (r runs) DescribeRun(context.Context, string, string) (activities.RunInfo, error) {
 	return r.run, nil
+}
+
+func (r runs) SignalRun(_ context.Context, workflowID, _ string, _ any) error {
+	if !r.run.Running {
+		return pve.Classified(pve.NotFound, errors.New("workflow "+workflowID+" does not run"))
+	}
+	return nil
 }
 
 func TestDescribeRun(t *testing.T) {
@@ -52,6 +61,35 @@ func TestDescribeRun(t *testing.T) {
 			assert.Equal(t, tt.wantType, appErr.Type())
 			assert.Equal(t, tt.wantRetryable, !appErr.NonRetryable())
 			assert.Contains(t, appErr.Message(), "proxy/u/delete")
+		})
+	}
+}
+
+func TestSignalRun(t *testing.T) {
+	tests := []struct {
+		name     string
+		runs     activities.Runs
+		wantType string
+	}{
+		{"a running workflow takes the signal", runs{activities.RunInfo{RunID: "r1", Running: true}}, ""},
+		{"a workflow that does not run is NotFound, not retried", runs{}, activities.ErrNotFound},
+		{"a worker without Runs", nil, activities.ErrPermanent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.acts.Runs = tt.runs
+
+			err := f.run(t, f.acts.SignalRun, nil, activities.SignalRunRequest{WorkflowID: "clone-admission/q/pve1/local-lvm", Signal: "clone-release", Arg: []byte(`{}`)})
+
+			if tt.wantType == "" {
+				require.NoError(t, err)
+				return
+			}
+			appErr := appError(t, err)
+			assert.Equal(t, tt.wantType, appErr.Type())
+			assert.True(t, appErr.NonRetryable())
+			assert.Contains(t, appErr.Message(), "signal clone-release to workflow clone-admission/q/pve1/local-lvm")
 		})
 	}
 }

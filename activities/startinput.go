@@ -60,16 +60,20 @@ func (h *HistoryStartInput) UserData(ctx context.Context, workflowID, runID stri
 	if len(events) == 0 || events[0].GetWorkflowExecutionStartedEventAttributes() == nil {
 		return "", pve.Classified(pve.Permanent, fmt.Errorf("read the start event of %s: the history does not begin with one", run))
 	}
-	dc := h.DataConverter
-	if dc == nil {
-		dc = converter.GetDefaultDataConverter()
-	}
 	var in startedInput
-	if err := dc.FromPayloads(events[0].GetWorkflowExecutionStartedEventAttributes().GetInput(), &in); err != nil {
+	if err := h.dataConverter().FromPayloads(events[0].GetWorkflowExecutionStartedEventAttributes().GetInput(), &in); err != nil {
 		// The converter's error may quote the payload it could not parse: it is not passed on.
 		return "", pve.Classified(pve.Permanent, fmt.Errorf("decode the input of %s: not a CreateProxy or ChangeProxy input, or encrypted with keys the worker's PVEFLOW_CODEC_KEY_FILE does not have", run))
 	}
 	return in.UserData, nil
+}
+
+// dataConverter is the worker's client's data converter, or the SDK's default.
+func (h *HistoryStartInput) dataConverter() converter.DataConverter {
+	if h.DataConverter == nil {
+		return converter.GetDefaultDataConverter()
+	}
+	return h.DataConverter
 }
 
 // historyErrorClass is the class of an error reading a run's history.

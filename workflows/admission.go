@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -393,8 +394,10 @@ type lease struct {
 }
 
 // admitClone waits for a lease to clone onto storage. The admission workflow is started when
-// none runs. A request whose grant got lost (the admission continued as new just then) is
-// repeated from time to time. How many are before it the status does not say, the admission
+// none runs. A request is lost only with its admission (cancelled, or terminated or reset by a
+// person), so a queued create asks again rarely: a minute after it asked, then at doubling
+// intervals up to maxAskInterval. Each ask costs its history a timer, a workflow task and a
+// signal; asking from poll.maximumInterval on was most of a queued create's history. How many are before it the status does not say, the admission
 // does (AdmissionQuery; pveflow status asks it): telling every queued create its place on
 // every grant made the admission's history grow with the square of its queue.
 func (c *create) admitClone(storage string) (*lease, error) {
@@ -413,7 +416,7 @@ func (c *create) admitClone(storage string) (*lease, error) {
 	}
 	c.t.step(fmt.Sprintf("queued for a clone onto storage %s, where %d clone at once (clones.perStorage)", storage, l.req.Limit))
 	admitted := workflow.GetSignalChannel(c.ctx, cloneAdmittedSignal)
-	every := c.s.Poll.MaximumInterval
+	every := firstAskAgain
 	timerCtx, cancelTimer := workflow.WithCancel(c.ctx)
 	defer func() { cancelTimer() }()
 	timer := workflow.NewTimer(timerCtx, every)
@@ -444,34 +447,47 @@ func (c *create) admitClone(storage string) (*lease, error) {
 	return l, nil
 }
 
-// maxAskInterval caps the backoff between a queued create's repeated lease requests. They
-// matter only when a grant was lost, so they can be rare.
-const maxAskInterval = 2 * time.Minute
+// firstAskAgain is how long a queued create waits before it asks its admission again, and
+// maxAskInterval caps the backoff between its later asks.
+const (
+	firstAskAgain  = time.Minute
+	maxAskInterval = 2 * time.Minute
+)
 
 // askForLease sends the lease request to the storage's admission, starting the admission
-// when none runs. Whether it runs is asked of Temporal first: a signal to an admission that
-// does not run would fail, and leave a failed event in the history of a create that succeeds.
+// when none runs. The request goes as a call (SignalRun, a local activity): one marker, where
+// a signal from the workflow costs two events and a workflow task. An admission that does not
+// run is started as this run's child, and signalled from the workflow, which the child's start
+// orders after it.
 func (c *create) askForLease(l *lease) error {
-	c.t.step("describe workflow " + l.admission)
-	admission, err := describeRun(c.ctx, c.s, l.admission, true)
-	if err != nil {
-		return err
-	}
-	if admission.Running && c.signalAcquire(l) == nil {
+	step := "ask " + l.admission + " for a clone lease"
+	c.t.step(step)
+	err := signalRun(c.ctx, c.s, l.admission, cloneAcquireSignal, l.req)
+	switch {
+	case err == nil:
 		return nil
+	case !isType(err, activities.ErrNotFound):
+		return fail(step, err)
 	}
-	// None runs, or the one that ran has closed since it was described.
 	if err := c.startAdmission(l); err != nil {
 		return err
 	}
-	if err := c.signalAcquire(l); err != nil {
+	if err := workflow.SignalExternalWorkflow(c.ctx, l.admission, "", cloneAcquireSignal, l.req).Get(c.ctx, nil); err != nil {
 		return transientf("create proxy %s: ask %s for a clone lease: %v", c.in.Name, l.admission, err)
 	}
 	return nil
 }
 
-func (c *create) signalAcquire(l *lease) error {
-	return workflow.SignalExternalWorkflow(c.ctx, l.admission, "", cloneAcquireSignal, l.req).Get(c.ctx, nil)
+// signalRun signals the running workflow workflowID with arg, as a call (SignalRun). A workflow
+// that does not run is an ErrNotFound error.
+func signalRun(ctx workflow.Context, s settings, workflowID, signal string, arg any) error {
+	var a *activities.Activities
+	payload, err := json.Marshal(arg)
+	if err != nil {
+		return permanentf("signal %s to workflow %s: %v", signal, workflowID, err)
+	}
+	step := fmt.Sprintf("signal %s to workflow %s", signal, workflowID)
+	return call(ctx, s.callOptions(step), a.SignalRun, activities.SignalRunRequest{WorkflowID: workflowID, Signal: signal, Arg: payload}).Get(ctx, nil)
 }
 
 // startAdmission starts the admission workflow of the lease's storage, on this run's task
@@ -503,7 +519,9 @@ func (l *lease) covers(clone *CloneInFlight) {
 }
 
 // release gives the lease back, with the clone it still covers, or withdraws the request. It
-// runs on a disconnected context, so a failed or cancelled run still does it.
+// runs on a disconnected context, so a failed or cancelled run still does it. It signals from the
+// workflow, not as a call: the test environment, in which the operations' tests run, cannot
+// deliver a call's signal, and the admission it started there would keep the lease.
 func (l *lease) release(ctx workflow.Context) {
 	if l == nil {
 		return

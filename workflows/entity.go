@@ -689,7 +689,7 @@ func (e *entity) adoptRunningOperation() error {
 	for _, op := range []struct{ kind, id string }{
 		{OpCreate, CreateWorkflowID(e.uid)}, {OpChange, ChangeWorkflowID(e.uid)}, {OpDelete, DeleteWorkflowID(e.uid)},
 	} {
-		run, err := describeRun(e.ctx, e.s, op.id, false)
+		run, err := describeRun(e.ctx, e.s, op.id)
 		if err != nil {
 			return err
 		}

@@ -340,20 +340,13 @@ func retryable(err error, policy *temporal.RetryPolicy) bool {
 	return !appErr.NonRetryable() && (policy == nil || !slices.Contains(policy.NonRetryableErrorTypes, appErr.Type()))
 }
 
-// describeRun asks Temporal about the latest run of workflowID: as a call when local, else as an
-// activity, as the long-lived workflows ask (their commands are versioned).
-func describeRun(ctx workflow.Context, s settings, workflowID string, local bool) (activities.RunInfo, error) {
+// describeRun asks Temporal about the latest run of workflowID, as an activity: the entity asks
+// it, and its commands are versioned.
+func describeRun(ctx workflow.Context, s settings, workflowID string) (activities.RunInfo, error) {
 	var a *activities.Activities
 	step := "describe workflow " + workflowID
-	opts, req := s.callOptions(step), activities.DescribeRunRequest{WorkflowID: workflowID}
 	var run activities.RunInfo
-	var err error
-	if local {
-		err = call(ctx, opts, a.DescribeRun, req).Get(ctx, &run)
-	} else {
-		err = execute(ctx, opts, a.DescribeRun, req).Get(ctx, &run)
-	}
-	if err != nil {
+	if err := execute(ctx, s.callOptions(step), a.DescribeRun, activities.DescribeRunRequest{WorkflowID: workflowID}).Get(ctx, &run); err != nil {
 		return run, fail(step, err)
 	}
 	return run, nil

@@ -93,6 +93,18 @@ func TestE2E_waitsOverWithinTheirFirstLooksScheduleNoActivity(t *testing.T) {
 	assert.LessOrEqual(t, c.activities["TaskStatus"], 1, "only the clone's wait outlasts its local looks")
 }
 
+func TestE2E_onceItsAdmissionRunsACreateCostsAtMostSixtyEventsAndADeleteThirty(t *testing.T) {
+	s := startStack(t, newCluster(), fastConfig(t))
+	createAndDelete(t, s, uid) // starts the storage's admission
+
+	create, del := createAndDelete(t, s, otherUID)
+
+	c, d := costOf(t, s, create), costOf(t, s, del)
+	t.Logf("create: %d events, %d markers; delete: %d events", c.events, c.markers, d.events)
+	assert.LessOrEqual(t, c.events, 60)
+	assert.LessOrEqual(t, d.events, 30)
+}
+
 func TestE2E_aCreatesHistoryDoesNotGrowWithTheCluster(t *testing.T) {
 	cluster := newCluster()
 	s := startStack(t, cluster, fastConfig(t))
