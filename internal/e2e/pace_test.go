@@ -1,12 +1,15 @@
 package e2e_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
 	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pvesim"
 )
 
@@ -32,28 +35,45 @@ func paceFloor() time.Duration {
 	return floor
 }
 
+// paceCluster is a simulator at that pace.
+func paceCluster() *pvesim.Cluster {
+	return newCluster(func(o *pvesim.Options) {
+		o.TaskDurations = paceDurations
+		o.AgentBootDelay = paceBoot
+	})
+}
+
 // BenchmarkProxy_createAndDeleteAtTheSimulatorsPace creates and deletes one proxy against a
 // simulator whose tasks take what they take on a small cluster, with the default poll cadence
-// and budgets, and reports the wall time against the floor and what each run cost Temporal.
+// and budgets, and reports the wall time against the floor and against a plain sequential Go
+// program (plainProgram) run right after it on a simulator of its own, and what each run cost
+// Temporal.
 func BenchmarkProxy_createAndDeleteAtTheSimulatorsPace(b *testing.B) {
 	for b.Loop() {
-		cluster := newCluster(func(o *pvesim.Options) {
-			o.TaskDurations = paceDurations
-			o.AgentBootDelay = paceBoot
-		})
 		cfg := fastConfig(b)
 		defaults := config.Default()
 		cfg.Poll, cfg.Budgets = defaults.Poll, defaults.Budgets
-		s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
+		s := startStackWith(b, paceCluster(), cfg, client.Options{Logger: warnings(b)})
 		start := time.Now()
 		create, del := createAndDelete(b, s, uid)
 		elapsed := time.Since(start)
-		b.ReportMetric(elapsed.Seconds(), "s/create+delete")
-		b.ReportMetric(elapsed.Seconds()/paceFloor().Seconds(), "x-floor")
 		c, d := costOf(b, s, create), costOf(b, s, del)
+		s.stop()
+
+		plain := paceCluster()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		start = time.Now()
+		require.NoError(b, plainProgram{api: plain, cfg: cfg, poll: cfg.Poll}.createAndDelete(ctx, uid, proxy.VMIDFor(uid, cfg.Proxmox.VMIDRange, 0)))
+		plainElapsed := time.Since(start)
+		cancel()
+		require.Empty(b, leftovers(plain))
+
+		b.ReportMetric(elapsed.Seconds(), "s/create+delete")
+		b.ReportMetric(plainElapsed.Seconds(), "s/plain-program")
+		b.ReportMetric(elapsed.Seconds()/plainElapsed.Seconds(), "x-plain")
+		b.ReportMetric(elapsed.Seconds()/paceFloor().Seconds(), "x-floor")
 		b.ReportMetric(float64(c.events), "events/create")
 		b.ReportMetric(float64(d.events), "events/delete")
 		b.ReportMetric(float64(c.executions+d.executions), "activity-executions/create+delete")
-		s.stop()
 	}
 }
