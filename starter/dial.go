@@ -16,7 +16,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	tlog "go.temporal.io/sdk/log"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/internal/telemetry"
@@ -46,6 +48,11 @@ const CodecKeyFileEnv = "PVEFLOW_CODEC_KEY_FILE"
 // What envconfig leaves out, ClientOptions adds:
 //
 //   - the address defaults to DefaultAddress and the namespace to "default";
+//   - the address may list several frontends of one cluster, comma-separated
+//     (127.0.0.1:7233,127.0.0.1:7243, as make cluster runs them): the client spreads its calls
+//     over them and goes on with the others while one is down, where the temporal CLI takes one
+//     address (a load balancer in front of the frontends does it for one address). With TLS,
+//     TEMPORAL_TLS_SERVER_NAME names the certificate's host;
 //   - an address that is not host:port (or a gRPC resolver's target, such as dns:///host:port)
 //     is an error naming where it came from, before any dial;
 //   - a TEMPORAL_CONFIG_FILE that does not exist is an error, not an empty file;
@@ -75,8 +82,14 @@ func ClientOptions(getenv func(string) string) (client.Options, error) {
 	}
 	opts.HostPort = cmp.Or(opts.HostPort, DefaultAddress)
 	opts.Namespace = cmp.Or(opts.Namespace, "default")
-	if !validAddress(opts.HostPort) {
-		return client.Options{}, fmt.Errorf("%s: want host:port, such as %s", addressSource(getenv, opts.HostPort), DefaultAddress)
+	frontends := strings.Split(opts.HostPort, ",")
+	for _, addr := range frontends {
+		if !validAddress(addr) {
+			return client.Options{}, fmt.Errorf("%s: want host:port, such as %s, or several, comma-separated", addressSource(getenv, opts.HostPort), DefaultAddress)
+		}
+	}
+	if len(frontends) > 1 {
+		spread(&opts, frontends)
 	}
 	opts.DataConverter, opts.FailureConverter = codec.KeylessConverters()
 	if path := getenv(CodecKeyFileEnv); path != "" {
@@ -104,6 +117,23 @@ func ClientOptionsWithLogger(getenv func(string) string, logger *slog.Logger) (c
 	opts.Logger = tlog.NewStructuredLogger(logger)
 	return opts, nil
 }
+
+// spread points opts at several frontends of one cluster: a resolver of its own lists them, and
+// the client's connection spreads its calls over them (round robin, the SDK's default policy),
+// and goes on with the others while one is down.
+func spread(opts *client.Options, frontends []string) {
+	r := manual.NewBuilderWithScheme(frontendsScheme)
+	var state resolver.State
+	for _, addr := range frontends {
+		state.Addresses = append(state.Addresses, resolver.Address{Addr: addr})
+	}
+	r.InitialState(state)
+	opts.HostPort = frontendsScheme + ":///" + strings.Join(frontends, ",")
+	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithResolvers(r))
+}
+
+// frontendsScheme is the resolver scheme of a client of several frontends.
+const frontendsScheme = "pveflow-frontends"
 
 // Identity is a client identity naming program, the host and the process, as
 // "pveflow-worker@host:4242": Temporal records it with every call, and the UI shows it beside

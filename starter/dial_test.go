@@ -245,12 +245,12 @@ func TestClientOptions_badSettingsAreOneLineNamingTheSetting(t *testing.T) {
 }
 
 func TestClientOptions_TEMPORAL_ADDRESSThatIsNotHostPortIsOneLineNamingIt(t *testing.T) {
-	for _, addr := range []string{"localhost", "localhost:", "http://temporal:7233", ":::", "temporal:port", "temporal:70000"} {
+	for _, addr := range []string{"localhost", "localhost:", "http://temporal:7233", ":::", "temporal:port", "temporal:70000", "127.0.0.1:7233,localhost", "127.0.0.1:7233,"} {
 		t.Run(addr, func(t *testing.T) {
 			_, err := clientOptions(t, map[string]string{"TEMPORAL_ADDRESS": addr})
 
 			require.Error(t, err)
-			assert.Equal(t, fmt.Sprintf("TEMPORAL_ADDRESS %q: want host:port, such as 127.0.0.1:7233", addr), err.Error())
+			assert.Equal(t, fmt.Sprintf("TEMPORAL_ADDRESS %q: want host:port, such as 127.0.0.1:7233, or several, comma-separated", addr), err.Error())
 		})
 	}
 }
@@ -263,6 +263,25 @@ func TestClientOptions_TEMPORAL_ADDRESSMayBeHostPortOrAResolversTarget(t *testin
 			require.NoError(t, err)
 			assert.Equal(t, addr, opts.HostPort)
 		})
+	}
+}
+
+func TestDial_severalFrontendsReachTheClusterWhileOneIsDown(t *testing.T) {
+	server := testserver.New(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	opts, err := clientOptions(t, map[string]string{"TEMPORAL_ADDRESS": down + "," + server.Address(), "TEMPORAL_NAMESPACE": server.Namespace()})
+	require.NoError(t, err)
+
+	c, err := starter.Dial(t.Context(), opts)
+
+	require.NoError(t, err)
+	defer c.Close()
+	for range 5 { // round robin would send some of them to the frontend that is down
+		_, err := c.WorkflowService().GetSystemInfo(t.Context(), &workflowservice.GetSystemInfoRequest{})
+		require.NoError(t, err)
 	}
 }
 

@@ -126,11 +126,16 @@ sed -e "s|^  url: .*|  url: https://127.0.0.1:8006|" \
     testdata/config/simulator.yaml >"$run/config.yaml"
 echo "Proxmox simulator: https://127.0.0.1:8006 (CA $run/pvesim/ca.pem, token $run/pvesim/token)"
 
-TEMPORAL_ADDRESS=127.0.0.1:7233 "$bin/worker" --config "$run/config.yaml" >"$run/worker.log" 2>&1 &
+# The worker and the CLI reach every frontend: either server may be killed.
+frontends=127.0.0.1:7233
+if [ "$mode" = cluster ]; then
+  frontends=127.0.0.1:7233,127.0.0.1:7243
+fi
+TEMPORAL_ADDRESS=$frontends "$bin/worker" --config "$run/config.yaml" >"$run/worker.log" 2>&1 &
 pids+=($!)
 echo "Worker: bin/worker --config $run/config.yaml, log $run/worker.log, payloads encrypted with $run/codec.key"
 
-export TEMPORAL_ADDRESS=127.0.0.1:7233
+export TEMPORAL_ADDRESS=$frontends
 case $mode in
 demo | cluster)
   "$bin/pveflow" demo
@@ -144,9 +149,12 @@ stalled)
 esac
 echo "The stack stays up: Temporal UI at $ui. Ctrl-C stops it."
 if [ "$mode" = cluster ]; then
-  echo "The worker and the CLI use the frontend of server 1, 127.0.0.1:7233 (TEMPORAL_ADDRESS); server 2's is 127.0.0.1:7243."
+  echo "The worker and the CLI reach both frontends (TEMPORAL_ADDRESS=$frontends)."
   echo "Kill server 2 (kill -9 $server2) and server 1 takes over its history shards and task queues."
 fi
 echo "For bin/pveflow in another shell (its worker refuses a create without the key):"
 echo "  export PVEFLOW_CODEC_KEY_FILE=$PVEFLOW_CODEC_KEY_FILE"
+if [ "$mode" = cluster ]; then
+  echo "  export TEMPORAL_ADDRESS=$frontends"
+fi
 wait "${pids[@]}"

@@ -19,13 +19,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/testserver"
+	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -36,8 +34,8 @@ import (
 // second clone, and so does the delete, leaving nothing behind.
 //
 // The cluster has one history shard, so every workflow of the proxy is on the shard of the
-// killed process. The test's client and worker reach both frontends (round robin over a manual
-// resolver), as a client behind a load balancer would, so they live through either kill.
+// killed process. The test's client and worker reach both frontends (TEMPORAL_ADDRESS lists
+// both, as make cluster sets it), so they live through either kill.
 func TestCluster_aCreateAndDeleteSurviveAServerProcessKilledMidCreate(t *testing.T) {
 	began := time.Now()
 	pgPort := startPostgres(t)
@@ -228,21 +226,17 @@ func shardOwner(t *testing.T, port int) string {
 	return ""
 }
 
-// dialFrontends is a client of namespace that spreads its calls over the frontends at
-// addresses, round robin (the SDK's default policy), and goes on with the others when one dies.
+// dialFrontends is a client of namespace with TEMPORAL_ADDRESS listing the frontends at
+// addresses, as make cluster sets it: starter.ClientOptions spreads the calls over them, and
+// the client goes on with the others when one dies.
 func dialFrontends(t *testing.T, namespace string, addresses ...string) client.Client {
 	t.Helper()
-	frontends := manual.NewBuilderWithScheme("pveflow-frontends")
-	var state resolver.State
-	for _, a := range addresses {
-		state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
-	}
-	frontends.InitialState(state)
-	c, err := client.Dial(client.Options{
-		HostPort:          frontends.Scheme() + ":///cluster",
-		Namespace:         namespace,
-		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithResolvers(frontends)}},
-	})
+	env := map[string]string{"TEMPORAL_ADDRESS": strings.Join(addresses, ","), "TEMPORAL_NAMESPACE": namespace,
+		"TEMPORAL_CONFIG_FILE": filepath.Join(t.TempDir(), "none.toml")}
+	require.NoError(t, os.WriteFile(env["TEMPORAL_CONFIG_FILE"], nil, 0o600))
+	opts, err := starter.ClientOptions(func(name string) string { return env[name] })
+	require.NoError(t, err)
+	c, err := starter.Dial(t.Context(), opts)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c
