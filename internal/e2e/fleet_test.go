@@ -42,15 +42,32 @@ func lockTimeouts(c *pvesim.Cluster) int {
 	return n
 }
 
+// fleetUID is the UID of the i-th proxy of a fleet.
+func fleetUID(i int) string { return fmt.Sprintf("fleet-%02d", i) }
+
 // createAll sends the create requests of n proxies at once and waits for all of them.
 func createAll(t testing.TB, s *stack, n int, timeout time.Duration) []error {
 	reqs := make([]*starter.Request, n)
 	for i := range n {
-		reqs[i] = s.startCreate(createInput(fmt.Sprintf("fleet-%02d", i)))
+		reqs[i] = s.startCreate(createInput(fleetUID(i)))
 	}
+	return awaitAll(reqs, timeout)
+}
+
+// deleteAll sends the delete requests of n proxies at once and waits for all of them.
+func deleteAll(t testing.TB, s *stack, n int, timeout time.Duration) []error {
+	reqs := make([]*starter.Request, n)
+	for i := range n {
+		reqs[i] = s.startDelete(workflows.DeleteProxyInput{UID: fleetUID(i)})
+	}
+	return awaitAll(reqs, timeout)
+}
+
+// awaitAll waits, within timeout, for the operations that serve reqs.
+func awaitAll(reqs []*starter.Request, timeout time.Duration) []error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	errs := make([]error, n)
+	errs := make([]error, len(reqs))
 	var wg sync.WaitGroup
 	for i, req := range reqs {
 		wg.Go(func() { errs[i] = req.Get(ctx, nil) })
@@ -73,7 +90,7 @@ func TestE2E_clonesAdmittedPerStorageNeverExceedTheLimitAndAllSucceed(t *testing
 		defer close(seen)
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			for i := range n {
-				p, err := s.starter.Progress(context.Background(), fmt.Sprintf("fleet-%02d", i), starter.Create)
+				p, err := s.starter.Progress(context.Background(), fleetUID(i), starter.Create)
 				if err == nil && p.Phase == workflows.PhaseQueued && p.QueuedBehind > 0 {
 					queued = p.Status
 					return
@@ -124,13 +141,69 @@ func BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage(b *testing.B) {
 				b.ReportMetric(float64(cluster.MaxConcurrentClones("pve1", "local-lvm")), "max-concurrent-clones")
 				var events, executions int
 				for i := range 50 {
-					c := costOf(b, s, s.operation(fmt.Sprintf("fleet-%02d", i), workflows.OpCreate))
+					c := costOf(b, s, s.operation(fleetUID(i), workflows.OpCreate))
 					events += c.events
 					executions += c.executions
 				}
 				b.ReportMetric(float64(events)/50, "events/create")
 				b.ReportMetric(float64(executions)/50, "activity-executions/create")
 				s.stop()
+			}
+		})
+	}
+}
+
+// BenchmarkFleet_hundredProxiesCreatedAndDeletedAtOnce creates a hundred proxies at once and
+// then deletes them at once, on a simulator whose clone takes 1 s and whose storage takes clones
+// side by side, with admission (clones.perStorage 4) and without. The floor is what the clone
+// limit allows: the hundred clones four at a time, plus what one proxy alone takes besides its
+// clone, measured first on the same stack. Without admission there is no clone limit, and the
+// floor is that one proxy's whole create and delete.
+func BenchmarkFleet_hundredProxiesCreatedAndDeletedAtOnce(b *testing.B) {
+	const n, clone = 100, time.Second
+	for _, perStorage := range []int{4, 0} {
+		name := fmt.Sprintf("perStorage=%d", perStorage)
+		if perStorage == 0 {
+			name = "admission=off"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": clone} })
+				cfg := benchConfig(b)
+				cfg.Clones.PerStorage = perStorage
+				s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
+				start := time.Now()
+				createAndDelete(b, s, uid)
+				alone := time.Since(start)
+				floor := alone
+				if perStorage > 0 {
+					floor = time.Duration((n+perStorage-1)/perStorage)*clone + alone - clone
+				}
+
+				start = time.Now()
+				failed := 0
+				for _, err := range append(createAll(b, s, n, 10*time.Minute), deleteAll(b, s, n, 10*time.Minute)...) {
+					if err != nil {
+						failed++
+					}
+				}
+				elapsed := time.Since(start)
+				var events, executions int
+				for i := range n {
+					for _, op := range []string{workflows.OpCreate, workflows.OpDelete} {
+						c := costOf(b, s, s.operation(fleetUID(i), op))
+						events += c.events
+						executions += c.executions
+					}
+				}
+				s.stop()
+				b.ReportMetric(elapsed.Seconds(), "s/100proxies")
+				b.ReportMetric(elapsed.Seconds()/floor.Seconds(), "x-floor")
+				b.ReportMetric(float64(failed), "failed")
+				b.ReportMetric(float64(events)/n, "events/proxy")
+				b.ReportMetric(float64(executions)/n, "activity-executions/proxy")
+				b.ReportMetric(float64(cluster.MaxConcurrentClones("pve1", "local-lvm")), "max-concurrent-clones")
+				assert.Empty(b, leftovers(cluster))
 			}
 		})
 	}
