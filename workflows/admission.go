@@ -441,7 +441,7 @@ func (c *create) admitClone(storage string) (*lease, error) {
 		return nil, askErr
 	}
 	if !l.held {
-		l.release(c.ctx)
+		l.release(c.ctx, c.s)
 		return nil, temporal.NewCanceledError("stopped while queued for a clone lease")
 	}
 	return l, nil
@@ -520,17 +520,23 @@ func (l *lease) covers(clone *CloneInFlight) {
 	}
 }
 
-// release gives the lease back, with the clone it still covers, or withdraws the request. It
-// runs on a disconnected context, so a failed or cancelled run still does it. It signals from the
-// workflow, not as a call: the test environment, in which the operations' tests run, cannot
-// deliver a call's signal, and the admission it started there would keep the lease.
-func (l *lease) release(ctx workflow.Context) {
+// release gives the lease back, with the clone it still covers, or withdraws the request, as a
+// call (SignalRun): one marker, and the admission hears it within the workflow task that saw the
+// clone end. It runs on a disconnected context, so a failed or cancelled run still does it. An
+// admission the call finds not running is signalled from the workflow all the same: none runs
+// then, and the signal fails, except in the test environment, where the operations' tests run
+// and an activity cannot signal a workflow.
+func (l *lease) release(ctx workflow.Context, s settings) {
 	if l == nil {
 		return
 	}
 	ctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
-	err := workflow.SignalExternalWorkflow(ctx, l.admission, "", cloneReleaseSignal, leaseRelease{Holder: l.req.Holder, Clone: l.clone}).Get(ctx, nil)
+	release := leaseRelease{Holder: l.req.Holder, Clone: l.clone}
+	err := signalRun(ctx, s, l.admission, cloneReleaseSignal, release)
+	if isType(err, activities.ErrNotFound) {
+		err = workflow.SignalExternalWorkflow(ctx, l.admission, "", cloneReleaseSignal, release).Get(ctx, nil)
+	}
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("clone lease not given back; the admission finds it out", "storage", l.storage, "error", err)
 	}

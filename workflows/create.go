@@ -318,7 +318,7 @@ func (c *create) clone(h holdings) error {
 		if l, err = c.admitClone(key); err != nil {
 			return err
 		}
-		defer l.release(c.ctx)
+		defer l.release(c.ctx, c.s)
 	}
 	begun := workflow.Now(c.ctx)
 	for attempt := 0; attempt < proxy.MaxProbes; attempt++ {
