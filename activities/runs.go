@@ -85,20 +85,14 @@ func (a *Activities) SignalRun(ctx context.Context, req SignalRunRequest) error 
 	return nil
 }
 
-// SignalRun signals the running workflow workflowID with arg, encoded by the worker's client's
-// data converter as the workflow's own signals are.
+// SignalRun signals the running workflow workflowID with arg through the worker's client: its
+// data converter encodes arg as the workflow's own signals are, and its tracing carries the
+// activity's trace into the signal.
 func (h *HistoryStartInput) SignalRun(ctx context.Context, workflowID, signal string, arg any) error {
-	input, err := h.dataConverter().ToPayloads(arg)
-	if err != nil {
-		return pve.Classified(pve.Permanent, fmt.Errorf("encode signal %s to workflow %s: %w", signal, workflowID, err))
+	if h.Client == nil {
+		return pve.Classified(pve.Permanent, fmt.Errorf("signal %s to workflow %s: HistoryStartInput has no Client", signal, workflowID))
 	}
-	_, err = h.Service.SignalWorkflowExecution(ctx, &workflowservice.SignalWorkflowExecutionRequest{
-		Namespace:         h.Namespace,
-		WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: workflowID},
-		SignalName:        signal,
-		Input:             input,
-	})
-	if err != nil {
+	if err := h.Client.SignalWorkflow(ctx, workflowID, "", signal, arg); err != nil {
 		return pve.Classified(historyErrorClass(err), fmt.Errorf("signal %s to workflow %s: %w", signal, workflowID, err))
 	}
 	return nil

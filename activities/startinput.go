@@ -8,6 +8,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/pveflow/pveflow/internal/pve"
@@ -34,6 +35,8 @@ type HistoryStartInput struct {
 	// DataConverter is the worker's client's: client.Options.DataConverter, which
 	// PVEFLOW_CODEC_KEY_FILE makes the codec's. Nil is the SDK's default.
 	DataConverter converter.DataConverter
+	// Client is the worker's client, which SignalRun signals through.
+	Client client.Client
 }
 
 // startedInput is the part of workflows.CreateProxyInput and workflows.ChangeProxyInput read
@@ -60,20 +63,16 @@ func (h *HistoryStartInput) UserData(ctx context.Context, workflowID, runID stri
 	if len(events) == 0 || events[0].GetWorkflowExecutionStartedEventAttributes() == nil {
 		return "", pve.Classified(pve.Permanent, fmt.Errorf("read the start event of %s: the history does not begin with one", run))
 	}
+	dc := h.DataConverter
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
 	var in startedInput
-	if err := h.dataConverter().FromPayloads(events[0].GetWorkflowExecutionStartedEventAttributes().GetInput(), &in); err != nil {
+	if err := dc.FromPayloads(events[0].GetWorkflowExecutionStartedEventAttributes().GetInput(), &in); err != nil {
 		// The converter's error may quote the payload it could not parse: it is not passed on.
 		return "", pve.Classified(pve.Permanent, fmt.Errorf("decode the input of %s: not a CreateProxy or ChangeProxy input, or encrypted with keys the worker's PVEFLOW_CODEC_KEY_FILE does not have", run))
 	}
 	return in.UserData, nil
-}
-
-// dataConverter is the worker's client's data converter, or the SDK's default.
-func (h *HistoryStartInput) dataConverter() converter.DataConverter {
-	if h.DataConverter == nil {
-		return converter.GetDefaultDataConverter()
-	}
-	return h.DataConverter
 }
 
 // historyErrorClass is the class of an error reading a run's history.

@@ -99,7 +99,7 @@ func newStack(t testing.TB, api pve.API, cfg config.Config, base client.Options)
 // its worker polls through c.
 func newStackOnClient(t testing.TB, c client.Client, namespace string, api pve.API, cfg config.Config, base client.Options) *stack {
 	return &stack{t: t, client: c, cfg: cfg, api: api,
-		startInput: &activities.HistoryStartInput{Service: c.WorkflowService(), Namespace: namespace, DataConverter: base.DataConverter},
+		startInput: &activities.HistoryStartInput{Service: c.WorkflowService(), Namespace: namespace, DataConverter: base.DataConverter, Client: c},
 		starter:    starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(namespace)),
 	}
 }

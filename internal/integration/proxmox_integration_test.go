@@ -252,7 +252,7 @@ func startHarness(t *testing.T, e hostEnv) *harness {
 	api := e.client(t, export.PVETransport(tp))
 	server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
-		temporalSide := &activities.HistoryStartInput{Service: server.Client().WorkflowService(), Namespace: server.Namespace()}
+		temporalSide := &activities.HistoryStartInput{Service: server.Client().WorkflowService(), Namespace: server.Namespace(), Client: server.Client()}
 		entities := starter.EntityProxies{Client: starter.New(server.Client(), workflows.DefaultTaskQueue, starter.WithNamespace(server.Namespace()))}
 		r.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide, Proxies: entities})
 	})

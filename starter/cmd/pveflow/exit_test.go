@@ -37,6 +37,7 @@ func serveWorkflows(server *testserver.Server, taskQueue string, cfg config.Conf
 		(&workflows.Workflows{Config: cfg}).Register(r)
 		history := &activities.HistoryStartInput{
 			Service: server.Client().WorkflowService(), Namespace: server.Namespace(), DataConverter: converter.GetDefaultDataConverter(),
+			Client: server.Client(),
 		}
 		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: history, Runs: history, Proxies: entities})
 	})
