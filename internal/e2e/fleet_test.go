@@ -111,46 +111,52 @@ func TestE2E_clonesAdmittedPerStorageNeverExceedTheLimitAndAllSucceed(t *testing
 	assert.Contains(t, queued.Step, fmt.Sprintf("%d ahead", queued.QueuedBehind))
 }
 
-// BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage starts fifty creates at once against a
-// cluster whose local-lvm serialises disk allocation as PVE's lock does, with admission
-// (clones.perStorage 4) and without. docs/performance.md records the figures.
-func BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage(b *testing.B) {
+// withAndWithoutAdmission runs bench as two sub-benchmarks: with clone admission
+// (clones.perStorage 4, the default) and without.
+func withAndWithoutAdmission(b *testing.B, bench func(b *testing.B, perStorage int)) {
 	for _, perStorage := range []int{4, 0} {
 		name := fmt.Sprintf("perStorage=%d", perStorage)
 		if perStorage == 0 {
 			name = "admission=off"
 		}
-		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				cluster := contendedCluster(time.Second, 2*time.Second)
-				cfg := benchConfig(b)
-				cfg.Clones.PerStorage = perStorage
-				s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
-				start := time.Now()
-				errs := createAll(b, s, 50, 10*time.Minute)
-				failed := 0
-				for _, err := range errs {
-					if err != nil {
-						failed++
-					}
-				}
-				b.ReportMetric(time.Since(start).Seconds(), "s/50creates")
-				b.ReportMetric(float64(50-failed), "succeeded")
-				b.ReportMetric(float64(failed), "failed")
-				b.ReportMetric(float64(lockTimeouts(cluster)), "lock-timeouts")
-				b.ReportMetric(float64(cluster.MaxConcurrentClones("pve1", "local-lvm")), "max-concurrent-clones")
-				var events, executions int
-				for i := range 50 {
-					c := costOf(b, s, s.operation(fleetUID(i), workflows.OpCreate))
-					events += c.events
-					executions += c.executions
-				}
-				b.ReportMetric(float64(events)/50, "events/create")
-				b.ReportMetric(float64(executions)/50, "activity-executions/create")
-				s.stop()
-			}
-		})
+		b.Run(name, func(b *testing.B) { bench(b, perStorage) })
 	}
+}
+
+// BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage starts fifty creates at once against a
+// cluster whose local-lvm serialises disk allocation as PVE's lock does, with admission
+// (clones.perStorage 4) and without. docs/performance.md records the figures.
+func BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage(b *testing.B) {
+	withAndWithoutAdmission(b, func(b *testing.B, perStorage int) {
+		for b.Loop() {
+			cluster := contendedCluster(time.Second, 2*time.Second)
+			cfg := benchConfig(b)
+			cfg.Clones.PerStorage = perStorage
+			s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
+			start := time.Now()
+			errs := createAll(b, s, 50, 10*time.Minute)
+			failed := 0
+			for _, err := range errs {
+				if err != nil {
+					failed++
+				}
+			}
+			b.ReportMetric(time.Since(start).Seconds(), "s/50creates")
+			b.ReportMetric(float64(50-failed), "succeeded")
+			b.ReportMetric(float64(failed), "failed")
+			b.ReportMetric(float64(lockTimeouts(cluster)), "lock-timeouts")
+			b.ReportMetric(float64(cluster.MaxConcurrentClones("pve1", "local-lvm")), "max-concurrent-clones")
+			var events, executions int
+			for i := range 50 {
+				c := costOf(b, s, s.operation(fleetUID(i), workflows.OpCreate))
+				events += c.events
+				executions += c.executions
+			}
+			b.ReportMetric(float64(events)/50, "events/create")
+			b.ReportMetric(float64(executions)/50, "activity-executions/create")
+			s.stop()
+		}
+	})
 }
 
 // BenchmarkFleet_hundredProxiesCreatedAndDeletedAtOnce creates a hundred proxies at once and
@@ -161,52 +167,46 @@ func BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage(b *testing.B) {
 // floor is that one proxy's whole create and delete.
 func BenchmarkFleet_hundredProxiesCreatedAndDeletedAtOnce(b *testing.B) {
 	const n, clone = 100, time.Second
-	for _, perStorage := range []int{4, 0} {
-		name := fmt.Sprintf("perStorage=%d", perStorage)
-		if perStorage == 0 {
-			name = "admission=off"
-		}
-		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": clone} })
-				cfg := benchConfig(b)
-				cfg.Clones.PerStorage = perStorage
-				s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
-				start := time.Now()
-				createAndDelete(b, s, uid)
-				alone := time.Since(start)
-				floor := alone
-				if perStorage > 0 {
-					floor = time.Duration((n+perStorage-1)/perStorage)*clone + alone - clone
-				}
-
-				start = time.Now()
-				failed := 0
-				for _, err := range append(createAll(b, s, n, 10*time.Minute), deleteAll(b, s, n, 10*time.Minute)...) {
-					if err != nil {
-						failed++
-					}
-				}
-				elapsed := time.Since(start)
-				var events, executions int
-				for i := range n {
-					for _, op := range []string{workflows.OpCreate, workflows.OpDelete} {
-						c := costOf(b, s, s.operation(fleetUID(i), op))
-						events += c.events
-						executions += c.executions
-					}
-				}
-				s.stop()
-				b.ReportMetric(elapsed.Seconds(), "s/100proxies")
-				b.ReportMetric(elapsed.Seconds()/floor.Seconds(), "x-floor")
-				b.ReportMetric(float64(failed), "failed")
-				b.ReportMetric(float64(events)/n, "events/proxy")
-				b.ReportMetric(float64(executions)/n, "activity-executions/proxy")
-				b.ReportMetric(float64(cluster.MaxConcurrentClones("pve1", "local-lvm")), "max-concurrent-clones")
-				assert.Empty(b, leftovers(cluster))
+	withAndWithoutAdmission(b, func(b *testing.B, perStorage int) {
+		for b.Loop() {
+			cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": clone} })
+			cfg := benchConfig(b)
+			cfg.Clones.PerStorage = perStorage
+			s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
+			start := time.Now()
+			createAndDelete(b, s, uid)
+			alone := time.Since(start)
+			floor := alone
+			if perStorage > 0 {
+				floor = time.Duration((n+perStorage-1)/perStorage)*clone + alone - clone
 			}
-		})
-	}
+
+			start = time.Now()
+			failed := 0
+			for _, err := range append(createAll(b, s, n, 10*time.Minute), deleteAll(b, s, n, 10*time.Minute)...) {
+				if err != nil {
+					failed++
+				}
+			}
+			elapsed := time.Since(start)
+			var events, executions int
+			for i := range n {
+				for _, op := range []string{workflows.OpCreate, workflows.OpDelete} {
+					c := costOf(b, s, s.operation(fleetUID(i), op))
+					events += c.events
+					executions += c.executions
+				}
+			}
+			s.stop()
+			b.ReportMetric(elapsed.Seconds(), "s/100proxies")
+			b.ReportMetric(elapsed.Seconds()/floor.Seconds(), "x-floor")
+			b.ReportMetric(float64(failed), "failed")
+			b.ReportMetric(float64(events)/n, "events/proxy")
+			b.ReportMetric(float64(executions)/n, "activity-executions/proxy")
+			b.ReportMetric(float64(cluster.MaxConcurrentClones("pve1", "local-lvm")), "max-concurrent-clones")
+			assert.Empty(b, leftovers(cluster))
+		}
+	})
 }
 
 // benchLog is the SDK's log of the benchmarks: its warnings and errors, in a file whose name
