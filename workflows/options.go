@@ -220,9 +220,10 @@ func call(ctx workflow.Context, opts workflow.ActivityOptions, activity any, arg
 // retried in the worker on the poll policy's first interval (youngLooks of them), which costs
 // the history one marker where an activity costs six events and a workflow task. A wait not over
 // by then goes on as an activity under opts (execute), with the budget left, pending in the UI
-// (a stalled clone shows there a second after it began), its first attempt at once (a look is a
+// (a stalled boot shows there a second after it began), its first attempt at once (a look is a
 // read, and a timer before it would cost the history as much as the activity) and its retries
-// where the policy would have put them had the wait been one activity from the start.
+// where the policy would have put them had the wait been one activity from the start. A
+// clone's wait is an activity from its first look (waitTask, activityFirst).
 func poll(ctx workflow.Context, opts workflow.ActivityOptions, activity any, args ...any) quickCall {
 	return quickCall{ctx: ctx, opts: opts, activity: activity, args: args, localLooks: youngLooks, lookAgainAtOnce: true}
 }
