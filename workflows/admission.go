@@ -397,9 +397,10 @@ type lease struct {
 // none runs. A request is lost only with its admission (cancelled, or terminated or reset by a
 // person), so a queued create asks again rarely: a minute after it asked, then at doubling
 // intervals up to maxAskInterval. Each ask costs its history a timer, a workflow task and a
-// signal; asking from poll.maximumInterval on was most of a queued create's history. How many are before it the status does not say, the admission
-// does (AdmissionQuery; pveflow status asks it): telling every queued create its place on
-// every grant made the admission's history grow with the square of its queue.
+// signal; asking from poll.maximumInterval on was most of a queued create's history. How many
+// are before it the status does not say, the admission does (AdmissionQuery; pveflow status
+// asks it): telling every queued create its place on every grant made the admission's history
+// grow with the square of its queue.
 func (c *create) admitClone(storage string) (*lease, error) {
 	info := workflow.GetInfo(c.ctx)
 	l := &lease{admission: CloneAdmissionWorkflowID(info.TaskQueueName, storage), storage: storage, req: admissionRequest{
