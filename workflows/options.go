@@ -265,13 +265,10 @@ func (q quickCall) Get(ctx workflow.Context, out any) error {
 	if q.lookAgainAtOnce {
 		// The activity's first attempt repeats the last local look; its retries go on from there.
 		left.InitialInterval = localSchedule(policy, q.localLooks).next
+	} else if err := workflow.Sleep(q.ctx, policy.InitialInterval); err != nil {
+		return err
 	}
 	rest.RetryPolicy = &left
-	if !q.lookAgainAtOnce {
-		if err := workflow.Sleep(q.ctx, policy.InitialInterval); err != nil {
-			return err
-		}
-	}
 	if rest.ScheduleToCloseTimeout > 0 {
 		rest.ScheduleToCloseTimeout = max(rest.ScheduleToCloseTimeout-workflow.Now(q.ctx).Sub(begun), rest.StartToCloseTimeout)
 	}
