@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -34,6 +35,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 )
 
@@ -73,6 +75,9 @@ type options struct {
 	base     client.Options
 	extra    []string
 	postgres []string
+	// testLog is the SDK's logger where base names none: the test's own output, for a server
+	// from New.
+	testLog log.Logger
 }
 
 // WithBaseClientOptions makes the server's client, its workers' clients and the clients of
@@ -99,9 +104,16 @@ func WithPostgres(host string, port int) Option {
 
 // New starts a server for t and stops it when t ends. It fails t when the server does not
 // start.
+//
+// The SDK's log of the server's clients and workers goes to t's output, as t.Log's does: shown
+// under the test that failed, not mixed into every test's output.
 func New(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s, err := Start(opts...)
+	out := &testOutput{w: t.Output()}
+	// Registered first, so run last: the workers' and clients' last lines, as Stop stops them,
+	// are the test's; a line after the test ended would panic.
+	t.Cleanup(out.close)
+	s, err := Start(append(opts, func(o *options) { o.testLog = out.logger() })...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,12 +122,43 @@ func New(t testing.TB, opts ...Option) *Server {
 	return s
 }
 
+// testOutput is a test's output that drops what is written after the test ended: a client's
+// goroutines may still log while it closes.
+type testOutput struct {
+	mu     sync.Mutex
+	w      io.Writer
+	closed bool
+}
+
+func (o *testOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return len(p), nil
+	}
+	return o.w.Write(p)
+}
+
+func (o *testOutput) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
+}
+
+// logger logs every level: the output is shown only for a test that fails, or under -v.
+func (o *testOutput) logger() log.Logger {
+	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(o, &slog.HandlerOptions{Level: slog.LevelDebug})))
+}
+
 // Start starts a server that runs until Stop, for a server shared by a package's tests. Its
 // NewClient and NewWorker panic where those of a server from New fail the test.
 func Start(opts ...Option) (_ *Server, err error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.base.Logger == nil {
+		o.base.Logger = o.testLog
 	}
 	bin, err := binary()
 	if err != nil {
