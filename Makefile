@@ -32,9 +32,15 @@ $(TEMPORAL_BIN):
 
 test: test-pveflow test-devserver compose-check
 
-# With the server out of the test binaries, every package runs under the race detector.
+# With the server out of the test binaries, every package runs under the race detector. A failing
+# package prints its whole output; the names of what failed are repeated at the end, where a CI
+# log's tail shows them, and the whole output is kept in bin/test.log.
 test-pveflow: $(TEMPORAL_BIN)
-	$(GO) test -race -count=1 -timeout 20m ./...
+	@mkdir -p $(BIN); { $(GO) test -race -count=1 -timeout 20m ./... 2>&1; echo $$? > $(BIN)/test.rc; } | tee $(BIN)/test.log; \
+	rc=$$(cat $(BIN)/test.rc); if [ "$$rc" != 0 ]; then \
+		echo; echo "make test: what failed (the whole output is in bin/test.log):"; \
+		grep -E -- '^[[:space:]]*--- FAIL|^panic:|^FAIL[[:space:]]|[^[:space:]]_test\.go:[0-9]+:|^[[:space:]]+(Error|Messages):' $(BIN)/test.log | head -60; \
+	fi; exit $$rc
 
 # The dev server's own tests run it in-process, without the race detector: instrumenting the
 # server takes longer to build than all the other tests take to run.
@@ -83,9 +89,11 @@ workflowcheck: $(TOOLS)/workflowcheck
 	$(TOOLS)/workflowcheck -show-pos ./workflows/...
 
 # The end-to-end benchmarks run whole stacks for a minute or more, so one iteration is all the
-# benchmark time each gets; the timeout leaves room for all of their runs.
+# benchmark time each gets; the timeout leaves room for all of their runs. After them comes
+# docs/performance.md's table of figures and goals (internal/benchtable), which fails the target
+# when a goal is missed or a figure's benchmark did not run.
 bench: $(TEMPORAL_BIN)
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./... 2>&1 | $(GO) run ./internal/benchtable
 
 # The long chaos run: 120 proxies created and deleted while the workers are SIGKILLed every 5 to
 # 20 s, the server once, and 20% of Proxmox calls fail (docs/reliability.md). It takes about 8
