@@ -303,9 +303,10 @@ func (q quickCall) localContext() workflow.Context {
 			MaximumAttempts:        q.localLooks,
 			NonRetryableErrorTypes: p.NonRetryableErrorTypes,
 		}
-		s := localSchedule(p, q.localLooks)
-		// Room for the last look's own request, not for another look.
-		o.ScheduleToCloseTimeout = s.last + min(s.next/2, q.opts.StartToCloseTimeout)
+		// Room for the last look's own attempt, as long as any attempt may take, not for another
+		// look. A tighter bound cut the last look off on a loaded worker, whose timer for it fired
+		// late, and sent a wait already over to an activity.
+		o.ScheduleToCloseTimeout = localSchedule(p, q.localLooks).last + q.opts.StartToCloseTimeout
 	}
 	return workflow.WithLocalActivityOptions(q.ctx, o)
 }
