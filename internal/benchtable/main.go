@@ -1,0 +1,184 @@
+// Command benchtable reads the output of `go test -bench` on its standard input, passes it
+// through, and then prints pveflow's performance figures (docs/performance.md) as one table:
+// each figure, what this run measured, its goal and whether the goal held. It exits with 1 when
+// a goal was missed or a figure's benchmark did not run, so that `make bench` fails then.
+//
+//	go test -run '^$' -bench . ./... | go run ./internal/benchtable
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"golang.org/x/perf/benchfmt"
+)
+
+// A figure is one row of the table: a metric of one benchmark, by its name without
+// "Benchmark" and GOMAXPROCS.
+type figure struct {
+	what, benchmark, unit string
+	goal                  goal
+}
+
+// A goal bounds a figure from above or below; the zero goal is no goal, for a figure reported
+// for comparison.
+type goal struct {
+	bound   float64
+	atLeast bool
+	set     bool
+}
+
+func atMost(v float64) goal  { return goal{bound: v, set: true} }
+func atLeast(v float64) goal { return goal{bound: v, atLeast: true, set: true} }
+
+func (g goal) String() string {
+	switch {
+	case !g.set:
+		return ""
+	case g.atLeast:
+		return "≥ " + format(g.bound)
+	default:
+		return "≤ " + format(g.bound)
+	}
+}
+
+func (g goal) heldBy(v float64) bool {
+	if g.atLeast {
+		return v >= g.bound
+	}
+	return v <= g.bound
+}
+
+const (
+	pace      = "Proxy_createAndDeleteAtTheSimulatorsPace"
+	fleet     = "Fleet_proxiesCreatedAndDeletedAtOnce"
+	fifty     = "Fleet_fiftyCreatesAtOnceOntoOneStorage"
+	ceiling   = "Ceiling_noOpWorkflowsRunActivitiesAsFastAsTheServerAllows"
+	on, off   = "/perStorage=4", "/admission=off"
+	hundred   = fleet + "/proxies=100"
+	threeHund = fleet + "/proxies=300"
+	thousand  = "Fleet_thousandCreatesInFlight"
+)
+
+// figures are issue 21's table, in its order.
+var figures = []figure{
+	{"one create+delete at the simulator's pace, against a plain Go program", pace, "x-plain", atMost(1.05)},
+	{"the same, against the floor of its waits", pace, "x-floor", atMost(1.15)},
+	{"activity executions per create+delete", pace, "activity-executions/create+delete", atMost(40)},
+	{"history events per CreateProxy, one at a time (it starts the admission)", pace, "events/create", atMost(60)},
+	{"history events per DeleteProxy", pace, "events/delete", atMost(30)},
+	{"100 proxies at once, admission on: events per CreateProxy, p50", hundred + on, "events/create-p50", atMost(60)},
+	{"100 proxies at once, admission on: events per CreateProxy, max", hundred + on, "events/create-max", atMost(60)},
+	{"100 proxies at once, admission on: wall time against the clone limit's floor", hundred + on, "x-floor", atMost(1.25)},
+	{"100 proxies at once, admission on: events/s against the server's ceiling", hundred + on, "x-ceiling-events/s", goal{}},
+	{"100 proxies at once, admission off: events/s against the server's ceiling", hundred + off, "x-ceiling-events/s", atLeast(0.8)},
+	{"100 proxies at once, admission off: wall time against one proxy alone", hundred + off, "x-floor", goal{}},
+	{"300 proxies at once, admission on: creates and deletes that failed", threeHund + on, "failed", atMost(0)},
+	{"300 proxies at once, admission on: wall time against the clone limit's floor", threeHund + on, "x-floor", atMost(1.25)},
+	{"300 proxies at once, admission off: creates and deletes that failed", threeHund + off, "failed", atMost(0)},
+	{"1000 creates in flight, admission on (996 wait for a slot): peak RSS of the worker's process, MiB", thousand + on, "MiB-peak-rss", atMost(300)},
+	{"1000 creates in flight, admission off (all poll their clone): peak RSS of the worker's process, MiB", thousand + off, "MiB-peak-rss", atMost(300)},
+	{"50 creates onto one locking storage, admission on: seconds", fifty + on, "s/50creates", goal{}},
+	{"50 creates onto one locking storage, admission off: seconds", fifty + off, "s/50creates", goal{}},
+	{"the server's ceiling: no-op activity executions/s", ceiling, "activity-executions/s", goal{}},
+}
+
+func main() {
+	results, err := read(os.Stdin, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(2)
+	}
+	if !printTable(os.Stdout, results) {
+		os.Exit(1)
+	}
+}
+
+// read passes in through to out and returns the values of its results, by benchmark name and
+// unit. A benchmark run several times keeps its last value.
+func read(in io.Reader, out io.Writer) (map[string]map[string]float64, error) {
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := io.Copy(io.MultiWriter(out, pw), bufio.NewReader(in))
+		pw.CloseWithError(err)
+	}()
+	results := map[string]map[string]float64{}
+	r := benchfmt.NewReader(pr, "stdin")
+	for r.Scan() {
+		res, ok := r.Result().(*benchfmt.Result)
+		if !ok {
+			continue
+		}
+		name := nameOf(res.Name)
+		if results[name] == nil {
+			results[name] = map[string]float64{}
+		}
+		for _, v := range res.Values {
+			results[name][v.Unit] = v.Value
+		}
+	}
+	return results, r.Err()
+}
+
+// nameOf is a benchmark's full name without its GOMAXPROCS suffix.
+func nameOf(n benchfmt.Name) string {
+	base, parts := n.Parts()
+	var b bytes.Buffer
+	b.Write(base)
+	for _, p := range parts {
+		if !bytes.HasPrefix(p, []byte("-")) {
+			b.Write(p)
+		}
+	}
+	return b.String()
+}
+
+// printTable prints the figures and reports whether every goal held.
+func printTable(out io.Writer, results map[string]map[string]float64) bool {
+	held, goals, missing := 0, 0, 0
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nfigure\tmeasured\tgoal\t")
+	for _, f := range figures {
+		v, ran := results[f.benchmark][f.unit]
+		measured, verdict := format(v), ""
+		switch {
+		case !ran:
+			measured, verdict = "not run", "missing"
+			missing++
+		case !f.goal.set:
+		case f.goal.heldBy(v):
+			verdict = "holds"
+		default:
+			verdict = "MISSED"
+		}
+		if f.goal.set {
+			goals++
+			if verdict == "holds" {
+				held++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.what, measured, f.goal, verdict)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(out, "%d of %d goals held", held, goals)
+	if missing > 0 {
+		fmt.Fprintf(out, "; %d figures not run", missing)
+	}
+	fmt.Fprintln(out)
+	return held == goals && missing == 0
+}
+
+// format prints a figure with three significant digits at most, as the table in the docs does.
+func format(v float64) string {
+	s := strconv.FormatFloat(v, 'g', 3, 64)
+	if strings.ContainsAny(s, "e") {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return s
+}
