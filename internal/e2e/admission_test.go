@@ -26,7 +26,7 @@ func admissionOfHome(s *stack) client.WorkflowRun {
 
 // admissionState asks the admission run for its holders and queue; one not running yet answers
 // that someone waits.
-func admissionState(t *testing.T, s *stack, admission client.WorkflowRun) workflows.AdmissionState {
+func admissionState(t testing.TB, s *stack, admission client.WorkflowRun) workflows.AdmissionState {
 	t.Helper()
 	var st workflows.AdmissionState
 	v, err := s.client.QueryWorkflow(context.Background(), admission.GetID(), admission.GetRunID(), workflows.AdmissionQuery)

@@ -2,9 +2,12 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -159,54 +162,64 @@ func BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage(b *testing.B) {
 	})
 }
 
-// BenchmarkFleet_hundredProxiesCreatedAndDeletedAtOnce creates a hundred proxies at once and
-// then deletes them at once, on a simulator whose clone takes 1 s and whose storage takes clones
-// side by side, with admission (clones.perStorage 4) and without. The floor is what the clone
-// limit allows: the hundred clones four at a time, plus what one proxy alone takes besides its
-// clone, measured first on the same stack. Without admission there is no clone limit, and the
-// floor is that one proxy's whole create and delete.
-func BenchmarkFleet_hundredProxiesCreatedAndDeletedAtOnce(b *testing.B) {
-	const n, clone = 100, time.Second
-	withAndWithoutAdmission(b, func(b *testing.B, perStorage int) {
-		for b.Loop() {
-			cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": clone} })
-			cfg := benchConfig(b)
-			cfg.Clones.PerStorage = perStorage
-			s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
-			start := time.Now()
-			createAndDelete(b, s, uid)
-			alone := time.Since(start)
-			floor := alone
-			if perStorage > 0 {
-				floor = time.Duration((n+perStorage-1)/perStorage)*clone + alone - clone
-			}
+// BenchmarkFleet_proxiesCreatedAndDeletedAtOnce creates a hundred proxies, then three hundred,
+// at once and then deletes them at once, on a simulator whose clone takes 1 s and whose storage
+// takes clones side by side, with admission (clones.perStorage 4) and without. The floor is
+// what the clone limit allows: the clones four at a time, plus what one proxy alone takes
+// besides its clone, measured first on the same stack. Without admission there is no clone
+// limit, and the floor is that one proxy's whole create and delete. The server's ceiling
+// (measureCeiling), measured on the same stack before the fleet, gives the rates their ratio.
+func BenchmarkFleet_proxiesCreatedAndDeletedAtOnce(b *testing.B) {
+	const clone = time.Second
+	for _, n := range []int{100, 300} {
+		b.Run(fmt.Sprintf("proxies=%d", n), func(b *testing.B) {
+			withAndWithoutAdmission(b, func(b *testing.B, perStorage int) {
+				for b.Loop() {
+					cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": clone} })
+					cfg := benchConfig(b)
+					cfg.Clones.PerStorage = perStorage
+					s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
+					start := time.Now()
+					createAndDelete(b, s, uid)
+					alone := time.Since(start)
+					floor := alone
+					if perStorage > 0 {
+						floor = time.Duration((n+perStorage-1)/perStorage)*clone + alone - clone
+					}
+					ceiling := measureCeiling(b, s)
 
-			start = time.Now()
-			failed := 0
-			for _, err := range append(createAll(b, s, n, 10*time.Minute), deleteAll(b, s, n, 10*time.Minute)...) {
-				if err != nil {
-					failed++
+					start = time.Now()
+					failed := 0
+					for _, err := range append(createAll(b, s, n, 15*time.Minute), deleteAll(b, s, n, 15*time.Minute)...) {
+						if err != nil {
+							failed++
+						}
+					}
+					elapsed := time.Since(start)
+					creates := make([]float64, n)
+					var deletes float64
+					for i := range n {
+						creates[i] = float64(costOf(b, s, s.operation(fleetUID(i), workflows.OpCreate)).events)
+						deletes += float64(costOf(b, s, s.operation(fleetUID(i), workflows.OpDelete)).events)
+					}
+					events, executions := fleetEvents(b, s, n)
+					s.stop()
+					slices.Sort(creates)
+					b.ReportMetric(elapsed.Seconds(), "s/fleet")
+					b.ReportMetric(elapsed.Seconds()/floor.Seconds(), "x-floor")
+					b.ReportMetric(float64(failed), "failed")
+					b.ReportMetric(creates[n/2], "events/create-p50")
+					b.ReportMetric(creates[n-1], "events/create-max")
+					b.ReportMetric(deletes/float64(n), "events/delete")
+					b.ReportMetric(float64(executions)/float64(n), "activity-executions/proxy")
+					b.ReportMetric(float64(events)/elapsed.Seconds()/ceiling.eventsPerSecond, "x-ceiling-events/s")
+					b.ReportMetric(float64(executions)/elapsed.Seconds()/ceiling.executionsPerSecond, "x-ceiling-executions/s")
+					b.ReportMetric(float64(cluster.MaxConcurrentClones("pve1", "local-lvm")), "max-concurrent-clones")
+					assert.Empty(b, leftovers(cluster))
 				}
-			}
-			elapsed := time.Since(start)
-			var events, executions int
-			for i := range n {
-				for _, op := range []string{workflows.OpCreate, workflows.OpDelete} {
-					c := costOf(b, s, s.operation(fleetUID(i), op))
-					events += c.events
-					executions += c.executions
-				}
-			}
-			s.stop()
-			b.ReportMetric(elapsed.Seconds(), "s/100proxies")
-			b.ReportMetric(elapsed.Seconds()/floor.Seconds(), "x-floor")
-			b.ReportMetric(float64(failed), "failed")
-			b.ReportMetric(float64(events)/n, "events/proxy")
-			b.ReportMetric(float64(executions)/n, "activity-executions/proxy")
-			b.ReportMetric(float64(cluster.MaxConcurrentClones("pve1", "local-lvm")), "max-concurrent-clones")
-			assert.Empty(b, leftovers(cluster))
-		}
-	})
+			})
+		})
+	}
 }
 
 // benchLog is the SDK's log of the benchmarks: its warnings and errors, in a file whose name
@@ -261,4 +274,79 @@ func TestE2E_leaseOfATerminatedCreateIsReleased(t *testing.T) {
 	_, err = served[workflows.CreateProxyResult](t, held)
 	require.Error(t, err, "the entity failed the holder's create")
 	assert.Equal(t, workflows.ProxyFailed, s.proxyStatus(holder).Phase)
+}
+
+// BenchmarkFleet_thousandCreatesInFlight sends a thousand create requests at once against a
+// simulator whose clones do not end within the benchmark, with the default poll cadence, and
+// reports the test process's resident memory (the worker's, the simulator's and the client's)
+// once every create waits: with admission, four clone and the others wait for a slot; without,
+// all thousand poll their clone.
+func BenchmarkFleet_thousandCreatesInFlight(b *testing.B) {
+	const n = 1000
+	withAndWithoutAdmission(b, func(b *testing.B, perStorage int) {
+		for b.Loop() {
+			cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": time.Hour} })
+			cfg := benchConfig(b)
+			defaults := config.Default()
+			cfg.Poll, cfg.Budgets = defaults.Poll, defaults.Budgets
+			cfg.Clones.PerStorage = perStorage
+			s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
+			resetPeakRSS(b)
+			start := time.Now()
+			sendCreates(b, s, n)
+			inFlight := func() bool {
+				if perStorage == 0 {
+					return cluster.CallCount("Clone") >= n
+				}
+				st := admissionState(b, s, admissionOfHome(s))
+				return len(st.Holders) == perStorage && len(st.Waiting) == n-perStorage
+			}
+			for !inFlight() {
+				require.Less(b, time.Since(start), 10*time.Minute, "the creates never all got in flight")
+				time.Sleep(time.Second)
+			}
+			b.ReportMetric(time.Since(start).Seconds(), "s/in-flight")
+			// A while in flight: the clone polls, or the queued creates' timers, run.
+			time.Sleep(30 * time.Second)
+			b.ReportMetric(float64(peakRSS(b))/(1<<20), "MiB-peak-rss")
+			s.stop()
+		}
+	})
+}
+
+// sendCreates sends the create requests of n proxies, a few at a time, and returns once the
+// entities have taken them.
+func sendCreates(b *testing.B, s *stack, n int) {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 16)
+	for i := range n {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			_, errs[i] = s.starter.Create(context.Background(), createInput(fleetUID(i)))
+		})
+	}
+	wg.Wait()
+	require.NoError(b, errors.Join(errs...))
+}
+
+// resetPeakRSS starts the process's peak resident memory afresh (Linux's clear_refs).
+func resetPeakRSS(b *testing.B) {
+	require.NoError(b, os.WriteFile("/proc/self/clear_refs", []byte("5"), 0))
+}
+
+// peakRSS is the process's peak resident memory since resetPeakRSS, in bytes.
+func peakRSS(b *testing.B) int64 {
+	status, err := os.ReadFile("/proc/self/status")
+	require.NoError(b, err)
+	for line := range strings.Lines(string(status)) {
+		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			v, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+			require.NoError(b, err)
+			return v << 10
+		}
+	}
+	b.Fatal("no VmHWM in /proc/self/status")
+	return 0
 }

@@ -1,0 +1,112 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// The ceiling is what the stack's Temporal server does at most on this machine: workflows that
+// do nothing but run activities that do nothing, as many side by side as a fleet benchmark's
+// proxies. A benchmark measures it on its own server and reports its own rate against it, so
+// that the ratio, not a machine's speed, is the figure.
+const (
+	ceilingTaskQueue  = "ceiling"
+	ceilingWorkflows  = 100
+	ceilingActivities = 10
+)
+
+// ceilingWorkflow runs n no-op activities one after another.
+func ceilingWorkflow(ctx workflow.Context, n int) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+	for range n {
+		if err := workflow.ExecuteActivity(ctx, "CeilingNoop").Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ceilingNoop(context.Context) error { return nil }
+
+// ceiling is the server's rate on the no-op workflows.
+type ceiling struct {
+	executionsPerSecond, eventsPerSecond float64
+}
+
+// measureCeiling runs the no-op workflows on s's server, on a task queue of their own, and
+// returns the rate at which the server ran their activities and wrote their events.
+func measureCeiling(b *testing.B, s *stack) ceiling {
+	b.Helper()
+	s.server.NewWorker(ceilingTaskQueue, func(r worker.Registry) {
+		r.RegisterWorkflowWithOptions(ceilingWorkflow, workflow.RegisterOptions{Name: "CeilingWorkflow"})
+		r.RegisterActivityWithOptions(ceilingNoop, activity.RegisterOptions{Name: "CeilingNoop"})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	runs := make([]client.WorkflowRun, ceilingWorkflows)
+	errs := make([]error, ceilingWorkflows)
+	var wg sync.WaitGroup
+	for i := range runs {
+		wg.Go(func() {
+			runs[i], errs[i] = s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+				ID: fmt.Sprintf("ceiling-%d-%d", start.UnixNano(), i), TaskQueue: ceilingTaskQueue,
+			}, "CeilingWorkflow", ceilingActivities)
+			if errs[i] == nil {
+				errs[i] = runs[i].Get(ctx, nil)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	events := 0
+	for i, run := range runs {
+		require.NoError(b, errs[i])
+		events += len(history(b, s.client, run.GetID(), run.GetRunID()))
+	}
+	return ceiling{
+		executionsPerSecond: ceilingWorkflows * ceilingActivities / elapsed,
+		eventsPerSecond:     float64(events) / elapsed,
+	}
+}
+
+// fleetEvents counts the events of every workflow a fleet of n proxies made: the creates and
+// deletes, the proxies' entities (their last runs) and the storage's admission.
+func fleetEvents(b *testing.B, s *stack, n int) (events, executions int) {
+	b.Helper()
+	for i := range n {
+		for _, op := range []string{workflows.OpCreate, workflows.OpDelete} {
+			c := costOf(b, s, s.operation(fleetUID(i), op))
+			events += c.events
+			executions += c.executions
+		}
+		events += len(history(b, s.client, workflows.ProxyWorkflowID(fleetUID(i)), ""))
+	}
+	if s.cfg.Clones.PerStorage > 0 {
+		events += len(history(b, s.client, workflows.CloneAdmissionWorkflowID(workflows.DefaultTaskQueue, "pve1/local-lvm"), ""))
+	}
+	return events, executions
+}
+
+// BenchmarkCeiling_noOpWorkflowsRunActivitiesAsFastAsTheServerAllows reports the ceiling alone,
+// for comparing servers and machines.
+func BenchmarkCeiling_noOpWorkflowsRunActivitiesAsFastAsTheServerAllows(b *testing.B) {
+	for b.Loop() {
+		s := startStackWith(b, newCluster(), fastConfig(b), client.Options{Logger: warnings(b)})
+		c := measureCeiling(b, s)
+		s.stop()
+		b.ReportMetric(c.executionsPerSecond, "activity-executions/s")
+		b.ReportMetric(c.eventsPerSecond, "events/s")
+	}
+}
