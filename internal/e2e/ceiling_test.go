@@ -39,9 +39,33 @@ func ceilingWorkflow(ctx workflow.Context, n int) error {
 
 func ceilingNoop(context.Context) error { return nil }
 
-// ceiling is the server's rate on the no-op workflows.
+// ceiling is the server's rate on the no-op workflows, and how busy it was: the cores of its
+// process's processor time per second of wall time.
 type ceiling struct {
-	executionsPerSecond, eventsPerSecond float64
+	executionsPerSecond, eventsPerSecond, serverCores float64
+}
+
+// serverClock reads how busy s's server is over a stretch of wall time.
+type serverClock struct {
+	s     *stack
+	start time.Time
+	cpu   time.Duration
+}
+
+func startServerClock(b *testing.B, s *stack) serverClock {
+	b.Helper()
+	cpu, err := s.server.CPU()
+	require.NoError(b, err)
+	return serverClock{s: s, start: time.Now(), cpu: cpu}
+}
+
+// read is the wall time since the clock started and the cores the server kept busy meanwhile.
+func (c serverClock) read(b *testing.B) (elapsed time.Duration, cores float64) {
+	b.Helper()
+	cpu, err := c.s.server.CPU()
+	require.NoError(b, err)
+	elapsed = time.Since(c.start)
+	return elapsed, (cpu - c.cpu).Seconds() / elapsed.Seconds()
 }
 
 // measureCeiling runs the no-op workflows on s's server, on a task queue of their own, and
@@ -55,6 +79,7 @@ func measureCeiling(b *testing.B, s *stack) ceiling {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
+	clock := startServerClock(b, s)
 	runs := make([]client.WorkflowRun, ceilingWorkflows)
 	errs := make([]error, ceilingWorkflows)
 	var wg sync.WaitGroup
@@ -69,7 +94,8 @@ func measureCeiling(b *testing.B, s *stack) ceiling {
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start).Seconds()
+	wall, cores := clock.read(b)
+	elapsed := wall.Seconds()
 	events := 0
 	for i, run := range runs {
 		require.NoError(b, errs[i])
@@ -78,6 +104,7 @@ func measureCeiling(b *testing.B, s *stack) ceiling {
 	return ceiling{
 		executionsPerSecond: ceilingWorkflows * ceilingActivities / elapsed,
 		eventsPerSecond:     float64(events) / elapsed,
+		serverCores:         cores,
 	}
 }
 
@@ -108,5 +135,6 @@ func BenchmarkCeiling_noOpWorkflowsRunActivitiesAsFastAsTheServerAllows(b *testi
 		s.stop()
 		b.ReportMetric(c.executionsPerSecond, "activity-executions/s")
 		b.ReportMetric(c.eventsPerSecond, "events/s")
+		b.ReportMetric(c.serverCores, "server-cores")
 	}
 }

@@ -237,6 +237,32 @@ func (s *Server) readAddress(stdout io.Reader) error {
 	return errors.Join(errors.New("the server exited before printing its address"), lines.Err())
 }
 
+// CPU is the processor time the server's process has used so far, user and system, as Linux's
+// /proc counts it: a benchmark divides it by wall time to see how busy the server was.
+func (s *Server) CPU() (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("testserver: the server's processor time: %w", err)
+	}
+	// The command name, field 2, is in parentheses and may hold spaces; utime and stime are the
+	// 12th and 13th fields after it, in clock ticks of USER_HZ, 100 on Linux.
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	fields := strings.Fields(rest)
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("testserver: the server's processor time: short /proc stat %q", rest)
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("testserver: the server's processor time: %w", err)
+		}
+		ticks += n
+	}
+	const userHZ = 100
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
 // Address is the frontend's host:port.
 func (s *Server) Address() string { return s.address }
 
