@@ -23,9 +23,9 @@ import (
 // workflow task.
 type Runs interface {
 	DescribeRun(ctx context.Context, workflowID, runID string) (RunInfo, error)
-	// SignalRun signals the running workflow workflowID with arg; a workflow that does not run
-	// is a NotFound error.
-	SignalRun(ctx context.Context, workflowID, signal string, arg any) error
+	// SignalRun signals run runID of workflowID (its latest run when runID is empty) with arg;
+	// a run that does not run is a NotFound error.
+	SignalRun(ctx context.Context, workflowID, runID, signal string, arg any) error
 }
 
 // RunInfo is a workflow run as Temporal describes it. A workflow ID that never ran is a RunInfo
@@ -67,7 +67,9 @@ func (a *Activities) DescribeRun(ctx context.Context, req DescribeRunRequest) (R
 // SignalRunRequest is the input of SignalRun.
 type SignalRunRequest struct {
 	WorkflowID string `json:"workflowID"`
-	Signal     string `json:"signal"`
+	// RunID names the run; empty means the latest run of WorkflowID.
+	RunID  string `json:"runID,omitempty"`
+	Signal string `json:"signal"`
 	// Arg is the signal's argument, as JSON.
 	Arg json.RawMessage `json:"arg"`
 }
@@ -79,20 +81,20 @@ func (a *Activities) SignalRun(ctx context.Context, req SignalRunRequest) error 
 	if a.Runs == nil {
 		return failure(step, pve.Classified(pve.Permanent, errors.New("the worker was built without Activities.Runs, so it cannot signal a workflow")))
 	}
-	if err := a.Runs.SignalRun(ctx, req.WorkflowID, req.Signal, req.Arg); err != nil {
+	if err := a.Runs.SignalRun(ctx, req.WorkflowID, req.RunID, req.Signal, req.Arg); err != nil {
 		return failure(step, err)
 	}
 	return nil
 }
 
-// SignalRun signals the running workflow workflowID with arg through the worker's client: its
-// data converter encodes arg as the workflow's own signals are, and its tracing carries the
+// SignalRun signals run runID of workflowID with arg through the worker's client: its data
+// converter encodes arg as the workflow's own signals are, and its tracing carries the
 // activity's trace into the signal.
-func (h *HistoryStartInput) SignalRun(ctx context.Context, workflowID, signal string, arg any) error {
+func (h *HistoryStartInput) SignalRun(ctx context.Context, workflowID, runID, signal string, arg any) error {
 	if h.Client == nil {
 		return pve.Classified(pve.Permanent, fmt.Errorf("signal %s to workflow %s: HistoryStartInput has no Client", signal, workflowID))
 	}
-	if err := h.Client.SignalWorkflow(ctx, workflowID, "", signal, arg); err != nil {
+	if err := h.Client.SignalWorkflow(ctx, workflowID, runID, signal, arg); err != nil {
 		return pve.Classified(historyErrorClass(err), fmt.Errorf("signal %s to workflow %s: %w", signal, workflowID, err))
 	}
 	return nil

@@ -20,8 +20,8 @@ func (r runs) DescribeRun(context.Context, string, string) (activities.RunInfo, 
 	return r.run, nil
 }
 
-func (r runs) SignalRun(_ context.Context, workflowID, _ string, _ any) error {
-	if !r.run.Running {
+func (r runs) SignalRun(_ context.Context, workflowID, runID, _ string, _ any) error {
+	if !r.run.Running || (runID != "" && runID != r.run.RunID) {
 		return pve.Classified(pve.NotFound, errors.New("workflow "+workflowID+" does not run"))
 	}
 	return nil
@@ -69,18 +69,21 @@ func TestSignalRun(t *testing.T) {
 	tests := []struct {
 		name     string
 		runs     activities.Runs
+		runID    string
 		wantType string
 	}{
-		{"a running workflow takes the signal", runs{activities.RunInfo{RunID: "r1", Running: true}}, ""},
-		{"a workflow that does not run is NotFound, not retried", runs{}, activities.ErrNotFound},
-		{"a worker without Runs", nil, activities.ErrPermanent},
+		{"a running workflow takes the signal", runs{activities.RunInfo{RunID: "r1", Running: true}}, "", ""},
+		{"the run named takes the signal", runs{activities.RunInfo{RunID: "r1", Running: true}}, "r1", ""},
+		{"a run named that is not the running one is NotFound", runs{activities.RunInfo{RunID: "r2", Running: true}}, "r1", activities.ErrNotFound},
+		{"a workflow that does not run is NotFound, not retried", runs{}, "", activities.ErrNotFound},
+		{"a worker without Runs", nil, "", activities.ErrPermanent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.acts.Runs = tt.runs
 
-			err := f.run(t, f.acts.SignalRun, nil, activities.SignalRunRequest{WorkflowID: "clone-admission/q/pve1/local-lvm", Signal: "clone-release", Arg: []byte(`{}`)})
+			err := f.run(t, f.acts.SignalRun, nil, activities.SignalRunRequest{WorkflowID: "clone-admission/q/pve1/local-lvm", RunID: tt.runID, Signal: "clone-release", Arg: []byte(`{}`)})
 
 			if tt.wantType == "" {
 				require.NoError(t, err)

@@ -52,11 +52,16 @@ const AdmissionQuery = "admission"
 
 // admissionShape names the changes from the 1.0 admission (admission_1_0.go): version 1 covers
 // the clones of leases given back; version 2 (holdersDescribed) asks Temporal whether a holder
-// still runs instead of signalling it, which cost every holder a workflow task per check.
+// still runs instead of signalling it, which cost every holder a workflow task per check;
+// version 3 (grantsByCall) sends its grants by a call (SignalRun).
 const admissionShape = "admission-leases-cover-clones"
 
-// holdersDescribed is admissionShape's version from which the admission describes its holders.
-const holdersDescribed = 2
+// holdersDescribed is admissionShape's version from which the admission describes its holders,
+// and grantsByCall the version from which it grants by a call.
+const (
+	holdersDescribed = 2
+	grantsByCall     = 3
+)
 
 // CloneAdmissionWorkflowID is the ID of the admission workflow of one storage key, for the
 // workers of one task queue: another installation on the same Temporal namespace, with a task
@@ -136,11 +141,12 @@ func (w *Workflows) CloneAdmission(ctx workflow.Context, st AdmissionState) erro
 	acquires := workflow.GetSignalChannel(ctx, cloneAcquireSignal)
 	releases := workflow.GetSignalChannel(ctx, cloneReleaseSignal)
 	a.report()
-	shape := workflow.GetVersion(ctx, admissionShape, workflow.DefaultVersion, holdersDescribed)
+	shape := workflow.GetVersion(ctx, admissionShape, workflow.DefaultVersion, grantsByCall)
 	if shape == workflow.DefaultVersion {
 		return a.run1_0(ctx, acquires, releases)
 	}
 	a.describeHolders = shape >= holdersDescribed
+	a.grantsByCall = shape >= grantsByCall
 	cancelled := false
 	var check workflow.Future // one check at a time, on a schedule that no signal pushes back
 	for {
@@ -185,6 +191,8 @@ type admission struct {
 	// describeHolders is set on a run that asks Temporal whether its holders still run; an
 	// older one signals them (checkHolders).
 	describeHolders bool
+	// grantsByCall is set on a run that sends its grants by a call (tellAll).
+	grantsByCall bool
 }
 
 // busy is whether any lease is out: held, or covering a clone in flight.
@@ -349,7 +357,62 @@ func (a *admission) tell(h Holder, signal string, payload any) bool {
 }
 
 // tellAll signals runs at once and reports which took the signal; a closed run does not.
+//
+// From grantsByCall on, the signals go as calls (SignalRun, a local activity each), which the
+// worker makes within the workflow task that decided them: a signal from the workflow is sent
+// only once that task completes, and its outcome comes back in another, so every grant cost
+// the admission two workflow tasks in a row, and a lease's turn the time between them, while
+// releases queued behind it. A call that fails is made again as a signal from the workflow: a
+// run that has closed refuses that too, and the test environment, where an activity cannot
+// signal a workflow, takes it.
 func (a *admission) tellAll(hs []Holder, signal string, payload any) []bool {
+	if a.grantsByCall {
+		return a.callAll(hs, signal, payload)
+	}
+	return a.signalAll(hs, signal, payload)
+}
+
+// callAll is tellAll's calls.
+func (a *admission) callAll(hs []Holder, signal string, payload any) []bool {
+	var acts *activities.Activities
+	// json.Marshal of the protocol's payloads is deterministic: no maps, no floats; workflowcheck
+	// flags it for the reflection it uses.
+	arg, err := json.Marshal(payload) //workflowcheck:ignore
+	if err != nil {
+		return a.signalAll(hs, signal, payload)
+	}
+	ctx := workflow.WithLocalActivityOptions(a.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: max(a.st.CheckEvery, time.Second),
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	futures := make([]workflow.Future, len(hs))
+	for i, h := range hs {
+		futures[i] = workflow.ExecuteLocalActivity(ctx, acts.SignalRun, activities.SignalRunRequest{WorkflowID: h.WorkflowID, RunID: h.RunID, Signal: signal, Arg: arg})
+	}
+	var failed []int
+	for i, f := range futures {
+		if f.Get(a.ctx, nil) != nil {
+			failed = append(failed, i)
+		}
+	}
+	ok := make([]bool, len(hs))
+	for i := range ok {
+		ok[i] = true
+	}
+	if len(failed) > 0 {
+		again := make([]Holder, len(failed))
+		for j, i := range failed {
+			again[j] = hs[i]
+		}
+		for j, took := range a.signalAll(again, signal, payload) {
+			ok[failed[j]] = took
+		}
+	}
+	return ok
+}
+
+// signalAll is tellAll's signals from the workflow.
+func (a *admission) signalAll(hs []Holder, signal string, payload any) []bool {
 	futures := make([]workflow.Future, len(hs))
 	for i, h := range hs {
 		futures[i] = workflow.SignalExternalWorkflow(a.ctx, h.WorkflowID, h.RunID, signal, payload)

@@ -157,13 +157,14 @@ func TestAdmission_findsATerminatedHolderWithoutSignallingTheHolders(t *testing.
 		version     workflow.Version
 		leaseChecks bool
 	}{
-		{name: "current shape describes them", version: 2},
+		{name: "current shape describes them", version: 3},
+		{name: "a run that grants by signal describes them too", version: 2},
 		{name: "a run started before it signals them", version: 1, leaseChecks: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := newAdmissionWorld(t)
-			a.env.OnGetVersion("admission-leases-cover-clones", workflow.DefaultVersion, 2).Return(tt.version)
+			a.env.OnGetVersion("admission-leases-cover-clones", workflow.DefaultVersion, 3).Return(tt.version)
 			a.at(time.Second, func() { a.acquire("a", 1) })
 			a.at(2*time.Second, func() { a.acquire("b", 1) })
 			a.at(3*time.Second, func() { a.terminate("a") })
@@ -327,7 +328,7 @@ func TestAdmission_continuesAsNewWhenSuggestedWithItsHoldersAndQueue(t *testing.
 func TestAdmission_a1_0RunContinuesAsNewIntoTheCurrentShapeAtItsFirstLiveEvent(t *testing.T) {
 	a := newAdmissionWorld(t)
 	// A run that 1.0 started: its history has no version marker.
-	a.env.OnGetVersion("admission-leases-cover-clones", workflow.DefaultVersion, 2).Return(workflow.DefaultVersion)
+	a.env.OnGetVersion("admission-leases-cover-clones", workflow.DefaultVersion, 3).Return(workflow.DefaultVersion)
 	a.at(time.Second, func() {
 		a.acquire("a", 1)
 		a.acquire("b", 1)

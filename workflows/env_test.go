@@ -86,7 +86,7 @@ func (r *runs) DescribeRun(_ context.Context, workflowID, runID string) (activit
 // SignalRun cannot deliver a signal: the test environment takes signals from the test's own
 // goroutine, not from an activity's. Every workflow reads as not running, so a create starts its
 // admission, or finds the one it started, and asks it from the workflow.
-func (r *runs) SignalRun(_ context.Context, workflowID, _ string, _ any) error {
+func (r *runs) SignalRun(_ context.Context, workflowID, _, _ string, _ any) error {
 	return pve.Classified(pve.NotFound, errors.New("workflow "+workflowID+" cannot be signalled from an activity in a test environment"))
 }
 
