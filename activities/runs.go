@@ -11,6 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/pveflow/pveflow/internal/pve"
 )
@@ -26,6 +27,18 @@ type Runs interface {
 	// SignalRun signals run runID of workflowID (its latest run when runID is empty) with arg;
 	// a run that does not run is a NotFound error.
 	SignalRun(ctx context.Context, workflowID, runID, signal string, arg any) error
+	// SignalWithStartRun signals the running workflow workflowID with arg, starting it first,
+	// as start says, when none runs.
+	SignalWithStartRun(ctx context.Context, workflowID, signal string, arg any, start StartRun) error
+}
+
+// StartRun is the run SignalWithStartRun starts when none runs: a workflow of WorkflowType,
+// with Input, on TaskQueue.
+type StartRun struct {
+	WorkflowType string `json:"workflowType"`
+	TaskQueue    string `json:"taskQueue"`
+	// Input is the workflow's input, as JSON.
+	Input json.RawMessage `json:"input"`
 }
 
 // RunInfo is a workflow run as Temporal describes it. A workflow ID that never ran is a RunInfo
@@ -87,6 +100,28 @@ func (a *Activities) SignalRun(ctx context.Context, req SignalRunRequest) error 
 	return nil
 }
 
+// SignalWithStartRunRequest is the input of SignalWithStartRun.
+type SignalWithStartRunRequest struct {
+	WorkflowID string `json:"workflowID"`
+	Signal     string `json:"signal"`
+	// Arg is the signal's argument, as JSON.
+	Arg   json.RawMessage `json:"arg"`
+	Start StartRun        `json:"start"`
+}
+
+// SignalWithStartRun signals the running workflow req.WorkflowID, starting it first when none
+// runs, in one request to Temporal.
+func (a *Activities) SignalWithStartRun(ctx context.Context, req SignalWithStartRunRequest) error {
+	step := fmt.Sprintf("signal %s to workflow %s, starting it if it does not run", req.Signal, req.WorkflowID)
+	if a.Runs == nil {
+		return failure(step, pve.Classified(pve.Permanent, errors.New("the worker was built without Activities.Runs, so it cannot start a workflow")))
+	}
+	if err := a.Runs.SignalWithStartRun(ctx, req.WorkflowID, req.Signal, req.Arg, req.Start); err != nil {
+		return failure(step, err)
+	}
+	return nil
+}
+
 // SignalRun signals run runID of workflowID with arg through the worker's client: its data
 // converter encodes arg as the workflow's own signals are, and its tracing carries the
 // activity's trace into the signal.
@@ -96,6 +131,23 @@ func (h *HistoryStartInput) SignalRun(ctx context.Context, workflowID, runID, si
 	}
 	if err := h.Client.SignalWorkflow(ctx, workflowID, runID, signal, arg); err != nil {
 		return pve.Classified(historyErrorClass(err), fmt.Errorf("signal %s to workflow %s: %w", signal, workflowID, err))
+	}
+	return nil
+}
+
+// SignalWithStartRun signals the running workflow workflowID with arg through the worker's
+// client, starting it first when none runs; a workflow ID that ran before may run again.
+func (h *HistoryStartInput) SignalWithStartRun(ctx context.Context, workflowID, signal string, arg any, start StartRun) error {
+	if h.Client == nil {
+		return pve.Classified(pve.Permanent, fmt.Errorf("signal-with-start %s of workflow %s: HistoryStartInput has no Client", signal, workflowID))
+	}
+	opts := client.StartWorkflowOptions{
+		ID:                    workflowID,
+		TaskQueue:             start.TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}
+	if _, err := h.Client.SignalWithStartWorkflow(ctx, workflowID, signal, arg, opts, start.WorkflowType, start.Input); err != nil {
+		return pve.Classified(historyErrorClass(err), fmt.Errorf("signal-with-start %s of workflow %s: %w", signal, workflowID, err))
 	}
 	return nil
 }

@@ -27,6 +27,10 @@ func (r runs) SignalRun(_ context.Context, workflowID, runID, _ string, _ any) e
 	return nil
 }
 
+func (r runs) SignalWithStartRun(context.Context, string, string, any, activities.StartRun) error {
+	return nil
+}
+
 func TestDescribeRun(t *testing.T) {
 	started := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	running := activities.RunInfo{RunID: "r1", Running: true, StartedAt: started}

@@ -375,9 +375,7 @@ func (a *admission) tellAll(hs []Holder, signal string, payload any) []bool {
 // callAll is tellAll's calls.
 func (a *admission) callAll(hs []Holder, signal string, payload any) []bool {
 	var acts *activities.Activities
-	// json.Marshal of the protocol's payloads is deterministic: no maps, no floats; workflowcheck
-	// flags it for the reflection it uses.
-	arg, err := json.Marshal(payload) //workflowcheck:ignore
+	arg, err := protocolJSON(payload)
 	if err != nil {
 		return a.signalAll(hs, signal, payload)
 	}
@@ -519,19 +517,26 @@ const (
 )
 
 // askForLease sends the lease request to the storage's admission, starting the admission
-// when none runs. The request goes as a call (SignalRun, a local activity): one marker, where
-// a signal from the workflow costs two events and a workflow task. An admission that does not
-// run is started as this run's child, and signalled from the workflow, which the child's start
-// orders after it.
+// when none runs, in one call (SignalWithStartRun, a local activity): one marker, where
+// starting the admission as a child and signalling it from the workflow cost ten events and two
+// workflow tasks. A call that fails is done that way: the child's start orders the signal after
+// it. (The test environment, which cannot start a workflow from an activity, goes that way too.)
 func (c *create) askForLease(l *lease) error {
+	var a *activities.Activities
 	step := "ask " + l.admission + " for a clone lease"
 	c.t.step(step)
-	err := signalRun(c.ctx, c.s, l.admission, cloneAcquireSignal, l.req)
-	switch {
-	case err == nil:
+	arg, err := protocolJSON(l.req)
+	if err != nil {
+		return permanentf("create proxy %s: %s: %v", c.in.Name, step, err)
+	}
+	input, err := protocolJSON(AdmissionState{Storage: l.storage})
+	if err != nil {
+		return permanentf("create proxy %s: %s: %v", c.in.Name, step, err)
+	}
+	start := activities.StartRun{WorkflowType: CloneAdmissionName, TaskQueue: workflow.GetInfo(c.ctx).TaskQueueName, Input: input}
+	req := activities.SignalWithStartRunRequest{WorkflowID: l.admission, Signal: cloneAcquireSignal, Arg: arg, Start: start}
+	if call(c.ctx, c.s.callOptions(step), a.SignalWithStartRun, req).Get(c.ctx, nil) == nil {
 		return nil
-	case !isType(err, activities.ErrNotFound):
-		return fail(step, err)
 	}
 	if err := c.startAdmission(l); err != nil {
 		return err
@@ -546,14 +551,19 @@ func (c *create) askForLease(l *lease) error {
 // that does not run is an ErrNotFound error.
 func signalRun(ctx workflow.Context, s settings, workflowID, signal string, arg any) error {
 	var a *activities.Activities
-	// json.Marshal of the protocol's structs is deterministic: no maps, no floats; workflowcheck
-	// flags it for the reflection it uses.
-	payload, err := json.Marshal(arg) //workflowcheck:ignore
+	payload, err := protocolJSON(arg)
 	if err != nil {
 		return permanentf("signal %s to workflow %s: %v", signal, workflowID, err)
 	}
 	step := fmt.Sprintf("signal %s to workflow %s", signal, workflowID)
 	return call(ctx, s.callOptions(step), a.SignalRun, activities.SignalRunRequest{WorkflowID: workflowID, Signal: signal, Arg: payload}).Get(ctx, nil)
+}
+
+// protocolJSON encodes a signal's argument or a workflow's input for a call. json.Marshal of the
+// protocol's structs is deterministic: no maps, no floats; workflowcheck flags it for the
+// reflection it uses.
+func protocolJSON(v any) (json.RawMessage, error) {
+	return json.Marshal(v) //workflowcheck:ignore
 }
 
 // startAdmission starts the admission workflow of the lease's storage, on this run's task

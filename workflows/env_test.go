@@ -90,6 +90,12 @@ func (r *runs) SignalRun(_ context.Context, workflowID, _, _ string, _ any) erro
 	return pve.Classified(pve.NotFound, errors.New("workflow "+workflowID+" cannot be signalled from an activity in a test environment"))
 }
 
+// SignalWithStartRun cannot start a workflow: the test environment runs one workflow and its
+// children. A create then starts its admission as its child and asks it from the workflow.
+func (r *runs) SignalWithStartRun(_ context.Context, workflowID, _ string, _ any, _ activities.StartRun) error {
+	return pve.Classified(pve.Permanent, errors.New("workflow "+workflowID+" cannot be started from an activity in a test environment"))
+}
+
 // start records a run of workflowID that started at startedAt and runs.
 func (r *runs) start(workflowID string, startedAt time.Time) {
 	r.mu.Lock()

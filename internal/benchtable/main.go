@@ -76,6 +76,7 @@ var figures = []figure{
 	{"100 proxies at once, admission on: events per CreateProxy, p50", hundred + on, "events/create-p50", atMost(60)},
 	{"100 proxies at once, admission on: events per CreateProxy, max", hundred + on, "events/create-max", atMost(60)},
 	{"100 proxies at once, admission on: wall time against the clone limit's floor", hundred + on, "x-floor", atMost(1.25)},
+	{"100 proxies at once, admission on: the creates alone against their floor", hundred + on, "x-floor-creates", goal{}},
 	{"100 proxies at once, admission on: the cores the server kept busy, against its ceiling's", hundred + on, "x-ceiling-server-cores", goal{}},
 	{"100 proxies at once, admission off: the cores the server kept busy, against its ceiling's", hundred + off, "x-ceiling-server-cores", atLeast(0.8)},
 	{"100 proxies at once, admission off: wall time against one proxy alone", hundred + off, "x-floor", goal{}},
