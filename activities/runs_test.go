@@ -27,7 +27,12 @@ func (r runs) SignalRun(_ context.Context, workflowID, runID, _ string, _ any) e
 	return nil
 }
 
-func (r runs) SignalWithStartRun(context.Context, string, string, any, activities.StartRun) error {
+// SignalWithStartRun starts the workflow when it does not run: it fails only as Temporal
+// fails.
+func (r runs) SignalWithStartRun(_ context.Context, workflowID, _ string, _ any, start activities.StartRun) error {
+	if start.WorkflowType == "" {
+		return pve.Classified(pve.Permanent, errors.New("start "+workflowID+": no workflow type"))
+	}
 	return nil
 }
 
@@ -97,6 +102,39 @@ func TestSignalRun(t *testing.T) {
 			assert.Equal(t, tt.wantType, appErr.Type())
 			assert.True(t, appErr.NonRetryable())
 			assert.Contains(t, appErr.Message(), "signal clone-release to workflow clone-admission/q/pve1/local-lvm")
+		})
+	}
+}
+
+func TestSignalWithStartRun(t *testing.T) {
+	start := activities.StartRun{WorkflowType: "CloneAdmission", TaskQueue: "q", Input: []byte(`{"storage":"pve1/local-lvm"}`)}
+	tests := []struct {
+		name     string
+		runs     activities.Runs
+		start    activities.StartRun
+		wantType string
+	}{
+		{"a running workflow takes the signal", runs{activities.RunInfo{RunID: "r1", Running: true}}, start, ""},
+		{"a workflow that does not run is started with it", runs{}, start, ""},
+		{"what Temporal refuses is the call's error", runs{}, activities.StartRun{}, activities.ErrPermanent},
+		{"a worker without Runs", nil, start, activities.ErrPermanent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.acts.Runs = tt.runs
+
+			err := f.run(t, f.acts.SignalWithStartRun, nil, activities.SignalWithStartRunRequest{
+				WorkflowID: "clone-admission/q/pve1/local-lvm", Signal: "clone-acquire", Arg: []byte(`{}`), Start: tt.start,
+			})
+
+			if tt.wantType == "" {
+				require.NoError(t, err)
+				return
+			}
+			appErr := appError(t, err)
+			assert.Equal(t, tt.wantType, appErr.Type())
+			assert.Contains(t, appErr.Message(), "signal clone-acquire to workflow clone-admission/q/pve1/local-lvm, starting it if it does not run")
 		})
 	}
 }

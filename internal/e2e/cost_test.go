@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -103,6 +104,20 @@ func TestE2E_onceItsAdmissionRunsACreateCostsAtMostSixtyEventsAndADeleteThirty(t
 	t.Logf("create: %d events, %d markers; delete: %d events", c.events, c.markers, d.events)
 	assert.LessOrEqual(t, c.events, 60)
 	assert.LessOrEqual(t, d.events, 30)
+}
+
+func TestE2E_theFirstCreateOfAStorageStartsItsAdmissionByACallWithinSixtyEvents(t *testing.T) {
+	s := startStack(t, newCluster(), fastConfig(t))
+
+	create, _ := createAndDelete(t, s, uid)
+
+	for _, ev := range history(t, s.client, create.GetID(), create.GetRunID()) {
+		assert.NotEqual(t, enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED, ev.GetEventType(), "the admission is no child of the create")
+	}
+	assert.LessOrEqual(t, costOf(t, s, create).events, 60)
+	admission, err := s.client.DescribeWorkflowExecution(context.Background(), workflows.CloneAdmissionWorkflowID(workflows.DefaultTaskQueue, "pve1/local-lvm"), "")
+	require.NoError(t, err)
+	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, admission.GetWorkflowExecutionInfo().GetStatus(), "the create started the admission")
 }
 
 func TestE2E_aCreatesHistoryDoesNotGrowWithTheCluster(t *testing.T) {

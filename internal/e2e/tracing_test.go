@@ -100,6 +100,7 @@ func TestE2E_tracesNestHTTPUnderActivitiesUnderTheWorkflow(t *testing.T) {
 	require.Len(t, run, 1)
 	admission := named(spans, "RunWorkflow:"+workflows.CloneAdmissionName)
 	require.Len(t, admission, 1)
+	assert.Equal(t, "SignalWithStartWorkflow:"+workflows.CloneAdmissionName, parentName(admission[0]), "the create's request started the admission")
 	assert.Equal(t, startChild[0].SpanContext().SpanID(), run[0].Parent().SpanID(), "RunWorkflow under StartChildWorkflow")
 
 	var httpSpans, activitySpans int
