@@ -387,24 +387,18 @@ func (a *admission) callAll(hs []Holder, signal string, payload any) []bool {
 	for i, h := range hs {
 		futures[i] = workflow.ExecuteLocalActivity(ctx, acts.SignalRun, activities.SignalRunRequest{WorkflowID: h.WorkflowID, RunID: h.RunID, Signal: signal, Arg: arg})
 	}
-	var failed []int
-	for i, f := range futures {
-		if f.Get(a.ctx, nil) != nil {
-			failed = append(failed, i)
-		}
-	}
 	ok := make([]bool, len(hs))
-	for i := range ok {
-		ok[i] = true
+	var again []Holder
+	var at []int // again[j] is hs[at[j]]
+	for i, f := range futures {
+		if f.Get(a.ctx, nil) == nil {
+			ok[i] = true
+			continue
+		}
+		again, at = append(again, hs[i]), append(at, i)
 	}
-	if len(failed) > 0 {
-		again := make([]Holder, len(failed))
-		for j, i := range failed {
-			again[j] = hs[i]
-		}
-		for j, took := range a.signalAll(again, signal, payload) {
-			ok[failed[j]] = took
-		}
+	for j, took := range a.signalAll(again, signal, payload) {
+		ok[at[j]] = took
 	}
 	return ok
 }
