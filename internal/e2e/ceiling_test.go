@@ -108,22 +108,30 @@ func measureCeiling(b *testing.B, s *stack) ceiling {
 	}
 }
 
-// fleetEvents counts the events of every workflow a fleet of n proxies made: the creates and
-// deletes, the proxies' entities (their last runs) and the storage's admission.
-func fleetEvents(b *testing.B, s *stack, n int) (events, executions int) {
+// fleetCost is what a fleet of n proxies cost the server: each create's and delete's history,
+// and the events and activity executions of every workflow the fleet made, the proxies'
+// entities (their last runs) and the storage's admission among them.
+type fleetCost struct {
+	creates, deletes   []historyCost
+	events, executions int
+}
+
+func costOfFleet(b *testing.B, s *stack, n int) fleetCost {
 	b.Helper()
+	f := fleetCost{creates: make([]historyCost, n), deletes: make([]historyCost, n)}
 	for i := range n {
-		for _, op := range []string{workflows.OpCreate, workflows.OpDelete} {
-			c := costOf(b, s, s.operation(fleetUID(i), op))
-			events += c.events
-			executions += c.executions
+		f.creates[i] = costOf(b, s, s.operation(fleetUID(i), workflows.OpCreate))
+		f.deletes[i] = costOf(b, s, s.operation(fleetUID(i), workflows.OpDelete))
+		for _, c := range []historyCost{f.creates[i], f.deletes[i]} {
+			f.events += c.events
+			f.executions += c.executions
 		}
-		events += len(history(b, s.client, workflows.ProxyWorkflowID(fleetUID(i)), ""))
+		f.events += len(history(b, s.client, workflows.ProxyWorkflowID(fleetUID(i)), ""))
 	}
 	if s.cfg.Clones.PerStorage > 0 {
-		events += len(history(b, s.client, workflows.CloneAdmissionWorkflowID(workflows.DefaultTaskQueue, "pve1/local-lvm"), ""))
+		f.events += len(history(b, s.client, workflows.CloneAdmissionWorkflowID(workflows.DefaultTaskQueue, "pve1/local-lvm"), ""))
 	}
-	return events, executions
+	return f
 }
 
 // BenchmarkCeiling_noOpWorkflowsRunActivitiesAsFastAsTheServerAllows reports the ceiling alone,

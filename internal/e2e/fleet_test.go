@@ -208,14 +208,15 @@ func BenchmarkFleet_proxiesCreatedAndDeletedAtOnce(b *testing.B) {
 						}
 					}
 					elapsed, serverCores := clock.read(b)
+					fleet := costOfFleet(b, s, n)
+					s.stop()
 					creates := make([]float64, n)
 					var deletes float64
 					for i := range n {
-						creates[i] = float64(costOf(b, s, s.operation(fleetUID(i), workflows.OpCreate)).events)
-						deletes += float64(costOf(b, s, s.operation(fleetUID(i), workflows.OpDelete)).events)
+						creates[i] = float64(fleet.creates[i].events)
+						deletes += float64(fleet.deletes[i].events)
 					}
-					events, executions := fleetEvents(b, s, n)
-					s.stop()
+					events, executions := fleet.events, fleet.executions
 					slices.Sort(creates)
 					b.ReportMetric(elapsed.Seconds(), "s/fleet")
 					b.ReportMetric(elapsed.Seconds()/floor.Seconds(), "x-floor")
