@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,40 +43,52 @@ func ceilingNoop(context.Context) error { return nil }
 // ceiling is the server's rate on the no-op workflows, and how busy it was: the cores of its
 // process's processor time per second of wall time.
 type ceiling struct {
-	executionsPerSecond, eventsPerSecond, serverCores float64
+	executionsPerSecond, eventsPerSecond, serverCores, processCores float64
 }
 
-// serverClock reads how busy s's server is over a stretch of wall time.
+// serverClock reads how busy s's server and this test process (the worker, the simulator and
+// the clients) are over a stretch of wall time.
 type serverClock struct {
-	s     *stack
-	start time.Time
-	cpu   time.Duration
+	s                 *stack
+	start             time.Time
+	server, processes time.Duration
 }
 
 func startServerClock(b *testing.B, s *stack) serverClock {
 	b.Helper()
-	cpu, err := s.server.CPU()
+	server, err := s.serverCPU()
 	require.NoError(b, err)
-	return serverClock{s: s, start: time.Now(), cpu: cpu}
+	return serverClock{s: s, start: time.Now(), server: server, processes: processCPU(b)}
 }
 
-// read is the wall time since the clock started and the cores the server kept busy meanwhile.
-func (c serverClock) read(b *testing.B) (elapsed time.Duration, cores float64) {
+// read is the wall time since the clock started and the cores the server and this process kept
+// busy meanwhile.
+func (c serverClock) read(b *testing.B) (elapsed time.Duration, serverCores, processCores float64) {
 	b.Helper()
-	cpu, err := c.s.server.CPU()
+	server, err := c.s.serverCPU()
 	require.NoError(b, err)
+	processes := processCPU(b)
 	elapsed = time.Since(c.start)
-	return elapsed, (cpu - c.cpu).Seconds() / elapsed.Seconds()
+	return elapsed, (server - c.server).Seconds() / elapsed.Seconds(), (processes - c.processes).Seconds() / elapsed.Seconds()
+}
+
+// processCPU is the processor time this process has used, user and system.
+func processCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var u syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &u))
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
 // measureCeiling runs the no-op workflows on s's server, on a task queue of their own, and
 // returns the rate at which the server ran their activities and wrote their events.
 func measureCeiling(b *testing.B, s *stack) ceiling {
 	b.Helper()
-	s.server.NewWorker(ceilingTaskQueue, func(r worker.Registry) {
-		r.RegisterWorkflowWithOptions(ceilingWorkflow, workflow.RegisterOptions{Name: "CeilingWorkflow"})
-		r.RegisterActivityWithOptions(ceilingNoop, activity.RegisterOptions{Name: "CeilingNoop"})
-	})
+	w := worker.New(s.client, ceilingTaskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(ceilingWorkflow, workflow.RegisterOptions{Name: "CeilingWorkflow"})
+	w.RegisterActivityWithOptions(ceilingNoop, activity.RegisterOptions{Name: "CeilingNoop"})
+	require.NoError(b, w.Start())
+	defer w.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -94,7 +107,7 @@ func measureCeiling(b *testing.B, s *stack) ceiling {
 		})
 	}
 	wg.Wait()
-	wall, cores := clock.read(b)
+	wall, cores, processCores := clock.read(b)
 	elapsed := wall.Seconds()
 	events := 0
 	for i, run := range runs {
@@ -105,6 +118,7 @@ func measureCeiling(b *testing.B, s *stack) ceiling {
 		executionsPerSecond: ceilingWorkflows * ceilingActivities / elapsed,
 		eventsPerSecond:     float64(events) / elapsed,
 		serverCores:         cores,
+		processCores:        processCores,
 	}
 }
 
@@ -144,5 +158,6 @@ func BenchmarkCeiling_noOpWorkflowsRunActivitiesAsFastAsTheServerAllows(b *testi
 		b.ReportMetric(c.executionsPerSecond, "activity-executions/s")
 		b.ReportMetric(c.eventsPerSecond, "events/s")
 		b.ReportMetric(c.serverCores, "server-cores")
+		b.ReportMetric(c.processCores, "process-cores")
 	}
 }

@@ -57,13 +57,45 @@ func createAll(t testing.TB, s *stack, n int, timeout time.Duration) []error {
 	return awaitAll(reqs, timeout)
 }
 
-// deleteAll sends the delete requests of n proxies at once and waits for all of them.
-func deleteAll(t testing.TB, s *stack, n int, timeout time.Duration) []error {
-	reqs := make([]*starter.Request, n)
-	for i := range n {
-		reqs[i] = s.startDelete(workflows.DeleteProxyInput{UID: fleetUID(i)})
+// createThenDeleteAll sends the create requests of n proxies at once and deletes each proxy as
+// soon as its create is served, as a fleet whose proxies each come and go: it returns each
+// proxy's error and when the last create was served.
+func createThenDeleteAll(s *stack, n int, timeout time.Duration) (errs []error, createsServed time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	errs = make([]error, n)
+	var mu sync.Mutex
+	created := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		createsServed = time.Now()
 	}
-	return awaitAll(reqs, timeout)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = createThenDelete(ctx, s, fleetUID(i), created) })
+	}
+	wg.Wait()
+	return errs, createsServed
+}
+
+// createThenDelete creates the proxy uid, calls created once the create is served, and deletes
+// the proxy.
+func createThenDelete(ctx context.Context, s *stack, uid string, created func()) error {
+	req, err := s.starter.Create(ctx, createInput(uid))
+	if err == nil {
+		err = req.Get(ctx, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", uid, err)
+	}
+	created()
+	if req, err = s.starter.Delete(ctx, workflows.DeleteProxyInput{UID: uid}); err == nil {
+		err = req.Get(ctx, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", uid, err)
+	}
+	return nil
 }
 
 // awaitAll waits, within timeout, for the operations that serve reqs.
@@ -163,77 +195,99 @@ func BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage(b *testing.B) {
 }
 
 // BenchmarkFleet_proxiesCreatedAndDeletedAtOnce creates a hundred proxies, then three hundred,
-// at once and then deletes them at once, on a simulator whose clone takes 1 s and whose storage
-// takes clones side by side, with admission (clones.perStorage 4) and without. The floor is
-// what the clone limit allows: the clones four at a time, plus what one proxy alone takes
-// besides its clone, measured first on the same stack. Without admission there is no clone
-// limit, and the floor is that one proxy's whole create and delete. The creates alone are also
-// reported against theirs (the clone turns and one create's other steps): a hundred deletes at
-// once are bound by the server, not by the clone limit. The server's ceiling (measureCeiling),
-// measured on the same stack before the fleet, gives the rates their ratio.
+// at once, and deletes each as soon as its create is served (measureFleet), with admission
+// (clones.perStorage 4) and without, on the embedded server.
 func BenchmarkFleet_proxiesCreatedAndDeletedAtOnce(b *testing.B) {
-	const clone = time.Second
 	for _, n := range []int{100, 300} {
 		b.Run(fmt.Sprintf("proxies=%d", n), func(b *testing.B) {
 			withAndWithoutAdmission(b, func(b *testing.B, perStorage int) {
 				for b.Loop() {
-					cluster := newCluster(func(o *pvesim.Options) {
-						o.TaskDurations = map[string]time.Duration{"qmclone": clone}
-						roomForFleet(o)
-					})
-					cfg := benchConfig(b)
-					cfg.Clones.PerStorage = perStorage
-					s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
-					start := time.Now()
-					_, err := served[workflows.CreateProxyResult](b, s.startCreate(createInput(uid)))
-					require.NoError(b, err)
-					aloneCreate := time.Since(start)
-					_, err = served[workflows.DeleteProxyResult](b, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
-					require.NoError(b, err)
-					alone := time.Since(start)
-					floor, createsFloor := alone, aloneCreate
-					if perStorage > 0 {
-						turns := time.Duration((n+perStorage-1)/perStorage) * clone
-						floor, createsFloor = turns+alone-clone, turns+aloneCreate-clone
-					}
-					ceiling := measureCeiling(b, s)
-
-					clock := startServerClock(b, s)
-					failed := 0
-					createErrs := createAll(b, s, n, 15*time.Minute)
-					createsElapsed := time.Since(clock.start)
-					for _, err := range append(createErrs, deleteAll(b, s, n, 15*time.Minute)...) {
-						if err != nil {
-							failed++
-						}
-					}
-					elapsed, serverCores := clock.read(b)
-					fleet := costOfFleet(b, s, n)
+					cluster := fleetCluster()
+					s := startStackWith(b, cluster, fleetConfig(b, perStorage), client.Options{Logger: warnings(b)})
+					measureFleet(b, s, cluster, n)
 					s.stop()
-					creates := make([]float64, n)
-					var deletes float64
-					for i := range n {
-						creates[i] = float64(fleet.creates[i].events)
-						deletes += float64(fleet.deletes[i].events)
-					}
-					events, executions := fleet.events, fleet.executions
-					slices.Sort(creates)
-					b.ReportMetric(elapsed.Seconds(), "s/fleet")
-					b.ReportMetric(elapsed.Seconds()/floor.Seconds(), "x-floor")
-					b.ReportMetric(createsElapsed.Seconds()/createsFloor.Seconds(), "x-floor-creates")
-					b.ReportMetric(float64(failed), "failed")
-					b.ReportMetric(creates[n/2], "events/create-p50")
-					b.ReportMetric(creates[n-1], "events/create-max")
-					b.ReportMetric(deletes/float64(n), "events/delete")
-					b.ReportMetric(float64(executions)/float64(n), "activity-executions/proxy")
-					b.ReportMetric(float64(events)/elapsed.Seconds()/ceiling.eventsPerSecond, "x-ceiling-events/s")
-					b.ReportMetric(serverCores/ceiling.serverCores, "x-ceiling-server-cores")
-					b.ReportMetric(float64(cluster.MaxConcurrentClones("pve1", "local-lvm")), "max-concurrent-clones")
-					assert.Empty(b, leftovers(cluster))
 				}
 			})
 		})
 	}
+}
+
+// fleetClone is how long a clone takes in the fleet benchmarks.
+const fleetClone = time.Second
+
+// fleetCluster is the simulator of the fleet benchmarks: its clones take fleetClone, side by
+// side, and its local-lvm has room for every proxy.
+func fleetCluster() *pvesim.Cluster {
+	return newCluster(func(o *pvesim.Options) {
+		o.TaskDurations = map[string]time.Duration{"qmclone": fleetClone}
+		roomForFleet(o)
+	})
+}
+
+// fleetConfig is benchConfig with clones.perStorage.
+func fleetConfig(b *testing.B, perStorage int) config.Config {
+	cfg := benchConfig(b)
+	cfg.Clones.PerStorage = perStorage
+	return cfg
+}
+
+// measureFleet creates n proxies at once on s, and deletes each as soon as its create is
+// served, and reports how long the fleet took against its floor, how busy it kept the server
+// against the server's ceiling, and what each create and delete cost. The floor is what the
+// clone limit allows: the clones perStorage at a time, plus what one proxy alone takes besides
+// its clone (the last clone's create and its delete), measured first on the same stack.
+// Without admission there is no clone limit, and the floor is that one proxy's whole create and
+// delete. The creates alone are also reported against theirs (the clone turns and one create's
+// other steps). The server's ceiling (measureCeiling), measured on the same stack before the
+// fleet, gives the server's busy cores their ratio; the test process's (worker, simulator,
+// clients) are reported beside them.
+func measureFleet(b *testing.B, s *stack, cluster *pvesim.Cluster, n int) {
+	b.Helper()
+	start := time.Now()
+	_, err := served[workflows.CreateProxyResult](b, s.startCreate(createInput(uid)))
+	require.NoError(b, err)
+	aloneCreate := time.Since(start)
+	_, err = served[workflows.DeleteProxyResult](b, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	require.NoError(b, err)
+	alone := time.Since(start)
+	floor, createsFloor := alone, aloneCreate
+	if perStorage := s.cfg.Clones.PerStorage; perStorage > 0 {
+		turns := time.Duration((n+perStorage-1)/perStorage) * fleetClone
+		floor, createsFloor = turns+alone-fleetClone, turns+aloneCreate-fleetClone
+	}
+	ceiling := measureCeiling(b, s)
+
+	clock := startServerClock(b, s)
+	errs, createsServed := createThenDeleteAll(s, n, 15*time.Minute)
+	elapsed, serverCores, processCores := clock.read(b)
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			b.Log(err)
+			failed++
+		}
+	}
+	fleet := costOfFleet(b, s, n)
+	creates := make([]float64, n)
+	var deletes float64
+	for i := range n {
+		creates[i] = float64(fleet.creates[i].events)
+		deletes += float64(fleet.deletes[i].events)
+	}
+	slices.Sort(creates)
+	b.ReportMetric(elapsed.Seconds(), "s/fleet")
+	b.ReportMetric(elapsed.Seconds()/floor.Seconds(), "x-floor")
+	b.ReportMetric(createsServed.Sub(clock.start).Seconds()/createsFloor.Seconds(), "x-floor-creates")
+	b.ReportMetric(float64(failed), "failed")
+	b.ReportMetric(creates[n/2], "events/create-p50")
+	b.ReportMetric(creates[n-1], "events/create-max")
+	b.ReportMetric(deletes/float64(n), "events/delete")
+	b.ReportMetric(float64(fleet.executions)/float64(n), "activity-executions/proxy")
+	b.ReportMetric(float64(fleet.events)/elapsed.Seconds()/ceiling.eventsPerSecond, "x-ceiling-events/s")
+	b.ReportMetric(serverCores/ceiling.serverCores, "x-ceiling-server-cores")
+	b.ReportMetric(processCores, "process-cores")
+	b.ReportMetric(float64(cluster.MaxConcurrentClones("pve1", "local-lvm")), "max-concurrent-clones")
+	assert.Empty(b, leftovers(cluster))
 }
 
 // roomForFleet gives every node's local-lvm room for a fleet's disks: the default one, 1.6 TiB

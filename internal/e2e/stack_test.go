@@ -30,9 +30,12 @@ type stack struct {
 	// server is the stack's own server; nil for a stack on a client of its own
 	// (newStackOnClient), whose server the test runs.
 	server *testserver.Server
-	client client.Client
-	cfg    config.Config
-	api    pve.API
+	// serverCPU is the processor time the Temporal server has used so far: the stack's own
+	// server's, or a cluster's.
+	serverCPU func() (time.Duration, error)
+	client    client.Client
+	cfg       config.Config
+	api       pve.API
 	// startInput reads a run's user-data, and describes runs, through the server's default
 	// client, the workers'.
 	startInput *activities.HistoryStartInput
@@ -91,7 +94,7 @@ func newStack(t testing.TB, api pve.API, cfg config.Config, base client.Options)
 	t.Helper()
 	server := testserver.New(t, testserver.WithBaseClientOptions(base))
 	s := newStackOnClient(t, server.Client(), server.Namespace(), api, cfg, base)
-	s.server = server
+	s.server, s.serverCPU = server, server.CPU
 	return s
 }
 
