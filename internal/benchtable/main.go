@@ -64,6 +64,7 @@ const (
 	hundred   = fleet + "/proxies=100"
 	threeHund = fleet + "/proxies=300"
 	thousand  = "Fleet_thousandCreatesInFlight"
+	cluster   = "Cluster_hundredProxiesCreatedAndDeletedAtOnce"
 )
 
 // figures are issue 21's table, in its order.
@@ -79,7 +80,13 @@ var figures = []figure{
 	{"100 proxies at once, admission on: the creates alone against their floor", hundred + on, "x-floor-creates", goal{}},
 	{"100 proxies at once, admission on: the cores the server kept busy, against its ceiling's", hundred + on, "x-ceiling-server-cores", goal{}},
 	{"100 proxies at once, admission off: the cores the server kept busy, against its ceiling's", hundred + off, "x-ceiling-server-cores", atLeast(0.8)},
+	{"100 proxies at once, admission off: the cores the worker, simulator and clients kept busy", hundred + off, "process-cores", goal{}},
 	{"100 proxies at once, admission off: wall time against one proxy alone", hundred + off, "x-floor", goal{}},
+	{"make cluster's topology, 100 proxies at once, admission on: wall time against the clone limit's floor", cluster + on, "x-floor", atMost(1.25)},
+	{"make cluster's topology, 100 proxies at once, admission on: events per CreateProxy, max", cluster + on, "events/create-max", atMost(60)},
+	{"make cluster's topology, 100 proxies at once, admission on: the cores the cluster kept busy, against its ceiling's", cluster + on, "x-ceiling-server-cores", goal{}},
+	{"make cluster's topology, 100 proxies at once, admission off: the cores the cluster kept busy, against its ceiling's", cluster + off, "x-ceiling-server-cores", atLeast(0.8)},
+	{"make cluster's topology, 100 proxies at once, admission off: creates and deletes that failed", cluster + off, "failed", atMost(0)},
 	{"300 proxies at once, admission on: creates and deletes that failed", threeHund + on, "failed", atMost(0)},
 	{"300 proxies at once, admission on: wall time against the clone limit's floor", threeHund + on, "x-floor", atMost(1.25)},
 	{"300 proxies at once, admission off: creates and deletes that failed", threeHund + off, "failed", atMost(0)},

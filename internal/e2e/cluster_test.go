@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/pveflow/pveflow/internal/config"
@@ -39,16 +40,12 @@ import (
 // both, as make cluster sets it), so they live through either kill.
 func TestCluster_aCreateAndDeleteSurviveAServerProcessKilledMidCreate(t *testing.T) {
 	began := time.Now()
-	pgPort := startPostgres(t)
-	setUpTemporalSchema(t, pgPort)
-	pg := testserver.WithPostgres("127.0.0.1", pgPort)
-	// The first records the cluster in the database; the second joins it.
-	first := testserver.New(t, pg, testserver.WithArgs("-history-shards", "1"))
-	second := testserver.New(t, pg, testserver.WithArgs("-history-shards", "1", "-cluster-address", first.Address()))
+	tc := startTemporalCluster(t, 1, client.Options{})
+	first, second, pgPort := tc.servers[0], tc.servers[1], tc.postgres.port
 	servers := map[string]*testserver.Server{first.HistoryAddress(): first, second.HistoryAddress(): second}
 	t.Logf("PostgreSQL, schemas and two servers up in %s", time.Since(began).Round(time.Millisecond))
 
-	c := dialFrontends(t, first.Namespace(), first.Address(), second.Address())
+	c := tc.dial(t, nil)
 	cluster := newCluster(func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second} })
 	// The product's budgets, not the fast tests' (a 20 s agent wait): a wait's activity whose
 	// task went to the killed server's matching service is dispatched again only once the
@@ -86,11 +83,79 @@ func TestCluster_aCreateAndDeleteSurviveAServerProcessKilledMidCreate(t *testing
 	t.Logf("the whole test took %s", time.Since(began).Round(time.Millisecond))
 }
 
+// BenchmarkCluster_hundredProxiesCreatedAndDeletedAtOnce is the fleet benchmark's hundred
+// proxies (measureFleet) on make cluster's topology: PostgreSQL and two server processes with
+// make cluster's four history shards, the worker and the client reaching both frontends. The
+// server's cores are the cluster's: both servers and PostgreSQL.
+func BenchmarkCluster_hundredProxiesCreatedAndDeletedAtOnce(b *testing.B) {
+	withAndWithoutAdmission(b, func(b *testing.B, perStorage int) {
+		for b.Loop() {
+			tc := startTemporalCluster(b, 4, client.Options{Logger: warnings(b)})
+			cluster := fleetCluster()
+			s := newStackOnClient(b, tc.dial(b, warnings(b)), tc.servers[0].Namespace(), cluster, fleetConfig(b, perStorage), client.Options{})
+			s.serverCPU = tc.CPU
+			s.startWorker()
+			measureFleet(b, s, cluster, 100)
+		}
+	})
+}
+
+// temporalCluster is the topology of make cluster: PostgreSQL, Temporal's schemas set up by
+// pveflow-temporal sql-tool, and two pveflow-temporal -postgres processes as one cluster.
+type temporalCluster struct {
+	postgres postgres
+	servers  []*testserver.Server
+}
+
+// startTemporalCluster starts a cluster of shards history shards for t, whose servers' own
+// clients are made with base; it stops when t ends.
+func startTemporalCluster(t testing.TB, shards int, base client.Options) temporalCluster {
+	t.Helper()
+	tc := temporalCluster{postgres: startPostgres(t)}
+	setUpTemporalSchema(t, tc.postgres.port)
+	pg, clients := testserver.WithPostgres("127.0.0.1", tc.postgres.port), testserver.WithBaseClientOptions(base)
+	// The first records the cluster in the database; the second joins it.
+	first := testserver.New(t, pg, clients, testserver.WithArgs("-history-shards", strconv.Itoa(shards)))
+	second := testserver.New(t, pg, clients, testserver.WithArgs("-history-shards", strconv.Itoa(shards), "-cluster-address", first.Address()))
+	tc.servers = []*testserver.Server{first, second}
+	return tc
+}
+
+// dial is a client of the cluster, logging to logger (nil: the SDK's default), with
+// TEMPORAL_ADDRESS listing both frontends, as make cluster sets it: starter.ClientOptions
+// spreads the calls over them, and the client goes on with the other when one dies.
+func (tc temporalCluster) dial(t testing.TB, logger log.Logger) client.Client {
+	t.Helper()
+	env := map[string]string{"TEMPORAL_ADDRESS": tc.servers[0].Address() + "," + tc.servers[1].Address(),
+		"TEMPORAL_NAMESPACE": tc.servers[0].Namespace(), "TEMPORAL_CONFIG_FILE": filepath.Join(t.TempDir(), "none.toml")}
+	require.NoError(t, os.WriteFile(env["TEMPORAL_CONFIG_FILE"], nil, 0o600))
+	opts, err := starter.ClientOptions(func(name string) string { return env[name] })
+	require.NoError(t, err)
+	if logger != nil {
+		opts.Logger = logger
+	}
+	c, err := starter.Dial(t.Context(), opts)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// CPU is the processor time the cluster's processes have used so far: both servers, and
+// PostgreSQL with its backends, which do what the embedded server's SQLite does in its process.
+func (tc temporalCluster) CPU() (time.Duration, error) {
+	total, err := testserver.ProcessTreeCPU(tc.postgres.pid)
+	for _, server := range tc.servers {
+		cpu, serverErr := server.CPU()
+		total, err = total+cpu, errors.Join(err, serverErr)
+	}
+	return total, err
+}
+
 // postgresBin is the directory of PostgreSQL's initdb, postgres, pg_isready and psql: that of
 // the PATH's initdb (after symbolic links: Debian links only some of them into a PATH
 // directory), or Debian's newest /usr/lib/postgresql/<version>/bin. Without one the test skips, or fails
 // when CI is set: CI must install Debian's postgresql.
-func postgresBin(t *testing.T) string {
+func postgresBin(t testing.TB) string {
 	t.Helper()
 	if initdb, err := exec.LookPath("initdb"); err == nil {
 		if initdb, err = filepath.EvalSymlinks(initdb); err == nil {
@@ -113,7 +178,7 @@ func postgresBin(t *testing.T) string {
 }
 
 // missing skips t for want of something, or fails it when CI is set.
-func missing(t *testing.T, why string) {
+func missing(t testing.TB, why string) {
 	t.Helper()
 	if os.Getenv("CI") != "" {
 		t.Fatal(why + " (CI is set: CI must provide it)")
@@ -121,11 +186,14 @@ func missing(t *testing.T, why string) {
 	t.Skip(why)
 }
 
+// postgres is a PostgreSQL that a test started: its port, and its postmaster's process.
+type postgres struct{ port, pid int }
+
 // startPostgres starts a PostgreSQL of t's own on a free loopback port, with its data in
-// t.TempDir() and a superuser temporal that needs no password, and returns its port. It stops
-// when t ends, and dies with the test binary. PostgreSQL refuses to run as root: as root, it
-// runs as the postgres user.
-func startPostgres(t *testing.T) int {
+// t.TempDir() and a superuser temporal that needs no password. It stops when t ends, and dies
+// with the test binary. PostgreSQL refuses to run as root: as root, it runs as the postgres
+// user.
+func startPostgres(t testing.TB) postgres {
 	t.Helper()
 	bin := postgresBin(t)
 	dir := t.TempDir()
@@ -174,7 +242,7 @@ func startPostgres(t *testing.T) int {
 	for {
 		err := exec.Command(filepath.Join(bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(port)).Run()
 		if err == nil {
-			return port
+			return postgres{port: port, pid: pg.Process.Pid}
 		}
 		if _, notReady := errors.AsType[*exec.ExitError](err); !notReady {
 			require.NoError(t, err, "pg_isready")
@@ -193,7 +261,7 @@ func startPostgres(t *testing.T) int {
 
 // setUpTemporalSchema creates Temporal's databases on the PostgreSQL at port and sets up their
 // schemas with pveflow-temporal sql-tool, as make cluster does.
-func setUpTemporalSchema(t *testing.T, port int) {
+func setUpTemporalSchema(t testing.TB, port int) {
 	t.Helper()
 	bin, err := testserver.Binary()
 	require.NoError(t, err)
@@ -208,7 +276,7 @@ func setUpTemporalSchema(t *testing.T, port int) {
 
 // shardOwner is the address of the history service that owns history shard 1, as the shard's
 // record in the database names it: its ShardInfo's owner (field 3), "<address>-<sequence>-<uuid>".
-func shardOwner(t *testing.T, port int) string {
+func shardOwner(t testing.TB, port int) string {
 	t.Helper()
 	out, err := exec.Command(filepath.Join(postgresBin(t), "psql"), "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "temporal", "-d", "temporal",
 		"-Atc", "SELECT encode(data, 'hex') FROM shards WHERE shard_id = 1").CombinedOutput()
@@ -230,20 +298,4 @@ func shardOwner(t *testing.T, port int) string {
 	}
 	require.FailNow(t, "shard 1's record names no owner")
 	return ""
-}
-
-// dialFrontends is a client of namespace with TEMPORAL_ADDRESS listing the frontends at
-// addresses, as make cluster sets it: starter.ClientOptions spreads the calls over them, and
-// the client goes on with the others when one dies.
-func dialFrontends(t *testing.T, namespace string, addresses ...string) client.Client {
-	t.Helper()
-	env := map[string]string{"TEMPORAL_ADDRESS": strings.Join(addresses, ","), "TEMPORAL_NAMESPACE": namespace,
-		"TEMPORAL_CONFIG_FILE": filepath.Join(t.TempDir(), "none.toml")}
-	require.NoError(t, os.WriteFile(env["TEMPORAL_CONFIG_FILE"], nil, 0o600))
-	opts, err := starter.ClientOptions(func(name string) string { return env[name] })
-	require.NoError(t, err)
-	c, err := starter.Dial(t.Context(), opts)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
 }

@@ -240,27 +240,61 @@ func (s *Server) readAddress(stdout io.Reader) error {
 // CPU is the processor time the server's process has used so far, user and system, as Linux's
 // /proc counts it: a benchmark divides it by wall time to see how busy the server was.
 func (s *Server) CPU() (time.Duration, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	return ProcessTreeCPU(s.cmd.Process.Pid)
+}
+
+// ProcessTreeCPU is the processor time, user and system, that the process pid, its children
+// (PostgreSQL's backends, say) and theirs have used so far, as Linux's /proc counts it: those
+// that exited count once their parent has waited for them.
+func ProcessTreeCPU(pid int) (time.Duration, error) {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
-		return 0, fmt.Errorf("testserver: the server's processor time: %w", err)
+		return 0, err
 	}
-	// The command name, field 2, is in parentheses and may hold spaces; utime and stime are the
-	// 12th and 13th fields after it, in clock ticks of USER_HZ, 100 on Linux.
-	_, rest, _ := strings.Cut(string(stat), ") ")
-	fields := strings.Fields(rest)
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("testserver: the server's processor time: short /proc stat %q", rest)
+	children := map[int][]int{}
+	for _, path := range stats {
+		child, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		if fields, err := procStat(child); err == nil {
+			parent, _ := strconv.Atoi(fields[1])
+			children[parent] = append(children[parent], child)
+		}
 	}
 	var ticks int64
-	for _, f := range fields[11:13] {
-		n, err := strconv.ParseInt(f, 10, 64)
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		fields, err := procStat(queue[0])
 		if err != nil {
-			return 0, fmt.Errorf("testserver: the server's processor time: %w", err)
+			if queue[0] == pid {
+				return 0, fmt.Errorf("testserver: the processor time of process %d: %w", pid, err)
+			}
+			continue // a child that exited meanwhile
 		}
-		ticks += n
+		// utime, stime, cutime and cstime, in clock ticks of USER_HZ, 100 on Linux.
+		for _, f := range fields[11:15] {
+			n, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("testserver: the processor time of process %d: %w", queue[0], err)
+			}
+			ticks += n
+		}
+		queue = append(queue, children[queue[0]]...)
 	}
 	const userHZ = 100
 	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// procStat is the fields of /proc/<pid>/stat after the command name, field 2, which is in
+// parentheses and may hold spaces: the state is the first, the parent's pid the second.
+func procStat(pid int) ([]string, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	fields := strings.Fields(rest)
+	if len(fields) < 15 {
+		return nil, fmt.Errorf("short /proc/%d/stat %q", pid, rest)
+	}
+	return fields, nil
 }
 
 // Address is the frontend's host:port.
