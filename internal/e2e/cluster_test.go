@@ -7,12 +7,9 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,7 +38,7 @@ import (
 func TestCluster_aCreateAndDeleteSurviveAServerProcessKilledMidCreate(t *testing.T) {
 	began := time.Now()
 	tc := startTemporalCluster(t, 1, client.Options{})
-	first, second, pgPort := tc.servers[0], tc.servers[1], tc.postgres.port
+	first, second, pgPort := tc.servers[0], tc.servers[1], tc.postgres.Port
 	servers := map[string]*testserver.Server{first.HistoryAddress(): first, second.HistoryAddress(): second}
 	t.Logf("PostgreSQL, schemas and two servers up in %s", time.Since(began).Round(time.Millisecond))
 
@@ -103,7 +100,7 @@ func BenchmarkCluster_hundredProxiesCreatedAndDeletedAtOnce(b *testing.B) {
 // temporalCluster is the topology of make cluster: PostgreSQL, Temporal's schemas set up by
 // pveflow-temporal sql-tool, and two pveflow-temporal -postgres processes as one cluster.
 type temporalCluster struct {
-	postgres postgres
+	postgres testserver.Postgres
 	servers  []*testserver.Server
 }
 
@@ -111,9 +108,9 @@ type temporalCluster struct {
 // clients are made with base; it stops when t ends.
 func startTemporalCluster(t testing.TB, shards int, base client.Options) temporalCluster {
 	t.Helper()
-	tc := temporalCluster{postgres: startPostgres(t)}
-	setUpTemporalSchema(t, tc.postgres.port)
-	pg, clients := testserver.WithPostgres("127.0.0.1", tc.postgres.port), testserver.WithBaseClientOptions(base)
+	tc := temporalCluster{postgres: testserver.StartPostgres(t)}
+	testserver.SetUpTemporalSchema(t, tc.postgres.Port)
+	pg, clients := testserver.WithPostgres("127.0.0.1", tc.postgres.Port), testserver.WithBaseClientOptions(base)
 	// The first records the cluster in the database; the second joins it.
 	first := testserver.New(t, pg, clients, testserver.WithArgs("-history-shards", strconv.Itoa(shards)))
 	second := testserver.New(t, pg, clients, testserver.WithArgs("-history-shards", strconv.Itoa(shards), "-cluster-address", first.Address()))
@@ -143,7 +140,7 @@ func (tc temporalCluster) dial(t testing.TB, logger log.Logger) client.Client {
 // CPU is the processor time the cluster's processes have used so far: both servers, and
 // PostgreSQL with its backends, which do what the embedded server's SQLite does in its process.
 func (tc temporalCluster) CPU() (time.Duration, error) {
-	total, err := testserver.ProcessTreeCPU(tc.postgres.pid)
+	total, err := testserver.ProcessTreeCPU(tc.postgres.Pid)
 	for _, server := range tc.servers {
 		cpu, serverErr := server.CPU()
 		total, err = total+cpu, errors.Join(err, serverErr)
@@ -151,134 +148,11 @@ func (tc temporalCluster) CPU() (time.Duration, error) {
 	return total, err
 }
 
-// postgresBin is the directory of PostgreSQL's initdb, postgres, pg_isready and psql: that of
-// the PATH's initdb (after symbolic links: Debian links only some of them into a PATH
-// directory), or Debian's newest /usr/lib/postgresql/<version>/bin. Without one the test skips, or fails
-// when CI is set: CI must install Debian's postgresql.
-func postgresBin(t testing.TB) string {
-	t.Helper()
-	if initdb, err := exec.LookPath("initdb"); err == nil {
-		if initdb, err = filepath.EvalSymlinks(initdb); err == nil {
-			return filepath.Dir(initdb)
-		}
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	version := func(dir string) int {
-		v, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
-		return v
-	}
-	slices.SortFunc(dirs, func(a, b string) int { return version(a) - version(b) })
-	for _, dir := range slices.Backward(dirs) {
-		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
-			return dir
-		}
-	}
-	missing(t, "PostgreSQL's binaries (initdb, postgres) are neither on PATH nor in /usr/lib/postgresql/*/bin; install them with: apt-get install -y postgresql")
-	return ""
-}
-
-// missing skips t for want of something, or fails it when CI is set.
-func missing(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatal(why + " (CI is set: CI must provide it)")
-	}
-	t.Skip(why)
-}
-
-// postgres is a PostgreSQL that a test started: its port, and its postmaster's process.
-type postgres struct{ port, pid int }
-
-// startPostgres starts a PostgreSQL of t's own on a free loopback port, with its data in
-// t.TempDir() and a superuser temporal that needs no password. It stops when t ends, and dies
-// with the test binary. PostgreSQL refuses to run as root: as root, it runs as the postgres
-// user.
-func startPostgres(t testing.TB) postgres {
-	t.Helper()
-	bin := postgresBin(t)
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	require.NoError(t, os.Mkdir(data, 0o700))
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			missing(t, "PostgreSQL refuses to run as root, and there is no postgres user to run it as: "+err.Error())
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		// t.TempDir's directories are root's, mode 0700: the postgres user must reach data.
-		require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
-		require.NoError(t, os.Chmod(dir, 0o755))
-		require.NoError(t, os.Chown(data, uid, gid))
-	}
-
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "temporal", "--auth=trust", "--encoding=UTF8", "--no-locale")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	out, err := initdb.CombinedOutput()
-	require.NoError(t, err, "initdb: %s", out)
-
-	port := testserver.FreePort(t)
-	logFile, err := os.Create(filepath.Join(dir, "postgres.log"))
-	require.NoError(t, err)
-	// -h: TCP on loopback only; -k "": no Unix socket.
-	pg := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-h", "127.0.0.1", "-k", "")
-	pg.Stdout, pg.Stderr = logFile, logFile
-	pg.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, pg.Start())
-	exited := make(chan struct{})
-	go func() {
-		_ = pg.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = pg.Process.Signal(syscall.SIGQUIT) // immediate shutdown: the data goes with t
-		<-exited
-		logFile.Close()
-	})
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := exec.Command(filepath.Join(bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(port)).Run()
-		if err == nil {
-			return postgres{port: port, pid: pg.Process.Pid}
-		}
-		if _, notReady := errors.AsType[*exec.ExitError](err); !notReady {
-			require.NoError(t, err, "pg_isready")
-		}
-		select {
-		case <-exited:
-		case <-time.After(100 * time.Millisecond):
-			if time.Now().Before(deadline) {
-				continue
-			}
-		}
-		log, _ := os.ReadFile(logFile.Name())
-		t.Fatalf("PostgreSQL did not become ready on port %d; its log:\n%s", port, log)
-	}
-}
-
-// setUpTemporalSchema creates Temporal's databases on the PostgreSQL at port and sets up their
-// schemas with pveflow-temporal sql-tool, as make cluster does.
-func setUpTemporalSchema(t testing.TB, port int) {
-	t.Helper()
-	bin, err := testserver.Binary()
-	require.NoError(t, err)
-	for _, db := range [][2]string{{"temporal", "postgresql/v12/temporal"}, {"temporal_visibility", "postgresql/v12/visibility"}} {
-		tool := []string{"sql-tool", "--plugin", "postgres12", "--ep", "127.0.0.1", "-p", strconv.Itoa(port), "-u", "temporal", "--db", db[0]}
-		for _, step := range [][]string{{"create-database"}, {"setup-schema", "-v", "0.0"}, {"update-schema", "--schema-name", db[1]}} {
-			out, err := exec.Command(bin, append(tool, step...)...).CombinedOutput()
-			require.NoError(t, err, "%s %s: %s", bin, strings.Join(append(tool, step...), " "), out)
-		}
-	}
-}
-
 // shardOwner is the address of the history service that owns history shard 1, as the shard's
 // record in the database names it: its ShardInfo's owner (field 3), "<address>-<sequence>-<uuid>".
 func shardOwner(t testing.TB, port int) string {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(postgresBin(t), "psql"), "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "temporal", "-d", "temporal",
+	out, err := exec.Command(filepath.Join(testserver.PostgresBin(t), "psql"), "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "temporal", "-d", "temporal",
 		"-Atc", "SELECT encode(data, 'hex') FROM shards WHERE shard_id = 1").CombinedOutput()
 	require.NoError(t, err, "psql: %s", out)
 	data, err := hex.DecodeString(strings.TrimSpace(string(out)))
