@@ -96,8 +96,9 @@ bench: $(TEMPORAL_BIN)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./... 2>&1 | $(GO) run ./internal/benchtable
 
 # The long chaos run: 120 proxies created and deleted while the workers are SIGKILLed every 5 to
-# 20 s, the server once, and 20% of Proxmox calls fail (docs/reliability.md). It takes about 8
-# minutes; PVEFLOW_CHAOS_SEED picks another seed.
+# 20 s, the server once, and 20% of Proxmox calls fail (docs/reliability.md), on the embedded
+# server and then on make cluster's topology (one of its two server processes killed). It takes
+# about 8 minutes each; PVEFLOW_CHAOS_SEED picks another seed.
 chaos: $(TEMPORAL_BIN)
 	PVEFLOW_CHAOS_LONG=1 $(GO) test -count=1 -v -timeout 60m -run TestChaos ./internal/chaos/
 

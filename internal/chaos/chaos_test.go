@@ -75,20 +75,25 @@ func TestChaos_proxiesSurviveKillsRestartsAndPVEFaults(t *testing.T) {
 		seed, err = strconv.ParseUint(s, 10, 64)
 		require.NoError(t, err, SeedEnv)
 	}
-	t.Logf("chaos run %s, seed %d: %d proxies (%d kept), clones.perStorage %d, %.0f%% of Proxmox calls failing",
-		name, seed, sc.proxies, sc.kept, perStorage, faultRate*100)
-
-	r := newRun(t, sc, seed)
-	began := time.Now()
-	r.drive()
-	loadTook := time.Since(began)
-	r.stopChaos()
-	r.settle()
-	state := r.simState()
-	r.checkState(state)
-	r.report(name, loadTook, time.Since(began), state)
-	if !t.Failed() {
-		_ = os.RemoveAll(r.dir)
+	// The embedded server, as make run runs it, and make cluster's topology: PostgreSQL and two
+	// server processes as one cluster, which the workers and the client reach both of.
+	for _, topology := range []string{"embedded", "cluster"} {
+		t.Run(topology, func(t *testing.T) {
+			t.Logf("chaos run %s on the %s server, seed %d: %d proxies (%d kept), clones.perStorage %d, %.0f%% of Proxmox calls failing",
+				name, topology, seed, sc.proxies, sc.kept, perStorage, faultRate*100)
+			r := newRun(t, sc, seed, topology == "cluster")
+			began := time.Now()
+			r.drive()
+			loadTook := time.Since(began)
+			r.stopChaos()
+			r.settle()
+			state := r.simState()
+			r.checkState(state)
+			r.report(name+" on the "+topology+" server", loadTook, time.Since(began), state)
+			if !t.Failed() {
+				_ = os.RemoveAll(r.dir)
+			}
+		})
 	}
 }
 
@@ -99,11 +104,13 @@ type run struct {
 	seed uint64
 	dir  string // logs, the server's database, the simulator's files
 
-	server, sim *proc
-	workers     [2]*proc
-	stateURL    string
-	temporal    client.Client
-	starter     *starter.Client
+	// servers are the Temporal server's processes: one, or a cluster's two.
+	servers  []*proc
+	sim      *proc
+	workers  [2]*proc
+	stateURL string
+	temporal client.Client
+	starter  *starter.Client
 
 	stopKills chan struct{}
 	killsDone sync.WaitGroup
@@ -116,12 +123,13 @@ type run struct {
 	kept        []string
 	deleted     []string
 	// counts of what happened, for the report.
-	requests, resent, sendRetries, workerKills, serverKills, mootFailures int
-	gcRuns, gcFailed, gcDeleted, gcDeletedISOs                            int
-	failures                                                              []string
+	requests, resent, sendRetries, workerKills, mootFailures int
+	serversKilled                                            []string
+	gcRuns, gcFailed, gcDeleted, gcDeletedISOs               int
+	failures                                                 []string
 }
 
-func newRun(t *testing.T, sc scenario, seed uint64) *run {
+func newRun(t *testing.T, sc scenario, seed uint64, cluster bool) *run {
 	dir, err := os.MkdirTemp("", "pveflow-chaos-")
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -133,12 +141,28 @@ func newRun(t *testing.T, sc scenario, seed uint64) *run {
 	bin := filepath.Join(dir, "bin")
 	temporalBin := buildBinaries(t, bin)
 
-	port := testserver.FreePort(t)
-	address := fmt.Sprintf("127.0.0.1:%d", port)
-	r.server = &proc{name: "temporal", bin: temporalBin, log: filepath.Join(dir, "temporal.log"),
-		args: []string{"-db", filepath.Join(dir, "temporal.db"), "-port", strconv.Itoa(port), "-ui-port", "-1"}}
-	r.server.mustStart(t, "namespace:")
-	t.Cleanup(r.server.stop)
+	var addresses []string
+	if cluster {
+		pg := testserver.StartPostgres(t)
+		testserver.SetUpTemporalSchema(t, pg.Port)
+		for i := range 2 {
+			port := testserver.FreePort(t)
+			addresses = append(addresses, fmt.Sprintf("127.0.0.1:%d", port))
+			r.servers = append(r.servers, &proc{name: fmt.Sprintf("temporal-%d", i+1), bin: temporalBin, log: filepath.Join(dir, fmt.Sprintf("temporal-%d.log", i+1)),
+				args: []string{"-postgres", "-pg-host", "127.0.0.1", "-pg-port", strconv.Itoa(pg.Port), "-history-shards", "4",
+					"-cluster-address", addresses[0], "-port", strconv.Itoa(port), "-ui-port", "-1"}})
+		}
+	} else {
+		port := testserver.FreePort(t)
+		addresses = append(addresses, fmt.Sprintf("127.0.0.1:%d", port))
+		r.servers = []*proc{{name: "temporal", bin: temporalBin, log: filepath.Join(dir, "temporal.log"),
+			args: []string{"-db", filepath.Join(dir, "temporal.db"), "-port", strconv.Itoa(port), "-ui-port", "-1"}}}
+	}
+	for _, server := range r.servers {
+		server.mustStart(t, "namespace:")
+		t.Cleanup(server.stop)
+	}
+	address := strings.Join(addresses, ",")
 
 	simDir := filepath.Join(dir, "pvesim")
 	r.sim = &proc{name: "pvesim", bin: filepath.Join(bin, "pvesim"), log: filepath.Join(dir, "pvesim.log"),
@@ -164,7 +188,12 @@ func newRun(t *testing.T, sc scenario, seed uint64) *run {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r.temporal, err = client.DialContext(ctx, client.Options{HostPort: address, Namespace: "default"})
+	// As the workers dial: TEMPORAL_ADDRESS may list a cluster's frontends.
+	clientEnv := map[string]string{"TEMPORAL_ADDRESS": address, "TEMPORAL_NAMESPACE": "default", "TEMPORAL_CONFIG_FILE": filepath.Join(dir, "none.toml")}
+	require.NoError(t, os.WriteFile(clientEnv["TEMPORAL_CONFIG_FILE"], nil, 0o600))
+	opts, err := starter.ClientOptions(func(name string) string { return clientEnv[name] })
+	require.NoError(t, err)
+	r.temporal, err = starter.Dial(ctx, opts)
 	require.NoError(t, err)
 	t.Cleanup(r.temporal.Close)
 	r.starter = starter.New(r.temporal, taskQueue)
@@ -210,6 +239,13 @@ func (r *run) between(src *rand.Rand, lo, hi time.Duration) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return lo + time.Duration(src.Int64N(int64(hi-lo)))
+}
+
+// pick draws an index in [0, n) from src.
+func (r *run) pick(src *rand.Rand, n int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return src.IntN(n)
 }
 
 // drive runs the load: every proxy's requests, the collections, the worker kills and the one
@@ -441,8 +477,9 @@ func (r *run) killLoop(w *proc) {
 	}
 }
 
-// killServerOnce SIGKILLs the Temporal server a third into the load and starts it again on
-// its database, on the same port.
+// killServerOnce SIGKILLs a Temporal server process a third into the load and starts it again
+// on its database, on the same port: the embedded server after 2 s; one of a cluster's two
+// after 10 s, once the other has taken over its shards (ringpop finds a host dead in about 6 s).
 func (r *run) killServerOnce() {
 	defer r.killsDone.Done()
 	select {
@@ -450,11 +487,17 @@ func (r *run) killServerOnce() {
 		return
 	case <-time.After(r.sc.load / 3):
 	}
-	r.server.kill()
-	r.count(&r.serverKills)
-	time.Sleep(2 * time.Second)
-	if _, err := r.server.start("namespace:"); err != nil {
-		r.fail("restart the Temporal server: %v", err)
+	victim, down := r.servers[0], 2*time.Second
+	if len(r.servers) > 1 {
+		victim, down = r.servers[r.pick(r.kills, len(r.servers))], 10*time.Second
+	}
+	victim.kill()
+	r.mu.Lock()
+	r.serversKilled = append(r.serversKilled, victim.name)
+	r.mu.Unlock()
+	time.Sleep(down)
+	if _, err := victim.start("namespace:"); err != nil {
+		r.fail("restart %s: %v", victim.name, err)
 	}
 }
 
@@ -468,8 +511,10 @@ func (r *run) stopChaos() {
 			w.mustStart(r.t, "")
 		}
 	}
-	if !r.server.running() {
-		r.server.mustStart(r.t, "namespace:")
+	for _, server := range r.servers {
+		if !server.running() {
+			server.mustStart(r.t, "namespace:")
+		}
 	}
 }
 
@@ -511,7 +556,7 @@ func (r *run) report(name string, load, total time.Duration, st pvesim.State) {
 		name, r.seed, r.sc.proxies, len(r.kept), len(r.deleted), load.Round(time.Second), total.Round(time.Second))
 	fmt.Fprintf(&b, "  requests sent: %d; runs that needed a second start: %d; sends retried (server or workers away): %d; failures made moot by a later request: %d\n",
 		r.requests, r.resent, r.sendRetries, r.mootFailures)
-	fmt.Fprintf(&b, "  workers SIGKILLed: %d; server SIGKILLed: %d\n", r.workerKills, r.serverKills)
+	fmt.Fprintf(&b, "  workers SIGKILLed: %d; server processes SIGKILLed: %d %v\n", r.workerKills, len(r.serversKilled), r.serversKilled)
 	fmt.Fprintf(&b, "  collections: %d (%d failed or with a failed deletion); they deleted %d VMs and %d seed ISOs\n", r.gcRuns, r.gcFailed, r.gcDeleted, r.gcDeletedISOs)
 	fmt.Fprintf(&b, "  Proxmox calls: %d, failed at random: %d (%.1f%%)\n", st.Calls, faults, 100*float64(faults)/float64(max(st.Calls, 1)))
 	for _, kind := range slices.Sorted(maps.Keys(st.Faults)) {
