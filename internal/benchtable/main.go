@@ -14,6 +14,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"golang.org/x/perf/benchfmt"
@@ -109,14 +110,11 @@ func main() {
 	}
 }
 
-// read passes in through to out and returns the values of its results, by benchmark name and
-// unit. A benchmark run several times keeps its last value.
+// read passes in through to out (echo) and returns the values of its results, by benchmark name
+// and unit. A benchmark run several times keeps its last value.
 func read(in io.Reader, out io.Writer) (map[string]map[string]float64, error) {
 	pr, pw := io.Pipe()
-	go func() {
-		_, err := io.Copy(io.MultiWriter(out, pw), bufio.NewReader(in))
-		pw.CloseWithError(err)
-	}()
+	go func() { pw.CloseWithError(echo(in, out, pw)) }()
 	results := map[string]map[string]float64{}
 	r := benchfmt.NewReader(pr, "stdin")
 	for r.Scan() {
@@ -133,6 +131,41 @@ func read(in io.Reader, out io.Writer) (map[string]map[string]float64, error) {
 		}
 	}
 	return results, r.Err()
+}
+
+// echo copies in to all, and to out but for what the packages without benchmarks print
+// (`? pkg [no test files]`, and `PASS` and `ok pkg` with no benchmark of pkg before them), so
+// that the benchmarks' output is what shows before the table. A failure shows whatever its
+// package.
+func echo(in io.Reader, out, all io.Writer) error {
+	lines := bufio.NewScanner(in)
+	lines.Buffer(nil, 1<<20)
+	benchmarked := "" // the package whose benchmarks print, from its "pkg:" line
+	passed := false   // a PASS held until its package's ok line says whose it is
+	for lines.Scan() {
+		line := lines.Text()
+		if _, err := fmt.Fprintln(all, line); err != nil {
+			return err
+		}
+		switch fields := strings.Fields(line); {
+		case strings.HasPrefix(line, "?") && strings.HasSuffix(line, "[no test files]"):
+			continue
+		case line == "PASS":
+			passed = true
+			continue
+		case len(fields) > 1 && fields[0] == "ok" && fields[1] != benchmarked:
+			passed = false
+			continue
+		case len(fields) > 1 && fields[0] == "pkg:":
+			benchmarked = fields[1]
+		}
+		if passed {
+			fmt.Fprintln(out, "PASS")
+			passed = false
+		}
+		fmt.Fprintln(out, line)
+	}
+	return lines.Err()
 }
 
 // nameOf is a benchmark's full name without its GOMAXPROCS suffix.

@@ -21,15 +21,23 @@ func allRun(v float64) string {
 	return b.String()
 }
 
-func TestRead_keysResultsByNameWithoutGOMAXPROCSAndPassesTheInputThrough(t *testing.T) {
-	in := "BenchmarkFleet_proxiesCreatedAndDeletedAtOnce/proxies=100/perStorage=4-2 \t1\t37.4 s/fleet\t1.34 x-floor\n" +
-		"BenchmarkCeiling_x-16 \t1\t140 activity-executions/s\n"
+func TestRead_keysResultsByNameWithoutGOMAXPROCSAndPassesTheBenchmarksOutputThrough(t *testing.T) {
+	benchmarks := "goos: linux\npkg: github.com/pveflow/pveflow/internal/e2e\n" +
+		"BenchmarkFleet_proxiesCreatedAndDeletedAtOnce/proxies=100/perStorage=4-2 \t1\t37.4 s/fleet\t1.34 x-floor\n" +
+		"BenchmarkCeiling_x-16 \t1\t140 activity-executions/s\n" +
+		"PASS\nok  \tgithub.com/pveflow/pveflow/internal/e2e\t600.1s\n"
+	in := "?   \tgithub.com/pveflow/pveflow/internal/testserver\t[no test files]\n" +
+		"PASS\nok  \tgithub.com/pveflow/pveflow/activities\t0.04s\n" +
+		benchmarks +
+		"PASS\nok  \tgithub.com/pveflow/pveflow/workflows\t0.03s\n" +
+		"--- FAIL: TestX\nFAIL\tgithub.com/pveflow/pveflow/starter\t0.1s\n"
 	var out bytes.Buffer
 
 	results, err := read(strings.NewReader(in), &out)
 
 	require.NoError(t, err)
-	assert.Equal(t, in, out.String())
+	assert.Equal(t, benchmarks+"--- FAIL: TestX\nFAIL\tgithub.com/pveflow/pveflow/starter\t0.1s\n", out.String(),
+		"the packages without benchmarks are left out, a failure is not")
 	assert.Equal(t, 1.34, results["Fleet_proxiesCreatedAndDeletedAtOnce/proxies=100/perStorage=4"]["x-floor"])
 	assert.Equal(t, 140.0, results["Ceiling_x"]["activity-executions/s"])
 }
