@@ -220,6 +220,13 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		temporal.WithDynamicConfigClient(dynamicconfig.StaticClient{
 			// Search attributes registered at start are then usable at once.
 			dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
+			// A history shard reads its transfer and timer queues at most 20 times a second by
+			// default, a budget made for clusters of hundreds of shards; with one shard (four
+			// for make cluster) a loaded server then starts each workflow task 25 to 50 ms after
+			// it was scheduled, where an idle one takes 2 ms, and a clone slot's turn takes three
+			// in a row (docs/performance.md). The compose file's server has the same.
+			dynamicconfig.TransferProcessorMaxPollRPS.Key(): 200,
+			dynamicconfig.TimerProcessorMaxPollRPS.Key():    200,
 		}),
 	}
 	if hosts != nil {
