@@ -186,16 +186,8 @@ func newRun(t *testing.T, sc scenario, seed uint64, cluster bool) *run {
 		r.workers[i] = w
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	// As the workers dial: TEMPORAL_ADDRESS may list a cluster's frontends.
-	clientEnv := map[string]string{"TEMPORAL_ADDRESS": address, "TEMPORAL_NAMESPACE": "default", "TEMPORAL_CONFIG_FILE": filepath.Join(dir, "none.toml")}
-	require.NoError(t, os.WriteFile(clientEnv["TEMPORAL_CONFIG_FILE"], nil, 0o600))
-	opts, err := starter.ClientOptions(func(name string) string { return clientEnv[name] })
-	require.NoError(t, err)
-	r.temporal, err = starter.Dial(ctx, opts)
-	require.NoError(t, err)
-	t.Cleanup(r.temporal.Close)
+	r.temporal = testserver.DialFrontends(t, "default", nil, addresses...)
 	r.starter = starter.New(r.temporal, taskQueue)
 	return r
 }

@@ -5,7 +5,6 @@ package e2e_test
 import (
 	"encoding/hex"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -22,7 +21,6 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/testserver"
-	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -118,23 +116,10 @@ func startTemporalCluster(t testing.TB, shards int, base client.Options) tempora
 	return tc
 }
 
-// dial is a client of the cluster, logging to logger (nil: the SDK's default), with
-// TEMPORAL_ADDRESS listing both frontends, as make cluster sets it: starter.ClientOptions
-// spreads the calls over them, and the client goes on with the other when one dies.
+// dial is a client of the cluster that reaches both frontends, as make cluster's worker does.
 func (tc temporalCluster) dial(t testing.TB, logger log.Logger) client.Client {
 	t.Helper()
-	env := map[string]string{"TEMPORAL_ADDRESS": tc.servers[0].Address() + "," + tc.servers[1].Address(),
-		"TEMPORAL_NAMESPACE": tc.servers[0].Namespace(), "TEMPORAL_CONFIG_FILE": filepath.Join(t.TempDir(), "none.toml")}
-	require.NoError(t, os.WriteFile(env["TEMPORAL_CONFIG_FILE"], nil, 0o600))
-	opts, err := starter.ClientOptions(func(name string) string { return env[name] })
-	require.NoError(t, err)
-	if logger != nil {
-		opts.Logger = logger
-	}
-	c, err := starter.Dial(t.Context(), opts)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
+	return testserver.DialFrontends(t, tc.servers[0].Namespace(), logger, tc.servers[0].Address(), tc.servers[1].Address())
 }
 
 // CPU is the processor time the cluster's processes have used so far: both servers, and
