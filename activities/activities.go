@@ -152,11 +152,11 @@ func (a *Activities) VMConfig(ctx context.Context, req VMConfigRequest) (pve.VMC
 	case WaitNone:
 	case WaitUnlocked:
 		if c["lock"] != "" {
-			return c, notReady(ErrNotReady, "%s is locked (%s), waiting for the lock to clear", req.VMRef, c["lock"])
+			return c, notReady(ErrNotReady, 0, "%s is locked (%s), waiting for the lock to clear", req.VMRef, c["lock"])
 		}
 	case WaitOwnerKnown:
 		if _, known := proxy.OwnerOf(c); !known {
-			return c, notReady(ErrNotReady, "%s is being cloned and shows no owner's mark yet, waiting for the clone to write it", req.VMRef)
+			return c, notReady(ErrNotReady, 0, "%s is being cloned and shows no owner's mark yet, waiting for the clone to write it", req.VMRef)
 		}
 	default:
 		return c, failure("read config of "+req.VMRef.String(), pve.Classified(pve.Permanent, fmt.Errorf("unknown wait %q", req.WaitFor)))
@@ -250,6 +250,8 @@ type VMStatusRequest struct {
 	VMRef
 	// WaitFor is WaitNone, WaitRunning or WaitUnlocked.
 	WaitFor string `json:"waitFor,omitempty"`
+	// Pace spaces the looks of a wait; without it, the retry policy does.
+	Pace *Pace `json:"pace,omitempty"`
 }
 
 // VMStatus reads a VM's status. With WaitFor set, it fails with a retryable NotReady error until
@@ -264,11 +266,11 @@ func (a *Activities) VMStatus(ctx context.Context, req VMStatusRequest) (pve.VMS
 	case WaitNone:
 	case WaitRunning:
 		if s.Status != "running" {
-			return s, notReady(ErrNotReady, "%s is %s, waiting for it to run", req.VMRef, s.Status)
+			return s, notReady(ErrNotReady, req.Pace.nextLook(a.now()), "%s is %s, waiting for it to run", req.VMRef, s.Status)
 		}
 	case WaitUnlocked:
 		if s.Lock != "" {
-			return s, notReady(ErrNotReady, "%s is locked (%s), waiting for the lock to clear", req.VMRef, s.Lock)
+			return s, notReady(ErrNotReady, req.Pace.nextLook(a.now()), "%s is locked (%s), waiting for the lock to clear", req.VMRef, s.Lock)
 		}
 	default:
 		return s, failure("read status of "+req.VMRef.String(), pve.Classified(pve.Permanent, fmt.Errorf("unknown wait %q", req.WaitFor)))
@@ -281,6 +283,8 @@ type TaskStatusRequest struct {
 	// Node runs the task; when empty it is taken from the UPID.
 	Node string   `json:"node,omitempty"`
 	UPID pve.UPID `json:"upid"`
+	// Pace spaces the looks at the running task; without it, the retry policy does.
+	Pace *Pace `json:"pace,omitempty"`
 }
 
 // TaskResult is a finished task's outcome.
@@ -313,7 +317,7 @@ func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 	}
 	if !s.Done() {
 		running := a.now().Sub(time.Unix(info.StartTime, 0)).Truncate(time.Second)
-		return TaskResult{}, notReady(ErrTaskRunning, "%s task %s still running on node %s (for %s)", what, req.UPID, node, running)
+		return TaskResult{}, notReady(ErrTaskRunning, req.Pace.nextLook(a.now()), "%s task %s still running on node %s (for %s)", what, req.UPID, node, running)
 	}
 	a.recordTaskWait(ctx, info)
 	warnings, err := s.Result()
@@ -386,6 +390,9 @@ type AgentRequest struct {
 	// Addresses are net0's static addresses, as the seed's network-config gives them; empty is
 	// DHCP's IPv4.
 	Addresses proxy.Addresses `json:"addresses,omitzero"`
+	// Pace spaces the looks of WaitReady, an agent that does not answer yet included; without
+	// it, the retry policy does.
+	Pace *Pace `json:"pace,omitempty"`
 }
 
 // AgentResult is what the guest agent reported.
@@ -406,12 +413,16 @@ func (a *Activities) AgentNetworkInterfaces(ctx context.Context, req AgentReques
 	req.annotate(ctx)
 	ifaces, err := a.API.AgentNetworkInterfaces(ctx, req.Node, req.VMID)
 	if err != nil {
-		return AgentResult{}, failure("read guest network interfaces of "+req.VMRef.String(), err)
+		var next time.Duration
+		if req.WaitReady && pve.Classify(err) == pve.AgentNotRunning {
+			next = req.Pace.nextLook(a.now())
+		}
+		return AgentResult{}, failureLookingAgainIn("read guest network interfaces of "+req.VMRef.String(), err, next)
 	}
 	r := req.Addresses.Report(ifaces, req.MAC)
 	res := AgentResult{Interfaces: ifaces, IPv4: r.IPv4, IPv6: r.IPv6, Addresses: r.Addresses}
 	if missing := req.Addresses.Missing(ifaces, req.MAC); req.WaitReady && len(missing) > 0 {
-		return res, notReady(ErrNotReady, "guest agent of %s does not report yet on net0 (MAC %s): %s", req.VMRef, cmp.Or(req.MAC, "unknown"), strings.Join(missing, ", "))
+		return res, notReady(ErrNotReady, req.Pace.nextLook(a.now()), "guest agent of %s does not report yet on net0 (MAC %s): %s", req.VMRef, cmp.Or(req.MAC, "unknown"), strings.Join(missing, ", "))
 	}
 	return res, nil
 }

@@ -206,6 +206,40 @@ func TestTaskStatus_runningIsRetryableBenignTaskRunning(t *testing.T) {
 	assert.Contains(t, appErr.Message(), "12s", "the message says how long the task has run")
 }
 
+func TestTaskStatus_aRunningTaskIsLookedAtAgainAtItsWaitsPace(t *testing.T) {
+	poll := config.Default().Poll
+	for _, tc := range []struct {
+		name   string
+		paced  bool
+		waited time.Duration
+		next   time.Duration
+	}{
+		{"without a pace, the retry policy spaces the looks", false, 20 * time.Second, 0},
+		{"a young wait looks every second", true, 3 * time.Second, time.Second},
+		{"then after a fifth of the time waited", true, 20 * time.Second, 4 * time.Second},
+		{"at most ten seconds apart", true, 5 * time.Minute, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": time.Hour} })
+			var upid pve.UPID
+			require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
+				Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test", Full: true},
+			}))
+			req := activities.TaskStatusRequest{UPID: upid}
+			if tc.paced {
+				req.Pace = &activities.Pace{Since: f.clock.Now(), Poll: poll}
+			}
+			f.clock.Advance(tc.waited)
+
+			err := f.run(t, f.acts.TaskStatus, nil, req)
+
+			appErr := appError(t, err)
+			assert.Equal(t, activities.ErrTaskRunning, appErr.Type())
+			assert.Equal(t, tc.next, appErr.NextRetryDelay())
+		})
+	}
+}
+
 func TestTaskStatus_successAfterTaskEnds(t *testing.T) {
 	f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 30 * time.Second} })
 	var upid pve.UPID
@@ -445,6 +479,20 @@ func TestAgentNetworkInterfaces_agentNotRunningIsRetryable(t *testing.T) {
 	assert.Equal(t, activities.ErrAgentNotRunning, appErr.Type())
 	assert.False(t, appErr.NonRetryable())
 	assert.Equal(t, temporal.ApplicationErrorCategoryBenign, appErr.Category())
+}
+
+func TestAgentNetworkInterfaces_anAgentNotAnsweringYetIsLookedAtAgainAtTheWaitsPace(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	f.start(t, ref)
+	pace := &activities.Pace{Since: f.clock.Now().Add(-time.Minute), Poll: config.Default().Poll}
+
+	waiting := f.run(t, f.acts.AgentNetworkInterfaces, nil, activities.AgentRequest{VMRef: ref, WaitReady: true, Pace: pace})
+	reading := f.run(t, f.acts.AgentNetworkInterfaces, nil, activities.AgentRequest{VMRef: ref, Pace: pace})
+
+	assert.Equal(t, activities.ErrAgentNotRunning, appError(t, waiting).Type())
+	assert.Equal(t, 10*time.Second, appError(t, waiting).NextRetryDelay())
+	assert.Zero(t, appError(t, reading).NextRetryDelay(), "a read that does not wait leaves its retries to the policy")
 }
 
 func TestAgentNetworkInterfaces_reportsRoutableIPv4AfterBoot(t *testing.T) {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
@@ -90,6 +92,13 @@ func FaultOf(err error) (Fault, bool) {
 // an operator needs (the step, VMID, node and Proxmox's own text); the error itself is built by
 // the client and the simulator, which never put the token or cloud-init text into it.
 func failure(step string, err error) error {
+	return failureLookingAgainIn(step, err, 0)
+}
+
+// failureLookingAgainIn is failure for a look of a wait that err's class means is not over yet
+// (a guest agent that does not answer while the guest boots): retried after next, the wait's
+// pace, or by the retry policy when next is 0.
+func failureLookingAgainIn(step string, err error, next time.Duration) error {
 	class := pve.Classify(err)
 	msg := err.Error()
 	if _, named := errors.AsType[*pve.CallError](err); !named {
@@ -100,8 +109,9 @@ func failure(step string, err error) error {
 	}
 	if retryable[class] {
 		return temporal.NewApplicationErrorWithOptions(msg, string(class), temporal.ApplicationErrorOptions{
-			Category: benignFor(class),
-			Details:  []any{faultOf(err)},
+			Category:       benignFor(class),
+			Details:        []any{faultOf(err)},
+			NextRetryDelay: next,
 		})
 	}
 	return temporal.NewNonRetryableApplicationError(msg, string(class), nil, faultOf(err))
@@ -116,12 +126,33 @@ func benignFor(c pve.Class) temporal.ApplicationErrorCategory {
 	return temporal.ApplicationErrorCategoryUnspecified
 }
 
-// notReady is the retryable, benign error of a wait that has not reached its state yet. Its
-// message is what the Temporal UI shows as the pending activity's last failure.
-func notReady(errType, format string, args ...any) error {
+// notReady is the retryable, benign error of a wait that has not reached its state yet, to be
+// looked at again after next (by the retry policy when 0). Its message is what the Temporal UI
+// shows as the pending activity's last failure.
+func notReady(errType string, next time.Duration, format string, args ...any) error {
 	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf(format, args...), errType, temporal.ApplicationErrorOptions{
-		Category: temporal.ApplicationErrorCategoryBenign,
+		Category:       temporal.ApplicationErrorCategoryBenign,
+		NextRetryDelay: next,
 	})
+}
+
+// Pace is how a wait spaces its looks: by Poll.NextLook of the time since Since, its first
+// look. A look that finds the wait not over says when the next one comes (the ApplicationError's
+// NextRetryDelay), as a retry policy, which spaces attempts by their number alone, cannot. The
+// workflow gives the pace of its run's settings, so a worker's config read later does not change
+// a wait under way.
+type Pace struct {
+	Since time.Time   `json:"since"`
+	Poll  config.Poll `json:"poll"`
+}
+
+// nextLook is how long after now the wait paced by p looks again: 0, the retry policy's
+// interval, without a pace.
+func (p *Pace) nextLook(now time.Time) time.Duration {
+	if p == nil {
+		return 0
+	}
+	return p.Poll.NextLook(now.Sub(p.Since))
 }
 
 func asTaskError(err error) (*pve.TaskError, bool) {

@@ -72,7 +72,7 @@ func (a *Activities) DescribeRun(ctx context.Context, req DescribeRunRequest) (R
 		return RunInfo{}, failure(step, err)
 	}
 	if req.WaitClosed && run.Running {
-		return run, notReady(ErrNotReady, "workflow %s run %s, started %s, still runs", req.WorkflowID, run.RunID, run.StartedAt.Format(time.RFC3339))
+		return run, notReady(ErrNotReady, 0, "workflow %s run %s, started %s, still runs", req.WorkflowID, run.RunID, run.StartedAt.Format(time.RFC3339))
 	}
 	return run, nil
 }

@@ -701,7 +701,7 @@ func waitTask(ctx workflow.Context, s settings, t *tracker, first firstLooks, up
 	var a *activities.Activities
 	t.step(summary)
 	t.task(upid)
-	opts, req := s.waitOptions(budget, summary+", "+string(upid)), activities.TaskStatusRequest{UPID: upid}
+	opts, req := s.waitOptions(budget, summary+", "+string(upid)), activities.TaskStatusRequest{UPID: upid, Pace: s.pace(ctx)}
 	wait := poll(ctx, opts, a.TaskStatus, req)
 	if first == activityFirst {
 		wait.localLooks = 0

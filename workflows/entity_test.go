@@ -404,8 +404,10 @@ func TestProxy_twoChangesInARowTheLaterWins(t *testing.T) {
 	// Both come while the create runs, so one change serves both.
 	p.request(10*time.Second, workflows.ChangeUpdate, "change-1", workflows.ChangeRequest{UID: uid, MachineType: "large"})
 	p.request(11*time.Second, workflows.ChangeUpdate, "change-2", workflows.ChangeRequest{UID: uid, MachineType: "xlarge"})
-	// This one comes while that change runs, and runs after it.
-	p.request(80*time.Second, workflows.ChangeUpdate, "change-3", workflows.ChangeRequest{UID: uid, MachineType: "large"})
+	// This one comes while that change runs (the create ends at about 82 s, its 45 s clone seen
+	// at 54 s and its guest's boot; the change reboots it and runs to about 105 s), and runs
+	// after it.
+	p.request(90*time.Second, workflows.ChangeUpdate, "change-3", workflows.ChangeRequest{UID: uid, MachineType: "large"})
 	var final pve.VMConfig
 	var desired workflows.DesiredState
 	p.at(time.Hour, func() {

@@ -137,9 +137,11 @@ func (s settings) readOptions(summary string) workflow.ActivityOptions {
 }
 
 // waitOptions are the options of an activity that waits by failing until what it waits for has
-// happened, or by retrying a call PVE refuses for now: the budget bounds the whole wait (ScheduleToClose), the poll policy spaces the
-// attempts, brisk while the wait is young and backing off to a cap for long ones. One attempt
-// takes at most attemptTimeout of the budget.
+// happened, or by retrying a call PVE refuses for now: the budget bounds the whole wait
+// (ScheduleToClose). A wait given a pace (settings.pace) spaces its looks by it, brisk while the
+// wait is young and backing off to a cap for long ones; the retry policy spaces the rest, the
+// retries of a call PVE refused and of a look that met backend trouble. One attempt takes at most
+// attemptTimeout of the budget.
 //
 // MaximumAttempts is set explicitly: the test environment otherwise stops after 10 attempts
 // while the server would go on, and both must behave alike.
@@ -175,18 +177,17 @@ func attemptTimeout(budget, request time.Duration) time.Duration {
 	return min(request, budget/attemptShare)
 }
 
-// attemptsWithin counts the attempts the poll policy starts within budget, plus one, so the
-// budget and not the attempt count is what ends a wait.
+// attemptsWithin bounds the attempts a wait starts within budget, plus one, so the budget and
+// not the attempt count is what ends a wait: no attempt comes sooner than InitialInterval after
+// the one before, whether the retry policy or the wait's pace (activities.Pace) spaces them, and
+// whatever the clocks of the worker and the server say.
 func attemptsWithin(budget time.Duration, p config.Poll) int32 {
-	attempts := int32(1)
-	interval := float64(p.InitialInterval)
-	for elapsed := time.Duration(0); ; attempts++ {
-		elapsed += time.Duration(interval)
-		if elapsed > budget || attempts == 1<<20 {
-			return attempts + 1
-		}
-		interval = min(interval*p.BackoffCoefficient, float64(p.MaximumInterval))
-	}
+	return int32(min(budget/p.InitialInterval, 1<<20)) + 2
+}
+
+// pace is the pace of a wait whose first look is now: the run's poll settings.
+func (s settings) pace(ctx workflow.Context) *activities.Pace {
+	return &activities.Pace{Since: workflow.Now(ctx), Poll: s.Poll}
 }
 
 // execute runs activity with args under opts, as an activity of its own: the waits that outlast
@@ -222,14 +223,14 @@ func call(ctx workflow.Context, opts workflow.ActivityOptions, activity any, arg
 // by then goes on as an activity under opts (execute), with the budget left, pending in the UI
 // (a stalled boot shows there a second after it began), its first attempt at once (a look is a
 // read, and a timer before it would cost the history as much as the activity) and its retries
-// where the policy would have put them had the wait been one activity from the start. A
-// clone's wait is an activity from its first look (waitTask, activityFirst).
+// where its pace puts them, counted from the wait's first look. A clone's wait is an activity
+// from its first look (waitTask, activityFirst).
 func poll(ctx workflow.Context, opts workflow.ActivityOptions, activity any, args ...any) quickCall {
 	return quickCall{ctx: ctx, opts: opts, activity: activity, args: args, localLooks: youngLooks, lookAgainAtOnce: true}
 }
 
 // youngLooks is how many looks a wait (poll) makes as a local activity: at once, and after the
-// poll policy's first interval (1 s by default). The local activity holds its workflow task open
+// poll's initial interval (1 s by default). The local activity holds its workflow task open
 // meanwhile; the SDK warns about a workflow task open past 5 s, and a create makes three waits
 // in a row (the seed's upload, the resize, the start) in one.
 const youngLooks = 2

@@ -190,7 +190,7 @@ func (o *proxyOps) awaitReady(v *vm, addrs proxy.Addresses) (activities.AgentRes
 	o.t.phase(PhaseBooting, "wait for the VM to run")
 	summary := "wait for " + ref.String() + " to run"
 	if err := poll(o.ctx, o.s.waitOptions(o.s.Budgets.Running, summary), a.VMStatus,
-		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}).Get(o.ctx, nil); err != nil {
+		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning, Pace: o.s.pace(o.ctx)}).Get(o.ctx, nil); err != nil {
 		return activities.AgentResult{}, fail(summary, err)
 	}
 	if v.Config == nil {
@@ -203,7 +203,7 @@ func (o *proxyOps) awaitReady(v *vm, addrs proxy.Addresses) (activities.AgentRes
 	o.t.step(summary)
 	var agent activities.AgentResult
 	if err := poll(o.ctx, o.s.waitOptions(o.s.Budgets.Agent, summary), a.AgentNetworkInterfaces,
-		activities.AgentRequest{VMRef: ref, WaitReady: true, MAC: proxy.MACFromNet(v.Config["net0"]), Addresses: addrs}).Get(o.ctx, &agent); err != nil {
+		activities.AgentRequest{VMRef: ref, WaitReady: true, MAC: proxy.MACFromNet(v.Config["net0"]), Addresses: addrs, Pace: o.s.pace(o.ctx)}).Get(o.ctx, &agent); err != nil {
 		return activities.AgentResult{}, fail(summary, err)
 	}
 	return agent, nil

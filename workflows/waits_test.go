@@ -32,3 +32,36 @@ func TestCreate_aWaitOutOfBudgetFailsTransientAndANewStartResumesOnTheSameVM(t *
 	assert.Len(t, w.vms(), 1)
 	assert.Equal(t, 1, w.cluster.CallCount("Clone"))
 }
+
+// Every task a create waits for is seen to have ended within a fifth of its duration or a
+// second, whichever is more (the default poll settings), from a tenth of a second to ten
+// minutes: a clone's wait, an activity from its first look, and the waits that look first in the
+// worker (the seed's upload and release, the resize, the start).
+func TestCreate_seesEveryTasksEndWithinAFifthOfItsDurationOrASecond(t *testing.T) {
+	// Some end just after a look (at 5 s, at 7.2 s), the latest they can be seen.
+	for _, took := range []time.Duration{100 * time.Millisecond, 900 * time.Millisecond, 1500 * time.Millisecond,
+		2500 * time.Millisecond, 5050 * time.Millisecond, 5400 * time.Millisecond, 7250 * time.Millisecond, 13 * time.Second,
+		30 * time.Second, 49 * time.Second, 2 * time.Minute, 10 * time.Minute} {
+		t.Run(took.String(), func(t *testing.T) {
+			w := newWorld(t, func(o *pvesim.Options) {
+				o.TaskDurations = map[string]time.Duration{"qmclone": took, "imgcopy": took, "resize": took, "qmstart": took, "imgdel": took}
+			})
+			// Room for every wait, the seed's release included, whose budget is a request's.
+			b := &w.cfg.Budgets
+			b.Clone, b.Upload, b.Resize, b.Start, b.Request = 15*time.Minute, 15*time.Minute, 15*time.Minute, 15*time.Minute, 15*time.Minute
+
+			_, err := w.create(createInput())
+
+			require.NoError(t, err)
+			tasks := w.cluster.TaskRuns()
+			require.Len(t, tasks, 5)
+			poll := w.cfg.Poll
+			for _, task := range tasks {
+				require.False(t, task.Seen.IsZero(), "the end of %s was never seen", task.Type)
+				late := task.Seen.Sub(task.End)
+				bound := max(time.Duration((poll.BackoffCoefficient-1)*float64(took)), poll.InitialInterval)
+				assert.LessOrEqual(t, late, bound, "%s of %s seen to end %s late", task.Type, took, late)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"time"
 
@@ -170,11 +171,24 @@ type Budgets struct {
 }
 
 // Poll spaces the attempts of a wait: brisk while it is young, backing off to a cap, so that
-// a long clone costs few polls and a quick start is seen quickly.
+// a long clone costs few polls and a quick start is seen quickly. A wait's looks are spaced by
+// NextLook; calls PVE refuses for now (a lock, backend trouble) are retried as Temporal's retry
+// policy with these fields spaces them.
 type Poll struct {
 	InitialInterval    time.Duration `yaml:"initialInterval" json:"initialInterval"`
 	BackoffCoefficient float64       `yaml:"backoffCoefficient" json:"backoffCoefficient"`
 	MaximumInterval    time.Duration `yaml:"maximumInterval" json:"maximumInterval"`
+}
+
+// NextLook is how long a wait that has waited so long waits before its next look: the part
+// BackoffCoefficient-1 of the time waited (a fifth by default), no less than InitialInterval and
+// no more than MaximumInterval. Past its first seconds each look then comes BackoffCoefficient
+// times as long after the wait began as the one before, so what the wait waits for is seen within
+// that part of the time it took, or InitialInterval, whichever is more (until MaximumInterval
+// caps the interval). A backoff by the attempt's number alone, as a retry policy's, looks
+// InitialInterval later than that at every step.
+func (p Poll) NextLook(waited time.Duration) time.Duration {
+	return min(max(time.Duration(math.Round((p.BackoffCoefficient-1)*float64(waited))), p.InitialInterval), p.MaximumInterval)
 }
 
 // Default is the configuration with every default set. It is not valid by itself: the

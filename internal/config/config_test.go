@@ -574,3 +574,26 @@ func TestLoad_invalidFileNamesPath(t *testing.T) {
 	assert.Contains(t, err.Error(), "config "+path+": ")
 	assert.Contains(t, err.Error(), "proxmox.url: must be set")
 }
+
+func TestPoll_nextLookIsAFifthOfTheTimeWaitedBetweenASecondAndTen(t *testing.T) {
+	p := Default().Poll
+	for _, tc := range []struct{ waited, next time.Duration }{
+		{0, time.Second},
+		{4 * time.Second, time.Second},
+		{5 * time.Second, time.Second},
+		{6 * time.Second, 1200 * time.Millisecond},
+		{30 * time.Second, 6 * time.Second},
+		{50 * time.Second, 10 * time.Second},
+		{10 * time.Minute, 10 * time.Second},
+	} {
+		assert.Equal(t, tc.next, p.NextLook(tc.waited), "after %s", tc.waited)
+	}
+}
+
+func TestPoll_nextLookWithCoefficientOneIsAFixedPeriod(t *testing.T) {
+	p := Poll{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1, MaximumInterval: time.Second}
+
+	for _, waited := range []time.Duration{0, time.Second, time.Hour} {
+		assert.Equal(t, 200*time.Millisecond, p.NextLook(waited), "after %s", waited)
+	}
+}

@@ -121,9 +121,10 @@ func (p plainProgram) wait(ctx context.Context, node string, upid pve.UPID, err 
 	})
 }
 
-// until looks at once, then at the poll policy's intervals, until done says so.
+// until looks at once, then at the poll settings' pace (config.Poll.NextLook), as pveflow's
+// waits do, until done says so.
 func (p plainProgram) until(ctx context.Context, done func() (bool, error)) error {
-	interval := p.poll.InitialInterval
+	since := time.Now()
 	for {
 		ok, err := done()
 		if ok || err != nil {
@@ -132,9 +133,8 @@ func (p plainProgram) until(ctx context.Context, done func() (bool, error)) erro
 		select {
 		case <-ctx.Done():
 			return errors.Join(ctx.Err(), errors.New("gave up waiting"))
-		case <-time.After(interval):
+		case <-time.After(p.poll.NextLook(time.Since(since))):
 		}
-		interval = min(time.Duration(float64(interval)*p.poll.BackoffCoefficient), p.poll.MaximumInterval)
 	}
 }
 

@@ -1,7 +1,10 @@
 package pvesim
 
 import (
+	"cmp"
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,8 +15,11 @@ import (
 // outcome and end when they start; a clone learns them as it goes, when it waits for a flock or
 // a storage's lock, and its end is zero until then.
 type task struct {
-	upid pve.UPID
-	info pve.UPIDInfo
+	upid  pve.UPID
+	info  pve.UPIDInfo
+	start time.Time
+	// seen is when a TaskStatus call first found the task stopped; zero until one did.
+	seen time.Time
 	// end is when the task stops; zero for a task that runs forever or whose end is not known
 	// yet. It is known by the time it comes: the event that decides it is never later.
 	end  time.Time
@@ -46,7 +52,7 @@ func (c *Cluster) startTask(now time.Time, node, typ, id, exit string) *task {
 		ID:        id,
 		User:      c.user,
 	}
-	t := &task{upid: pve.UPID(info.String()), info: info, end: now.Add(c.durations[typ]), exit: exit}
+	t := &task{upid: pve.UPID(info.String()), info: info, start: now, end: now.Add(c.durations[typ]), exit: exit}
 	c.tasks[t.upid] = t
 	return t
 }
@@ -94,9 +100,42 @@ func (c *Cluster) TaskStatus(ctx context.Context, node string, upid pve.UPID) (p
 		}
 		if t.done(now) {
 			st.Status, st.ExitStatus = pve.TaskStopped, t.exit
+			if t.seen.IsZero() {
+				t.seen = now
+			}
 		}
 		return st, nil
 	})
+}
+
+// TaskRun is a task as the cluster ran it and was asked about it.
+type TaskRun struct {
+	UPID pve.UPID
+	// Type is the task's type, such as "qmclone".
+	Type string
+	// Start is when the task started, End when it stopped: zero while it runs.
+	Start, End time.Time
+	// Seen is when a TaskStatus call first found the task stopped (a fault may yet have lost
+	// that answer); zero until one did.
+	Seen time.Time
+}
+
+// TaskRuns lists every task, in the order they started.
+func (c *Cluster) TaskRuns() []TaskRun {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.advance(now)
+	tasks := slices.SortedFunc(maps.Values(c.tasks), func(a, b *task) int { return cmp.Compare(a.info.PID, b.info.PID) })
+	out := make([]TaskRun, 0, len(tasks))
+	for _, t := range tasks {
+		run := TaskRun{UPID: t.upid, Type: t.info.Type, Start: t.start, Seen: t.seen}
+		if t.done(now) {
+			run.End = t.end
+		}
+		out = append(out, run)
+	}
+	return out
 }
 
 // taskOn is task upid, which exists only on its own node: PVE looks for the task's log file

@@ -30,6 +30,29 @@ func TestTaskStatus_runningUntilDurationPassed(t *testing.T) {
 	assert.Equal(t, "OK", st.ExitStatus)
 }
 
+func TestTaskRuns_recordWhenATaskStatusFirstFoundTheTaskStopped(t *testing.T) {
+	c, clk := newCluster(t, func(o *Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 10 * time.Second} })
+	start := clk.Now()
+	upid := startClone(t, c, newID)
+	look := func(after time.Duration) {
+		clk.Advance(after)
+		_, err := c.TaskStatus(t.Context(), "pve1", upid)
+		require.NoError(t, err)
+	}
+
+	look(9 * time.Second)
+	running := c.TaskRuns()
+	look(3 * time.Second)
+	look(5 * time.Second)
+
+	require.Len(t, running, 1)
+	assert.Zero(t, running[0].End, "no end while it runs")
+	assert.Zero(t, running[0].Seen, "not seen to end while it runs")
+	runs := c.TaskRuns()
+	require.Len(t, runs, 1)
+	assert.Equal(t, TaskRun{UPID: upid, Type: "qmclone", Start: start, End: start.Add(10 * time.Second), Seen: start.Add(12 * time.Second)}, runs[0])
+}
+
 func TestTaskStatus_durationsConfigurable(t *testing.T) {
 	c, clk := newCluster(t, func(o *Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 10 * time.Minute} })
 	upid := startClone(t, c, newID)
