@@ -73,6 +73,7 @@ var figures = []figure{
 	{"one create+delete at the simulator's pace, against a plain Go program", pace, "x-plain", atMost(1.05)},
 	{"the same, against the floor of its waits", pace, "x-floor", atMost(1.15)},
 	{"activity executions per create+delete", pace, "activity-executions/create+delete", atMost(40)},
+	{"the same: the latest a task's end was seen, against 20% of its duration or 1 s", pace, "x-task-end-seen-bound", atMost(1)},
 	{"history events per CreateProxy, one at a time (it starts the admission)", pace, "events/create", atMost(60)},
 	{"history events per DeleteProxy", pace, "events/delete", atMost(30)},
 	{"100 proxies at once, admission on: events per CreateProxy, p50", hundred + on, "events/create-p50", atMost(60)},

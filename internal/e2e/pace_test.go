@@ -53,12 +53,14 @@ func BenchmarkProxy_createAndDeleteAtTheSimulatorsPace(b *testing.B) {
 		cfg := fastConfig(b)
 		defaults := config.Default()
 		cfg.Poll, cfg.Budgets = defaults.Poll, defaults.Budgets
-		s := startStackWith(b, paceCluster(), cfg, client.Options{Logger: warnings(b)})
+		cluster := paceCluster()
+		s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
 		start := time.Now()
 		create, del := createAndDelete(b, s, uid)
 		elapsed := time.Since(start)
 		c, d := costOf(b, s, create), costOf(b, s, del)
 		s.stop()
+		late := latestSeenEnd(b, cluster, cfg.Poll)
 
 		plain := paceCluster()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -75,5 +77,21 @@ func BenchmarkProxy_createAndDeleteAtTheSimulatorsPace(b *testing.B) {
 		b.ReportMetric(float64(c.events), "events/create")
 		b.ReportMetric(float64(d.events), "events/delete")
 		b.ReportMetric(float64(c.executions+d.executions), "activity-executions/create+delete")
+		b.ReportMetric(late, "x-task-end-seen-bound")
 	}
+}
+
+// latestSeenEnd is how late the latest-seen of cluster's tasks was seen to have ended, against
+// the bound issue 21 sets: the part BackoffCoefficient-1 of its duration (20%), or
+// InitialInterval (1 s), whichever is more. Above 1, a task was seen later than promised.
+func latestSeenEnd(tb testing.TB, cluster *pvesim.Cluster, p config.Poll) float64 {
+	tb.Helper()
+	latest := 0.0
+	for _, task := range cluster.TaskRuns() {
+		require.False(tb, task.Seen.IsZero(), "the end of %s %s was never seen", task.Type, task.UPID)
+		took := task.End.Sub(task.Start)
+		bound := max(time.Duration((p.BackoffCoefficient-1)*float64(took)), p.InitialInterval)
+		latest = max(latest, task.Seen.Sub(task.End).Seconds()/bound.Seconds())
+	}
+	return latest
 }
