@@ -58,6 +58,7 @@ func (g goal) heldBy(v float64) bool {
 
 const (
 	pace      = "Proxy_createAndDeleteAtTheSimulatorsPace"
+	callCap   = "Proxy_oneProxyBelowTheCallCap"
 	fleet     = "Fleet_proxiesCreatedAndDeletedAtOnce"
 	fifty     = "Fleet_fiftyCreatesAtOnceOntoOneStorage"
 	ceiling   = "Ceiling_noOpWorkflowsRunActivitiesAsFastAsTheServerAllows"
@@ -75,6 +76,8 @@ var figures = []figure{
 	{"activity executions per create+delete", pace, "activity-executions/create+delete", atMost(40)},
 	{"the same: the latest a task's end was seen, against 20% of its duration or 1 s", pace, "x-task-end-seen-bound", atMost(1)},
 	{"history events per CreateProxy, one at a time (it starts the admission)", pace, "events/create", atMost(60)},
+	{"one proxy below the default call cap (20 requests/s, 3 in flight): wall time against no cap", callCap, "x-uncapped", atMost(1.02)},
+	{"the same: requests the cap held back", callCap, "held-requests", goal{}},
 	{"history events per DeleteProxy", pace, "events/delete", atMost(30)},
 	{"100 proxies at once, admission on: events per CreateProxy, p50", hundred + on, "events/create-p50", atMost(60)},
 	{"100 proxies at once, admission on: events per CreateProxy, max", hundred + on, "events/create-max", atMost(60)},

@@ -87,8 +87,8 @@ type HA struct {
 // Calls caps the API requests of each worker process (see docs/proxmox.md, "The call cap").
 // Zero turns a cap off.
 type Calls struct {
-	// PerSecond is the rate of requests: a token bucket of burst 1, whose tokens come at most
-	// 1 + PerSecond*T in any T seconds.
+	// PerSecond is the rate of requests: a token bucket that holds a second's worth, whose
+	// tokens come at most ceil(PerSecond) + PerSecond*T in any T seconds.
 	PerSecond float64 `yaml:"perSecond" json:"perSecond"`
 	// Concurrency is how many requests a worker has in flight at once.
 	Concurrency int `yaml:"concurrency" json:"concurrency"`

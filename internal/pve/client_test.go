@@ -562,7 +562,7 @@ func TestClient_callLimitsHoldEveryKindOfRequest(t *testing.T) {
 	})
 	var held []string
 	c := newClient(t, ts, func(cfg *pve.ClientConfig) {
-		cfg.Limits = pve.CallLimits{PerSecond: 5} // 200 ms apart: far longer than a call here
+		cfg.Limits = pve.CallLimits{PerSecond: 2} // a burst of two, then 500 ms apart: far longer than a call here
 		cfg.ObserveHeld = func(method string, d time.Duration) {
 			assert.Positive(t, d)
 			held = append(held, method)
@@ -570,6 +570,8 @@ func TestClient_callLimitsHoldEveryKindOfRequest(t *testing.T) {
 	})
 
 	_, err := c.Start(t.Context(), "pve1", 123456)
+	require.NoError(t, err)
+	_, err = c.Start(t.Context(), "pve1", 123456)
 	require.NoError(t, err)
 	_, err = c.UploadISO(t.Context(), "pve1", "local", "seed.iso", strings.NewReader("CD001"), 5)
 	require.NoError(t, err)

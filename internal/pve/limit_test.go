@@ -21,10 +21,10 @@ func TestLimiter_zeroLimitsSendEveryCallAtOnce(t *testing.T) {
 	}
 }
 
-// Burst 1: the first call goes at once, and the tokens of the next ones come 1/PerSecond apart,
-// so k calls take at least (k-1)/PerSecond however late each wakes.
-func TestLimiter_rateLetsOneCallGoPerOneOverTheRate(t *testing.T) {
-	const perSecond, calls = 50, 5
+// A second's worth of calls goes at once, and the tokens of the next ones come 1/PerSecond
+// apart, so k calls beyond the burst take at least k/PerSecond however late each wakes.
+func TestLimiter_rateLetsASecondsWorthGoThenOneCallPerOneOverTheRate(t *testing.T) {
+	const perSecond, calls = 20, 24
 	l := newLimiter(CallLimits{PerSecond: perSecond})
 	start := time.Now()
 	var held []time.Duration
@@ -35,9 +35,16 @@ func TestLimiter_rateLetsOneCallGoPerOneOverTheRate(t *testing.T) {
 		held = append(held, h)
 	}
 
-	assert.GreaterOrEqual(t, time.Since(start), (calls-1)*time.Second/perSecond)
-	assert.Zero(t, held[0], "the first call finds the token")
-	assert.Positive(t, held[1], "the second call waits for its token")
+	assert.GreaterOrEqual(t, time.Since(start), (calls-perSecond)*time.Second/perSecond)
+	for i := range perSecond {
+		assert.Zero(t, held[i], "call %d finds a token of the burst", i)
+	}
+	assert.Positive(t, held[perSecond], "the call after the burst waits for its token")
+}
+
+func TestLimiter_aRateBelowOneHoldsOneToken(t *testing.T) {
+	assert.Equal(t, 1, CallLimits{PerSecond: 0.5}.burst())
+	assert.Equal(t, 3, CallLimits{PerSecond: 2.5}.burst())
 }
 
 func TestLimiter_concurrencyHoldsACallUntilOneEnds(t *testing.T) {

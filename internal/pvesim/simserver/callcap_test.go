@@ -30,20 +30,21 @@ func (s slowVersion) Version(ctx context.Context) (pve.Version, error) {
 	return s.API.Version(ctx)
 }
 
-// The acceptance test of the call cap: with a cap of N calls per second (burst 1) and C calls in
-// flight, the simulator's request log never shows more than N+1 arrivals in a closed window of
-// one second (a token bucket of rate N and burst 1 has 1 + N*T tokens due in any span of T
-// seconds: the one at its start and one every 1/N s after it, the last one on its end) nor more
-// than C requests in flight, however many calls the client is asked to make at once. A request
-// arrives a little after its token is due (a goroutine's wake-up, the loopback); the bound holds
-// as long as those lags differ by less than 1/N.
+// The acceptance test of the call cap: with a cap of N calls per second (a burst of N) and C
+// calls in flight, the simulator's request log never shows more than 2N arrivals in a closed
+// window of one second (a token bucket of rate N and burst N has N + N*T tokens due in any span
+// of T seconds: the burst, and one every 1/N s after its start, the last one on its end) nor
+// more than C requests in flight, however many calls the client is asked to make at once. A
+// request arrives a little after its token is due (a goroutine's wake-up, the loopback); the
+// bound holds as long as those lags differ by less than 1/N. The calls are quick and many, so
+// that the rate, not the concurrency, is what holds them.
 func TestServer_callCapHoldsTheClientToItsRateAndConcurrency(t *testing.T) {
 	const (
-		perSecond   = 8
+		perSecond   = 20
 		concurrency = 2
-		calls       = 16
+		calls       = 50
 	)
-	s := startServer(t, slowVersion{API: pvesim.New(pvesim.Default()), delay: 300 * time.Millisecond},
+	s := startServer(t, slowVersion{API: pvesim.New(pvesim.Default()), delay: 20 * time.Millisecond},
 		func(o *Options) { o.KeepRequests = true })
 	var mu sync.Mutex
 	var held []time.Duration
@@ -83,9 +84,9 @@ func TestServer_callCapHoldsTheClientToItsRateAndConcurrency(t *testing.T) {
 				n++
 			}
 		}
-		assert.LessOrEqual(t, n, perSecond+1, "calls in the second from arrival %d", i)
+		assert.LessOrEqual(t, n, 2*perSecond, "calls in the second from arrival %d", i)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Len(t, held, calls-1, "every call but the first was held back")
+	assert.GreaterOrEqual(t, len(held), calls-perSecond, "every call beyond the burst was held back")
 }
