@@ -11,7 +11,6 @@ import (
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
-	"github.com/pveflow/pveflow/internal/pvesim/simserver"
 )
 
 // BenchmarkProxy_oneProxyBelowTheCallCap creates and deletes one proxy at the simulator's pace
@@ -48,13 +47,12 @@ type capRun struct {
 func runBehindTheCap(b *testing.B, n int, limits config.Calls) capRun {
 	b.Helper()
 	cluster := paceCluster()
-	srv, err := simserver.Start(simserver.Options{API: cluster, Dir: b.TempDir()})
-	require.NoError(b, err)
-	defer func() { _ = srv.Close() }()
+	cfg := fastConfig(b)
+	defaults := config.Default()
+	cfg.Poll, cfg.Budgets, cfg.Clones.PerStorage, cfg.Proxmox.Calls = defaults.Poll, defaults.Budgets, 0, limits
 	var mu sync.Mutex
 	var run capRun
-	api, err := pve.NewClient(pve.ClientConfig{
-		URL: srv.URL(), CAFile: srv.CAFile(), TokenFile: srv.TokenFile(),
+	api := overREST(b, cluster, &cfg, pve.ClientConfig{
 		Limits: pve.CallLimits{PerSecond: limits.PerSecond, Concurrency: limits.Concurrency},
 		ObserveRequest: func(string, string, time.Duration) {
 			mu.Lock()
@@ -68,11 +66,6 @@ func runBehindTheCap(b *testing.B, n int, limits config.Calls) capRun {
 			run.heldFor += held
 		},
 	})
-	require.NoError(b, err)
-	cfg := fastConfig(b)
-	defaults := config.Default()
-	cfg.Poll, cfg.Budgets, cfg.Clones.PerStorage = defaults.Poll, defaults.Budgets, 0
-	cfg.Proxmox.URL, cfg.Proxmox.CAFile, cfg.Proxmox.TokenFile, cfg.Proxmox.Calls = srv.URL(), srv.CAFile(), srv.TokenFile(), limits
 	s := startStackWith(b, api, cfg, client.Options{Logger: warnings(b)})
 	defer s.stop()
 

@@ -111,14 +111,23 @@ func newStackOnClient(t testing.TB, c client.Client, namespace string, api pve.A
 // it reaches Proxmox.
 func startRESTStack(t *testing.T, cluster *pvesim.Cluster) *stack {
 	t.Helper()
-	srv, err := simserver.Start(simserver.Options{API: cluster, Dir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
 	cfg := fastConfig(t)
+	return startStack(t, overREST(t, cluster, &cfg, pve.ClientConfig{}), cfg)
+}
+
+// overREST serves cluster over the simulator's REST API until tb ends, points cfg's proxmox
+// section at it, and returns a client of it with client's other settings (its limits, its
+// observers).
+func overREST(tb testing.TB, cluster *pvesim.Cluster, cfg *config.Config, client pve.ClientConfig) pve.API {
+	tb.Helper()
+	srv, err := simserver.Start(simserver.Options{API: cluster, Dir: tb.TempDir()})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = srv.Close() })
 	cfg.Proxmox.URL, cfg.Proxmox.CAFile, cfg.Proxmox.TokenFile = srv.URL(), srv.CAFile(), srv.TokenFile()
-	api, err := pve.NewClient(pve.ClientConfig{URL: srv.URL(), CAFile: srv.CAFile(), TokenFile: srv.TokenFile()})
-	require.NoError(t, err)
-	return startStack(t, api, cfg)
+	client.URL, client.CAFile, client.TokenFile = srv.URL(), srv.CAFile(), srv.TokenFile()
+	api, err := pve.NewClient(client)
+	require.NoError(tb, err)
+	return api
 }
 
 // stop stops the server and its workers.
