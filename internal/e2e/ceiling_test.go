@@ -54,7 +54,7 @@ type serverClock struct {
 	server, processes time.Duration
 }
 
-func startServerClock(b *testing.B, s *stack) serverClock {
+func startServerClock(b testing.TB, s *stack) serverClock {
 	b.Helper()
 	server, err := s.serverCPU()
 	require.NoError(b, err)
@@ -63,7 +63,7 @@ func startServerClock(b *testing.B, s *stack) serverClock {
 
 // read is the wall time since the clock started and the cores the server and this process kept
 // busy meanwhile.
-func (c serverClock) read(b *testing.B) (elapsed time.Duration, serverCores, processCores float64) {
+func (c serverClock) read(b testing.TB) (elapsed time.Duration, serverCores, processCores float64) {
 	b.Helper()
 	server, err := c.s.serverCPU()
 	require.NoError(b, err)
@@ -73,7 +73,7 @@ func (c serverClock) read(b *testing.B) (elapsed time.Duration, serverCores, pro
 }
 
 // processCPU is the processor time this process has used, user and system.
-func processCPU(b *testing.B) time.Duration {
+func processCPU(b testing.TB) time.Duration {
 	b.Helper()
 	var u syscall.Rusage
 	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &u))
@@ -82,7 +82,7 @@ func processCPU(b *testing.B) time.Duration {
 
 // measureCeiling runs the no-op workflows on s's server, on a task queue of their own, and
 // returns the rate at which the server ran their activities and wrote their events.
-func measureCeiling(b *testing.B, s *stack) ceiling {
+func measureCeiling(b testing.TB, s *stack) ceiling {
 	b.Helper()
 	w := worker.New(s.client, ceilingTaskQueue, worker.Options{})
 	w.RegisterWorkflowWithOptions(ceilingWorkflow, workflow.RegisterOptions{Name: "CeilingWorkflow"})
@@ -130,7 +130,7 @@ type fleetCost struct {
 	events, executions int
 }
 
-func costOfFleet(b *testing.B, s *stack, n int) fleetCost {
+func costOfFleet(b testing.TB, s *stack, n int) fleetCost {
 	b.Helper()
 	f := fleetCost{creates: make([]historyCost, n), deletes: make([]historyCost, n)}
 	for i := range n {

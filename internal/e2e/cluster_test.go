@@ -85,12 +85,14 @@ func TestCluster_aCreateAndDeleteSurviveAServerProcessKilledMidCreate(t *testing
 func BenchmarkCluster_hundredProxiesCreatedAndDeletedAtOnce(b *testing.B) {
 	withAndWithoutAdmission(b, func(b *testing.B, perStorage int) {
 		for b.Loop() {
-			tc := startTemporalCluster(b, 4, client.Options{Logger: warnings(b)})
-			cluster := fleetCluster()
-			s := newStackOnClient(b, tc.dial(b, warnings(b)), tc.servers[0].Namespace(), cluster, fleetConfig(b, perStorage), client.Options{})
-			s.serverCPU = tc.CPU
-			s.startWorker()
-			measureFleet(b, s, cluster, 100)
+			reportFleet(b, runsOfFleet(100), func(tb testing.TB) fleetFigures {
+				tc := startTemporalCluster(tb, 4, client.Options{Logger: warnings(b)})
+				cluster := fleetCluster()
+				s := newStackOnClient(tb, tc.dial(tb, warnings(b)), tc.servers[0].Namespace(), cluster, fleetConfig(tb, perStorage), client.Options{})
+				s.serverCPU = tc.CPU
+				s.startWorker()
+				return measureFleet(tb, s, cluster, 100)
+			})
 		}
 	})
 }
