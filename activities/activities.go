@@ -287,6 +287,25 @@ type TaskStatusRequest struct {
 	Pace *Pace `json:"pace,omitempty"`
 }
 
+// Pace is how a wait spaces its looks: by Poll.NextLook of the time since Since, its first
+// look. A look that finds the wait not over says when the next one comes (the ApplicationError's
+// NextRetryDelay), as a retry policy, which spaces attempts by their number alone, cannot. The
+// workflow gives the pace of its run's settings, so a worker's config read later does not change
+// a wait under way.
+type Pace struct {
+	Since time.Time   `json:"since"`
+	Poll  config.Poll `json:"poll"`
+}
+
+// nextLook is how long after now the wait paced by p looks again: 0, the retry policy's
+// interval, without a pace.
+func (p *Pace) nextLook(now time.Time) time.Duration {
+	if p == nil {
+		return 0
+	}
+	return p.Poll.NextLook(now.Sub(p.Since))
+}
+
 // TaskResult is a finished task's outcome.
 type TaskResult struct {
 	UPID       pve.UPID `json:"upid"`

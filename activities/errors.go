@@ -9,7 +9,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
@@ -134,25 +133,6 @@ func notReady(errType string, next time.Duration, format string, args ...any) er
 		Category:       temporal.ApplicationErrorCategoryBenign,
 		NextRetryDelay: next,
 	})
-}
-
-// Pace is how a wait spaces its looks: by Poll.NextLook of the time since Since, its first
-// look. A look that finds the wait not over says when the next one comes (the ApplicationError's
-// NextRetryDelay), as a retry policy, which spaces attempts by their number alone, cannot. The
-// workflow gives the pace of its run's settings, so a worker's config read later does not change
-// a wait under way.
-type Pace struct {
-	Since time.Time   `json:"since"`
-	Poll  config.Poll `json:"poll"`
-}
-
-// nextLook is how long after now the wait paced by p looks again: 0, the retry policy's
-// interval, without a pace.
-func (p *Pace) nextLook(now time.Time) time.Duration {
-	if p == nil {
-		return 0
-	}
-	return p.Poll.NextLook(now.Sub(p.Since))
 }
 
 func asTaskError(err error) (*pve.TaskError, bool) {
