@@ -347,7 +347,7 @@ func TestProxy_continuesAsNewInTheMiddleOfAnOperationAndTheNextRunFollowsIt(t *t
 	w.advance(time.Minute)
 	_, err := w.create(createInput())
 	require.NoError(t, err)
-	w.runs.byID[in.State.Current.WorkflowID] = activities.RunInfo{RunID: in.State.Current.RunID, Running: true, StartedAt: in.State.Current.StartedAt}
+	w.runs.set(in.State.Current.WorkflowID, activities.RunInfo{RunID: in.State.Current.RunID, Running: true, StartedAt: in.State.Current.StartedAt})
 	second := newProxyEntity(t, w)
 	second.at(time.Minute, func() { w.runs.close(in.State.Current.WorkflowID, "completed") })
 	var resumed workflows.ProxyStatus
