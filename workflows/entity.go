@@ -683,13 +683,22 @@ func (e *entity) heal(why string) {
 	e.reason = why
 }
 
+// entityAdoptsByCall is the change from which a new entity asks Temporal about its operations'
+// runs by calls (call: local activities) rather than activities. In a burst of new proxies the
+// three activities made three workflow tasks apiece queue ahead of every create's first.
+const (
+	entityAdoptsByCall = "entity-adopts-by-call"
+	adoptsByCall       = 1
+)
+
 // adoptRunningOperation makes an operation of the proxy that runs from an earlier entity (one
 // that was terminated) this run's, so that none starts beside it.
 func (e *entity) adoptRunningOperation() error {
+	byCall := workflow.GetVersion(e.ctx, entityAdoptsByCall, workflow.DefaultVersion, adoptsByCall) >= adoptsByCall
 	for _, op := range []struct{ kind, id string }{
 		{OpCreate, CreateWorkflowID(e.uid)}, {OpChange, ChangeWorkflowID(e.uid)}, {OpDelete, DeleteWorkflowID(e.uid)},
 	} {
-		run, err := describeRun(e.ctx, e.s, op.id)
+		run, err := describeRun(e.ctx, e.s, op.id, byCall)
 		if err != nil {
 			return err
 		}

@@ -3,12 +3,15 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
@@ -366,6 +369,70 @@ func TestProxy_continuesAsNewInTheMiddleOfAnOperationAndTheNextRunFollowsIt(t *t
 	assert.Equal(t, "completed", ops[len(ops)-1].Outcome)
 	require.NoError(t, second.answer("delete").err)
 	assert.Empty(t, w.vms())
+}
+
+func TestProxy_newEntityWaitsForTheOperationAnEarlierEntityLeftRunning(t *testing.T) {
+	for _, tt := range []struct {
+		kind, workflowID   string
+		supersededByDelete bool
+		outcome            string
+	}{
+		{workflows.OpCreate, workflows.CreateWorkflowID(uid), true, "cancelled"},
+		{workflows.OpChange, workflows.ChangeWorkflowID(uid), true, "cancelled"},
+		{workflows.OpDelete, workflows.DeleteWorkflowID(uid), false, "completed"},
+	} {
+		// DefaultVersion is the entity that described the runs by activities, before it did by calls.
+		for _, version := range []workflow.Version{workflow.DefaultVersion, 1} {
+			t.Run(fmt.Sprintf("%s/version=%d", tt.kind, version), func(t *testing.T) {
+				w := newWorld(t)
+				// The entity that started it was terminated; the operation runs on without it.
+				w.runs.start(tt.workflowID, w.clock.Now().Add(-time.Minute))
+				p := newProxyEntity(t, w)
+				p.env.OnGetVersion("entity-adopts-by-call", workflow.DefaultVersion, 1).Return(version)
+				cancelled := false
+				p.env.OnRequestCancelExternalWorkflow(mock.Anything, tt.workflowID, mock.Anything).Return(nil).Run(func(mock.Arguments) { cancelled = true })
+				p.request(time.Second, workflows.DeleteUpdate, "delete", deleteInput())
+				var waiting workflows.ProxyStatus
+				p.at(time.Minute, func() { waiting = p.status() })
+				p.at(2*time.Minute, func() {
+					status := "completed"
+					if cancelled {
+						status = "canceled"
+					}
+					w.runs.close(tt.workflowID, status)
+				})
+
+				st := p.run()
+
+				require.NotNil(t, waiting.Operation, "the operation found running")
+				assert.Equal(t, tt.kind, waiting.Operation.Kind)
+				assert.Equal(t, "found running when the entity started", waiting.Operation.Reason)
+				assert.Empty(t, waiting.Operations, "nothing else ran meanwhile")
+				assert.Equal(t, tt.supersededByDelete, cancelled, "the delete asked it to stop")
+				require.NoError(t, p.answer("delete").err)
+				assert.Equal(t, []string{tt.kind + ":" + tt.outcome, "delete:completed"}, kinds(st))
+				assert.False(t, st.Operations[1].StartedAt.Before(st.Operations[0].ClosedAt), "the delete started once the adopted operation closed")
+			})
+		}
+	}
+}
+
+func TestProxy_newEntityAsksAboutItsOperationsByCallsNotActivities(t *testing.T) {
+	w := newWorld(t)
+	p := newProxyEntity(t, w)
+	var activities, calls []string
+	p.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		activities = append(activities, info.ActivityType.Name)
+	})
+	p.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		calls = append(calls, info.ActivityType.Name)
+	})
+	p.request(time.Second, workflows.DeleteUpdate, "delete", deleteInput())
+
+	p.run()
+
+	assert.NotContains(t, activities, "DescribeRun")
+	assert.Equal(t, []string{"DescribeRun", "DescribeRun", "DescribeRun"}, calls[:3], "the create, change and delete IDs, before anything else")
 }
 
 // withMachineTypes adds machine types large (4 cores) and xlarge (8 cores) to the world's
