@@ -193,8 +193,12 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 
 	var cfg *config.Config
 	var hosts temporal.ServerOption
+	var joins string // the address of the cluster this server joins, "" when it is the cluster's own
 	if pg := opts.Postgres; pg != nil {
 		pg = pg.withDefaults(s.frontend)
+		if pg.ClusterAddress != s.frontend {
+			joins = pg.ClusterAddress
+		}
 		if err := setUpPostgres(pg, opts.Namespace, saTypes); err != nil {
 			return nil, fmt.Errorf("devserver: PostgreSQL %s: %w", hostPort(pg.Host, pg.Port), err)
 		}
@@ -254,6 +258,15 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	defer c.Close()
 	if err := registerSearchAttributes(ctx, c.OperatorService(), opts.Namespace, saTypes); err != nil {
 		return nil, fmt.Errorf("devserver: %w", err)
+	}
+	if joins != "" {
+		settleCtx, cancel := context.WithTimeout(ctx, settleTimeout)
+		err := awaitSettled(settleCtx, s.frontend, joins, s.history)
+		cancel()
+		if err != nil {
+			// The cluster works unsettled, if slowly for a while: not a reason to fail the start.
+			logger.Warn("devserver: joined the cluster at "+joins+", but it had not settled", "error", err)
+		}
 	}
 
 	if opts.UIPort < 0 {
