@@ -1,7 +1,6 @@
 package workflows_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/internal/syncbuf"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -51,7 +51,9 @@ type world struct {
 	cfg     config.Config
 	cluster *pvesim.Cluster
 	clock   *envClock
-	log     *logBuffer
+	// log is what every environment of the world logged. Each has its own handler, and a local
+	// activity an ended environment left running may still log while the next one does.
+	log *syncbuf.Buffer
 	// wrap, when set, stands between the activities and the cluster, as a network would.
 	wrap func(pve.API) pve.API
 	// userData is the user-data of the CreateProxy or ChangeProxy the world runs, which
@@ -170,28 +172,8 @@ func newWorld(t *testing.T, change ...func(*pvesim.Options)) *world {
 		c(&opts)
 	}
 	cluster := pvesim.New(opts)
-	return &world{t: t, cfg: testConfig(t), cluster: cluster, clock: clock, log: &logBuffer{}, userData: createInput().UserData,
+	return &world{t: t, cfg: testConfig(t), cluster: cluster, clock: clock, log: &syncbuf.Buffer{}, userData: createInput().UserData,
 		runs: &runs{byID: make(map[string]activities.RunInfo)}, proxies: newProxies(clock, cluster), pools: &addressPools{}}
-}
-
-// logBuffer is the log every environment of a world writes to. Each environment has its own
-// handler, and a local activity an ended environment left running may still log while the next
-// one does, so the buffer takes one write at a time.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // env is a fresh workflow environment on the world's cluster, with real activities.
