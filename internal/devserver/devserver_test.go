@@ -169,8 +169,9 @@ func TestStart_refusesPortInUse(t *testing.T) {
 	for name, opts := range map[string]devserver.Options{
 		"frontend": {Port: taken, UIPort: -1},
 		"UI":       {UIPort: taken},
-		// ServicePorts' fourth is the worker's gRPC port.
-		"worker": {ServicePorts: taken - 3, UIPort: -1},
+		// ServicePorts' first is the frontend's HTTP port. A later one would make the test
+		// depend on the ports below the taken one being free: one was, in a CI run.
+		"service": {ServicePorts: taken, UIPort: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			opts.DBFile = dbFile(t)
