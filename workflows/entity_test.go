@@ -420,9 +420,9 @@ func TestProxy_newEntityWaitsForTheOperationAnEarlierEntityLeftRunning(t *testin
 func TestProxy_newEntityAsksAboutItsOperationsByCallsNotActivities(t *testing.T) {
 	w := newWorld(t)
 	p := newProxyEntity(t, w)
-	var activities, calls []string
+	var scheduled, calls []string
 	p.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		activities = append(activities, info.ActivityType.Name)
+		scheduled = append(scheduled, info.ActivityType.Name)
 	})
 	p.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
 		calls = append(calls, info.ActivityType.Name)
@@ -431,7 +431,7 @@ func TestProxy_newEntityAsksAboutItsOperationsByCallsNotActivities(t *testing.T)
 
 	p.run()
 
-	assert.NotContains(t, activities, "DescribeRun")
+	assert.NotContains(t, scheduled, "DescribeRun", "no DescribeRun activity")
 	require.GreaterOrEqual(t, len(calls), 3, "calls: %v", calls)
 	assert.Equal(t, []string{"DescribeRun", "DescribeRun", "DescribeRun"}, calls[:3], "the create, change and delete IDs, before anything else")
 }
