@@ -319,8 +319,9 @@ func (s *scope) close() {
 // clients) are returned beside them.
 //
 // A first proxy, created and deleted before all that, is not part of any figure but its own
-// (s/first-proxy): a fresh server serves it cold, and on make cluster's topology it may meet
-// the second server still taking its history shards.
+// (s/first-proxy): a fresh server serves it cold. On make cluster's topology it once met the
+// second server still taking its history shards, which a joining server now waits out
+// (docs/deploy.md); its history is logged if it is slow again.
 func measureFleet(tb testing.TB, s *stack, cluster *pvesim.Cluster, n int) fleetFigures {
 	tb.Helper()
 	first := time.Now()
@@ -335,7 +336,8 @@ func measureFleet(tb testing.TB, s *stack, cluster *pvesim.Cluster, n int) fleet
 	require.NoError(tb, err)
 	alone := time.Since(start)
 	floor, createsFloor := alone, aloneCreate
-	if perStorage := s.cfg.Clones.PerStorage; perStorage > 0 {
+	perStorage := s.cfg.Clones.PerStorage
+	if perStorage > 0 {
 		turns := time.Duration((n+perStorage-1)/perStorage) * fleetClone
 		floor, createsFloor = turns+alone-fleetClone, turns+aloneCreate-fleetClone
 	}
@@ -375,7 +377,7 @@ func measureFleet(tb testing.TB, s *stack, cluster *pvesim.Cluster, n int) fleet
 		"process-cores":             processCores,
 		"max-concurrent-clones":     float64(cluster.MaxConcurrentClones("pve1", "local-lvm")),
 	}
-	if perStorage := s.cfg.Clones.PerStorage; perStorage > 0 {
+	if perStorage > 0 {
 		firstClone, turn := cloneTurns(cluster, clock.start, perStorage)
 		figures["s/first-clone"], figures["ms/clone-turn-p50"] = firstClone.Seconds(), float64(turn.Milliseconds())
 	}
