@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -35,8 +36,9 @@ import (
 // the addresses it has), the index tried first is the UID's home, FNV-1a of the UID over the
 // pool's size as proxy.VMIDFor has it, then the next ones, so a UID gets the same addresses
 // back after a free whenever nobody took them meanwhile. The pool's record is the authority on
-// whose an address is; it never gives an address that an allocation holds, whatever index that
-// allocation had (the pool's range may have changed in the config since).
+// whose an address is; it never gives an address that an allocation holds, whatever index and
+// prefix length that allocation had (the pool's range or subnet may have changed in the config
+// since).
 
 // AddressPoolName is the workflow type of an address pool; it is recorded in histories.
 const AddressPoolName = "AddressPool"
@@ -161,17 +163,19 @@ func (p *addressPool) allocate(ctx workflow.Context, req AllocateAddressRequest)
 	if i := slices.IndexFunc(p.st.Allocations, func(a AddressAllocation) bool { return a.UID == req.UID }); i >= 0 {
 		return p.addresses(p.st.Allocations[i]), nil
 	}
-	taken := make(map[string]bool, 2*len(p.st.Allocations))
+	// Held is by address, not by address/prefix-length: a subnet widened or narrowed in the
+	// config since gives a held address again with another prefix length.
+	taken := make(map[netip.Addr]bool, 2*len(p.st.Allocations))
 	for _, a := range p.st.Allocations {
-		taken[a.IPv4], taken[a.IPv6] = true, true
+		taken[hostAddr(a.IPv4)], taken[hostAddr(a.IPv6)] = true, true
 	}
-	taken[""] = false // a family the pool does not give is nobody's
+	taken[netip.Addr{}] = false // a family the pool does not give is nobody's
 	size := p.st.Range.Size()
 	indexes := config.VMIDRange{Min: 0, Max: size - 1} // the VMIDs' probe sequence, over the pool's indexes
 	for attempt := range size {
 		i := proxy.VMIDFor(req.UID, indexes, attempt)
 		v4, v6 := p.st.Range.At(i)
-		if taken[v4] || taken[v6] {
+		if taken[hostAddr(v4)] || taken[hostAddr(v6)] {
 			continue
 		}
 		a := AddressAllocation{UID: req.UID, Index: i, IPv4: v4, IPv6: v6}
@@ -185,6 +189,13 @@ func (p *addressPool) allocate(ctx workflow.Context, req AllocateAddressRequest)
 	return proxy.Addresses{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 		"address pool %s is full: its %d addresses are given to %d proxies; delete one, or create proxy %s from another pool",
 		p.st.Pool, size, len(p.st.Allocations), req.UID), FailQuotaExceeded, nil)
+}
+
+// hostAddr is the address of s, an address/prefix-length as the pool gives it; the zero
+// Addr for none.
+func hostAddr(s string) netip.Addr {
+	p, _ := netip.ParsePrefix(s)
+	return p.Addr()
 }
 
 // free takes req.UID's addresses back and returns them; a UID that holds none frees nothing.

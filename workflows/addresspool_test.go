@@ -186,6 +186,41 @@ func TestAddressPool_neverGivesAnAddressHeldUnderAnotherRange(t *testing.T) {
 	assert.Equal(t, workflows.FailQuotaExceeded, failureType(t, p.answers["c"].err))
 }
 
+func TestAddressPool_neverGivesAHeldAddressAfterItsSubnetIsWidened(t *testing.T) {
+	// uid-a holds the range's first address under the narrower prefix; the widened range
+	// gives that same address with another prefix length.
+	for name, tt := range map[string]struct {
+		held  workflows.AddressAllocation
+		pool  config.AddressPool
+		other func(proxy.Addresses) string
+		want  string
+	}{
+		"ipv4": {
+			held:  workflows.AddressAllocation{UID: "uid-a", IPv4: "192.0.2.11/24"},
+			pool:  config.AddressPool{IPv4: &config.AddressRange{Subnet: "192.0.2.0/23", First: "192.0.2.11", Last: "192.0.2.12"}},
+			other: func(a proxy.Addresses) string { return a.IPv4 },
+			want:  "192.0.2.12/23",
+		},
+		"ipv6": {
+			held:  workflows.AddressAllocation{UID: "uid-a", IPv6: "2001:db8::11/64"},
+			pool:  config.AddressPool{IPv6: &config.AddressRange{Subnet: "2001:db8::/56", First: "2001:db8::11", Last: "2001:db8::12"}},
+			other: func(a proxy.Addresses) string { return a.IPv6 },
+			want:  "2001:db8::12/56",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newPoolRun(t, tt.pool)
+			p.allocate("b", "uid-b")
+			p.allocate("c", "uid-c")
+
+			p.run(workflows.AddressPoolState{Pool: "egress", Allocations: []workflows.AddressAllocation{tt.held}})
+
+			assert.Equal(t, tt.want, tt.other(p.addresses("b")))
+			assert.Equal(t, workflows.FailQuotaExceeded, failureType(t, p.answers["c"].err), "the held address is nobody else's")
+		})
+	}
+}
+
 func TestAddressPool_refusesARequestWithoutAValidRange(t *testing.T) {
 	p := newPoolRun(t, config.AddressPool{})
 	p.allocate("a", uid)
