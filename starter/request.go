@@ -14,8 +14,10 @@ import (
 )
 
 // ErrRejected is what errors.Is finds in the error of Create, Change or Delete when the proxy's
-// entity refused the request at once: an unknown image, machine type or zone, a change of an
-// absent proxy. Nothing ran and nothing was recorded; the error's message is the entity's.
+// entity's validator refused the request at once: an unknown image, machine type or zone, a
+// change of an absent proxy. Nothing ran and nothing was recorded; the error's message is the
+// entity's. A request sent again under an Update ID whose operation failed is not refused: its
+// Get returns that failure again.
 var ErrRejected = errors.New("request refused")
 
 // FailSuperseded is the FailureType of a request that a later one of the same proxy superseded
@@ -177,16 +179,17 @@ func (e rejection) Error() string {
 
 func (e rejection) Unwrap() error { return e.err }
 
-// refusal is the error the entity refused an update with, or nil when it accepted it. A refused
-// update comes back completed with its failure; an accepted one, unless it completed at once,
-// has an outcome still to come, which a Get on a context already done does not wait for: the
-// poll fails before it is sent.
+// refusal is the error the entity's validator refused an update with, or nil when it accepted
+// it. A refused update comes back completed with its failure, of type workflows.FailRejected;
+// an accepted one has its outcome still to come, which a Get on a context already done does
+// not wait for (the poll fails before it is sent), or, sent again under its Update ID, has it
+// already: a failure of another type, the operation's, which Get returns.
 func refusal(handle client.WorkflowUpdateHandle) error {
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := handle.Get(done, nil)
-	if _, pending := errors.AsType[*client.WorkflowUpdateServiceTimeoutOrCanceledError](err); pending {
-		return nil
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok && appErr.Type() == workflows.FailRejected {
+		return err
 	}
-	return err
+	return nil
 }

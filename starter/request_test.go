@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
@@ -107,12 +108,33 @@ func TestClient_aChangeToAnUnknownMachineTypeIsRefusedAtOnce(t *testing.T) {
 	assert.Equal(t, "small", st.Desired.MachineType, "nothing recorded")
 }
 
-func TestClient_aChangeOfAProxyNeverCreatedIsRefused(t *testing.T) {
+func TestClient_aChangeOfAProxyNeverCreatedIsRefusedAndLeavesNoEntityRunning(t *testing.T) {
 	s := startStack(t, 200*time.Millisecond)
 
 	_, err := s.starter.Change(ctx(t), workflows.ChangeRequest{UID: uid, MachineType: "small"})
 
 	assert.ErrorIs(t, err, starter.ErrRejected)
+	// The request started the entity, which holds nothing: it closes at once, not an hour later.
+	eventually(t, "the entity the refused request started has closed", func() bool {
+		desc, err := s.server.Client().DescribeWorkflowExecution(ctx(t), workflows.ProxyWorkflowID(uid), "")
+		return err == nil && desc.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	})
+}
+
+func TestClient_aRequestSentAgainAfterItsOperationFailedGetsTheFailureNotARefusal(t *testing.T) {
+	s := startStack(t, 200*time.Millisecond)
+	s.cluster.FailTask("qmclone", "clone failed: storage gone")
+	first, err := s.starter.Create(ctx(t), createInput(uid), starter.WithUpdateID("create-1"))
+	require.NoError(t, err)
+	require.Error(t, first.Get(ctx(t), new(workflows.CreateProxyResult)))
+
+	again, err := s.starter.Create(ctx(t), createInput(uid), starter.WithUpdateID("create-1"))
+
+	require.NoError(t, err, "the entity accepted it once; it is not refused")
+	err = again.Get(ctx(t), new(workflows.CreateProxyResult))
+	assert.Equal(t, workflows.FailTransient, starter.FailureType(err), "the operation's failure: %v", err)
+	assert.ErrorContains(t, err, "storage gone")
+	assert.Len(t, s.cluster.CloneRuns(), 1, "one clone ran, for the one request")
 }
 
 func TestClient_aRequestSentAgainUnderItsUpdateIDIsTheSameRequest(t *testing.T) {

@@ -165,7 +165,7 @@ func TestProxy_aUserDataChangeKeepsTheProxysAddresses(t *testing.T) {
 			p := newProxyEntity(t, w)
 			in := createInput()
 			tc.create(&in)
-			p.request(time.Second, workflows.CreateUpdate, "create", in)
+			p.request(0, workflows.CreateUpdate, "create", in)
 			fresh := "#cloud-config\nruncmd: [echo changed]\n"
 			p.at(30*time.Minute, func() { w.userData = fresh })
 			p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, UserData: &fresh})

@@ -369,7 +369,7 @@ func TestProxy_refusesACreateFromAnAddressPoolNotConfigured(t *testing.T) {
 	p := newProxyEntity(t, withPools(newWorld(t)))
 	in := createInput()
 	in.AddressPool = "nope"
-	p.request(time.Second, workflows.CreateUpdate, "create", in)
+	p.request(0, workflows.CreateUpdate, "create", in)
 	p.at(2*time.Second, func() { p.env.CancelWorkflow() })
 
 	p.env.ExecuteWorkflow(workflows.ProxyName, workflows.ProxyInput{UID: uid})
@@ -387,7 +387,7 @@ func TestProxy_aRebuildKeepsTheProxysAddresses(t *testing.T) {
 	p := newProxyEntity(t, w)
 	in := createInput()
 	in.AddressPool = "egress"
-	p.request(time.Second, workflows.CreateUpdate, "create", in)
+	p.request(0, workflows.CreateUpdate, "create", in)
 	p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, Image: "debian14"})
 	p.request(3*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
 
@@ -402,7 +402,7 @@ func TestProxy_refusesAStaticAddressInsideAnAddressPoolsRange(t *testing.T) {
 	p := newProxyEntity(t, withPools(newWorld(t)))
 	in := createInput()
 	in.Addresses = proxy.Addresses{IPv4: "192.0.2.12/24", Gateway4: "192.0.2.1"}
-	p.request(time.Second, workflows.CreateUpdate, "create", in)
+	p.request(0, workflows.CreateUpdate, "create", in)
 	p.at(2*time.Second, func() { p.env.CancelWorkflow() })
 
 	p.env.ExecuteWorkflow(workflows.ProxyName, workflows.ProxyInput{UID: uid})

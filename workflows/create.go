@@ -595,7 +595,8 @@ func (c *create) provision() error {
 	}
 
 	c.t.step("upload seed ISO")
-	seed, err := c.uploadSeed(c.vm.Node, cmp.Or(c.in.InstanceID, c.in.UID), proxy.SeedNetwork(cfg, c.in.Addresses, nics, c.s.Nameservers))
+	instanceID := cmp.Or(c.in.InstanceID, c.in.UID)
+	seed, err := c.uploadSeed(c.vm.Node, instanceID, proxy.SeedNetwork(cfg, c.in.Addresses, nics, c.s.Nameservers))
 	if err != nil {
 		return err
 	}
@@ -607,6 +608,9 @@ func (c *create) provision() error {
 		// The template's tags stay, beside the configured ones and pveflow's own.
 		"tags": proxy.MergeTags(cfg["tags"], append(slices.Clone(c.s.Tags), proxy.Tag)...),
 		"ide2": seed.VolID + ",media=cdrom",
+		// The mark says which seed the VM has, so a later run tells whether its guest runs the
+		// spec's user-data without the entity's memory of it.
+		"description": proxy.WithInstanceID(cfg["description"], instanceID),
 	}
 	if c.s.OnBoot != nil {
 		params["onboot"] = boolParam(*c.s.OnBoot)

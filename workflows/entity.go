@@ -3,6 +3,7 @@ package workflows
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -25,8 +26,18 @@ import (
 // create or change having been accepted since the collection looked (UnlessWantedSince).
 const FailSuperseded = "Superseded"
 
+// FailRejected is the failure type of a request that an entity's validator refused: nothing
+// ran and nothing was recorded. It is how a caller tells a refusal from the failure of an
+// operation that ran, which a request sent again under its Update ID is answered with again.
+const FailRejected = "Rejected"
+
 // keptOperations is how many operations a Proxy entity keeps in its status.
 const keptOperations = 20
+
+// keptAnswers is how many answers, by Update ID, a Proxy entity carries from run to run: a
+// request sent again under its ID after a continue-as-new gets its first answer, not a second
+// operation.
+const keptAnswers = 50
 
 // Proxy is the entity of one proxy: the one place that knows what the operator asked of it, and
 // the only one that acts on its VM. Requests reach it as Updates (CreateUpdate, ChangeUpdate,
@@ -127,37 +138,127 @@ func (e *entity) register() error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(e.ctx, CreateUpdate,
 		func(ctx workflow.Context, in CreateProxyInput) (CreateProxyResult, error) {
-			w := e.accept(OpCreate, func() { e.want(in); e.st.WantedAt = workflow.Now(e.ctx) })
-			return awaitResult[CreateProxyResult](ctx, w)
+			return handle[CreateProxyResult](ctx, e, OpCreate, func() { e.want(in); e.st.WantedAt = workflow.Now(e.ctx) })
 		},
-		workflow.UpdateHandlerOptions{Validator: e.validateCreate}); err != nil {
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in CreateProxyInput) error {
+			return e.validate(ctx, func() error { return e.validateCreate(in) })
+		}}); err != nil {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(e.ctx, ChangeUpdate,
 		func(ctx workflow.Context, req ChangeRequest) (ChangeProxyResult, error) {
-			w := e.accept(OpChange, func() { e.change(req); e.st.WantedAt = workflow.Now(e.ctx) })
-			return awaitResult[ChangeProxyResult](ctx, w)
+			return handle[ChangeProxyResult](ctx, e, OpChange, func() { e.change(req); e.st.WantedAt = workflow.Now(e.ctx) })
 		},
-		workflow.UpdateHandlerOptions{Validator: e.validateChange}); err != nil {
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ChangeRequest) error {
+			return e.validate(ctx, func() error { return e.validateChange(req) })
+		}}); err != nil {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(e.ctx, DeleteUpdate,
 		func(ctx workflow.Context, in DeleteProxyInput) (DeleteProxyResult, error) {
-			w := e.accept(OpDelete, func() { e.st.Spec, e.deleteWith = nil, in })
-			return awaitResult[DeleteProxyResult](ctx, w)
+			return handle[DeleteProxyResult](ctx, e, OpDelete, func() { e.st.Spec, e.deleteWith = nil, in })
 		},
-		workflow.UpdateHandlerOptions{Validator: e.validateDelete})
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in DeleteProxyInput) error {
+			return e.validate(ctx, func() error { return e.validateDelete(in) })
+		}})
 }
 
-func awaitResult[T any](ctx workflow.Context, w *waiter) (T, error) {
+// validate runs a request's check, unless the request was answered before under its Update ID:
+// sent again, it gets that answer, whatever the proxy has become since. A refusal is of type
+// FailRejected, but for one that says why in a type of its own (a collection's delete that a
+// create overtook is Superseded).
+func (e *entity) validate(ctx workflow.Context, check func() error) error {
+	if _, ok := e.answered(workflow.GetCurrentUpdateInfo(ctx).ID); ok {
+		return nil
+	}
+	err := check()
+	if _, typed := errors.AsType[*temporal.ApplicationError](err); err == nil || typed {
+		return err
+	}
+	return temporal.NewNonRetryableApplicationError(err.Error(), FailRejected, nil)
+}
+
+// handle serves a request: one answered before under its Update ID gets that answer again;
+// any other is accepted, with apply making it the operator's wish, and answered once the
+// operation that serves it has closed. The answer is kept by the Update ID.
+func handle[T any](ctx workflow.Context, e *entity, kind string, apply func()) (T, error) {
 	var zero T
+	id := workflow.GetCurrentUpdateInfo(ctx).ID
+	if a, ok := e.answered(id); ok {
+		return answerOf[T](a)
+	}
+	w := e.accept(kind, apply)
 	if err := workflow.Await(ctx, func() bool { return w.done }); err != nil {
 		return zero, err
 	}
+	e.keepAnswer(newAnswer(id, w.result, w.err))
 	if w.err != nil {
 		return zero, w.err
 	}
 	return w.result.(T), nil
+}
+
+// answered is the answer kept for the request of Update ID id.
+func (e *entity) answered(id string) (Answer, bool) {
+	i := slices.IndexFunc(e.st.Answers, func(a Answer) bool { return a.UpdateID == id })
+	if i < 0 {
+		return Answer{}, false
+	}
+	return e.st.Answers[i], true
+}
+
+// answerCanceled is Answer.FailureType of a request whose operation was cancelled.
+const answerCanceled = "Canceled"
+
+func newAnswer(id string, result any, err error) Answer {
+	a := Answer{UpdateID: id}
+	switch res := result.(type) {
+	case CreateProxyResult:
+		a.Create = &res
+	case ChangeProxyResult:
+		a.Change = &res
+	case DeleteProxyResult:
+		a.Delete = &res
+	}
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok {
+		a.FailureType, a.Failure = appErr.Type(), appErr.Message()
+	} else if temporal.IsCanceledError(err) {
+		a.FailureType, a.Failure = answerCanceled, err.Error()
+	} else if err != nil {
+		a.Failure = err.Error()
+	}
+	return a
+}
+
+// answerOf is a kept answer as the handler of its kind returns it.
+func answerOf[T any](a Answer) (T, error) {
+	var zero T
+	switch {
+	case a.FailureType == answerCanceled:
+		return zero, temporal.NewCanceledError(a.Failure)
+	case a.Failure != "":
+		return zero, temporal.NewNonRetryableApplicationError(a.Failure, a.FailureType, nil)
+	}
+	var res any
+	switch {
+	case a.Create != nil:
+		res = *a.Create
+	case a.Change != nil:
+		res = *a.Change
+	case a.Delete != nil:
+		res = *a.Delete
+	}
+	if v, ok := res.(T); ok {
+		return v, nil
+	}
+	return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf("request %s was answered as a request of another kind: send a new request under a new ID", a.UpdateID), FailRejected, nil)
+}
+
+func (e *entity) keepAnswer(a Answer) {
+	e.st.Answers = append(e.st.Answers, a)
+	if n := len(e.st.Answers) - keptAnswers; n > 0 {
+		e.st.Answers = slices.Delete(e.st.Answers, 0, n)
+	}
 }
 
 // accept records a request: apply changes what the operator wants, and the requests and the
@@ -180,11 +281,19 @@ func (e *entity) accept(kind string, apply func()) *waiter {
 			o.done, o.err = true, temporal.NewNonRetryableApplicationError(why, FailSuperseded, nil)
 		}
 	}
-	if kind == OpDelete && e.op != nil && e.op.rec.Kind != OpDelete && e.op.superseded == "" {
+	if kind == OpDelete {
+		e.stopForDelete(why)
+	}
+	return w
+}
+
+// stopForDelete cancels the create or change that runs, which a delete makes moot, and waits
+// for it to have stopped before the delete starts.
+func (e *entity) stopForDelete(why string) {
+	if e.op != nil && e.op.rec.Kind != OpDelete && e.op.superseded == "" {
 		e.op.superseded = why
 		e.op.cancel()
 	}
-	return w
 }
 
 // want makes the create request's spec the proxy's.
@@ -335,8 +444,15 @@ func (e *entity) run(fresh bool) (ProxyStatus, error) {
 		if err := e.adoptRunningOperation(); err != nil {
 			return ProxyStatus{}, err
 		}
+		// Every request starts its entity, and the one that started this was refused: an entity
+		// that holds nothing closes at once rather than for entity.closeAfter.
+		if e.version == 0 && e.op == nil && e.st.Spec == nil && workflow.AllHandlersFinished(e.ctx) {
+			return e.status(), nil
+		}
 	} else if e.st.Current != nil {
-		e.resumeOperation(e.st.Current)
+		// A run continues as new with no request in flight, so the spec is the one the
+		// operation was started with.
+		e.resumeOperation(e.st.Current, e.st.Spec)
 		e.st.Current = nil
 	}
 	e.publish()
@@ -563,7 +679,6 @@ func (e *entity) failed(op *runningOp) {
 	if op.rec.Kind != OpChange {
 		e.st.Applied = nil
 	}
-	e.st.Blocked = true
 	e.st.LastFailure = op.rec.Error
 	e.st.NeedsPerson = isType(op.err, FailPermanent)
 	for _, w := range e.pending() {
@@ -571,6 +686,8 @@ func (e *entity) failed(op *runningOp) {
 			w.done, w.err = true, op.err
 		}
 	}
+	// A request accepted while the operation ran asks again: it is served by the next one.
+	e.st.Blocked = len(e.pending()) == 0
 }
 
 // serve answers the requests a completed operation served.
@@ -648,6 +765,8 @@ func (e *entity) check() {
 		switch {
 		case got.State == proxy.Stopped:
 			e.heal(fmt.Sprintf("check: VM %d on node %s was stopped", got.VMID, got.Node))
+		case len(e.st.Observed.Drift) > 0 && e.s.Entity.FixDrift && e.st.NeedsPerson:
+			workflow.GetLogger(e.ctx).Warn("not putting the drift back until a request after its Permanent failure", "uid", e.uid, "drift", e.st.Observed.Drift)
 		case len(e.st.Observed.Drift) > 0 && e.s.Entity.FixDrift && e.st.Applied != nil:
 			e.drifted, e.st.Blocked = true, false
 			e.reason = fmt.Sprintf("check: VM %d drifted from machine type %s: %s", got.VMID, e.st.Spec.MachineType, strings.Join(e.st.Observed.Drift, ", "))
@@ -683,41 +802,38 @@ func (e *entity) heal(why string) {
 	e.reason = why
 }
 
-// entityAdoptsByCall is the change from which a new entity asks Temporal about its operations'
-// runs by calls (call: local activities) rather than activities. In a burst of new proxies the
-// three activities made three workflow tasks apiece queue ahead of every create's first.
-const (
-	entityAdoptsByCall = "entity-adopts-by-call"
-	adoptsByCall       = 1
-)
-
 // adoptRunningOperation makes an operation of the proxy that runs from an earlier entity (one
-// that was terminated) this run's, so that none starts beside it.
+// that was terminated) this run's, so that none starts beside it. The request that started this
+// entity was accepted meanwhile: a delete among them stops an adopted create or change, as it
+// would have stopped one this entity started.
 func (e *entity) adoptRunningOperation() error {
-	byCall := workflow.GetVersion(e.ctx, entityAdoptsByCall, workflow.DefaultVersion, adoptsByCall) >= adoptsByCall
 	for _, op := range []struct{ kind, id string }{
 		{OpCreate, CreateWorkflowID(e.uid)}, {OpChange, ChangeWorkflowID(e.uid)}, {OpDelete, DeleteWorkflowID(e.uid)},
 	} {
-		run, err := describeRun(e.ctx, e.s, op.id, byCall)
+		run, err := describeRun(e.ctx, e.s, op.id)
 		if err != nil {
 			return err
 		}
-		if run.Running {
-			e.st.Seq++
-			e.resumeOperation(&OperationRecord{Seq: e.st.Seq, Kind: op.kind, Reason: "found running when the entity started", WorkflowID: op.id, RunID: run.RunID, StartedAt: run.StartedAt})
-			return nil
+		if !run.Running {
+			continue
 		}
+		e.st.Seq++
+		e.resumeOperation(&OperationRecord{Seq: e.st.Seq, Kind: op.kind, Reason: "found running when the entity started", WorkflowID: op.id, RunID: run.RunID, StartedAt: run.StartedAt}, nil)
+		if slices.ContainsFunc(e.pending(), func(w *waiter) bool { return w.kind == OpDelete }) {
+			e.stopForDelete(fmt.Sprintf("superseded by the delete request of proxy %s", e.uid))
+		}
+		return nil
 	}
 	return nil
 }
 
 // resumeOperation follows an operation this run did not start until it closes.
-func (e *entity) resumeOperation(rec *OperationRecord) {
+// spec is what it makes the VM match, nil when that is not known (a create or change that an
+// earlier entity started).
+func (e *entity) resumeOperation(rec *OperationRecord, spec *CreateProxyInput) {
 	r := *rec
-	op := &runningOp{rec: &r, serves: e.version}
-	if e.st.Spec != nil {
-		op.spec = e.st.Spec
-	}
+	// It serves no request of this run: those wait for the operation after it.
+	op := &runningOp{rec: &r, spec: spec}
 	// Cancelling it asks it to stop, and the wait goes on until it has: the next operation never
 	// overlaps it.
 	op.cancel = func() {

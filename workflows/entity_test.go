@@ -113,7 +113,7 @@ func deleteInput() workflows.DeleteProxyInput { return workflows.DeleteProxyInpu
 func TestProxy_createThenDeleteLeavesNothing(t *testing.T) {
 	w := newWorld(t)
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
 
 	st := p.run()
@@ -131,7 +131,7 @@ func TestProxy_deleteWhileCloningStopsTheCreateAndLeavesNothing(t *testing.T) {
 	w := newWorld(t)
 	w.cfg.Clones.PerStorage = 1
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	// The clone takes 45 s.
 	var during workflows.ProxyStatus
 	p.at(20*time.Second, func() { during = p.status() })
@@ -165,7 +165,7 @@ func TestProxy_deleteWhileCloningStopsTheCreateAndLeavesNothing(t *testing.T) {
 func TestProxy_createAfterDeleteWaitsForIt(t *testing.T) {
 	w := newWorld(t)
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create-1", createInput())
+	p.request(0, workflows.CreateUpdate, "create-1", createInput())
 	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
 	// The delete stops and destroys the VM; the create comes while it does.
 	p.request(time.Hour+time.Second, workflows.CreateUpdate, "create-2", createInput())
@@ -200,16 +200,17 @@ func TestProxy_invalidRequestsAreRefusedAndNothingRecorded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
 			p := newProxyEntity(t, w)
-			p.request(time.Second, tt.update, "bad", tt.arg)
-			var st workflows.ProxyStatus
-			p.at(time.Minute, func() { st = p.status() })
+			p.request(0, tt.update, "bad", tt.arg)
+			started := p.env.Now()
 
-			p.run()
+			st := p.run()
 
 			require.ErrorContains(t, p.answer("bad").rejected, tt.wantErr)
+			assert.Equal(t, workflows.FailRejected, failureType(t, p.answer("bad").rejected))
 			assert.Empty(t, st.Operations)
 			assert.False(t, st.Desired.Present)
 			assert.Zero(t, w.cluster.CallCount("Clone")+w.cluster.CallCount("Destroy"))
+			assert.Less(t, p.env.Now().Sub(started), time.Second, "the entity the refused request started closed at once")
 		})
 	}
 }
@@ -217,7 +218,7 @@ func TestProxy_invalidRequestsAreRefusedAndNothingRecorded(t *testing.T) {
 func TestProxy_createOfAPresentProxyWithAnotherSpecIsRefused(t *testing.T) {
 	w := newWorld(t)
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	other := createInput()
 	other.UserData = "#cloud-config\nhostname: other\n"
 	p.request(time.Hour, workflows.CreateUpdate, "create-other", other)
@@ -233,7 +234,7 @@ func TestProxy_createOfAPresentProxyWithAnotherSpecIsRefused(t *testing.T) {
 func TestProxy_createOfAPresentProxyWithOtherAddressesIsRefused(t *testing.T) {
 	w := newWorld(t)
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	other := createInput()
 	other.Addresses = proxy.Addresses{IPv4: "192.0.2.10/24"}
 	p.request(time.Hour, workflows.CreateUpdate, "create-other", other)
@@ -247,7 +248,7 @@ func TestProxy_createOfAPresentProxyWithOtherAddressesIsRefused(t *testing.T) {
 func TestProxy_healsAStoppedVMByStartingIt(t *testing.T) {
 	w := newWorld(t)
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	p.at(10*time.Minute, func() {
 		_, err := w.cluster.Stop(context.Background(), p.created().Node, p.created().VMID)
 		require.NoError(t, err)
@@ -269,7 +270,7 @@ func TestProxy_healsAStoppedVMByStartingIt(t *testing.T) {
 func TestProxy_healsADestroyedVMByCreatingItAgain(t *testing.T) {
 	w := newWorld(t)
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	p.at(10*time.Minute, func() {
 		_, err := w.cluster.Stop(context.Background(), p.created().Node, p.created().VMID)
 		require.NoError(t, err)
@@ -297,7 +298,7 @@ func TestProxy_failedCreateIsReportedAndNotRetriedUntilAskedOrChecked(t *testing
 	w.cfg.Entity.CheckInterval = 0
 	w.cluster.FailTask("qmclone", "clone failed: storage gone")
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	var failed workflows.ProxyStatus
 	p.at(time.Hour, func() { failed = p.status() })
 	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
@@ -315,7 +316,7 @@ func TestProxy_continuesAsNewInTheMiddleOfAnOperationAndTheNextRunFollowsIt(t *t
 	w := newWorld(t)
 	w.cfg.Entity.CheckJitter = 0
 	first := newProxyEntity(t, w)
-	first.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	first.request(0, workflows.CreateUpdate, "create", createInput())
 	// The create's clone takes 45 s; the request it serves is answered once it closes, so the
 	// run continues as new only then... unless nothing waits for it: a heal's create.
 	first.at(10*time.Minute, func() {
@@ -381,17 +382,17 @@ func TestProxy_newEntityWaitsForTheOperationAnEarlierEntityLeftRunning(t *testin
 		{workflows.OpChange, workflows.ChangeWorkflowID(uid), true, "cancelled"},
 		{workflows.OpDelete, workflows.DeleteWorkflowID(uid), false, "completed"},
 	} {
-		// DefaultVersion is the entity that described the runs by activities, before it did by calls.
-		for _, version := range []workflow.Version{workflow.DefaultVersion, 1} {
-			t.Run(fmt.Sprintf("%s/version=%d", tt.kind, version), func(t *testing.T) {
+		// The delete is the request that starts the new entity (an Update with start), or one
+		// that comes once it follows the operation.
+		for _, sentAt := range []time.Duration{0, time.Second} {
+			t.Run(fmt.Sprintf("%s/delete at %s", tt.kind, sentAt), func(t *testing.T) {
 				w := newWorld(t)
 				// The entity that started it was terminated; the operation runs on without it.
 				w.runs.start(tt.workflowID, w.clock.Now().Add(-time.Minute))
 				p := newProxyEntity(t, w)
-				p.env.OnGetVersion("entity-adopts-by-call", workflow.DefaultVersion, 1).Return(version)
 				cancelled := false
 				p.env.OnRequestCancelExternalWorkflow(mock.Anything, tt.workflowID, mock.Anything).Return(nil).Run(func(mock.Arguments) { cancelled = true })
-				p.request(time.Second, workflows.DeleteUpdate, "delete", deleteInput())
+				p.request(sentAt, workflows.DeleteUpdate, "delete", deleteInput())
 				var waiting workflows.ProxyStatus
 				p.at(time.Minute, func() { waiting = p.status() })
 				p.at(2*time.Minute, func() {
@@ -427,7 +428,7 @@ func TestProxy_newEntityAsksAboutItsOperationsByCallsNotActivities(t *testing.T)
 	p.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
 		calls = append(calls, info.ActivityType.Name)
 	})
-	p.request(time.Second, workflows.DeleteUpdate, "delete", deleteInput())
+	p.request(0, workflows.DeleteUpdate, "delete", deleteInput())
 
 	p.run()
 
@@ -447,7 +448,7 @@ func TestProxy_changeDuringCreateRunsOnceTheCreateIsDone(t *testing.T) {
 	w := newWorld(t)
 	withMachineTypes(w)
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	p.request(20*time.Second, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, MachineType: "large"})
 	var changed pve.VMConfig
 	p.at(time.Hour, func() { changed = vmConfig(t, w, p.created().VMID) })
@@ -468,7 +469,7 @@ func TestProxy_twoChangesInARowTheLaterWins(t *testing.T) {
 	w := newWorld(t)
 	withMachineTypes(w)
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	// Both come while the create runs, so one change serves both.
 	p.request(10*time.Second, workflows.ChangeUpdate, "change-1", workflows.ChangeRequest{UID: uid, MachineType: "large"})
 	p.request(11*time.Second, workflows.ChangeUpdate, "change-2", workflows.ChangeRequest{UID: uid, MachineType: "xlarge"})
@@ -499,7 +500,7 @@ func TestProxy_twoChangesInARowTheLaterWins(t *testing.T) {
 func TestProxy_newUserDataGivesANewSeedWithANewInstanceIDAndAReboot(t *testing.T) {
 	w := newWorld(t)
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	fresh := "#cloud-config\nruncmd: [echo changed]\n"
 	// The user-data a worker reads from the ChangeProxy's input.
 	p.at(30*time.Minute, func() { w.userData = fresh })
@@ -525,7 +526,7 @@ func TestProxy_newUserDataGivesANewSeedWithANewInstanceIDAndAReboot(t *testing.T
 func TestProxy_driftIsReported(t *testing.T) {
 	w := newWorld(t)
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	p.at(10*time.Minute, func() {
 		require.NoError(t, w.cluster.SetVMConfig(context.Background(), p.created().Node, p.created().VMID, pve.VMConfig{"cores": "1"}))
 	})
@@ -544,7 +545,7 @@ func TestProxy_driftIsPutBackWhenTheConfigSaysSo(t *testing.T) {
 	w := newWorld(t)
 	w.cfg.Entity.FixDrift = true
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	p.at(10*time.Minute, func() {
 		require.NoError(t, w.cluster.SetVMConfig(context.Background(), p.created().Node, p.created().VMID, pve.VMConfig{"cores": "1"}))
 	})
@@ -565,7 +566,7 @@ func TestProxy_newImageRebuildsTheVMOnTheSameVMID(t *testing.T) {
 	require.NoError(t, w.cluster.AddVM(pvesim.Template(9002, "pve1", 2)))
 	w.cfg.Proxmox.Templates["debian14"] = config.Template{VMID: 9002}
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, Image: "debian14"})
 	var during []workflows.ProxyStatus
 	for at := time.Hour + 10*time.Second; at < time.Hour+3*time.Minute; at += 20 * time.Second {
@@ -602,7 +603,7 @@ func TestProxy_aPermanentFailureIsNotHealedUntilARequestComes(t *testing.T) {
 	_, err := w.cluster.UploadISO(context.Background(), "pve1", "local", "proxy-own-name-seed.iso", strings.NewReader("iso"), 3)
 	require.NoError(t, err)
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	var waiting workflows.ProxyStatus
 	p.at(time.Hour, func() { waiting = p.status() })
 	p.request(time.Hour+time.Second, workflows.DeleteUpdate, "delete", workflows.DeleteProxyInput{UID: uid, Name: "proxy-own-name"})
@@ -614,4 +615,126 @@ func TestProxy_aPermanentFailureIsNotHealedUntilARequestComes(t *testing.T) {
 	assert.Equal(t, "absent", waiting.Observed.State, "the checks found no VM of the proxy, and left it so")
 	assert.Equal(t, []string{"create:failed", "delete:completed"}, kinds(st))
 	assert.Empty(t, w.isos(), "the delete request's name reached the delete, which deleted that seed ISO")
+}
+
+func TestProxy_aRequestAcceptedWhileAnOperationFailsIsServedByTheNext(t *testing.T) {
+	type request struct {
+		at     time.Duration
+		update string
+		id     string
+		arg    any
+	}
+	tests := []struct {
+		name string
+		// fail, at failAt, makes the operation that "first" asks for fail; "later" comes while
+		// it runs.
+		fail      func(w *world)
+		failAt    time.Duration
+		requests  []request
+		wantKinds []string
+	}{
+		{
+			name:   "change during a create whose clone fails",
+			fail:   func(w *world) { w.cluster.FailTask("qmclone", "clone failed: storage gone") },
+			failAt: 0,
+			requests: []request{
+				{0, workflows.CreateUpdate, "first", createInput()},
+				{2 * time.Second, workflows.ChangeUpdate, "later", workflows.ChangeRequest{UID: uid, MachineType: "large"}},
+			},
+			wantKinds: []string{"create:failed", "create:completed", "delete:completed"},
+		},
+		{
+			name:   "create during a delete whose destroy fails",
+			fail:   func(w *world) { w.cluster.FailTask("qmdestroy", "unable to remove disk: storage gone") },
+			failAt: time.Hour - time.Second,
+			requests: []request{
+				{0, workflows.CreateUpdate, "create", createInput()},
+				{time.Hour, workflows.DeleteUpdate, "first", deleteInput()},
+				{time.Hour + 2*time.Second, workflows.CreateUpdate, "later", createInput()},
+			},
+			wantKinds: []string{"create:completed", "delete:failed", "create:completed", "delete:completed"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			withMachineTypes(w)
+			w.cfg.Entity.CheckInterval = 0
+			p := newProxyEntity(t, w)
+			if tt.failAt == 0 {
+				tt.fail(w)
+			} else {
+				p.at(tt.failAt, func() { tt.fail(w) })
+			}
+			for _, r := range tt.requests {
+				p.request(r.at, r.update, r.id, r.arg)
+			}
+			var queued int
+			p.at(2*time.Hour, func() { queued = p.status().Queued })
+			p.request(3*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+			st := p.run()
+
+			require.Error(t, p.answer("first").err)
+			require.NoError(t, p.answer("later").err, "answered by the operation after the one that failed")
+			assert.Zero(t, queued, "no request waits")
+			assert.Equal(t, tt.wantKinds, kinds(st))
+		})
+	}
+}
+
+func TestProxy_aChangeThatFailedPermanentIsNotRunAgainAtEveryCheck(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Entity.FixDrift = true
+	p := newProxyEntity(t, w)
+	p.request(0, workflows.CreateUpdate, "create", createInput())
+	p.at(10*time.Minute, func() {
+		require.NoError(t, w.cluster.SetVMConfig(context.Background(), p.created().Node, p.created().VMID, pve.VMConfig{"cores": "1"}))
+		for range 3 {
+			w.cluster.FailNext("SetVMConfig", &pve.APIError{Status: 403, Reason: "Permission check failed (/vms/" + itoa(p.created().VMID) + ", VM.Config.CPU)",
+				Message: "Permission check failed (/vms/" + itoa(p.created().VMID) + ", VM.Config.CPU)"})
+		}
+	})
+	var waiting workflows.ProxyStatus
+	p.at(2*time.Hour-time.Minute, func() { waiting = p.status() })
+	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	st := p.run()
+
+	assert.Equal(t, []string{"create:completed", "change:failed", "delete:completed"}, kinds(st), "one change, then a person's turn")
+	assert.Equal(t, workflows.ProxyFailed, waiting.Phase)
+	assert.Contains(t, waiting.LastFailure, "VM.Config.CPU")
+	assert.Equal(t, []string{"cores 1, spec 2"}, waiting.Observed.Drift, "still checked and reported")
+}
+
+func TestProxy_aRequestSentAgainUnderItsUpdateIDAfterAContinueAsNewGetsItsFirstAnswer(t *testing.T) {
+	w := newWorld(t)
+	withMachineTypes(w)
+	first := newProxyEntity(t, w)
+	first.request(0, workflows.CreateUpdate, "create", createInput())
+	change := workflows.ChangeRequest{UID: uid, MachineType: "large"}
+	first.request(time.Hour, workflows.ChangeUpdate, "change-1", change)
+	first.at(2*time.Hour, func() { first.env.SetContinueAsNewSuggested(true) })
+
+	first.env.ExecuteWorkflow(workflows.ProxyName, workflows.ProxyInput{UID: uid})
+
+	var cont *workflow.ContinueAsNewError
+	require.ErrorAs(t, first.env.GetWorkflowError(), &cont)
+	var in workflows.ProxyInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(cont.Input, &in))
+	answered := first.answer("change-1").result.(workflows.ChangeProxyResult)
+	require.NotEmpty(t, answered.Changed)
+
+	// The caller lost the answer (its worker died) and sends the request again, under its ID.
+	second := newProxyEntity(t, w)
+	second.request(time.Minute, workflows.ChangeUpdate, "change-1", change)
+	second.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+	second.env.ExecuteWorkflow(workflows.ProxyName, in)
+
+	require.NoError(t, second.env.GetWorkflowError())
+	require.NoError(t, second.answer("change-1").err)
+	assert.Equal(t, answered, second.answer("change-1").result, "the first answer, not the empty one of a second change")
+	var st workflows.ProxyStatus
+	require.NoError(t, second.env.GetWorkflowResult(&st))
+	assert.Equal(t, []string{"create:completed", "change:completed", "delete:completed"}, kinds(st), "no second change ran")
 }

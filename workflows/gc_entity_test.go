@@ -17,11 +17,11 @@ func TestProxy_refusesACollectionsDeleteOfAProxyCreatedSinceTheCollectionLooked(
 	w := newWorld(t)
 	start := w.clock.Now()
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	collection := func(lookedAt time.Duration) workflows.DeleteProxyInput {
 		return workflows.DeleteProxyInput{UID: uid, UnlessWantedSince: start.Add(lookedAt)}
 	}
-	p.request(time.Hour, workflows.DeleteUpdate, "looked before the create", collection(0))
+	p.request(time.Hour, workflows.DeleteUpdate, "looked before the create", collection(-time.Minute))
 	p.request(2*time.Hour, workflows.DeleteUpdate, "looked after the create", collection(time.Minute))
 
 	st := p.run()

@@ -340,20 +340,14 @@ func retryable(err error, policy *temporal.RetryPolicy) bool {
 	return !appErr.NonRetryable() && (policy == nil || !slices.Contains(policy.NonRetryableErrorTypes, appErr.Type()))
 }
 
-// describeRun asks Temporal about the latest run of workflowID: by a call, or, as the entity did
-// before entityAdoptsByCall, as an activity.
-func describeRun(ctx workflow.Context, s settings, workflowID string, byCall bool) (activities.RunInfo, error) {
+// describeRun asks Temporal about the latest run of workflowID, by a call: a new entity asks
+// about its three operation IDs before anything else, and as activities the three made three
+// workflow tasks per proxy, which in a burst of new proxies queued ahead of every create's first.
+func describeRun(ctx workflow.Context, s settings, workflowID string) (activities.RunInfo, error) {
 	var a *activities.Activities
 	step := "describe workflow " + workflowID
-	req := activities.DescribeRunRequest{WorkflowID: workflowID}
 	var run activities.RunInfo
-	var err error
-	if byCall {
-		err = call(ctx, s.callOptions(step), a.DescribeRun, req).Get(ctx, &run)
-	} else {
-		err = execute(ctx, s.callOptions(step), a.DescribeRun, req).Get(ctx, &run)
-	}
-	if err != nil {
+	if err := call(ctx, s.callOptions(step), a.DescribeRun, activities.DescribeRunRequest{WorkflowID: workflowID}).Get(ctx, &run); err != nil {
 		return run, fail(step, err)
 	}
 	return run, nil

@@ -132,4 +132,19 @@ type ProxyState struct {
 	// with an earlier UnlessWantedSince (a garbage collection that looked before) is refused
 	// while the proxy is wanted present. Zero from runs before the field was kept.
 	WantedAt time.Time `json:"wantedAt,omitzero"`
+	// Answers are the latest requests' answers by Update ID, oldest first, at most keptAnswers.
+	Answers []Answer `json:"answers,omitempty"`
+}
+
+// Answer is what a request was answered with, kept by its Update ID: the request sent again
+// under that ID, in this run or a later one, gets it again rather than a second operation.
+type Answer struct {
+	UpdateID string             `json:"updateID"`
+	Create   *CreateProxyResult `json:"create,omitempty"`
+	Change   *ChangeProxyResult `json:"change,omitempty"`
+	Delete   *DeleteProxyResult `json:"delete,omitempty"`
+	// FailureType and Failure are the failure's type and message, when it failed: an
+	// ApplicationError's, or answerCanceled for a cancellation.
+	FailureType string `json:"failureType,omitempty"`
+	Failure     string `json:"failure,omitempty"`
 }

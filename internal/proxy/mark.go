@@ -15,19 +15,46 @@ const (
 	keyManaged   = "proxy-operator-managed"
 	keyUID       = "proxy-operator-uid"
 	keyCreatedAt = "proxy-operator-created-at"
+	// keyInstanceID is cloud-init's instance-id of the seed the VM was last given: what
+	// user-data it runs, which nothing else on Proxmox tells without reading the ISO.
+	keyInstanceID = "proxy-operator-instance-id"
 )
 
 // Mark is what a VM's description says about the proxy it belongs to.
 type Mark struct {
 	UID       string
 	CreatedAt time.Time
+	// InstanceID is empty until the VM is given its first seed: the clone call writes the mark
+	// before there is one.
+	InstanceID string
 }
 
 // FormatDescription is the description that marks a VM as the proxy m.UID's.
 func FormatDescription(m Mark) string {
-	return keyManaged + "=true\n" +
+	s := keyManaged + "=true\n" +
 		keyUID + "=" + m.UID + "\n" +
 		keyCreatedAt + "=" + m.CreatedAt.UTC().Format(time.RFC3339)
+	if m.InstanceID != "" {
+		s += "\n" + keyInstanceID + "=" + m.InstanceID
+	}
+	return s
+}
+
+// WithInstanceID is the description with the mark's instance-id set to id, and every other line
+// as it was: people write notes beside the mark in the PVE UI.
+func WithInstanceID(description, id string) string {
+	var out []string
+	for line := range strings.Lines(description) {
+		line = strings.TrimRight(line, "\r\n")
+		if key, _, ok := strings.Cut(line, "="); ok && strings.TrimSpace(key) == keyInstanceID {
+			continue
+		}
+		out = append(out, line)
+	}
+	for len(out) > 0 && out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	return strings.Join(append(out, keyInstanceID+"="+id), "\n")
 }
 
 // ParseDescription reads the mark from a VM's description. managed reports whether the
@@ -49,6 +76,8 @@ func ParseDescription(s string) (m Mark, managed bool) {
 			m.UID = value
 		case keyCreatedAt:
 			m.CreatedAt, _ = time.Parse(time.RFC3339, value)
+		case keyInstanceID:
+			m.InstanceID = value
 		}
 	}
 	return m, managed
