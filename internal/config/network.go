@@ -30,7 +30,7 @@ func (n NIC) String() string {
 
 // PVE's bounds: net0..net31 (qm.conf's net[n]), and a tag of 1..4094 (net[n]'s tag).
 const (
-	maxNICs = 32
+	MaxNICs = 32
 	minVLAN = 1
 	maxVLAN = 4094
 )
@@ -44,8 +44,8 @@ func validateNameservers(p *problems, servers []string) {
 }
 
 func validateNICs(p *problems, path string, nics []NIC) {
-	if len(nics) > maxNICs {
-		p.add(path, "%d NICs are more than PVE's %d (net0..net%d)", len(nics), maxNICs, maxNICs-1)
+	if len(nics) > MaxNICs {
+		p.add(path, "%d NICs are more than PVE's %d (net0..net%d)", len(nics), MaxNICs, MaxNICs-1)
 	}
 	for i, n := range nics {
 		at := fmt.Sprintf("%s[%d]", path, i)

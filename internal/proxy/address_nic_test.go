@@ -54,3 +54,53 @@ func TestSeedNetwork_net0sAddressesAndFurtherNICsByMAC(t *testing.T) {
 		{Name: "net1", MAC: "BC:24:11:00:00:01", DHCP4: true},
 	}, SeedNetwork(cfg, a, []config.NIC{{}, {Bridge: "vmbr1"}}, []string{"192.0.2.53"}))
 }
+
+func TestNICChanges_table(t *testing.T) {
+	const net0 = "virtio=BC:24:11:2E:C5:4A,bridge=vmbr0"
+	const net1 = "virtio=BC:24:11:00:00:01,bridge=vmbr1,tag=20"
+	for _, tc := range []struct {
+		name string
+		cfg  pve.VMConfig
+		nics []config.NIC
+		want []NICChange
+	}{
+		{"matching NICs: none", pve.VMConfig{"net0": net0, "net1": net1}, []config.NIC{{}, {Bridge: "vmbr1", VLAN: 20}}, nil},
+		{"a NIC the VM lacks is added", pve.VMConfig{"net0": net0}, []config.NIC{{}, {Bridge: "vmbr1", VLAN: 20}},
+			[]NICChange{{Key: "net1", Want: "virtio,bridge=vmbr1,tag=20"}}},
+		{"a NIC on another VLAN is changed, its MAC kept", pve.VMConfig{"net0": net0, "net1": net1}, []config.NIC{{}, {Bridge: "vmbr1", VLAN: 30}},
+			[]NICChange{{Key: "net1", Have: net1, Want: "virtio=BC:24:11:00:00:01,bridge=vmbr1,tag=30"}}},
+		{"a further NIC without a VLAN loses its tag", pve.VMConfig{"net0": net0, "net1": net1}, []config.NIC{{}, {Bridge: "vmbr1"}},
+			[]NICChange{{Key: "net1", Have: net1, Want: "virtio=BC:24:11:00:00:01,bridge=vmbr1"}}},
+		{"NICs beyond the spec's are removed, gaps and all", pve.VMConfig{"net0": net0, "net1": net1, "net5": "e1000=BC:24:11:00:00:05,bridge=vmbr5"}, nil,
+			[]NICChange{{Key: "net1", Have: net1}, {Key: "net5", Have: "e1000=BC:24:11:00:00:05,bridge=vmbr5"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, NICChanges(tc.cfg, "", tc.nics))
+		})
+	}
+}
+
+func TestNICChange_strings(t *testing.T) {
+	for _, tc := range []struct {
+		c              NICChange
+		drift, changes string
+	}{
+		{NICChange{Key: "net1", Want: "virtio,bridge=vmbr1,tag=20"}, "net1 missing, spec (vmbr1, tag 20)", "net1 added (vmbr1, tag 20)"},
+		{NICChange{Key: "net1", Have: "virtio=BC:24:11:00:00:01,bridge=vmbr1,tag=20", Want: "virtio=BC:24:11:00:00:01,bridge=vmbr2"},
+			"net1 (vmbr1, tag 20), spec (vmbr2)", "net1 (vmbr1, tag 20) -> (vmbr2)"},
+		{NICChange{Key: "net2", Have: "virtio=BC:24:11:00:00:02"}, "net2 (no bridge), spec none", "net2 removed (no bridge)"},
+	} {
+		t.Run(tc.changes, func(t *testing.T) {
+			assert.Equal(t, tc.drift, tc.c.String())
+			assert.Equal(t, tc.changes, tc.c.Change())
+		})
+	}
+}
+
+func TestMachine_nicDrift(t *testing.T) {
+	m, _ := MachineOf(pve.VMConfig{"net0": "virtio=BC:24:11:2E:C5:4A,bridge=vmbr0", "scsi0": "local-lvm:vm-1-disk-0,size=10G"})
+	want := []config.NIC{{}, {Bridge: "vmbr1"}}
+
+	assert.Equal(t, []NICChange{{Key: "net1", Want: "virtio,bridge=vmbr1"}}, m.NICDrift("", want))
+	assert.Nil(t, Machine{Cores: 2}.NICDrift("", want), "NICs the machine does not know are passed over")
+}

@@ -21,6 +21,8 @@ type Machine struct {
 	// DiskGiB is the boot disk's size in GiB, rounded down: a disk is smaller than a whole
 	// number of GiB exactly when its rounded-down size is.
 	DiskGiB int64
+	// NICs are the VM's net[n] values by key (NICsOf); nil when unknown, or the VM has none.
+	NICs pve.VMConfig
 }
 
 // PVE's values for the keys a config leaves out (qemu-server's defaults).
@@ -29,11 +31,12 @@ const (
 	defaultMemoryMiB = 512
 )
 
-// MachineOf reads cores, memory and the boot disk's size from a VM's config, as PVE reads them:
-// cores and memory left out are PVE's defaults (1 core, 512 MiB), and memory may be written as
-// "current=<MiB>". A value it cannot read stays zero in the Machine, and the error names it.
+// MachineOf reads cores, memory, the boot disk's size and the NICs from a VM's config, as PVE
+// reads them: cores and memory left out are PVE's defaults (1 core, 512 MiB), and memory may be
+// written as "current=<MiB>". A value it cannot read stays zero in the Machine, and the error
+// names it.
 func MachineOf(cfg pve.VMConfig) (Machine, error) {
-	var m Machine
+	m := Machine{NICs: NICsOf(cfg)}
 	var errs []error
 	m.Cores = defaultCores
 	if v, ok := cfg["cores"]; ok {
@@ -143,4 +146,13 @@ func (m Machine) Drift(p config.Placement) []Difference {
 		ds = append(ds, Difference{What: DiffDisk, Have: m.DiskGiB, Want: p.DiskGiB, Disk: m.BootDisk})
 	}
 	return ds
+}
+
+// NICDrift lists the changes that give m the NICs nics, net0 on bridge (NICChanges). NICs m does
+// not know (nil) are passed over, as Drift passes over any field m does not know.
+func (m Machine) NICDrift(bridge string, nics []config.NIC) []NICChange {
+	if m.NICs == nil {
+		return nil
+	}
+	return NICChanges(m.NICs, bridge, nics)
 }
