@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -30,7 +31,8 @@ type ChangeProxyInput struct {
 	// Addresses are the proxy's static addresses (CreateProxyInput.Addresses): a reseed writes
 	// them into the new seed, and the change waits for them.
 	Addresses proxy.Addresses `json:"addresses,omitzero"`
-	// NICs are the proxy's own NICs (CreateProxyInput.NICs), for a reseed's network-config.
+	// NICs are the proxy's own NICs (CreateProxyInput.NICs), in place of its machine type's:
+	// the NICs the VM is made to have, and a reseed's network-config.
 	NICs []config.NIC `json:"nics,omitempty"`
 	// AddressPool is the pool the proxy's create took its addresses from
 	// (CreateProxyInput.AddressPool): the change asks it for them, in place of Addresses.
@@ -67,6 +69,13 @@ type ChangeProxyResult struct {
 //     which applies them.
 //   - A boot disk smaller than the machine type's is grown, online, with no reboot; a larger one
 //     stays as it is, since PVE cannot shrink a disk.
+//   - The VM's NICs are made the proxy's own, else its machine type's (proxy.NICChanges): one on
+//     another bridge or VLAN is moved there, its MAC kept, and one beyond them removed; either
+//     reboots the guest, which asks DHCP on its NICs' networks as it comes up. A NIC the VM
+//     lacks is added, which needs a reseed: the guest configures a NIC from the seed's
+//     network-config, which names it by the MAC PVE gives it when it is written, and cloud-init
+//     applies a network-config only to a new instance. Without a reseed such a change fails
+//     Permanent before it writes anything.
 //   - With Reseed, the seed ISO is written anew with the input's user-data and instance-id, and
 //     the guest rebooted: cloud-init runs user-data again when it sees a new instance-id (the
 //     seed's reseed hook cleans the cache cloud-init otherwise trusts). Once the guest is
@@ -143,7 +152,6 @@ func (c *change) run() (ChangeProxyResult, error) {
 	if err := c.readOurVM("change", &c.vm, readConfig, activities.WaitUnlocked, c.s.Budgets.Unlock, &cfg); err != nil {
 		return ChangeProxyResult{}, err
 	}
-	c.vm.Config = cfg
 	var st pve.VMStatus
 	if err := c.readOurVM("change", &c.vm, readStatus, activities.WaitNone, 0, &st); err != nil {
 		return ChangeProxyResult{}, err
@@ -154,8 +162,18 @@ func (c *change) run() (ChangeProxyResult, error) {
 	}
 
 	c.t.phase(PhaseChanging, "compare VM with machine type "+c.p.MachineType)
+	nics := c.s.nics(c.in.NICs, c.in.MachineType)
+	nicChanges := proxy.NICChanges(cfg, c.s.Bridge, nics)
+	if err := c.refuseNICsWithoutReseed(nicChanges); err != nil {
+		return ChangeProxyResult{}, err
+	}
 	res := ChangeProxyResult{Name: c.name, Changed: []string{}}
-	params := pve.VMConfig{}
+	ref := c.vm.ref()
+	cfg, params, err := c.addNICs(ref, cfg, nics)
+	if err != nil {
+		return ChangeProxyResult{}, err
+	}
+	c.vm.Config = cfg
 	var grow int64
 	for _, d := range m.Drift(c.p) {
 		switch d.What {
@@ -168,7 +186,11 @@ func (c *change) run() (ChangeProxyResult, error) {
 		}
 		res.Changed = append(res.Changed, d.Change())
 	}
-	// Cores and memory need a reboot to apply; ide2, which a reseed may point anew, does not.
+	for _, n := range nicChanges {
+		res.Changed = append(res.Changed, n.Change())
+	}
+	// Cores and memory need a reboot to apply, and NICs one to reach the guest; ide2, which a
+	// reseed may point anew, does not.
 	pending := len(params) > 0
 	if c.in.Reseed {
 		seed, err := c.reseed()
@@ -182,7 +204,6 @@ func (c *change) run() (ChangeProxyResult, error) {
 		res.Changed = append(res.Changed, fmt.Sprintf("user-data (instance-id %s)", c.in.InstanceID))
 	}
 	var a *activities.Activities
-	ref := c.vm.ref()
 	if len(params) > 0 {
 		c.t.phase(PhaseChanging, "set config")
 		summary := "configure " + ref.String()
@@ -237,6 +258,23 @@ func (c *change) find() error {
 	c.vm = h.Ours[0]
 	c.t.vm(c.vm.Node, c.vm.VMID)
 	return nil
+}
+
+// refuseNICsWithoutReseed fails Permanent when changes add a NIC and the change has no reseed:
+// the guest would not configure the NIC (ChangeProxy). It is the entity that hands out
+// instance-ids, with the user-data a new seed carries.
+func (c *change) refuseNICsWithoutReseed(changes []proxy.NICChange) error {
+	var added []string
+	for _, n := range changes {
+		if n.Added() {
+			added = append(added, n.Key)
+		}
+	}
+	if len(added) == 0 || c.in.Reseed {
+		return nil
+	}
+	return permanentf("change proxy %s: NIC(s) %s are to be added, and the guest configures a NIC only from the network-config of a seed with a new instance-id: "+
+		"the change needs a reseed with the user-data and a new instance-id; nothing was changed", c.name, strings.Join(added, ", "))
 }
 
 // reseed replaces the proxy's seed ISO on its VM's node with one of the input's user-data and

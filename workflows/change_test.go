@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -251,4 +252,105 @@ func vmByID(w *world, vmid int) (pvesim.VM, bool) {
 		}
 	}
 	return pvesim.VM{}, false
+}
+
+// withNICs is machine type small with nics.
+func withNICs(nics ...config.NIC) config.MachineType {
+	mt := config.MachineType{Cores: 2, MemoryMiB: 2048, DiskGiB: 10}
+	mt.NICs = nics
+	return mt
+}
+
+// guestInterface is the interface the guest of VM vmid reports by name, as its agent does.
+func guestInterface(t *testing.T, w *world, node string, vmid int, name string) pve.AgentInterface {
+	t.Helper()
+	ifaces, err := w.cluster.AgentNetworkInterfaces(t.Context(), node, vmid)
+	require.NoError(t, err)
+	for _, i := range ifaces {
+		if i.Name == name {
+			return i
+		}
+	}
+	t.Fatalf("the guest of VM %d has no interface %s: %+v", vmid, name, ifaces)
+	return pve.AgentInterface{}
+}
+
+func TestChangeProxy_toAMachineTypeWithAnotherNICAddsIt(t *testing.T) {
+	w, vm := changeable(t)
+	w.cfg.Proxmox.MachineTypes["twoNICs"] = withNICs(config.NIC{}, config.NIC{Bridge: "vmbr1", VLAN: 20})
+	in := changeInput("twoNICs")
+	in.Reseed, in.InstanceID, in.UserData = true, uid+"-2", "#cloud-config\n"
+
+	res, err := w.change(in)
+
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1 added (vmbr1, tag 20)", "user-data (instance-id " + uid + "-2)"}, res.Changed)
+	assert.True(t, res.Restarted)
+	cfg := vmConfig(t, w, vm.VMID)
+	assert.Regexp(t, `^virtio=[0-9A-F:]{17},bridge=vmbr1,tag=20$`, cfg["net1"], "a new NIC with the MAC PVE gave it")
+	net1MAC := strings.ToLower(proxy.MACFromNet(cfg["net1"]))
+	assert.Contains(t, seedNetworkConfig(t, w), `  net1:
+    match:
+      macaddress: "`+net1MAC+`"
+    set-name: net1
+    dhcp4: true
+`)
+	net1 := guestInterface(t, w, vm.Node, vm.VMID, "net1")
+	assert.Equal(t, net1MAC, net1.HardwareAddress)
+	assert.Contains(t, fmt.Sprint(net1.IPAddresses), "172.", "the guest configured the new NIC")
+	assert.Equal(t, vm.IPv4, res.IPv4, "net0 keeps its address")
+}
+
+func TestChangeProxy_aNICToAddWithoutAReseedIsRefusedBeforeAnyWrite(t *testing.T) {
+	w, _ := changeable(t)
+	w.cfg.Proxmox.MachineTypes["twoNICs"] = withNICs(config.NIC{}, config.NIC{Bridge: "vmbr1", VLAN: 20})
+	writes := map[string]int{}
+	for _, m := range []string{"SetVMConfig", "Resize", "Reboot", "Start", "Stop", "UploadISO", "DeleteVolume"} {
+		writes[m] = w.cluster.CallCount(m)
+	}
+
+	_, err := w.change(changeInput("twoNICs"))
+
+	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.ErrorContains(t, err, "net1")
+	assert.ErrorContains(t, err, "new instance-id")
+	for m, n := range writes {
+		assert.Equal(t, n, w.cluster.CallCount(m), "no %s", m)
+	}
+}
+
+func TestChangeProxy_toAMachineTypeWithoutTheNICRemovesIt(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Proxmox.MachineTypes["twoNICs"] = withNICs(config.NIC{}, config.NIC{Bridge: "vmbr1", VLAN: 20})
+	in := createInput()
+	in.MachineType = "twoNICs"
+	vm, err := w.create(in)
+	require.NoError(t, err)
+	net0 := vmConfig(t, w, vm.VMID)["net0"]
+
+	res, err := w.change(changeInput("small"))
+
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1 removed (vmbr1, tag 20)"}, res.Changed)
+	cfg := vmConfig(t, w, vm.VMID)
+	assert.NotContains(t, cfg, "net1")
+	assert.Equal(t, net0, cfg["net0"])
+}
+
+func TestChangeProxy_aNICOnAnotherVLANKeepsItsMACAndReboots(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Proxmox.MachineTypes["twoNICs"] = withNICs(config.NIC{}, config.NIC{Bridge: "vmbr1", VLAN: 20})
+	w.cfg.Proxmox.MachineTypes["vlan30"] = withNICs(config.NIC{}, config.NIC{Bridge: "vmbr1", VLAN: 30})
+	in := createInput()
+	in.MachineType = "twoNICs"
+	vm, err := w.create(in)
+	require.NoError(t, err)
+	mac := proxy.MACFromNet(vmConfig(t, w, vm.VMID)["net1"])
+
+	res, err := w.change(changeInput("vlan30"))
+
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1 (vmbr1, tag 20) -> (vmbr1, tag 30)"}, res.Changed)
+	assert.True(t, res.Restarted, "the guest asks DHCP on the NIC's new network as it boots")
+	assert.Equal(t, "virtio="+mac+",bridge=vmbr1,tag=30", vmConfig(t, w, vm.VMID)["net1"])
 }

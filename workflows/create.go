@@ -568,7 +568,8 @@ func vmidTaken(err error, vmid int) bool {
 
 // provision gives the VM its machine type's NICs, puts the seed ISO on the VM's node, configures
 // the VM, grows its disk and starts it. The seed's network-config names the NICs by MAC, so the
-// config is read (and NICs PVE gives a MAC added) before the seed is made.
+// config is read (and NICs PVE gives a MAC added) before the seed is made. NICs beyond the
+// machine type's are removed, as a change removes them.
 func (c *create) provision() error {
 	var a *activities.Activities
 	ref := c.vm.ref()
@@ -580,18 +581,9 @@ func (c *create) provision() error {
 		return err
 	}
 	nics := c.s.nics(c.in.NICs, c.in.MachineType)
-	netParams := proxy.NICValues(cfg, c.s.Bridge, nics)
-	if added := newNICs(cfg, netParams); len(added) > 0 {
-		summary := "add NICs " + strings.Join(workflow.DeterministicKeys(added), ", ") + " to " + ref.String()
-		c.t.step(summary)
-		if err := call(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
-			activities.SetVMConfigRequest{VMRef: ref, Params: added}).Get(c.ctx, nil); err != nil {
-			return fail(summary, err)
-		}
-		if cfg, err = c.readConfig(ref); err != nil {
-			return err
-		}
-		netParams = proxy.NICValues(cfg, c.s.Bridge, nics)
+	cfg, netParams, err := c.addNICs(ref, cfg, nics)
+	if err != nil {
+		return err
 	}
 
 	c.t.step("upload seed ISO")
@@ -651,28 +643,6 @@ func (c *create) resize() error {
 		return nil
 	}
 	return c.resizeDisk(c.vm.ref(), disk, c.p.DiskGiB)
-}
-
-// readConfig reads the config of the VM being created.
-func (c *create) readConfig(ref activities.VMRef) (pve.VMConfig, error) {
-	var a *activities.Activities
-	var cfg pve.VMConfig
-	if err := call(c.ctx, c.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
-		return nil, fail("read config of "+ref.String(), err)
-	}
-	return cfg, nil
-}
-
-// newNICs are the NICs of params the VM's config cfg does not have yet: PVE gives each a MAC
-// when it is written, which the seed's network-config needs.
-func newNICs(cfg, params pve.VMConfig) pve.VMConfig {
-	added := pve.VMConfig{}
-	for _, key := range workflow.DeterministicKeys(params) {
-		if _, ok := cfg[key]; !ok {
-			added[key] = params[key]
-		}
-	}
-	return added
 }
 
 // waitReady waits until the VM runs and its guest agent reports every address net0 is to have.

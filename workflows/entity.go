@@ -781,10 +781,15 @@ func (e *entity) drift(got GetProxyResult) []string {
 	if !ok {
 		return nil
 	}
-	m := proxy.Machine{Cores: got.Cores, MemoryMiB: got.MemoryMiB, DiskGiB: got.DiskGiB}
+	m := proxy.Machine{Cores: got.Cores, MemoryMiB: got.MemoryMiB, DiskGiB: got.DiskGiB, NICs: got.NICs}
 	var out []string
 	for _, d := range m.Drift(config.Placement{Cores: mt.Cores, MemoryMiB: mt.MemoryMiB, DiskGiB: mt.DiskGiB}) {
 		out = append(out, d.String())
+	}
+	// The spec's own NICs, else its machine type's, as its create and changes give them. A result
+	// from before GetProxy read the NICs has none, and shows none drifted.
+	for _, n := range m.NICDrift(e.s.Bridge, e.s.nics(e.st.Spec.NICs, e.st.Spec.MachineType)) {
+		out = append(out, n.String())
 	}
 	return out
 }

@@ -541,6 +541,25 @@ func TestProxy_driftIsReported(t *testing.T) {
 	assert.Equal(t, []string{"create:completed", "delete:completed"}, kinds(st), "reported, not put back")
 }
 
+func TestProxy_nicDriftIsReported(t *testing.T) {
+	w := newWorld(t)
+	w.cfg.Proxmox.MachineTypes["small"] = withNICs(config.NIC{}, config.NIC{Bridge: "vmbr1", VLAN: 20})
+	p := newProxyEntity(t, w)
+	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.at(10*time.Minute, func() {
+		// Someone took net1 off the VM and put it on net2 by hand.
+		require.NoError(t, w.cluster.SetVMConfig(context.Background(), p.created().Node, p.created().VMID,
+			pve.VMConfig{"delete": "net1", "net2": "virtio,bridge=vmbr2"}))
+	})
+	var drifted workflows.ProxyStatus
+	p.at(30*time.Minute, func() { drifted = p.status() })
+	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	p.run()
+
+	assert.Equal(t, []string{"net1 missing, spec (vmbr1, tag 20)", "net2 (vmbr2), spec none"}, drifted.Observed.Drift)
+}
+
 func TestProxy_driftIsPutBackWhenTheConfigSaysSo(t *testing.T) {
 	w := newWorld(t)
 	w.cfg.Entity.FixDrift = true

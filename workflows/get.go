@@ -39,6 +39,9 @@ type GetProxyResult struct {
 	Cores     int   `json:"cores,omitempty"`
 	MemoryMiB int64 `json:"memoryMiB,omitempty"`
 	DiskGiB   int64 `json:"diskGiB,omitempty"`
+	// NICs are the VM's net[n] config values by key, "net0" first (proxy.NICsOf), for a caller to
+	// compare with the NICs it wants (proxy.Machine.NICDrift); nil when the config has none.
+	NICs pve.VMConfig `json:"nics,omitempty"`
 }
 
 // GetProxy finds a proxy's VM and says what it is doing. It reads and never changes anything,
@@ -184,6 +187,7 @@ func (g *getter) state(v vm, status string) (GetProxyResult, error) {
 		Cores:      m.Cores,
 		MemoryMiB:  m.MemoryMiB,
 		DiskGiB:    m.DiskGiB,
+		NICs:       m.NICs,
 	}
 	if lock := v.Config["lock"]; lock != "" {
 		return GetProxyResult{}, transientf("get proxy %s: VM %d on node %s is locked (%s)", g.what(), v.VMID, v.Node, lock)

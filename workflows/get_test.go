@@ -340,6 +340,20 @@ func TestGet_reportsTheMachineTheConfigGivesTheVM(t *testing.T) {
 	assert.Equal(t, int64(10), got.DiskGiB, "the machine type's 10 GiB")
 }
 
+func TestGet_reportsTheVMsNICs(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.create(createInput())
+	require.NoError(t, err)
+	vmid := firstVMID(w)
+	require.NoError(t, w.cluster.SetVMConfig(t.Context(), "pve1", vmid, pve.VMConfig{"net1": "virtio,bridge=vmbr1,tag=20"}))
+	cfg := vmConfig(t, w, vmid)
+
+	got, err := w.get(byUID())
+
+	require.NoError(t, err)
+	assert.Equal(t, pve.VMConfig{"net0": cfg["net0"], "net1": cfg["net1"]}, got.NICs)
+}
+
 func TestGet_machineTheConfigDoesNotTellIsZero(t *testing.T) {
 	w := newWorld(t)
 	v := proxyVM(w, uid, false) // no disk

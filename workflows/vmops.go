@@ -2,11 +2,13 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/nocloud"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
@@ -45,6 +47,43 @@ func (o *proxyOps) readOurVM(op string, v *vm, what, waitFor string, budget time
 	}
 	o.t.vm(v.Node, v.VMID)
 	return err
+}
+
+// readConfig reads the config of the proxy's VM ref.
+func (o *proxyOps) readConfig(ref activities.VMRef) (pve.VMConfig, error) {
+	var a *activities.Activities
+	var cfg pve.VMConfig
+	if err := call(o.ctx, o.s.callOptions("read config of "+ref.String()), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(o.ctx, &cfg); err != nil {
+		return nil, fail("read config of "+ref.String(), err)
+	}
+	return cfg, nil
+}
+
+// addNICs writes to VM ref, of config cfg, the NICs of nics it lacks (proxy.NICChanges), and
+// returns its config as PVE has it then, and the parameters of the other NIC changes
+// (proxy.NICParams) for the caller's next config write. PVE gives a new NIC its MAC only when it
+// is written, and a seed's network-config names the NICs by MAC: the seed is made from the
+// config this returns.
+func (o *proxyOps) addNICs(ref activities.VMRef, cfg pve.VMConfig, nics []config.NIC) (_, rest pve.VMConfig, err error) {
+	var a *activities.Activities
+	added := pve.VMConfig{}
+	for _, n := range proxy.NICChanges(cfg, o.s.Bridge, nics) {
+		if n.Added() {
+			added[n.Key] = n.Want
+		}
+	}
+	if len(added) > 0 {
+		summary := "add NICs " + strings.Join(workflow.DeterministicKeys(added), ", ") + " to " + ref.String()
+		o.t.step(summary)
+		if err := call(o.ctx, o.s.callOptions(summary), a.SetVMConfig,
+			activities.SetVMConfigRequest{VMRef: ref, Params: added}).Get(o.ctx, nil); err != nil {
+			return nil, nil, fail(summary, err)
+		}
+		if cfg, err = o.readConfig(ref); err != nil {
+			return nil, nil, err
+		}
+	}
+	return cfg, proxy.NICParams(proxy.NICChanges(cfg, o.s.Bridge, nics)), nil
 }
 
 // uploadSeed uploads the proxy's seed ISO to the ISO storage of node, with cloud-init's

@@ -118,8 +118,8 @@ type MachineType struct {
 	MemoryMiB int64 `yaml:"memoryMiB" json:"memoryMiB"`
 	// DiskGiB grows the boot disk to this size; 0 keeps the template's. Disks never shrink.
 	DiskGiB int64 `yaml:"diskGiB" json:"diskGiB,omitempty"`
-	// NICs are the VM's network devices, net0 first (see NIC); empty keeps the template's net0
-	// with proxmox.bridge.
+	// NICs are the VM's network devices, net0 first (see NIC), and all of them: a create or
+	// change removes the VM's others. Empty is the template's net0 alone, on proxmox.bridge.
 	NICs []NIC `yaml:"nics,omitempty" json:"nics,omitempty"`
 }
 
@@ -130,8 +130,8 @@ type Entity struct {
 	CheckInterval time.Duration `yaml:"checkInterval" json:"checkInterval"`
 	// CheckJitter is the most a check is moved later at random, so a fleet's checks spread out.
 	CheckJitter time.Duration `yaml:"checkJitter" json:"checkJitter"`
-	// FixDrift makes a check that finds the VM's cores, memory or disk off the machine type put
-	// them back (a ChangeProxy); otherwise drift is only reported in the proxy's status.
+	// FixDrift makes a check that finds the VM's cores, memory, disk or NICs off the machine type
+	// put them back (a ChangeProxy); otherwise drift is only reported in the proxy's status.
 	FixDrift bool `yaml:"fixDrift" json:"fixDrift"`
 	// CloseAfter is how long the entity of an absent proxy waits for a request before it
 	// closes.
