@@ -545,7 +545,7 @@ func TestProxy_nicDriftIsReported(t *testing.T) {
 	w := newWorld(t)
 	w.cfg.Proxmox.MachineTypes["small"] = withNICs(config.NIC{}, config.NIC{Bridge: "vmbr1", VLAN: 20})
 	p := newProxyEntity(t, w)
-	p.request(time.Second, workflows.CreateUpdate, "create", createInput())
+	p.request(0, workflows.CreateUpdate, "create", createInput())
 	p.at(10*time.Minute, func() {
 		// Someone took net1 off the VM and put it on net2 by hand.
 		require.NoError(t, w.cluster.SetVMConfig(context.Background(), p.created().Node, p.created().VMID,
