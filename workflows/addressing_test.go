@@ -133,7 +133,7 @@ func TestChange_aReseedKeepsTheStaticAddresses(t *testing.T) {
 	_, err := w.create(in)
 	require.NoError(t, err)
 	change := workflows.ChangeProxyInput{UID: uid, Image: "debian13", MachineType: "small", Addresses: addrs,
-		Reseed: true, InstanceID: uid + "-2", UserData: "#cloud-config\n"}
+		InstanceID: uid + "-2", UserData: "#cloud-config\n"}
 
 	res, err := w.change(change)
 

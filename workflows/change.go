@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -22,11 +23,10 @@ type ChangeProxyInput struct {
 	Zone        string `json:"zone,omitempty"`
 	Image       string `json:"image"`
 	MachineType string `json:"machineType"`
-	// Reseed makes ChangeProxy write a new seed ISO with UserData and InstanceID and reboot the
-	// guest, so cloud-init runs the new user-data.
-	Reseed bool `json:"reseed,omitempty"`
 	// UserData is read from here by UploadISO, as CreateProxy's is (see CreateProxyInput).
-	UserData   string `json:"userData,omitempty"`
+	UserData string `json:"userData,omitempty"`
+	// InstanceID is cloud-init's instance-id of UserData (the UID when empty, as a create's): a
+	// VM whose mark names another is given a new seed of UserData, and rebooted.
 	InstanceID string `json:"instanceID,omitempty"`
 	// Addresses are the proxy's static addresses (CreateProxyInput.Addresses): a reseed writes
 	// them into the new seed, and the change waits for them.
@@ -74,10 +74,10 @@ type ChangeProxyResult struct {
 //     reboots the guest, which asks DHCP on its NICs' networks as it comes up. A NIC the VM
 //     lacks is added, which needs a reseed: the guest configures a NIC from the seed's
 //     network-config, which names it by the MAC PVE gives it when it is written, and cloud-init
-//     applies a network-config only to a new instance. Without a reseed such a change fails
-//     Permanent before it writes anything.
-//   - With Reseed, the seed ISO is written anew with the input's user-data and instance-id, and
-//     the guest rebooted: cloud-init runs user-data again when it sees a new instance-id (the
+//     applies a network-config only to a new instance. Without a new instance-id such a change
+//     fails Permanent before it writes anything.
+//   - When the VM's mark names another instance-id than the input's, the seed ISO is written
+//     anew with the input's user-data and instance-id, the mark says so, and the guest rebooted: cloud-init runs user-data again when it sees a new instance-id (the
 //     seed's reseed hook cleans the cache cloud-init otherwise trusts). Once the guest is
 //     ready, the seed is released again (releaseSeed).
 //   - A stopped VM is started, whether anything changed or not.
@@ -89,9 +89,6 @@ func (w *Workflows) ChangeProxy(ctx workflow.Context, in ChangeProxyInput) (_ Ch
 	defer func() { recordOutcome(ctx, changeMetrics, in.UID, t, err) }()
 	if err := checkOperation(ctx, "change", in.UID, in.UserData); err != nil {
 		return ChangeProxyResult{}, err
-	}
-	if in.Reseed && in.InstanceID == "" {
-		return ChangeProxyResult{}, permanentf("change proxy %s: a reseed needs a new instance-id, or cloud-init would not run the new user-data", in.UID)
 	}
 	c, err := newChange(ctx, w.Config, in)
 	if err != nil {
@@ -156,22 +153,49 @@ func (c *change) run() (ChangeProxyResult, error) {
 	if err := c.readOurVM("change", &c.vm, readStatus, activities.WaitNone, 0, &st); err != nil {
 		return ChangeProxyResult{}, err
 	}
-	m, err := proxy.MachineOf(cfg)
+	res := ChangeProxyResult{Name: c.name}
+	reseeded, err := c.converge(cfg, st.Status == "running", &res)
 	if err != nil {
-		return ChangeProxyResult{}, permanentf("change proxy %s: VM %d: %v", c.name, c.vm.VMID, err)
-	}
-
-	c.t.phase(PhaseChanging, "compare VM with machine type "+c.p.MachineType)
-	nics := c.s.nics(c.in.NICs, c.in.MachineType)
-	nicChanges := proxy.NICChanges(cfg, c.s.Bridge, nics)
-	if err := c.refuseNICsWithoutReseed(nicChanges); err != nil {
 		return ChangeProxyResult{}, err
 	}
-	res := ChangeProxyResult{Name: c.name, Changed: []string{}}
+	agent, err := c.awaitReady(&c.vm, c.in.Addresses)
+	if err != nil {
+		return ChangeProxyResult{}, err
+	}
+	if reseeded {
+		if err := c.releaseSeed(&c.vm); err != nil {
+			return ChangeProxyResult{}, err
+		}
+	}
+	res.VMID, res.Node, res.IPv4, res.IPv6, res.Warnings = c.vm.VMID, c.vm.Node, agent.IPv4, agent.IPv6, c.t.status.Warnings
+	return res, nil
+}
+
+// converge makes the proxy's VM, of config cfg, match the spec (ChangeProxy says how), and
+// starts or reboots it as that needs; res gets what changed and whether it restarted. It reports
+// whether it gave the VM a new seed, which the caller releases once the guest is ready. A
+// create that finds its VM running converges it too: an earlier run made it, for a spec that may
+// not be this one.
+func (c *change) converge(cfg pve.VMConfig, running bool, res *ChangeProxyResult) (reseeded bool, err error) {
+	m, err := proxy.MachineOf(cfg)
+	if err != nil {
+		return false, permanentf("change proxy %s: VM %d: %v", c.name, c.vm.VMID, err)
+	}
+	c.t.phase(PhaseChanging, "compare VM with machine type "+c.p.MachineType)
+	// The mark says which seed the VM has; a VM marked before marks said so has the create's.
+	mark, _ := proxy.ParseDescription(cfg["description"])
+	instanceID := cmp.Or(c.in.InstanceID, c.uid)
+	reseed := cmp.Or(mark.InstanceID, c.uid) != instanceID
+	nics := c.s.nics(c.in.NICs, c.in.MachineType)
+	nicChanges := proxy.NICChanges(cfg, c.s.Bridge, nics)
+	if err := c.refuseNICsWithoutReseed(nicChanges, reseed); err != nil {
+		return false, err
+	}
+	res.Changed = []string{}
 	ref := c.vm.ref()
 	cfg, params, err := c.addNICs(ref, cfg, nics)
 	if err != nil {
-		return ChangeProxyResult{}, err
+		return false, err
 	}
 	c.vm.Config = cfg
 	var grow int64
@@ -190,18 +214,19 @@ func (c *change) run() (ChangeProxyResult, error) {
 		res.Changed = append(res.Changed, n.Change())
 	}
 	// Cores and memory need a reboot to apply, and NICs one to reach the guest; ide2, which a
-	// reseed may point anew, does not.
+	// reseed may point anew, and the mark do not.
 	pending := len(params) > 0
-	if c.in.Reseed {
-		seed, err := c.reseed()
+	if reseed {
+		seed, err := c.reseed(instanceID)
 		if err != nil {
-			return ChangeProxyResult{}, err
+			return false, err
 		}
 		// The same volume as before, unless the ISO storage changed since the create.
 		if ide2 := seed.VolID + ",media=cdrom"; cfg["ide2"] != ide2 {
 			params["ide2"] = ide2
 		}
-		res.Changed = append(res.Changed, fmt.Sprintf("user-data (instance-id %s)", c.in.InstanceID))
+		params["description"] = proxy.WithInstanceID(cfg["description"], instanceID)
+		res.Changed = append(res.Changed, fmt.Sprintf("user-data (instance-id %s)", instanceID))
 	}
 	var a *activities.Activities
 	if len(params) > 0 {
@@ -209,30 +234,17 @@ func (c *change) run() (ChangeProxyResult, error) {
 		summary := "configure " + ref.String()
 		if err := call(c.ctx, c.s.callOptions(summary), a.SetVMConfig,
 			activities.SetVMConfigRequest{VMRef: ref, Params: params}).Get(c.ctx, nil); err != nil {
-			return ChangeProxyResult{}, fail(summary, err)
+			return false, fail(summary, err)
 		}
 	}
 	if grow > 0 {
 		c.t.phase(PhaseChanging, "grow disk "+m.BootDisk)
 		if err := c.resizeDisk(ref, m.BootDisk, grow); err != nil {
-			return ChangeProxyResult{}, err
+			return false, err
 		}
 	}
-
-	if res.Restarted, err = c.restart(st.Status == "running", pending || c.in.Reseed); err != nil {
-		return ChangeProxyResult{}, err
-	}
-	agent, err := c.awaitReady(&c.vm, c.in.Addresses)
-	if err != nil {
-		return ChangeProxyResult{}, err
-	}
-	if c.in.Reseed {
-		if err := c.releaseSeed(&c.vm); err != nil {
-			return ChangeProxyResult{}, err
-		}
-	}
-	res.VMID, res.Node, res.IPv4, res.IPv6, res.Warnings = c.vm.VMID, c.vm.Node, agent.IPv4, agent.IPv6, c.t.status.Warnings
-	return res, nil
+	res.Restarted, err = c.restart(running, pending || reseed)
+	return reseed, err
 }
 
 // find finds the proxy's one VM, as a create would: it refuses VMs with the proxy's name that
@@ -263,14 +275,14 @@ func (c *change) find() error {
 // refuseNICsWithoutReseed fails Permanent when changes add a NIC and the change has no reseed:
 // the guest would not configure the NIC (ChangeProxy). It is the entity that hands out
 // instance-ids, with the user-data a new seed carries.
-func (c *change) refuseNICsWithoutReseed(changes []proxy.NICChange) error {
+func (c *change) refuseNICsWithoutReseed(changes []proxy.NICChange, reseed bool) error {
 	var added []string
 	for _, n := range changes {
 		if n.Added() {
 			added = append(added, n.Key)
 		}
 	}
-	if len(added) == 0 || c.in.Reseed {
+	if len(added) == 0 || reseed {
 		return nil
 	}
 	return permanentf("change proxy %s: NIC(s) %s are to be added, and the guest configures a NIC only from the network-config of a seed with a new instance-id: "+
@@ -280,14 +292,14 @@ func (c *change) refuseNICsWithoutReseed(changes []proxy.NICChange) error {
 // reseed replaces the proxy's seed ISO on its VM's node with one of the input's user-data and
 // instance-id. The old one is deleted first, so that the upload writes a new file and never
 // overwrites the one a running QEMU has open: the guest sees the new ISO once it restarts.
-func (c *change) reseed() (activities.UploadISOResult, error) {
+func (c *change) reseed(instanceID string) (activities.UploadISOResult, error) {
 	c.t.phase(PhaseReseeding, "delete the old seed ISO")
 	volid := proxy.SeedVolID(c.s.ISOStorage, proxy.NameFromUID(c.uid))
 	if err := c.deleteSeedISO(c.vm.Node, volid); err != nil {
 		return activities.UploadISOResult{}, err
 	}
 	c.t.step("upload the new seed ISO")
-	return c.uploadSeed(c.vm.Node, c.in.InstanceID, proxy.SeedNetwork(c.vm.Config, c.in.Addresses, c.s.nics(c.in.NICs, c.in.MachineType), c.s.Nameservers))
+	return c.uploadSeed(c.vm.Node, instanceID, proxy.SeedNetwork(c.vm.Config, c.in.Addresses, c.s.nics(c.in.NICs, c.in.MachineType), c.s.Nameservers))
 }
 
 // restart starts the VM if it is stopped, or reboots it if it runs and the change needs a reboot

@@ -109,7 +109,7 @@ func TestChange_matchingRunningVMIsLeftAlone(t *testing.T) {
 func TestChange_newUserDataMakesANewSeedAndReboots(t *testing.T) {
 	w, vm := changeable(t)
 	in := changeInput("small")
-	in.Reseed, in.InstanceID = true, uid+"-2"
+	in.InstanceID = uid + "-2"
 	in.UserData = "#cloud-config\npackages: [squid]\n"
 
 	res, err := w.change(in)
@@ -128,7 +128,7 @@ func TestChange_newUserDataMakesANewSeedAndReboots(t *testing.T) {
 func TestChange_reseedReleasesTheNewSeedOnceTheGuestIsReady(t *testing.T) {
 	w, vm := changeable(t)
 	in := changeInput("small")
-	in.Reseed, in.InstanceID, in.UserData = true, uid+"-2", "#cloud-config\n"
+	in.InstanceID, in.UserData = uid+"-2", "#cloud-config\n"
 
 	_, err := w.change(in)
 
@@ -141,7 +141,7 @@ func TestChange_reseedKeepsTheSeedAttachedOnTheConfiguredSharedISOStorage(t *tes
 	w, vm := changeable(t, withSharedISOStorage)
 	w.cfg.Proxmox.ISOStorage = "isos"
 	in := changeInput("small")
-	in.Reseed, in.InstanceID, in.UserData = true, uid+"-2", "#cloud-config\n"
+	in.InstanceID, in.UserData = uid+"-2", "#cloud-config\n"
 
 	_, err := w.change(in)
 
@@ -225,10 +225,7 @@ func TestChange_refusesBadInputBeforeAnyCall(t *testing.T) {
 	tests := map[string]func(*workflows.ChangeProxyInput){
 		"invalid UID":              func(in *workflows.ChangeProxyInput) { in.UID = "Not A UID" },
 		"user-data over the limit": func(in *workflows.ChangeProxyInput) { in.UserData = strings.Repeat("x", workflows.MaxUserDataBytes+1) },
-		"reseed without instance-id": func(in *workflows.ChangeProxyInput) {
-			in.Reseed, in.UserData = true, "#cloud-config\n"
-		},
-		"unknown machine type": func(in *workflows.ChangeProxyInput) { in.MachineType = "huge" },
+		"unknown machine type":     func(in *workflows.ChangeProxyInput) { in.MachineType = "huge" },
 	}
 	for name, edit := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -279,7 +276,7 @@ func TestChangeProxy_toAMachineTypeWithAnotherNICAddsIt(t *testing.T) {
 	w, vm := changeable(t)
 	w.cfg.Proxmox.MachineTypes["twoNICs"] = withNICs(config.NIC{}, config.NIC{Bridge: "vmbr1", VLAN: 20})
 	in := changeInput("twoNICs")
-	in.Reseed, in.InstanceID, in.UserData = true, uid+"-2", "#cloud-config\n"
+	in.InstanceID, in.UserData = uid+"-2", "#cloud-config\n"
 
 	res, err := w.change(in)
 

@@ -97,6 +97,15 @@ type CreateProxyResult struct {
 	// Warnings are the warnings of the Proxmox tasks the create ran that ended "WARNINGS: N",
 	// read from their logs, each naming its task and node.
 	Warnings []string `json:"warnings,omitempty"`
+	// Provisioned reports that this run configured the VM from the spec and started it: a VM it
+	// cloned, or one it found stopped.
+	Provisioned bool `json:"provisioned,omitempty"`
+	// Changed says what this run changed on a VM it found running, to make it the spec's, one
+	// entry each (as ChangeProxyResult.Changed); empty when it provisioned the VM or found it
+	// matching.
+	Changed []string `json:"changed,omitempty"`
+	// Restarted reports that this run started the VM, or rebooted it to apply Changed.
+	Restarted bool `json:"restarted,omitempty"`
 	// IPv6 is net0's routable IPv6 address, its static one when it has one, or empty.
 	IPv6 string `json:"ipv6,omitempty"`
 	// Addresses are net0's routable addresses as the guest agent reports them,
@@ -261,8 +270,17 @@ func (c *create) run() (CreateProxyResult, error) {
 		return CreateProxyResult{}, err
 	}
 	provisioned := st.Status != "running"
+	seeded := provisioned
+	var converged ChangeProxyResult
 	if provisioned {
 		if err := c.provision(); err != nil {
+			return CreateProxyResult{}, err
+		}
+	} else {
+		// A VM found running was made by an earlier run, for a spec that may not be this one's
+		// (a create that failed late, and a change since): it is made this one's, as a change
+		// would make it.
+		if seeded, err = c.converge(&converged); err != nil {
 			return CreateProxyResult{}, err
 		}
 	}
@@ -270,9 +288,10 @@ func (c *create) run() (CreateProxyResult, error) {
 	if err != nil {
 		return CreateProxyResult{}, err
 	}
+	res.Provisioned, res.Changed, res.Restarted = provisioned, converged.Changed, provisioned || converged.Restarted
 	// Only a seed this run wrote is known to keep the guest's instance without it: a VM found
 	// running may boot from one an older pveflow wrote.
-	if provisioned {
+	if seeded {
 		if err := c.releaseSeed(&c.vm); err != nil {
 			return CreateProxyResult{}, err
 		}
@@ -281,6 +300,21 @@ func (c *create) run() (CreateProxyResult, error) {
 		return CreateProxyResult{}, err
 	}
 	return res, nil
+}
+
+// converge makes the running VM the create adopted its spec's, as ChangeProxy would, and reports
+// whether it gave it a new seed.
+func (c *create) converge(res *ChangeProxyResult) (reseeded bool, err error) {
+	cfg, err := c.readConfig(c.vm.ref())
+	if err != nil {
+		return false, err
+	}
+	in := c.in
+	ch := &change{proxyOps: c.proxyOps, p: c.p, vm: c.vm, in: ChangeProxyInput{UID: in.UID, Name: in.Name, Zone: in.Zone, Image: in.Image,
+		MachineType: in.MachineType, UserData: in.UserData, InstanceID: in.InstanceID, Addresses: in.Addresses, NICs: in.NICs, AddressPool: in.AddressPool}}
+	reseeded, err = ch.converge(cfg, true, res)
+	c.vm = ch.vm
+	return reseeded, err
 }
 
 func (c *create) adopt(v vm) {

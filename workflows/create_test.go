@@ -105,7 +105,11 @@ func TestCreate_repeatReturnsSameIDAndCreatesNothing(t *testing.T) {
 	second, err := w.create(createInput())
 
 	require.NoError(t, err)
-	assert.Equal(t, first, second)
+	assert.True(t, first.Provisioned)
+	assert.False(t, second.Provisioned || second.Restarted, "found running and matching: left alone")
+	assert.Empty(t, second.Changed)
+	second.Provisioned, second.Restarted = true, true
+	assert.Equal(t, first, second, "the same VM")
 	assert.Equal(t, 1, w.cluster.CallCount("Clone"))
 	assert.Len(t, w.vms(), 1)
 	assert.Empty(t, w.isos(), "the seed released by the first")

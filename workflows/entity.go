@@ -316,12 +316,23 @@ func (e *entity) change(req ChangeRequest) {
 	if req.MachineType != "" {
 		spec.MachineType = req.MachineType
 	}
-	if req.UserData != nil && *req.UserData != spec.UserData {
-		e.st.UserDataGen++
+	userData := req.UserData != nil && *req.UserData != spec.UserData
+	if userData {
 		spec.UserData = *req.UserData
-		spec.InstanceID = fmt.Sprintf("%s.g%d", e.uid, e.st.UserDataGen)
+	}
+	// The guest configures a NIC from the seed's network-config, which cloud-init applies to a
+	// new instance only: other NICs need a new instance-id as new user-data does.
+	if userData || !slices.Equal(e.s.nics(spec.NICs, spec.MachineType), e.s.nics(e.st.Spec.NICs, e.st.Spec.MachineType)) {
+		e.newInstance(&spec)
 	}
 	e.st.Spec = &spec
+}
+
+// newInstance gives spec a new cloud-init instance-id, <uid>.g<N>: its seed is to be written
+// anew, and cloud-init to run it as a new instance.
+func (e *entity) newInstance(spec *CreateProxyInput) {
+	e.st.UserDataGen++
+	spec.InstanceID = fmt.Sprintf("%s.g%d", e.uid, e.st.UserDataGen)
 }
 
 func withDefaults(in CreateProxyInput) CreateProxyInput {
@@ -517,7 +528,7 @@ func (e *entity) startNext() {
 	case applied == nil || hasPending(OpCreate):
 		e.startCreate(*spec, nil)
 	case applied.MachineType != spec.MachineType || applied.InstanceID != spec.InstanceID || e.drifted || hasPending(OpChange):
-		e.startChange(*spec, *applied)
+		e.startChange(*spec)
 	}
 }
 
@@ -527,11 +538,11 @@ func (e *entity) startCreate(spec CreateProxyInput, rebuildFrom *CreateProxyInpu
 	e.start(&runningOp{spec: &spec, rebuildFrom: rebuildFrom}, OpCreate, CreateWorkflowID(e.uid), CreateProxyName, spec)
 }
 
-func (e *entity) startChange(spec, applied CreateProxyInput) {
-	in := ChangeProxyInput{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType, Addresses: spec.Addresses, NICs: spec.NICs, AddressPool: spec.AddressPool}
-	if applied.InstanceID != spec.InstanceID {
-		in.Reseed, in.UserData, in.InstanceID = true, spec.UserData, spec.InstanceID
-	}
+// startChange starts a ChangeProxy of the whole spec: the VM's mark tells it whether the guest
+// has the spec's user-data.
+func (e *entity) startChange(spec CreateProxyInput) {
+	in := ChangeProxyInput{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType, Addresses: spec.Addresses,
+		NICs: spec.NICs, AddressPool: spec.AddressPool, UserData: spec.UserData, InstanceID: spec.InstanceID}
 	e.drifted = false
 	e.start(&runningOp{spec: &spec}, OpChange, ChangeWorkflowID(e.uid), ChangeProxyName, in)
 }
@@ -702,11 +713,15 @@ func (e *entity) serve(op *runningOp) {
 			case OpCreate:
 				w.done, w.result = true, res
 			case OpChange:
-				c := ChangeProxyResult{VMID: res.VMID, Node: res.Node, Name: res.Name, IPv4: res.IPv4, IPv6: res.IPv6, Restarted: true, Warnings: res.Warnings}
-				if op.rebuildFrom != nil {
+				// What the create did: it made the VM anew (a rebuild), provisioned it with the
+				// whole spec, or changed the VM it found running to match it.
+				c := ChangeProxyResult{VMID: res.VMID, Node: res.Node, Name: res.Name, IPv4: res.IPv4, IPv6: res.IPv6, Restarted: res.Restarted,
+					Changed: append([]string{}, res.Changed...), Warnings: res.Warnings}
+				switch {
+				case op.rebuildFrom != nil:
 					c.Rebuilt, c.Changed = true, specDiff(*op.rebuildFrom, *op.spec)
-				} else {
-					c.Changed = []string{"created with the change"}
+				case res.Provisioned:
+					c.Changed = []string{"provisioned with the change"}
 				}
 				w.done, w.result = true, c
 			}
@@ -769,6 +784,11 @@ func (e *entity) check() {
 			workflow.GetLogger(e.ctx).Warn("not putting the drift back until a request after its Permanent failure", "uid", e.uid, "drift", e.st.Observed.Drift)
 		case len(e.st.Observed.Drift) > 0 && e.s.Entity.FixDrift && e.st.Applied != nil:
 			e.drifted, e.st.Blocked = true, false
+			if m := (proxy.Machine{NICs: got.NICs}); len(m.NICDrift(e.s.Bridge, e.s.nics(e.st.Spec.NICs, e.st.Spec.MachineType))) > 0 {
+				spec := *e.st.Spec
+				e.newInstance(&spec) // a NIC put back is configured by a new seed
+				e.st.Spec = &spec
+			}
 			e.reason = fmt.Sprintf("check: VM %d drifted from machine type %s: %s", got.VMID, e.st.Spec.MachineType, strings.Join(e.st.Observed.Drift, ", "))
 		}
 	}

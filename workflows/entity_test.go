@@ -757,3 +757,37 @@ func TestProxy_aRequestSentAgainUnderItsUpdateIDAfterAContinueAsNewGetsItsFirstA
 	require.NoError(t, second.env.GetWorkflowResult(&st))
 	assert.Equal(t, []string{"create:completed", "change:completed", "delete:completed"}, kinds(st), "no second change ran")
 }
+
+func TestProxy_aChangeAfterACreateThatFailedLateIsMadeOnTheVM(t *testing.T) {
+	w := newWorld(t)
+	withMachineTypes(w)
+	p := newProxyEntity(t, w)
+	// The create's VM runs, and the guest agent is not allowed to be read: the create fails at
+	// its last step, with its VM made.
+	w.cluster.FailNext("AgentNetworkInterfaces", &pve.APIError{Status: 403, Reason: "Permission check failed (/vms/x, VM.GuestAgent.Audit)",
+		Message: "Permission check failed (/vms/x, VM.GuestAgent.Audit)"})
+	p.request(0, workflows.CreateUpdate, "create", createInput())
+	p.request(30*time.Minute, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, MachineType: "large"})
+	var cores string
+	var present workflows.ProxyStatus
+	p.at(time.Hour, func() {
+		vms := w.vms()
+		require.Len(t, vms, 1)
+		cores = vms[0].Config["cores"]
+		present = p.status()
+	})
+	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	st := p.run()
+
+	require.Error(t, p.answer("create").err)
+	require.NoError(t, p.answer("change").err)
+	res := p.answer("change").result.(workflows.ChangeProxyResult)
+	assert.Equal(t, []string{"cores 2 -> 4", "memory 2048 -> 4096 MiB"}, res.Changed)
+	assert.True(t, res.Restarted)
+	assert.Equal(t, "4", cores, "the VM has the change")
+	assert.Equal(t, 1, w.cluster.CallCount("Reboot"), "rebooted to apply it")
+	assert.Equal(t, 1, w.cluster.CallCount("Clone"), "the VM the failed create made")
+	assert.Equal(t, workflows.ProxyPresent, present.Phase)
+	assert.Equal(t, []string{"create:failed", "create:completed", "delete:completed"}, kinds(st))
+}

@@ -109,8 +109,8 @@ type ProxyState struct {
 	// Applied is the spec the VM was last made to match, without its user-data (its InstanceID
 	// says which), nil when unknown: never created, deleted, failed, or a check found it off.
 	Applied *CreateProxyInput `json:"applied,omitempty"`
-	// UserDataGen counts the user-data changes since the proxy was created; the instance-id
-	// carries it.
+	// UserDataGen counts the new seeds since the proxy was created (new user-data, other NICs);
+	// the instance-id carries it.
 	UserDataGen int           `json:"userDataGen,omitempty"`
 	Observed    ObservedState `json:"observed"`
 	// Current is the operation that ran when the last run continued as new.
