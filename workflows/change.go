@@ -225,7 +225,8 @@ func (c *change) converge(cfg pve.VMConfig, running bool, res *ChangeProxyResult
 		if ide2 := seed.VolID + ",media=cdrom"; cfg["ide2"] != ide2 {
 			params["ide2"] = ide2
 		}
-		params["description"] = proxy.WithInstanceID(cfg["description"], instanceID)
+		mark.InstanceID = instanceID
+		params["description"] = proxy.WithMark(cfg["description"], mark)
 		res.Changed = append(res.Changed, fmt.Sprintf("user-data (instance-id %s)", instanceID))
 	}
 	var a *activities.Activities

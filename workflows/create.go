@@ -621,8 +621,9 @@ func (c *create) provision() error {
 	}
 
 	c.t.step("upload seed ISO")
-	instanceID := cmp.Or(c.in.InstanceID, c.in.UID)
-	seed, err := c.uploadSeed(c.vm.Node, instanceID, proxy.SeedNetwork(cfg, c.in.Addresses, nics, c.s.Nameservers))
+	mark, _ := proxy.ParseDescription(cfg["description"])
+	mark.InstanceID, mark.Image = cmp.Or(c.in.InstanceID, c.in.UID), c.in.Image
+	seed, err := c.uploadSeed(c.vm.Node, mark.InstanceID, proxy.SeedNetwork(cfg, c.in.Addresses, nics, c.s.Nameservers))
 	if err != nil {
 		return err
 	}
@@ -634,9 +635,9 @@ func (c *create) provision() error {
 		// The template's tags stay, beside the configured ones and pveflow's own.
 		"tags": proxy.MergeTags(cfg["tags"], append(slices.Clone(c.s.Tags), proxy.Tag)...),
 		"ide2": seed.VolID + ",media=cdrom",
-		// The mark says which seed the VM has, so a later run tells whether its guest runs the
-		// spec's user-data without the entity's memory of it.
-		"description": proxy.WithInstanceID(cfg["description"], instanceID),
+		// The mark says which image and seed the VM has, so a later run, or a check, tells
+		// whether it is the spec's without the entity's memory of what it made.
+		"description": proxy.WithMark(cfg["description"], mark),
 	}
 	if c.s.OnBoot != nil {
 		params["onboot"] = boolParam(*c.s.OnBoot)

@@ -645,6 +645,7 @@ func (e *entity) finish() {
 		return
 	}
 	e.st.LastFailure, e.st.NeedsPerson = "", false
+	e.st.FailedHeals, e.st.NextHealAt = 0, time.Time{}
 	now := workflow.Now(e.ctx)
 	switch res := op.result.(type) {
 	case CreateProxyResult:
@@ -692,6 +693,12 @@ func (e *entity) failed(op *runningOp) {
 	}
 	e.st.LastFailure = op.rec.Error
 	e.st.NeedsPerson = isType(op.err, FailPermanent)
+	if strings.HasPrefix(op.rec.Reason, "check:") {
+		// A VM that fails again at every heal (it stops at every boot, its storage is gone) is
+		// healed ever less often, not made again at every check.
+		e.st.FailedHeals++
+		e.st.NextHealAt = workflow.Now(e.ctx).Add(healBackoff(e.s.Entity.CheckInterval, e.st.FailedHeals))
+	}
 	for _, w := range e.pending() {
 		if w.version <= op.serves {
 			w.done, w.err = true, op.err
@@ -751,6 +758,19 @@ func (e *entity) record(rec OperationRecord) {
 	}
 }
 
+// maxHealBackoff bounds the wait between heals that fail.
+const maxHealBackoff = 6 * time.Hour
+
+// healBackoff is how long after its failed-th heal in a row failed the entity heals again:
+// the check interval, doubled with each failure, at most maxHealBackoff.
+func healBackoff(interval time.Duration, failed int) time.Duration {
+	d := interval
+	for i := 1; i < failed && d < maxHealBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxHealBackoff)
+}
+
 // check reads the proxy's VM (a GetProxy child) and decides what to heal.
 func (e *entity) check() {
 	e.st.Checks++
@@ -780,6 +800,12 @@ func (e *entity) check() {
 		switch {
 		case got.State == proxy.Stopped:
 			e.heal(fmt.Sprintf("check: VM %d on node %s was stopped", got.VMID, got.Node))
+		case e.st.Applied == nil && e.matches(got):
+			// What was made is not known (the last operation failed, or another entity's ran), and
+			// the VM is the spec's after all: a create that failed late, its guest slow to report.
+			workflow.GetLogger(e.ctx).Info("the proxy's VM is its spec's: present", "uid", e.uid, "vmid", got.VMID)
+			e.st.Applied, e.st.Blocked, e.st.NeedsPerson = withoutUserData(e.st.Spec), false, false
+			e.st.FailedHeals, e.st.NextHealAt = 0, time.Time{}
 		case len(e.st.Observed.Drift) > 0 && e.s.Entity.FixDrift && e.st.NeedsPerson:
 			workflow.GetLogger(e.ctx).Warn("not putting the drift back until a request after its Permanent failure", "uid", e.uid, "drift", e.st.Observed.Drift)
 		case len(e.st.Observed.Drift) > 0 && e.s.Entity.FixDrift && e.st.Applied != nil:
@@ -793,6 +819,14 @@ func (e *entity) check() {
 		}
 	}
 	e.publish()
+}
+
+// matches reports whether the VM a check found runs with an address and is the spec's, as its
+// config and mark tell: its name, image, seed and machine type.
+func (e *entity) matches(got GetProxyResult) bool {
+	spec := e.st.Spec
+	return got.State == proxy.Running && len(e.st.Observed.Drift) == 0 &&
+		got.Name == spec.Name && got.Image == spec.Image && got.InstanceID == spec.InstanceID
 }
 
 // drift says where the VM a check found differs from the spec's machine type.
@@ -820,6 +854,11 @@ func (e *entity) drift(got GetProxyResult) []string {
 func (e *entity) heal(why string) {
 	if e.st.NeedsPerson {
 		workflow.GetLogger(e.ctx).Warn("not healing the proxy until a request after its Permanent failure", "uid", e.uid, "found", why)
+		return
+	}
+	if now := workflow.Now(e.ctx); now.Before(e.st.NextHealAt) {
+		workflow.GetLogger(e.ctx).Warn("not healing the proxy yet: its last heals failed", "uid", e.uid, "found", why,
+			"failedHeals", e.st.FailedHeals, "nextHealAt", e.st.NextHealAt)
 		return
 	}
 	e.st.Applied = nil
@@ -1008,6 +1047,7 @@ func (e *entity) status() ProxyStatus {
 		Observed:    e.st.Observed,
 		Queued:      len(e.pending()),
 		LastFailure: e.st.LastFailure,
+		NextHealAt:  e.st.NextHealAt,
 		Operations:  slices.Clone(e.st.Operations),
 		Runs:        e.st.Runs,
 		StartedAt:   e.st.StartedAt,

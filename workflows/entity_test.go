@@ -759,35 +759,90 @@ func TestProxy_aRequestSentAgainUnderItsUpdateIDAfterAContinueAsNewGetsItsFirstA
 }
 
 func TestProxy_aChangeAfterACreateThatFailedLateIsMadeOnTheVM(t *testing.T) {
+	tests := []struct {
+		name          string
+		checkInterval time.Duration
+		wantKinds     []string
+	}{
+		// The create that serves the change finds the VM running and makes it the spec's.
+		{"no check meanwhile", 0, []string{"create:failed", "create:completed", "delete:completed"}},
+		// A check finds the VM the spec's, so the proxy is present and a change serves the change.
+		{"checked meanwhile", 5 * time.Minute, []string{"create:failed", "change:completed", "delete:completed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			withMachineTypes(w)
+			w.cfg.Entity.CheckInterval = tt.checkInterval
+			p := newProxyEntity(t, w)
+			// The create's VM runs, and the guest agent is not allowed to be read: the create fails
+			// at its last step, with its VM made.
+			w.cluster.FailNext("AgentNetworkInterfaces", &pve.APIError{Status: 403, Reason: "Permission check failed (/vms/x, VM.GuestAgent.Audit)",
+				Message: "Permission check failed (/vms/x, VM.GuestAgent.Audit)"})
+			p.request(0, workflows.CreateUpdate, "create", createInput())
+			var before workflows.ProxyStatus
+			p.at(29*time.Minute, func() { before = p.status() })
+			p.request(30*time.Minute, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, MachineType: "large"})
+			var cores string
+			var after workflows.ProxyStatus
+			p.at(time.Hour, func() {
+				vms := w.vms()
+				require.Len(t, vms, 1)
+				cores = vms[0].Config["cores"]
+				after = p.status()
+			})
+			p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+			st := p.run()
+
+			require.Error(t, p.answer("create").err)
+			require.NoError(t, p.answer("change").err)
+			res := p.answer("change").result.(workflows.ChangeProxyResult)
+			assert.Equal(t, []string{"cores 2 -> 4", "memory 2048 -> 4096 MiB"}, res.Changed)
+			assert.True(t, res.Restarted)
+			assert.Equal(t, "4", cores, "the VM has the change")
+			assert.Equal(t, 1, w.cluster.CallCount("Reboot"), "rebooted to apply it")
+			assert.Equal(t, 1, w.cluster.CallCount("Clone"), "the VM the failed create made")
+			assert.Equal(t, workflows.ProxyPresent, after.Phase)
+			if tt.checkInterval > 0 {
+				assert.Equal(t, workflows.ProxyPresent, before.Phase, "a check found the VM the spec's")
+			} else {
+				assert.Equal(t, workflows.ProxyFailed, before.Phase)
+			}
+			assert.Equal(t, tt.wantKinds, kinds(st))
+		})
+	}
+}
+
+func TestProxy_aVMThatFailsAtEveryHealIsHealedLessAndLessOften(t *testing.T) {
 	w := newWorld(t)
-	withMachineTypes(w)
+	w.cfg.Entity.CheckJitter = 0
 	p := newProxyEntity(t, w)
-	// The create's VM runs, and the guest agent is not allowed to be read: the create fails at
-	// its last step, with its VM made.
-	w.cluster.FailNext("AgentNetworkInterfaces", &pve.APIError{Status: 403, Reason: "Permission check failed (/vms/x, VM.GuestAgent.Audit)",
-		Message: "Permission check failed (/vms/x, VM.GuestAgent.Audit)"})
 	p.request(0, workflows.CreateUpdate, "create", createInput())
-	p.request(30*time.Minute, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, MachineType: "large"})
-	var cores string
-	var present workflows.ProxyStatus
-	p.at(time.Hour, func() {
-		vms := w.vms()
-		require.Len(t, vms, 1)
-		cores = vms[0].Config["cores"]
-		present = p.status()
+	p.at(10*time.Minute, func() {
+		_, err := w.cluster.Stop(context.Background(), p.created().Node, p.created().VMID)
+		require.NoError(t, err)
+		for range 100 {
+			w.cluster.FailTask("qmstart", "start failed: QEMU exited with code 1")
+		}
 	})
-	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+	var failing workflows.ProxyStatus
+	p.at(6*time.Hour-time.Minute, func() { failing = p.status() })
+	p.request(6*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
 
 	st := p.run()
 
-	require.Error(t, p.answer("create").err)
-	require.NoError(t, p.answer("change").err)
-	res := p.answer("change").result.(workflows.ChangeProxyResult)
-	assert.Equal(t, []string{"cores 2 -> 4", "memory 2048 -> 4096 MiB"}, res.Changed)
-	assert.True(t, res.Restarted)
-	assert.Equal(t, "4", cores, "the VM has the change")
-	assert.Equal(t, 1, w.cluster.CallCount("Reboot"), "rebooted to apply it")
-	assert.Equal(t, 1, w.cluster.CallCount("Clone"), "the VM the failed create made")
-	assert.Equal(t, workflows.ProxyPresent, present.Phase)
-	assert.Equal(t, []string{"create:failed", "create:completed", "delete:completed"}, kinds(st))
+	heals := 0
+	for _, op := range st.Operations {
+		if strings.HasPrefix(op.Reason, "check:") {
+			heals++
+			assert.Equal(t, "failed", op.Outcome)
+		}
+	}
+	// Checks every 5 minutes for almost 6 hours found the VM stopped: the first heal, and one
+	// after each backoff of 5, 10, 20, 40, 80 and 160 minutes, fit in them; not 70.
+	assert.Equal(t, 7, heals, kinds(st))
+	assert.Equal(t, workflows.ProxyFailed, failing.Phase)
+	assert.Contains(t, failing.LastFailure, "QEMU exited with code 1")
+	assert.True(t, failing.NextHealAt.After(p.env.Now()), "says when it heals next: %v", failing.NextHealAt)
 }

@@ -25,9 +25,12 @@ type GetProxyResult struct {
 	VMID       int         `json:"vmid"`
 	Node       string      `json:"node"`
 	Name       string      `json:"name"`
-	// UID and CreatedAt are read from the VM's mark.
-	UID       string    `json:"uid"`
-	CreatedAt time.Time `json:"createdAt,omitzero"`
+	// UID, CreatedAt, InstanceID (cloud-init's, of the VM's seed) and Image are read from the
+	// VM's mark; the last two are empty until the VM's first seed.
+	UID        string    `json:"uid"`
+	CreatedAt  time.Time `json:"createdAt,omitzero"`
+	InstanceID string    `json:"instanceID,omitempty"`
+	Image      string    `json:"image,omitempty"`
 	// IPv4 and IPv6 are net0's routable addresses as the guest agent reports them, and
 	// Addresses all of them, "address/prefix-length".
 	IPv4      string   `json:"ipv4,omitempty"`
@@ -184,6 +187,8 @@ func (g *getter) state(v vm, status string) (GetProxyResult, error) {
 		Name:       v.Config["name"],
 		UID:        mark.UID,
 		CreatedAt:  mark.CreatedAt,
+		InstanceID: mark.InstanceID,
+		Image:      mark.Image,
 		Cores:      m.Cores,
 		MemoryMiB:  m.MemoryMiB,
 		DiskGiB:    m.DiskGiB,

@@ -47,6 +47,9 @@ type ProxyStatus struct {
 	Queued int `json:"queued,omitempty"`
 	// LastFailure is the error of the last operation that failed, until one succeeds.
 	LastFailure string `json:"lastFailure,omitempty"`
+	// NextHealAt, after heals that failed, is when a check may heal the VM again: ever later
+	// while heals fail, so a VM that fails at every boot is not made again at every check.
+	NextHealAt time.Time `json:"nextHealAt,omitzero"`
 	// Operations are the latest operations, oldest first.
 	Operations []OperationRecord `json:"operations"`
 	// Runs counts the entity's runs: one more at each continue-as-new.
@@ -123,6 +126,10 @@ type ProxyState struct {
 	// check asks for it.
 	Blocked     bool   `json:"blocked,omitempty"`
 	LastFailure string `json:"lastFailure,omitempty"`
+	// FailedHeals counts the heals in a row that failed; NextHealAt is when a check may heal
+	// again (healBackoff).
+	FailedHeals int       `json:"failedHeals,omitempty"`
+	NextHealAt  time.Time `json:"nextHealAt,omitzero"`
 	// NeedsPerson is set when the last operation failed Permanent: checks report what they
 	// find and heal nothing until a request comes.
 	NeedsPerson bool      `json:"needsPerson,omitempty"`

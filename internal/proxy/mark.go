@@ -18,15 +18,21 @@ const (
 	// keyInstanceID is cloud-init's instance-id of the seed the VM was last given: what
 	// user-data it runs, which nothing else on Proxmox tells without reading the ISO.
 	keyInstanceID = "proxy-operator-instance-id"
+	// keyImage is the image the VM was cloned from: its template's VMID tells it only while the
+	// catalogue keeps that template under that name.
+	keyImage = "proxy-operator-image"
 )
+
+var markKeys = []string{keyManaged, keyUID, keyCreatedAt, keyInstanceID, keyImage}
 
 // Mark is what a VM's description says about the proxy it belongs to.
 type Mark struct {
 	UID       string
 	CreatedAt time.Time
-	// InstanceID is empty until the VM is given its first seed: the clone call writes the mark
-	// before there is one.
+	// InstanceID and Image are empty until the VM is given its first seed: the clone call
+	// writes the mark before there is one.
 	InstanceID string
+	Image      string
 }
 
 // FormatDescription is the description that marks a VM as the proxy m.UID's.
@@ -37,24 +43,27 @@ func FormatDescription(m Mark) string {
 	if m.InstanceID != "" {
 		s += "\n" + keyInstanceID + "=" + m.InstanceID
 	}
+	if m.Image != "" {
+		s += "\n" + keyImage + "=" + m.Image
+	}
 	return s
 }
 
-// WithInstanceID is the description with the mark's instance-id set to id, and every other line
-// as it was: people write notes beside the mark in the PVE UI.
-func WithInstanceID(description, id string) string {
-	var out []string
+// WithMark is the description with its mark made m, and every other line as it was: people
+// write notes beside the mark in the PVE UI.
+func WithMark(description string, m Mark) string {
+	var notes []string
 	for line := range strings.Lines(description) {
 		line = strings.TrimRight(line, "\r\n")
-		if key, _, ok := strings.Cut(line, "="); ok && strings.TrimSpace(key) == keyInstanceID {
+		if key, _, ok := strings.Cut(line, "="); ok && slices.Contains(markKeys, strings.TrimSpace(key)) {
 			continue
 		}
-		out = append(out, line)
+		notes = append(notes, line)
 	}
-	for len(out) > 0 && out[len(out)-1] == "" {
-		out = out[:len(out)-1]
+	for len(notes) > 0 && notes[len(notes)-1] == "" {
+		notes = notes[:len(notes)-1]
 	}
-	return strings.Join(append(out, keyInstanceID+"="+id), "\n")
+	return strings.Join(append(notes, FormatDescription(m)), "\n")
 }
 
 // ParseDescription reads the mark from a VM's description. managed reports whether the
@@ -78,6 +87,8 @@ func ParseDescription(s string) (m Mark, managed bool) {
 			m.CreatedAt, _ = time.Parse(time.RFC3339, value)
 		case keyInstanceID:
 			m.InstanceID = value
+		case keyImage:
+			m.Image = value
 		}
 	}
 	return m, managed

@@ -137,26 +137,27 @@ func TestMergeTags_table(t *testing.T) {
 	}
 }
 
-func TestWithInstanceID_table(t *testing.T) {
+func TestWithMark_table(t *testing.T) {
 	const uid = "3f0c9a52-5b1e-4c1a-9d7e-2b8f6e4a1c00"
 	created := time.Date(2026, 9, 18, 15, 2, 3, 0, time.UTC)
 	cloned := FormatDescription(Mark{UID: uid, CreatedAt: created})
+	want := Mark{UID: uid, CreatedAt: created, InstanceID: uid + ".g2", Image: "debian13"}
 	tests := []struct {
 		name        string
 		description string
-		want        string
+		wantNotes   string
 	}{
-		{"as the clone wrote it", cloned, cloned + "\nproxy-operator-instance-id=" + uid + ".g2"},
-		{"replaces the one it had", FormatDescription(Mark{UID: uid, CreatedAt: created, InstanceID: uid}), cloned + "\nproxy-operator-instance-id=" + uid + ".g2"},
-		{"keeps a person's notes, drops PVE's trailing newline", "Egress for team blue.\r\n" + cloned + "\n", "Egress for team blue.\n" + cloned + "\nproxy-operator-instance-id=" + uid + ".g2"},
+		{"as the clone wrote it", cloned, ""},
+		{"replaces what it had", FormatDescription(Mark{UID: uid, CreatedAt: created, InstanceID: uid, Image: "debian12"}), ""},
+		{"keeps a person's notes, drops PVE's trailing newline", "Egress for team blue.\r\n" + cloned + "\n", "Egress for team blue.\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := WithInstanceID(tt.description, uid+".g2")
-			assert.Equal(t, tt.want, got)
+			got := WithMark(tt.description, want)
+			assert.Equal(t, tt.wantNotes+FormatDescription(want), got)
 			mark, managed := ParseDescription(got)
 			assert.True(t, managed)
-			assert.Equal(t, Mark{UID: uid, CreatedAt: created, InstanceID: uid + ".g2"}, mark)
+			assert.Equal(t, want, mark)
 		})
 	}
 }
