@@ -167,18 +167,30 @@ func (d *deletion) destroy(v *vm) (destroyed bool, err error) {
 }
 
 // stopAndDestroy stops a VM that runs and destroys it. vanished reports that PVE no longer found
-// the VM on the node ref names.
+// the VM on the node ref names, at the stop as at the destroy.
+//
+// Either may find it gone: the calls are local activities, recorded only when their workflow
+// task completes, so a delete whose worker was lost after its destroy took effect makes them
+// again on a new worker, the stop first, on a VM it read running before. Its destroy, still
+// under way then, may hold the VM's config lock, which fails the stop's task: the stop is made
+// again, as a destroy's is, and a stop of a stopped VM ends OK.
 func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished bool, err error) {
 	var a *activities.Activities
 	if running {
-		summary := "stop " + ref.String()
-		var upid pve.UPID
-		if err := call(d.ctx, d.s.callOptions(summary), a.Stop, ref).Get(d.ctx, &upid); err != nil {
-			return false, fail(summary, err)
+		step, err := d.redoOnLock("the stop of "+ref.String(), func() (string, error) {
+			summary := "stop " + ref.String()
+			var upid pve.UPID
+			if err := call(d.ctx, d.s.callOptions(summary), a.Stop, ref).Get(d.ctx, &upid); err != nil {
+				return summary, err
+			}
+			summary = "wait for stop of " + ref.String()
+			return summary, waitTask(d.ctx, d.s, d.t, localLooksFirst, upid, d.s.Budgets.Stop, summary)
+		})
+		if notFound(err) {
+			return true, nil
 		}
-		summary = "wait for stop of " + ref.String()
-		if err := waitTask(d.ctx, d.s, d.t, localLooksFirst, upid, d.s.Budgets.Stop, summary); err != nil {
-			return false, fail(summary, err)
+		if err != nil {
+			return false, fail(step, err)
 		}
 	}
 	d.t.phase(PhaseDestroying, "destroy "+ref.String())
@@ -193,13 +205,18 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 		summary = "wait for destroy of " + ref.String()
 		return summary, waitTask(d.ctx, d.s, d.t, localLooksFirst, upid, d.s.Budgets.Destroy, summary)
 	})
-	if isType(err, activities.ErrNotFound) || isTaskFailedWith(err, activities.ErrNotFound) {
+	if notFound(err) {
 		return true, nil
 	}
 	if err != nil {
 		return false, fail(step, err)
 	}
 	return false, nil
+}
+
+// notFound reports whether a call, or the task it started, did not find the VM it names.
+func notFound(err error) bool {
+	return isType(err, activities.ErrNotFound) || isTaskFailedWith(err, activities.ErrNotFound)
 }
 
 // deleteSeed deletes the proxy's seed ISOs on every node that may hold them.

@@ -1,6 +1,8 @@
 package workflows_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,4 +154,68 @@ func TestDelete_waitsOutADestroyTaskThatFailsOnABackupLock(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, w.cluster.CallCount("Destroy"))
 	assert.Empty(t, w.vms())
+}
+
+// destroyedBeforeStop is a cluster on which the first stop comes after the VM is gone: what a
+// delete replayed on a new worker meets when the worker before it was killed after its stop and
+// destroy took effect but before the workflow task that made them completed. The earlier
+// worker's stop and destroy are made here, then the stop is passed on, as the replay makes it.
+type destroyedBeforeStop struct {
+	pve.API
+	t    *testing.T
+	once sync.Once
+}
+
+func (d *destroyedBeforeStop) Stop(ctx context.Context, node string, vmid int) (pve.UPID, error) {
+	d.once.Do(func() {
+		// The test's stop and destroy tasks end at once: each call sees the one before it done.
+		_, err := d.API.Stop(ctx, node, vmid)
+		assert.NoError(d.t, err)
+		_, err = d.API.Destroy(ctx, node, vmid)
+		assert.NoError(d.t, err)
+	})
+	return d.API.Stop(ctx, node, vmid)
+}
+
+func TestDelete_stopMadeAgainOnAVMAlreadyDestroyedCountsItDestroyed(t *testing.T) {
+	w := newWorld(t, func(o *pvesim.Options) { o.TaskDurations["qmstop"], o.TaskDurations["qmdestroy"] = 0, 0 })
+	vm, err := w.create(createInput())
+	require.NoError(t, err)
+	w.wrap = func(api pve.API) pve.API { return &destroyedBeforeStop{API: api, t: t} }
+
+	res, err := w.delete(workflows.DeleteProxyInput{UID: uid, ProviderID: vm.ProviderID})
+
+	require.NoError(t, err)
+	assert.Equal(t, []activities.VMRef{{Node: "pve1", VMID: vm.VMID}}, res.Destroyed, "the run's own destroy, made before its worker was lost")
+	assert.Empty(t, w.vms())
+	assert.Empty(t, w.isos(), "the delete went on to the seed ISO")
+	assert.Equal(t, 1, w.cluster.CallCount("Destroy"), "nothing left to destroy")
+}
+
+// A stop made again on replay meets what the lost worker left under way: its destroy holding the
+// VM's config lock, then the VM gone. PVE checks both in the stop's task.
+func TestDelete_stopTaskThatFailsOnALockOrMissesTheVMIsFollowedUp(t *testing.T) {
+	tests := map[string]func(vmid int) string{
+		"on the lock": func(vmid int) string {
+			return "can't lock file '/var/lock/qemu-server/lock-" + itoa(vmid) + ".conf' - got timeout"
+		},
+		"not finding the VM": func(vmid int) string {
+			return "Configuration file 'nodes/pve1/qemu-server/" + itoa(vmid) + ".conf' does not exist"
+		},
+	}
+	for name, exit := range tests {
+		t.Run(name, func(t *testing.T) {
+			w, vm := created(t)
+			stops := w.cluster.CallCount("Stop")
+			// The task fails without its effect: the VM still runs, and the stop is made again.
+			w.cluster.FailTask("qmstop", exit(vm.VMID))
+
+			res, err := w.delete(workflows.DeleteProxyInput{UID: uid, ProviderID: vm.ProviderID})
+
+			require.NoError(t, err)
+			assert.Equal(t, []activities.VMRef{{Node: "pve1", VMID: vm.VMID}}, res.Destroyed)
+			assert.Equal(t, stops+2, w.cluster.CallCount("Stop"))
+			assert.Empty(t, w.vms())
+		})
+	}
 }
