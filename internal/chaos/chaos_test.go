@@ -320,8 +320,8 @@ func (r *run) ask(uid string, op starter.Op, round int) {
 	r.mu.Unlock()
 	for attempt := 1; ; attempt++ {
 		req, err := r.send(ctx, uid, op, fmt.Sprintf("%s-%s-%d-%d", uid, op, round, attempt))
-		// A resend under the Update ID of a send that was accepted after all, and whose
-		// operation has ended since, is answered with the operation's failure, as a refusal.
+		// A resend under the Update ID of a send that was accepted after all is that request
+		// again: its Get answers the operation's outcome, even once it has ended.
 		switch {
 		case err == nil:
 			err = r.follow(ctx, req)
