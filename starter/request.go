@@ -50,8 +50,15 @@ type Request struct {
 // Get waits for the operation that serves the request to close and stores its result in result:
 // a *workflows.CreateProxyResult, *workflows.ChangeProxyResult or *workflows.DeleteProxyResult.
 // A failure keeps its type (see FailureType): the operation's, or FailSuperseded.
+//
+// A change that started a fresh entity (one whose predecessor was terminated) is judged once
+// the entity has read the proxy's VM: its refusal comes here, as ErrRejected.
 func (r *Request) Get(ctx context.Context, result any) error {
-	if err := r.handle.Get(ctx, result); err != nil {
+	err := r.handle.Get(ctx, result)
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok && appErr.Type() == workflows.FailRejected {
+		return refused{rejection{r, err}, ErrRejected}
+	}
+	if err != nil {
 		return fmt.Errorf("%s of proxy %s: %w", r.Kind, r.UID, err)
 	}
 	return nil

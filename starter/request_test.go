@@ -111,9 +111,14 @@ func TestClient_aChangeToAnUnknownMachineTypeIsRefusedAtOnce(t *testing.T) {
 func TestClient_aChangeOfAProxyNeverCreatedIsRefusedAndLeavesNoEntityRunning(t *testing.T) {
 	s := startStack(t, 200*time.Millisecond)
 
-	_, err := s.starter.Change(ctx(t), workflows.ChangeRequest{UID: uid, MachineType: "small"})
+	// The entity cannot tell before it has looked for the proxy's VM: the refusal comes with
+	// the request's outcome.
+	req, err := s.starter.Change(ctx(t), workflows.ChangeRequest{UID: uid, MachineType: "small"})
+	require.NoError(t, err)
+	err = req.Get(ctx(t), new(workflows.ChangeProxyResult))
 
 	assert.ErrorIs(t, err, starter.ErrRejected)
+	assert.EqualError(t, err, "change of proxy "+uid+" refused: the proxy is absent; create it first")
 	// The request started the entity, which holds nothing: it closes at once, not an hour later.
 	eventually(t, "the entity the refused request started has closed", func() bool {
 		desc, err := s.server.Client().DescribeWorkflowExecution(ctx(t), workflows.ProxyWorkflowID(uid), "")

@@ -182,8 +182,13 @@ func (c *change) converge(cfg pve.VMConfig, running bool, res *ChangeProxyResult
 		return false, permanentf("change proxy %s: VM %d: %v", c.name, c.vm.VMID, err)
 	}
 	c.t.phase(PhaseChanging, "compare VM with machine type "+c.p.MachineType)
-	// The mark says which seed the VM has; a VM marked before marks said so has the create's.
+	// The mark says which image and seed the VM has; a VM marked before marks said so has the
+	// create's seed.
 	mark, _ := proxy.ParseDescription(cfg["description"])
+	if mark.Image != "" && mark.Image != c.in.Image {
+		return false, permanentf("change proxy %s: VM %d was cloned from image %q, not the spec's %q: a new image is a rebuild, which the proxy's entity runs",
+			c.name, c.vm.VMID, mark.Image, c.in.Image)
+	}
 	instanceID := cmp.Or(c.in.InstanceID, c.uid)
 	reseed := cmp.Or(mark.InstanceID, c.uid) != instanceID
 	nics := c.s.nics(c.in.NICs, c.in.MachineType)
@@ -216,6 +221,17 @@ func (c *change) converge(cfg pve.VMConfig, running bool, res *ChangeProxyResult
 	// Cores and memory need a reboot to apply, and NICs one to reach the guest; ide2, which a
 	// reseed may point anew, and the mark do not.
 	pending := len(params) > 0
+	// The seed's user-data changes with the seed alone: the input's is not known to an entity
+	// that rebuilt its spec from this mark.
+	digest := userDataSHA256(c.in.UserData)
+	if !reseed && mark.Spec != nil {
+		digest = mark.Spec.UserDataSHA256
+	}
+	want := markFor(cfg["description"], c.in.Image, instanceID, proxy.Spec{MachineType: c.in.MachineType, Zone: c.in.Zone, Addresses: c.in.Addresses,
+		AddressPool: c.in.AddressPool, NICs: c.in.NICs}, digest)
+	if have, _ := proxy.ParseDescription(cfg["description"]); proxy.FormatDescription(have) != proxy.FormatDescription(want) {
+		params["description"] = proxy.WithMark(cfg["description"], want)
+	}
 	if reseed {
 		seed, err := c.reseed(instanceID)
 		if err != nil {
@@ -225,8 +241,6 @@ func (c *change) converge(cfg pve.VMConfig, running bool, res *ChangeProxyResult
 		if ide2 := seed.VolID + ",media=cdrom"; cfg["ide2"] != ide2 {
 			params["ide2"] = ide2
 		}
-		mark.InstanceID = instanceID
-		params["description"] = proxy.WithMark(cfg["description"], mark)
 		res.Changed = append(res.Changed, fmt.Sprintf("user-data (instance-id %s)", instanceID))
 	}
 	var a *activities.Activities

@@ -25,8 +25,10 @@ var (
 )
 
 // changeInput changes the proxy of createInput to machine type machineType.
+// changeInput is the whole spec of createInput's proxy with another machine type, as its entity
+// gives it.
 func changeInput(machineType string) workflows.ChangeProxyInput {
-	return workflows.ChangeProxyInput{UID: uid, Image: "debian13", MachineType: machineType}
+	return workflows.ChangeProxyInput{UID: uid, Image: "debian13", MachineType: machineType, UserData: createInput().UserData}
 }
 
 // changeable is a world with the proxy of createInput created, and the machine types medium and
@@ -73,7 +75,10 @@ func TestChange_largerDiskGrowsWithoutReboot(t *testing.T) {
 	assert.False(t, res.Restarted)
 	assert.Contains(t, vmConfig(t, w, vm.VMID)["scsi0"], "size=20G")
 	assert.Zero(t, w.cluster.CallCount("Reboot"))
-	assert.Equal(t, 2, w.cluster.CallCount("SetVMConfig"), "only the create's: its config and the seed's ejection")
+	assert.Equal(t, 3, w.cluster.CallCount("SetVMConfig"), "the create's (its config and the seed's ejection), and the mark's new machine type")
+	mark, _ := proxy.ParseDescription(vmConfig(t, w, vm.VMID)["description"])
+	require.NotNil(t, mark.Spec)
+	assert.Equal(t, "bigDisk", mark.Spec.MachineType)
 }
 
 func TestChange_smallerDiskIsLeftAlone(t *testing.T) {

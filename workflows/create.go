@@ -621,8 +621,8 @@ func (c *create) provision() error {
 	}
 
 	c.t.step("upload seed ISO")
-	mark, _ := proxy.ParseDescription(cfg["description"])
-	mark.InstanceID, mark.Image = cmp.Or(c.in.InstanceID, c.in.UID), c.in.Image
+	mark := markFor(cfg["description"], c.in.Image, cmp.Or(c.in.InstanceID, c.in.UID),
+		proxy.Spec{MachineType: c.in.MachineType, Zone: c.in.Zone, Addresses: c.in.Addresses, AddressPool: c.in.AddressPool, NICs: c.in.NICs}, userDataSHA256(c.in.UserData))
 	seed, err := c.uploadSeed(c.vm.Node, mark.InstanceID, proxy.SeedNetwork(cfg, c.in.Addresses, nics, c.s.Nameservers))
 	if err != nil {
 		return err

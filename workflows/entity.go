@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -104,6 +102,8 @@ type entity struct {
 	woken     bool
 	// published is what the search attributes last said.
 	published string
+	// rebuilding is set while a request reads the proxy's VM (rebuild).
+	rebuilding bool
 }
 
 // A waiter is a request whose handler waits for the operation that serves it.
@@ -138,7 +138,7 @@ func (e *entity) register() error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(e.ctx, CreateUpdate,
 		func(ctx workflow.Context, in CreateProxyInput) (CreateProxyResult, error) {
-			return handle[CreateProxyResult](ctx, e, OpCreate, func() { e.want(in); e.st.WantedAt = workflow.Now(e.ctx) })
+			return handle[CreateProxyResult](ctx, e, OpCreate, nil, func() { e.want(in); e.st.WantedAt = workflow.Now(e.ctx) })
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in CreateProxyInput) error {
 			return e.validate(ctx, func() error { return e.validateCreate(in) })
@@ -147,7 +147,8 @@ func (e *entity) register() error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(e.ctx, ChangeUpdate,
 		func(ctx workflow.Context, req ChangeRequest) (ChangeProxyResult, error) {
-			return handle[ChangeProxyResult](ctx, e, OpChange, func() { e.change(req); e.st.WantedAt = workflow.Now(e.ctx) })
+			return handle[ChangeProxyResult](ctx, e, OpChange, func() error { return e.validateChange(req) },
+				func() { e.change(req); e.st.WantedAt = workflow.Now(e.ctx) })
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req ChangeRequest) error {
 			return e.validate(ctx, func() error { return e.validateChange(req) })
@@ -156,7 +157,7 @@ func (e *entity) register() error {
 	}
 	return workflow.SetUpdateHandlerWithOptions(e.ctx, DeleteUpdate,
 		func(ctx workflow.Context, in DeleteProxyInput) (DeleteProxyResult, error) {
-			return handle[DeleteProxyResult](ctx, e, OpDelete, func() { e.st.Spec, e.deleteWith = nil, in })
+			return handle[DeleteProxyResult](ctx, e, OpDelete, nil, func() { e.st.Spec, e.deleteWith, e.st.UserDataDigest = nil, in, "" })
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in DeleteProxyInput) error {
 			return e.validate(ctx, func() error { return e.validateDelete(in) })
@@ -171,7 +172,12 @@ func (e *entity) validate(ctx workflow.Context, check func() error) error {
 	if _, ok := e.answered(workflow.GetCurrentUpdateInfo(ctx).ID); ok {
 		return nil
 	}
-	err := check()
+	return refusal(check())
+}
+
+// refusal is err, a request's check's, as the request's refusal: of type FailRejected, unless
+// it has a type of its own.
+func refusal(err error) error {
 	if _, typed := errors.AsType[*temporal.ApplicationError](err); err == nil || typed {
 		return err
 	}
@@ -180,12 +186,24 @@ func (e *entity) validate(ctx workflow.Context, check func() error) error {
 
 // handle serves a request: one answered before under its Update ID gets that answer again;
 // any other is accepted, with apply making it the operator's wish, and answered once the
-// operation that serves it has closed. The answer is kept by the Update ID.
-func handle[T any](ctx workflow.Context, e *entity, kind string, apply func()) (T, error) {
+// operation that serves it has closed. The answer is kept by the Update ID. check, when set, is
+// the request's validation, which the validator leaves to the handler while the entity does
+// not know whether its proxy is wanted: it runs once the proxy's VM has been read (rebuild).
+func handle[T any](ctx workflow.Context, e *entity, kind string, check func() error, apply func()) (T, error) {
 	var zero T
 	id := workflow.GetCurrentUpdateInfo(ctx).ID
 	if a, ok := e.answered(id); ok {
 		return answerOf[T](a)
+	}
+	if check != nil && !e.st.Known {
+		err := e.rebuild(ctx)
+		if err == nil {
+			err = refusal(check())
+		}
+		if err != nil {
+			e.keepAnswer(newAnswer(id, nil, err))
+			return zero, err
+		}
 	}
 	w := e.accept(kind, apply)
 	if err := workflow.Await(ctx, func() bool { return w.done }); err != nil {
@@ -196,6 +214,61 @@ func handle[T any](ctx workflow.Context, e *entity, kind string, apply func()) (
 		return zero, w.err
 	}
 	return w.result.(T), nil
+}
+
+// rebuild reads the proxy's VM, for an entity that does not know whether its proxy is wanted:
+// a fresh one, an earlier entity having been terminated with its state. A VM that carries the
+// proxy's mark with the spec it was made to (proxy.Spec) makes the proxy present with that spec,
+// what the VM is being what was applied; without one the proxy is absent. The user-data is not
+// on Proxmox, only its digest: until a request gives it again, nothing makes a seed of it.
+func (e *entity) rebuild(ctx workflow.Context) error {
+	if e.rebuilding {
+		return workflow.Await(ctx, func() bool { return !e.rebuilding })
+	}
+	e.rebuilding = true
+	defer func() { e.rebuilding = false }()
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:               GetProxyWorkflowID(e.uid, fmt.Sprintf("rebuild-%d", e.st.Runs)),
+		WorkflowExecutionTimeout: ReadTimeout,
+	})
+	var got GetProxyResult
+	err := workflow.ExecuteChildWorkflow(cctx, GetProxyName, GetProxyInput{UID: e.uid}).Get(cctx, &got)
+	switch {
+	case e.st.Known:
+		return nil // a create or delete was accepted meanwhile: it says what is wanted
+	case isType(err, FailNotFound):
+		e.st.Observed = ObservedState{State: "absent", CheckedAt: workflow.Now(e.ctx)}
+	case err != nil:
+		return transientf("proxy %s: its entity started afresh and could not read its VM to learn what it is (send the request again): %v", e.uid, err)
+	case got.Spec == nil || got.Image == "":
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"proxy %s: its entity started afresh, and its VM %d on node %s does not record the spec it was made to: send a create with the proxy's spec first",
+			e.uid, got.VMID, got.Node), FailRejected, nil)
+	default:
+		m := got.Spec
+		spec := CreateProxyInput{UID: e.uid, Name: got.Name, Zone: m.Zone, Image: got.Image, MachineType: m.MachineType, InstanceID: got.InstanceID,
+			Addresses: m.Addresses, NICs: m.NICs, AddressPool: m.AddressPool}
+		e.st.Spec, e.st.Applied, e.st.UserDataDigest = &spec, withoutUserData(&spec), m.UserDataSHA256
+		if _, gen, ok := strings.Cut(got.InstanceID, ".g"); ok {
+			e.st.UserDataGen, _ = strconv.Atoi(gen)
+		}
+		e.st.Observed = ObservedState{VMID: got.VMID, Node: got.Node, State: string(got.State), IPv4: got.IPv4, IPv6: got.IPv6,
+			CheckedAt: workflow.Now(e.ctx), Drift: e.drift(got)}
+		workflow.GetLogger(e.ctx).Info("rebuilt the proxy's spec from its VM's mark", "uid", e.uid, "vmid", got.VMID, "node", got.Node)
+		e.schedule()
+	}
+	e.st.Known = true
+	e.publish()
+	return nil
+}
+
+// userDataSHA256 is the digest of the spec's user-data, or of the one its VM had when the spec
+// was rebuilt from the VM.
+func (e *entity) userDataSHA256() string {
+	if e.st.UserDataDigest != "" {
+		return e.st.UserDataDigest
+	}
+	return userDataSHA256(e.st.Spec.UserData)
 }
 
 // answered is the answer kept for the request of Update ID id.
@@ -265,6 +338,7 @@ func (e *entity) keepAnswer(a Answer) {
 // operation that the change makes moot are superseded.
 func (e *entity) accept(kind string, apply func()) *waiter {
 	e.version++
+	e.st.Known = true
 	apply()
 	e.st.Blocked = false
 	w := &waiter{kind: kind, version: e.version}
@@ -299,7 +373,12 @@ func (e *entity) stopForDelete(why string) {
 // want makes the create request's spec the proxy's.
 func (e *entity) want(in CreateProxyInput) {
 	if e.st.Spec != nil {
-		return // the validator lets through only the spec the proxy has
+		// The validator lets through only the spec the proxy has: with the user-data, when
+		// the spec was rebuilt without it.
+		if e.st.UserDataDigest != "" {
+			e.st.Spec.UserData, e.st.UserDataDigest = in.UserData, ""
+		}
+		return
 	}
 	in = withDefaults(in)
 	in.InstanceID = e.uid
@@ -316,9 +395,9 @@ func (e *entity) change(req ChangeRequest) {
 	if req.MachineType != "" {
 		spec.MachineType = req.MachineType
 	}
-	userData := req.UserData != nil && *req.UserData != spec.UserData
-	if userData {
-		spec.UserData = *req.UserData
+	userData := req.UserData != nil && userDataSHA256(*req.UserData) != e.userDataSHA256()
+	if req.UserData != nil {
+		spec.UserData, e.st.UserDataDigest = *req.UserData, ""
 	}
 	// The guest configures a NIC from the seed's network-config, which cloud-init applies to a
 	// new instance only: other NICs need a new instance-id as new user-data does.
@@ -385,7 +464,7 @@ func (e *entity) validateCreate(in CreateProxyInput) error {
 	}
 	in = withDefaults(in)
 	diff := specDiff(*e.st.Spec, in)
-	if in.UserData != e.st.Spec.UserData {
+	if userDataSHA256(in.UserData) != e.userDataSHA256() {
 		diff = append(diff, "user-data")
 	}
 	if len(diff) > 0 {
@@ -401,13 +480,16 @@ func (e *entity) validateChange(req ChangeRequest) error {
 	if req.Image == "" && req.MachineType == "" && req.UserData == nil {
 		return fmt.Errorf("change proxy %s: nothing to change: give an image, a machine type or user-data", req.UID)
 	}
-	if e.st.Spec == nil {
-		return fmt.Errorf("change proxy %s: the proxy is absent; create it first", req.UID)
-	}
 	if req.UserData != nil {
 		if err := ValidateUserData(*req.UserData); err != nil {
 			return fmt.Errorf("change proxy %s: %w", req.UID, err)
 		}
+	}
+	switch {
+	case e.st.Spec == nil && !e.st.Known:
+		return nil // judged once the proxy's VM is read (rebuild): a lost entity may have left one
+	case e.st.Spec == nil:
+		return fmt.Errorf("change proxy %s: the proxy is absent; create it first", req.UID)
 	}
 	spec := *e.st.Spec
 	if req.Image != "" {
@@ -455,11 +537,6 @@ func (e *entity) run(fresh bool) (ProxyStatus, error) {
 		if err := e.adoptRunningOperation(); err != nil {
 			return ProxyStatus{}, err
 		}
-		// Every request starts its entity, and the one that started this was refused: an entity
-		// that holds nothing closes at once rather than for entity.closeAfter.
-		if e.version == 0 && e.op == nil && e.st.Spec == nil && workflow.AllHandlersFinished(e.ctx) {
-			return e.status(), nil
-		}
 	} else if e.st.Current != nil {
 		// A run continues as new with no request in flight, so the spec is the one the
 		// operation was started with.
@@ -470,15 +547,24 @@ func (e *entity) run(fresh bool) (ProxyStatus, error) {
 	if e.op == nil {
 		e.schedule()
 	}
+	// Every request starts its entity: when the requests that started this one were all
+	// refused (by the validator, or once the proxy's VM was read), it holds nothing and closes
+	// at once rather than after entity.closeAfter.
+	refusedAll := func() bool {
+		return fresh && e.version == 0 && e.op == nil && e.st.Spec == nil && workflow.AllHandlersFinished(e.ctx)
+	}
 	for {
 		if e.op == nil {
 			e.startNext()
 		}
 		seen := e.version
 		if err := workflow.Await(e.ctx, func() bool {
-			return e.version != seen || (e.op != nil && e.op.done) || e.woken || e.continueAsNewDue()
+			return e.version != seen || (e.op != nil && e.op.done) || e.woken || e.continueAsNewDue() || refusedAll()
 		}); err != nil {
 			return ProxyStatus{}, err
+		}
+		if refusedAll() {
+			return e.status(), nil
 		}
 		if e.op != nil && e.op.done {
 			e.finish()
@@ -856,6 +942,11 @@ func (e *entity) heal(why string) {
 		workflow.GetLogger(e.ctx).Warn("not healing the proxy until a request after its Permanent failure", "uid", e.uid, "found", why)
 		return
 	}
+	if e.st.UserDataDigest != "" {
+		workflow.GetLogger(e.ctx).Warn("not healing the proxy: its spec was rebuilt from its VM, which does not hold its user-data; a create with the user-data gives it back",
+			"uid", e.uid, "found", why)
+		return
+	}
 	if now := workflow.Now(e.ctx); now.Before(e.st.NextHealAt) {
 		workflow.GetLogger(e.ctx).Warn("not healing the proxy yet: its last heals failed", "uid", e.uid, "found", why,
 			"failedHeals", e.st.FailedHeals, "nextHealAt", e.st.NextHealAt)
@@ -1056,9 +1147,8 @@ func (e *entity) status() ProxyStatus {
 		st.Operations = []OperationRecord{}
 	}
 	if s := e.st.Spec; s != nil {
-		sum := sha256.Sum256([]byte(s.UserData))
 		st.Desired = DesiredState{Present: true, Name: s.Name, Zone: s.Zone, Image: s.Image, MachineType: s.MachineType,
-			UserDataSHA256: hex.EncodeToString(sum[:]), InstanceID: s.InstanceID}
+			UserDataSHA256: e.userDataSHA256(), InstanceID: s.InstanceID}
 	}
 	if e.op != nil {
 		rec := *e.op.rec

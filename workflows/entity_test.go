@@ -2,6 +2,8 @@ package workflows_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -192,7 +194,6 @@ func TestProxy_invalidRequestsAreRefusedAndNothingRecorded(t *testing.T) {
 		{"name that is not a DNS label", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Name: "egress.eu-1", Image: "debian13", MachineType: "small"}, `name "egress.eu-1" is not a DNS label`},
 		{"invalid addresses", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", Addresses: proxy.Addresses{Gateway6: "fe80::1"}}, "addresses: gateway6 fe80::1 is given without an ipv6 address"},
 		{"user-data too large", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: string(make([]byte, workflows.MaxUserDataBytes+1))}, "more than the limit"},
-		{"change of an absent proxy", workflows.ChangeUpdate, workflows.ChangeRequest{UID: uid, MachineType: "small"}, "the proxy is absent; create it first"},
 		{"change of nothing", workflows.ChangeUpdate, workflows.ChangeRequest{UID: uid}, "nothing to change"},
 		{"malformed provider ID", workflows.DeleteUpdate, workflows.DeleteProxyInput{UID: uid, ProviderID: "vm/1"}, "want vms/<vmid>/<name>"},
 	}
@@ -845,4 +846,50 @@ func TestProxy_aVMThatFailsAtEveryHealIsHealedLessAndLessOften(t *testing.T) {
 	assert.Equal(t, workflows.ProxyFailed, failing.Phase)
 	assert.Contains(t, failing.LastFailure, "QEMU exited with code 1")
 	assert.True(t, failing.NextHealAt.After(p.env.Now()), "says when it heals next: %v", failing.NextHealAt)
+}
+
+func TestProxy_aChangeOfAProxyThatNeverWasIsRefusedOnceItsVMIsLookedFor(t *testing.T) {
+	w := newWorld(t)
+	p := newProxyEntity(t, w)
+	p.request(0, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, MachineType: "small"})
+	started := p.env.Now()
+
+	st := p.run()
+
+	a := p.answer("change")
+	require.NoError(t, a.rejected, "a fresh entity cannot tell before it looks")
+	assert.Equal(t, workflows.FailRejected, failureType(t, a.err))
+	assert.ErrorContains(t, a.err, "the proxy is absent; create it first")
+	assert.Empty(t, st.Operations)
+	assert.Less(t, p.env.Now().Sub(started), time.Minute, "the entity closed once it had looked")
+	assert.Zero(t, w.cluster.CallCount("Clone"))
+}
+
+func TestProxy_aFreshEntityRebuildsItsProxyFromTheVMsMarkAndChangesIt(t *testing.T) {
+	w := newWorld(t)
+	withMachineTypes(w)
+	// The proxy was created by an entity that was terminated since, with its state.
+	created, err := w.create(createInput())
+	require.NoError(t, err)
+	w.advance(time.Hour)
+	p := newProxyEntity(t, w)
+	began := p.env.Now()
+	p.request(0, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, MachineType: "large"})
+	var present workflows.ProxyStatus
+	p.at(30*time.Minute, func() { present = p.status() })
+	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	st := p.run()
+
+	userDataSum := sha256.Sum256([]byte(createInput().UserData))
+	require.NoError(t, p.answer("change").err)
+	res := p.answer("change").result.(workflows.ChangeProxyResult)
+	assert.Equal(t, created.VMID, res.VMID)
+	assert.Equal(t, []string{"cores 2 -> 4", "memory 2048 -> 4096 MiB"}, res.Changed)
+	assert.Equal(t, workflows.ProxyPresent, present.Phase)
+	assert.Equal(t, workflows.DesiredState{Present: true, Name: created.Name, Image: "debian13", MachineType: "large",
+		UserDataSHA256: hex.EncodeToString(userDataSum[:]), InstanceID: uid}, present.Desired, "the spec, from the mark, with the change")
+	assert.True(t, present.Observed.CheckedAt.After(began.Add(5*time.Minute)), "checked since the change: %v", present.Observed.CheckedAt)
+	assert.Equal(t, []string{"change:completed", "delete:completed"}, kinds(st))
+	assert.Empty(t, w.vms())
 }

@@ -31,6 +31,9 @@ type GetProxyResult struct {
 	CreatedAt  time.Time `json:"createdAt,omitzero"`
 	InstanceID string    `json:"instanceID,omitempty"`
 	Image      string    `json:"image,omitempty"`
+	// Spec is the rest of the spec the mark records (proxy.Spec), nil before the VM's first
+	// seed: what an entity that lost its state rebuilds it from.
+	Spec *proxy.Spec `json:"spec,omitempty"`
 	// IPv4 and IPv6 are net0's routable addresses as the guest agent reports them, and
 	// Addresses all of them, "address/prefix-length".
 	IPv4      string   `json:"ipv4,omitempty"`
@@ -189,6 +192,7 @@ func (g *getter) state(v vm, status string) (GetProxyResult, error) {
 		CreatedAt:  mark.CreatedAt,
 		InstanceID: mark.InstanceID,
 		Image:      mark.Image,
+		Spec:       mark.Spec,
 		Cores:      m.Cores,
 		MemoryMiB:  m.MemoryMiB,
 		DiskGiB:    m.DiskGiB,

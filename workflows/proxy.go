@@ -139,6 +139,14 @@ type ProxyState struct {
 	// with an earlier UnlessWantedSince (a garbage collection that looked before) is refused
 	// while the proxy is wanted present. Zero from runs before the field was kept.
 	WantedAt time.Time `json:"wantedAt,omitzero"`
+	// Known is set once the entity knows whether its proxy is wanted: it accepted a create or a
+	// delete, or read the proxy's VM (a fresh entity, whose predecessor was terminated, asked for
+	// a change).
+	Known bool `json:"known,omitempty"`
+	// UserDataDigest is set while the spec was rebuilt from the VM's mark, which holds the
+	// user-data's digest and not the user-data: until a create or change gives the user-data,
+	// it is what the spec's user-data is known by, and no heal makes a seed.
+	UserDataDigest string `json:"userDataDigest,omitempty"`
 	// Answers are the latest requests' answers by Update ID, oldest first, at most keptAnswers.
 	Answers []Answer `json:"answers,omitempty"`
 }

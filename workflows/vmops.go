@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -16,6 +18,23 @@ import (
 
 // The steps CreateProxy and ChangeProxy both take on the proxy's VM. op names the operation in
 // their messages: "create" or "change".
+
+// markFor is the VM's mark, read from its description, made the mark of a VM made to a spec:
+// its image, its seed's instance-id, and the rest of the spec that Proxmox can hold
+// (proxy.Spec), so that an entity that lost its state rebuilds it from the VM. userDataSHA256 is
+// the digest of the user-data of the VM's seed.
+func markFor(description, image, instanceID string, spec proxy.Spec, userDataSHA256 string) proxy.Mark {
+	mark, _ := proxy.ParseDescription(description)
+	spec.UserDataSHA256 = userDataSHA256
+	mark.Image, mark.InstanceID, mark.Spec = image, instanceID, &spec
+	return mark
+}
+
+// userDataSHA256 is the hex SHA-256 of user-data: what is shown and recorded of it.
+func userDataSHA256(userData string) string {
+	sum := sha256.Sum256([]byte(userData))
+	return hex.EncodeToString(sum[:])
+}
 
 // refuseForeign fails when the proxy's name is taken by VMs that are not this proxy's: a person
 // has to resolve that.

@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
 	"unicode"
 
+	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
@@ -21,9 +23,24 @@ const (
 	// keyImage is the image the VM was cloned from: its template's VMID tells it only while the
 	// catalogue keeps that template under that name.
 	keyImage = "proxy-operator-image"
+	// keySpec is the rest of the spec the VM was last made to, as one line of JSON (Spec): what
+	// an entity that lost its state rebuilds it from.
+	keySpec = "proxy-operator-spec"
 )
 
-var markKeys = []string{keyManaged, keyUID, keyCreatedAt, keyInstanceID, keyImage}
+var markKeys = []string{keyManaged, keyUID, keyCreatedAt, keyInstanceID, keyImage, keySpec}
+
+// Spec is what a VM's mark records of the spec it was last made to, beside its image and
+// instance-id: all of a proxy's spec that Proxmox can hold. The user-data is not among it, only
+// its digest: it may hold secrets, and a description is readable with VM.Audit.
+type Spec struct {
+	MachineType    string       `json:"machineType,omitempty"`
+	Zone           string       `json:"zone,omitempty"`
+	Addresses      Addresses    `json:"addresses,omitzero"`
+	AddressPool    string       `json:"addressPool,omitempty"`
+	NICs           []config.NIC `json:"nics,omitempty"`
+	UserDataSHA256 string       `json:"userDataSHA256,omitempty"`
+}
 
 // Mark is what a VM's description says about the proxy it belongs to.
 type Mark struct {
@@ -33,6 +50,8 @@ type Mark struct {
 	// writes the mark before there is one.
 	InstanceID string
 	Image      string
+	// Spec is nil until the VM's first seed.
+	Spec *Spec
 }
 
 // FormatDescription is the description that marks a VM as the proxy m.UID's.
@@ -45,6 +64,10 @@ func FormatDescription(m Mark) string {
 	}
 	if m.Image != "" {
 		s += "\n" + keyImage + "=" + m.Image
+	}
+	if m.Spec != nil {
+		spec, _ := json.Marshal(m.Spec) // of strings, an int and a bool: it cannot fail
+		s += "\n" + keySpec + "=" + string(spec)
 	}
 	return s
 }
@@ -89,6 +112,12 @@ func ParseDescription(s string) (m Mark, managed bool) {
 			m.InstanceID = value
 		case keyImage:
 			m.Image = value
+		case keySpec:
+			// A spec a person broke in the UI is no spec: the VM is the proxy's all the same.
+			var spec Spec
+			if json.Unmarshal([]byte(value), &spec) == nil {
+				m.Spec = &spec
+			}
 		}
 	}
 	return m, managed

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
@@ -141,7 +142,8 @@ func TestWithMark_table(t *testing.T) {
 	const uid = "3f0c9a52-5b1e-4c1a-9d7e-2b8f6e4a1c00"
 	created := time.Date(2026, 9, 18, 15, 2, 3, 0, time.UTC)
 	cloned := FormatDescription(Mark{UID: uid, CreatedAt: created})
-	want := Mark{UID: uid, CreatedAt: created, InstanceID: uid + ".g2", Image: "debian13"}
+	want := Mark{UID: uid, CreatedAt: created, InstanceID: uid + ".g2", Image: "debian13", Spec: &Spec{MachineType: "small",
+		Addresses: Addresses{IPv4: "192.0.2.10/24", Gateway4: "192.0.2.1"}, AddressPool: "edge", NICs: []config.NIC{{}, {Bridge: "vmbr1", VLAN: 20}}, UserDataSHA256: "ab12"}}
 	tests := []struct {
 		name        string
 		description string
@@ -150,6 +152,7 @@ func TestWithMark_table(t *testing.T) {
 		{"as the clone wrote it", cloned, ""},
 		{"replaces what it had", FormatDescription(Mark{UID: uid, CreatedAt: created, InstanceID: uid, Image: "debian12"}), ""},
 		{"keeps a person's notes, drops PVE's trailing newline", "Egress for team blue.\r\n" + cloned + "\n", "Egress for team blue.\n"},
+		{"replaces a spec a person broke", cloned + "\nproxy-operator-spec={broken", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
