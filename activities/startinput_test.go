@@ -108,7 +108,7 @@ func TestHistoryStartInput_decodesWithTheWorkersConverter(t *testing.T) {
 
 func TestHistoryStartInput_readsTheUserDataOfAChangeProxy(t *testing.T) {
 	userData := "#cloud-config\npassword: " + startSecret + "\n"
-	in := workflows.ChangeProxyInput{UID: "uid-1", Image: "debian13", MachineType: "small", Reseed: true, UserData: userData, InstanceID: "uid-1-2"}
+	in := workflows.ChangeProxyInput{UID: "uid-1", Image: "debian13", MachineType: "small", UserData: userData, InstanceID: "uid-1-2"}
 	h := &activities.HistoryStartInput{Service: &historyService{events: startedWith(t, converter.GetDefaultDataConverter(), in)}}
 
 	got, err := h.UserData(context.Background(), workflows.ChangeWorkflowID("uid-1"), "run-1")
