@@ -186,17 +186,27 @@ func (e rejection) Error() string {
 
 func (e rejection) Unwrap() error { return e.err }
 
-// refusal is the error the entity's validator refused an update with, or nil when it accepted
-// it. A refused update comes back completed with its failure, of type workflows.FailRejected;
-// an accepted one has its outcome still to come, which a Get on a context already done does
-// not wait for (the poll fails before it is sent), or, sent again under its Update ID, has it
-// already: a failure of another type, the operation's, which Get returns.
+// refusal is the error the entity refused an update with, or nil when it accepted it. A refused
+// update comes back completed with its failure (workflows.FailRejected for the validator's); an
+// accepted one has its outcome still to come, which a Get on a context already done does not
+// wait for (the poll fails before it is sent), or, sent again under its Update ID, has it
+// already: the operation's, which Get returns.
 func refusal(handle client.WorkflowUpdateHandle) error {
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := handle.Get(done, nil)
-	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok && appErr.Type() == workflows.FailRejected {
-		return err
+	if _, pending := errors.AsType[*client.WorkflowUpdateServiceTimeoutOrCanceledError](err); pending || err == nil {
+		return nil
 	}
-	return nil
+	// An operation's outcome: the failure of its child workflow, or one the entity kept by the
+	// Update ID (of the operation's types). Anything else completed at once is a refusal: the
+	// validator's, or the worker's, which cannot read the request (a codec key missing).
+	if _, ok := errors.AsType[*temporal.ChildWorkflowExecutionError](err); ok {
+		return nil
+	}
+	switch FailureType(err) {
+	case workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded, workflows.FailNotFound, FailSuperseded, FailCanceled:
+		return nil
+	}
+	return err
 }
