@@ -1,7 +1,7 @@
 // Package activities is the only place where pveflow touches Proxmox. Each activity but
 // DescribeRun, which asks Temporal about a workflow run, RequestChange and RequestDelete,
-// which send requests to Proxy entities (proxies.go), and AllocateAddress and FreeAddress,
-// which send them to address pools (addresspools.go), maps one to one to a method of the
+// which send requests to Proxy entities (proxies.go), and AllocateAddress, FreeAddress and
+// ReconcileAddresses, which send them to address pools (addresspools.go), maps one to one to a method of the
 // pve.API seam, so a workflow history and the Temporal UI read like the Proxmox calls they are;
 // Permissions makes its one call per path, and TaskStatus reads a task's log too when the task
 // ended with warnings (preflight.go).

@@ -10,12 +10,13 @@ import (
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/workflows"
 )
 
 // AddressPools is a worker's activities.AddressPools: it sends the allocate and free Updates
-// of CreateProxy and DeleteProxy, which a workflow cannot send itself, to the pools'
-// workflows through Client.
+// of CreateProxy and DeleteProxy, and the reconcile Update of CollectGarbage, which a workflow
+// cannot send itself, to the pools' workflows through Client.
 type AddressPools struct{ Client *Client }
 
 // Allocate gives req.UID its addresses in req.Pool, starting the pool's workflow when none
@@ -57,6 +58,38 @@ func (p AddressPools) Free(ctx context.Context, req activities.AddressRequest) (
 		return addrs, fmt.Errorf("send free of proxy %s to %s: %w", req.UID, id, err)
 	}
 	return addrs, handle.Get(ctx, &addrs)
+}
+
+// Reconcile sends req.Pool the reconcile Update and waits for the answer. It starts the pool's
+// workflow when none runs and the Update restores what VMs hold; a dry run, or one that holds
+// nothing, is sent only to a pool that runs: one that does not is pve.NotFound, as it holds
+// nothing, and starting it would change something.
+func (p AddressPools) Reconcile(ctx context.Context, req activities.ReconcileRequest) (activities.Reconciled, error) {
+	c := p.Client.temporal
+	id := workflows.AddressPoolWorkflowID(req.TaskQueue, req.Pool)
+	update := client.UpdateWorkflowOptions{
+		UpdateName:   workflows.ReconcileAddressesUpdate,
+		Args:         []any{req.AddressReconcile},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	}
+	var handle client.WorkflowUpdateHandle
+	var err error
+	if req.DryRun || len(req.Held) == 0 {
+		update.WorkflowID = id
+		handle, err = c.UpdateWorkflow(ctx, update)
+	} else {
+		start := c.NewWithStartWorkflowOperation(workflows.AddressPoolOptions(req.TaskQueue, req.Pool), workflows.AddressPoolName,
+			workflows.AddressPoolState{Pool: req.Pool})
+		handle, err = c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start, UpdateOptions: update})
+	}
+	var res activities.Reconciled
+	if _, gone := errors.AsType[*serviceerror.NotFound](err); gone {
+		return res, pve.Classified(pve.NotFound, fmt.Errorf("%s does not run", id))
+	}
+	if err != nil {
+		return res, fmt.Errorf("send reconcile to %s: %w", id, err)
+	}
+	return res, handle.Get(ctx, &res)
 }
 
 // AddressPool asks the workflow of pool on the Client's task queue for its allocations.

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -65,6 +67,19 @@ func (p *poolRun) allocate(id, uid string) {
 
 func (p *poolRun) free(id, uid string) {
 	p.send(id, workflows.FreeAddressUpdate, workflows.FreeAddressRequest{UID: uid})
+}
+
+func (p *poolRun) reconcile(id string, req activities.AddressReconcile) {
+	p.send(id, workflows.ReconcileAddressesUpdate, req)
+}
+
+// reconciled is what reconcile request id answered.
+func (p *poolRun) reconciled(id string) activities.Reconciled {
+	a := p.answers[id]
+	require.True(p.t, a.done, "request %s was answered", id)
+	require.NoError(p.t, a.rejected, "request %s", id)
+	require.NoError(p.t, a.err, "request %s", id)
+	return a.result.(activities.Reconciled)
 }
 
 // run runs the pool from st until it continues as new after the requests, and returns the
@@ -232,14 +247,103 @@ func TestAddressPool_refusesARequestWithoutAValidRange(t *testing.T) {
 	assert.Contains(t, p.answers["a"].rejected.Error(), "address pool egress: the request for proxy "+uid+" gives no valid range")
 }
 
+// holding is what uid holds, or a mark says it holds.
+func holding(uid, ipv4, ipv6 string) activities.AddressHolding {
+	return activities.AddressHolding{UID: uid, IPv4: ipv4, IPv6: ipv6}
+}
+
+func TestAddressPool_reconcileRestoresWhatTheVMsHoldUnlessAnotherAllocationHoldsIt(t *testing.T) {
+	p := newPoolRun(t, testPool(10))
+	start := p.env.Now()
+	b := workflows.AddressAllocation{UID: "uid-b", Index: 1, IPv4: "192.0.2.11/24", IPv6: "2001:db8::11/64"}
+	p.reconcile("r", activities.AddressReconcile{Range: testPool(10), Held: []activities.AddressHolding{
+		holding("uid-a", "192.0.2.10/24", "2001:db8::10/64"), // lost by the pool: restored
+		holding("uid-b", "192.0.2.11/23", "2001:db8::11/64"), // its own, under another prefix length
+		holding("uid-b", "192.0.2.13/24", "2001:db8::13/64"), // a second VM of uid-b's, with other addresses
+		holding("uid-c", "192.0.2.11/24", ""),                // uid-b's IPv4
+		holding("uid-d", "192.0.2.14/24", "2001:db8::11/64"), // uid-b's IPv6
+	}})
+
+	st := p.run(workflows.AddressPoolState{Pool: "egress", Allocations: []workflows.AddressAllocation{b}})
+
+	res := p.reconciled("r")
+	assert.Equal(t, []activities.AddressHolding{holding("uid-a", "192.0.2.10/24", "2001:db8::10/64")}, res.Restored)
+	assert.Equal(t, []activities.AddressConflict{
+		{Held: holding("uid-b", "192.0.2.13/24", "2001:db8::13/64"), Allocation: holding("uid-b", b.IPv4, b.IPv6)},
+		{Held: holding("uid-c", "192.0.2.11/24", ""), Allocation: holding("uid-b", b.IPv4, b.IPv6)},
+		{Held: holding("uid-d", "192.0.2.14/24", "2001:db8::11/64"), Allocation: holding("uid-b", b.IPv4, b.IPv6)},
+	}, res.Conflicts)
+	assert.Empty(t, res.Freed)
+	require.Len(t, st.Allocations, 2)
+	restored := st.Allocations[0]
+	assert.True(t, start.Add(time.Second).Equal(restored.At), "restored young, when the reconcile came: %s", restored.At)
+	restored.At = time.Time{}
+	assert.Equal(t, workflows.AddressAllocation{UID: "uid-a", Index: 0, IPv4: "192.0.2.10/24", IPv6: "2001:db8::10/64"}, restored, "at its place in the range")
+	assert.Equal(t, b, st.Allocations[1])
+}
+
+func TestAddressPool_reconcileFreesOnlyOldUnheldAllocationsOfTheUIDsItIsGiven(t *testing.T) {
+	p := newPoolRun(t, testPool(10))
+	start := p.env.Now()
+	old := func(uid string, i int) workflows.AddressAllocation {
+		v4, v6 := testPool(10).At(i)
+		return workflows.AddressAllocation{UID: uid, Index: i, IPv4: v4, IPv6: v6}
+	}
+	p.allocate("asked again", "uid-c") // after the collection looked
+	p.reconcile("r", activities.AddressReconcile{Range: testPool(10), Held: []activities.AddressHolding{holding("uid-h", "192.0.2.13/24", "2001:db8::13/64")},
+		Free: []string{"uid-a", "uid-c", "uid-h"}, Before: start.Add(time.Second / 2)})
+
+	st := p.run(workflows.AddressPoolState{Pool: "egress", Allocations: []workflows.AddressAllocation{old("uid-a", 0), old("uid-b", 1), old("uid-c", 2), old("uid-h", 3)}})
+
+	res := p.reconciled("r")
+	assert.Equal(t, []activities.AddressHolding{holding("uid-a", "192.0.2.10/24", "2001:db8::10/64")}, res.Freed, "old, unheld, and given")
+	assert.Equal(t, []activities.AddressHolding{holding("uid-b", "192.0.2.11/24", "2001:db8::11/64")}, res.Unheld, "old and unheld, not given")
+	var left []string
+	for _, a := range st.Allocations {
+		left = append(left, a.UID)
+	}
+	assert.Equal(t, []string{"uid-b", "uid-c", "uid-h"}, left, "uid-c was asked for since, uid-h is held")
+}
+
+func TestAddressPool_aReconcileDryRunChangesNothing(t *testing.T) {
+	p := newPoolRun(t, testPool(10))
+	a := workflows.AddressAllocation{UID: "uid-a", Index: 0, IPv4: "192.0.2.10/24", IPv6: "2001:db8::10/64"}
+	p.reconcile("r", activities.AddressReconcile{Range: testPool(10), Held: []activities.AddressHolding{holding("uid-b", "192.0.2.11/24", "2001:db8::11/64")},
+		Free: []string{"uid-a"}, Before: p.env.Now().Add(time.Hour), DryRun: true})
+
+	st := p.run(workflows.AddressPoolState{Pool: "egress", Allocations: []workflows.AddressAllocation{a}})
+
+	res := p.reconciled("r")
+	assert.Equal(t, []activities.AddressHolding{holding("uid-b", "192.0.2.11/24", "2001:db8::11/64")}, res.Restored)
+	assert.Equal(t, []activities.AddressHolding{holding("uid-a", a.IPv4, a.IPv6)}, res.Freed)
+	assert.Equal(t, []workflows.AddressAllocation{a}, st.Allocations)
+}
+
+func TestAddressPool_refusesAReconcileNamingNoUID(t *testing.T) {
+	p := newPoolRun(t, testPool(10))
+	p.reconcile("r", activities.AddressReconcile{Held: []activities.AddressHolding{holding("", "192.0.2.11/24", "")}})
+
+	p.run(workflows.AddressPoolState{Pool: "egress"})
+
+	require.True(t, p.answers["r"].done)
+	require.Error(t, p.answers["r"].rejected)
+	assert.Contains(t, p.answers["r"].rejected.Error(), "address pool egress: ")
+}
+
 // addressPools stands for the AddressPool workflows, which the tests above run on their own:
-// a test environment runs one workflow. It gives a UID the first address of the pool's range
-// and records the requests, "allocate <pool> <uid>" and "free <pool> <uid>".
+// a test environment runs one workflow. It keeps each pool's state as its workflow would,
+// gives a UID the first address of the pool's range that no other UID holds, reconciles as
+// the workflow does (workflows.ReconciledPool), and records the requests, "allocate <pool>
+// <uid>", "free <pool> <uid>" and "reconcile <pool>" (with " dry-run" for a dry run).
 type addressPools struct {
 	mu       sync.Mutex
 	requests []string
 	// full makes every allocation fail as a full pool's does.
 	full bool
+	// clock is the world's: an allocation is made at its time.
+	clock *envClock
+	// states are the pools whose workflows run, by pool.
+	states map[string]workflows.AddressPoolState
 }
 
 func (p *addressPools) Allocate(_ context.Context, req activities.AddressRequest) (proxy.Addresses, error) {
@@ -249,16 +353,78 @@ func (p *addressPools) Allocate(_ context.Context, req activities.AddressRequest
 	if p.full {
 		return proxy.Addresses{}, temporal.NewNonRetryableApplicationError("address pool "+req.Pool+" is full", workflows.FailQuotaExceeded, nil)
 	}
-	v4, v6 := req.Range.At(0)
+	st := p.states[req.Pool]
+	st.Pool = req.Pool
 	g4, g6 := req.Range.Gateways()
-	return proxy.Addresses{IPv4: v4, Gateway4: g4, IPv6: v6, Gateway6: g6}, nil
+	if i := slices.IndexFunc(st.Allocations, func(a workflows.AddressAllocation) bool { return a.UID == req.UID }); i >= 0 {
+		st.Allocations[i].At = p.clock.Now()
+		p.set(req.Pool, st)
+		return proxy.Addresses{IPv4: st.Allocations[i].IPv4, Gateway4: g4, IPv6: st.Allocations[i].IPv6, Gateway6: g6}, nil
+	}
+	for i := range req.Range.Size() {
+		v4, v6 := req.Range.At(i)
+		if slices.ContainsFunc(st.Allocations, func(a workflows.AddressAllocation) bool { return v4 != "" && a.IPv4 == v4 || v6 != "" && a.IPv6 == v6 }) {
+			continue
+		}
+		st.Allocations = append(st.Allocations, workflows.AddressAllocation{UID: req.UID, Index: i, IPv4: v4, IPv6: v6, At: p.clock.Now()})
+		p.set(req.Pool, st)
+		return proxy.Addresses{IPv4: v4, Gateway4: g4, IPv6: v6, Gateway6: g6}, nil
+	}
+	return proxy.Addresses{}, temporal.NewNonRetryableApplicationError("address pool "+req.Pool+" is full", workflows.FailQuotaExceeded, nil)
 }
 
 func (p *addressPools) Free(_ context.Context, req activities.AddressRequest) (proxy.Addresses, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.requests = append(p.requests, "free "+req.Pool+" "+req.UID)
+	st, runs := p.states[req.Pool]
+	if i := slices.IndexFunc(st.Allocations, func(a workflows.AddressAllocation) bool { return a.UID == req.UID }); runs && i >= 0 {
+		a := st.Allocations[i]
+		st.Allocations = slices.Delete(st.Allocations, i, i+1)
+		p.set(req.Pool, st)
+		return proxy.Addresses{IPv4: a.IPv4, IPv6: a.IPv6}, nil
+	}
 	return proxy.Addresses{}, nil
+}
+
+func (p *addressPools) Reconcile(_ context.Context, req activities.ReconcileRequest) (activities.Reconciled, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.requests = append(p.requests, "reconcile "+req.Pool+map[bool]string{true: " dry-run"}[req.DryRun])
+	st, runs := p.states[req.Pool]
+	if !runs && (req.DryRun || len(req.Held) == 0) {
+		return activities.Reconciled{}, pve.Classified(pve.NotFound, errors.New("address pool "+req.Pool+" does not run"))
+	}
+	st.Pool = req.Pool
+	next, res := workflows.ReconciledPool(st, p.clock.Now(), req.AddressReconcile)
+	if !req.DryRun {
+		p.set(req.Pool, next)
+	}
+	return res, nil
+}
+
+// set makes st the state of pool, whose workflow runs. Its callers hold p.mu, or call it
+// before any workflow runs.
+func (p *addressPools) set(pool string, st workflows.AddressPoolState) {
+	if p.states == nil {
+		p.states = map[string]workflows.AddressPoolState{}
+	}
+	p.states[pool] = st
+}
+
+// state is the state of pool, and whether its workflow runs.
+func (p *addressPools) state(pool string) (workflows.AddressPoolState, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, runs := p.states[pool]
+	return st, runs
+}
+
+// terminate ends the workflow of pool, which forgets its allocations.
+func (p *addressPools) terminate(pool string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.states, pool)
 }
 
 // seen are the requests, sorted: a delete's frees go out together, in no order.

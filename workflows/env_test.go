@@ -173,7 +173,7 @@ func newWorld(t *testing.T, change ...func(*pvesim.Options)) *world {
 	}
 	cluster := pvesim.New(opts)
 	return &world{t: t, cfg: testConfig(t), cluster: cluster, clock: clock, log: &syncbuf.Buffer{}, userData: createInput().UserData,
-		runs: &runs{byID: make(map[string]activities.RunInfo)}, proxies: newProxies(clock, cluster), pools: &addressPools{}}
+		runs: &runs{byID: make(map[string]activities.RunInfo)}, proxies: newProxies(clock, cluster), pools: &addressPools{clock: clock}}
 }
 
 // env is a fresh workflow environment on the world's cluster, with real activities.

@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 )
@@ -25,12 +28,15 @@ type CollectGarbageInput struct {
 	// KeepNone says that an empty Keep is meant, and every proxy is garbage. Without it an empty
 	// Keep is refused: a caller that lost its list must not delete every proxy.
 	KeepNone bool `json:"keepNone,omitempty"`
-	// DryRun finds the garbage and deletes nothing.
+	// DryRun finds the garbage and deletes nothing, and reports what it would restore and free
+	// in the address pools without changing them.
 	DryRun bool `json:"dryRun,omitempty"`
-	// Grace is how old a VM (by the creation time in its mark) or a seed ISO (by its ctime)
-	// must be to be collected; zero is DefaultGrace. For ISOs it covers the moments in which a
-	// create's VM and seed ISO do not yet show together; for VMs, a create that ends between the
-	// operator reading its kept set and this run listing the cluster.
+	// Grace is how old a VM (by the creation time in its mark), a seed ISO (by its ctime) or
+	// an address pool's allocation (by when it was made or last asked for) must be to be
+	// collected; zero is DefaultGrace. For ISOs it covers the moments in which a create's VM
+	// and seed ISO do not yet show together; for VMs, a create that ends between the operator
+	// reading its kept set and this run listing the cluster; for allocations, a create that
+	// allocated before its clone showed.
 	Grace time.Duration `json:"grace,omitempty"`
 }
 
@@ -71,6 +77,30 @@ type GarbageISO struct {
 	Age time.Duration `json:"age,omitempty"`
 }
 
+// GarbagePool is what a collection did to the allocations of one configured address pool,
+// or in a dry run would do: restored from the VMs' marks, freed, or left as conflicts.
+type GarbagePool struct {
+	Pool string `json:"pool"`
+	// Restored are the addresses VMs hold by their marks that the pool had no allocation for,
+	// allocated to their UIDs again.
+	Restored []activities.AddressHolding `json:"restored,omitempty"`
+	// Freed are allocations older than the grace of UIDs with no VM and no running entity.
+	Freed []activities.AddressHolding `json:"freed,omitempty"`
+	// Conflicts are addresses VMs hold by their marks that the pool gives to another UID, or
+	// whose UIDs hold others in the pool: left as they are, for a person.
+	Conflicts []activities.AddressConflict `json:"conflicts,omitempty"`
+	// Kept are allocations older than the grace of UIDs with no VM, left: Detail says why.
+	Kept []KeptAddresses `json:"kept,omitempty"`
+	// Error is why the pool could not be reconciled, or not wholly.
+	Error string `json:"error,omitempty"`
+}
+
+// KeptAddresses is an allocation no VM holds that a collection left, and why.
+type KeptAddresses struct {
+	activities.AddressHolding
+	Detail string `json:"detail"`
+}
+
 // CollectGarbageResult is what CollectGarbage returns.
 type CollectGarbageResult struct {
 	DryRun bool         `json:"dryRun"`
@@ -87,12 +117,16 @@ type CollectGarbageResult struct {
 	// young seed ISOs that would be orphans.
 	YoungVMs  []GarbageVM  `json:"youngVMs,omitempty"`
 	YoungISOs []GarbageISO `json:"youngISOs,omitempty"`
+	// Pools are the configured address pools, each reconciled with the VMs' marks.
+	Pools []GarbagePool `json:"pools,omitempty"`
 }
 
-// Failed reports whether deleting any piece of garbage failed.
+// Failed reports whether deleting any piece of garbage, or reconciling any address pool,
+// failed.
 func (r CollectGarbageResult) Failed() bool {
 	return slices.ContainsFunc(r.VMs, func(v GarbageVM) bool { return v.Outcome == GarbageFailed }) ||
-		slices.ContainsFunc(r.ISOs, func(i GarbageISO) bool { return i.Outcome == GarbageFailed })
+		slices.ContainsFunc(r.ISOs, func(i GarbageISO) bool { return i.Outcome == GarbageFailed }) ||
+		slices.ContainsFunc(r.Pools, func(p GarbagePool) bool { return p.Error != "" })
 }
 
 // CollectGarbage finds, and unless DryRun deletes, what pveflow left on the cluster that nothing
@@ -107,6 +141,11 @@ func (r CollectGarbageResult) Failed() bool {
 //     no UID that a VM carries or Keep holds, and no VM's name; none while a VM's config
 //     cannot be read. They go with the DeleteVolume call, after the VMs, each only if a fresh
 //     listing shows it as it was listed: a create of its proxy uploads it anew.
+//   - address pools' allocations (reconcilePools): each configured pool is sent the addresses
+//     the marked VMs hold in it, and restores those it lost; an allocation of a UID with no VM,
+//     older than the grace, is freed when the UID is not kept, its entity does not run, and
+//     every VM's config could be read. This comes before the deletes, on the same reading of
+//     the cluster: the deletes free their proxies' addresses themselves.
 //
 // Every VM's config is read for the mark, whatever its name and tags. Nothing younger than the
 // grace period is taken. Everything is listed before anything is deleted: a list call failing
@@ -127,8 +166,12 @@ func (w *Workflows) CollectGarbage(ctx workflow.Context, in CollectGarbageInput)
 		return CollectGarbageResult{}, err
 	}
 	g := &collector{ctx: ctx, s: s, t: &tracker{ctx: ctx}, in: in, cutoff: workflow.Now(ctx).Add(-in.Grace)}
-	res, err = g.find()
-	if err != nil || in.DryRun {
+	var c cluster
+	res, c, err = g.find()
+	if err != nil {
+		return res, err
+	}
+	if res.Pools, err = g.reconcilePools(c); err != nil || in.DryRun {
 		return res, err
 	}
 	if err := g.deleteVMs(res.VMs); err != nil {
@@ -164,9 +207,14 @@ func logCollection(ctx workflow.Context, res CollectGarbageResult, err error) {
 	foundVMs, foundISOs := count(GarbageFound)
 	deletedVMs, deletedISOs := count(GarbageDeleted)
 	failedVMs, failedISOs := count(GarbageFailed)
+	var restored, freed, conflicts int
+	for _, p := range res.Pools {
+		restored, freed, conflicts = restored+len(p.Restored), freed+len(p.Freed), conflicts+len(p.Conflicts)
+	}
 	workflow.GetLogger(ctx).Info("gc completed", "dryRun", res.DryRun, "duration", took,
 		"vmsFound", foundVMs, "isosFound", foundISOs, "vmsDeleted", deletedVMs, "isosDeleted", deletedISOs,
-		"vmsFailed", failedVMs, "isosFailed", failedISOs)
+		"vmsFailed", failedVMs, "isosFailed", failedISOs,
+		"addressesRestored", restored, "addressesFreed", freed, "addressConflicts", conflicts)
 }
 
 type collector struct {
@@ -174,21 +222,23 @@ type collector struct {
 	s   settings
 	t   *tracker
 	in  CollectGarbageInput
-	// cutoff is the time before which a VM or ISO must have been made to be collected.
+	// cutoff is the time before which a VM, ISO or allocation must have been made to be
+	// collected.
 	cutoff time.Time
 }
 
-// find lists the garbage, each piece GarbageFound, or GarbageSkipped with the reason.
-func (g *collector) find() (CollectGarbageResult, error) {
+// find lists the garbage, each piece GarbageFound, or GarbageSkipped with the reason, and
+// returns the reading of the cluster it was found in.
+func (g *collector) find() (CollectGarbageResult, cluster, error) {
 	res := CollectGarbageResult{DryRun: g.in.DryRun, Grace: g.in.Grace, VMs: []GarbageVM{}, ISOs: []GarbageISO{}}
 	c, err := readCluster(g.ctx, g.s)
 	if err != nil {
-		return res, err
+		return res, c, err
 	}
 	res.Unreadable = c.Unreadable
 	isos, err := g.seedISOs(g.s.Nodes...)
 	if err != nil {
-		return res, err
+		return res, c, err
 	}
 	// A UID with a VM younger than the grace period was created again lately: none of its VMs
 	// is taken.
@@ -220,8 +270,8 @@ func (g *collector) find() (CollectGarbageResult, error) {
 		}
 		runs, asked := creating[p.UID]
 		if !asked {
-			if runs, err = g.createRuns(p.UID); err != nil {
-				return res, err
+			if runs, err = g.runs(CreateWorkflowID(p.UID)); err != nil {
+				return res, c, err
 			}
 			creating[p.UID] = runs
 		}
@@ -245,7 +295,7 @@ func (g *collector) find() (CollectGarbageResult, error) {
 			res.ISOs = append(res.ISOs, iso)
 		}
 	}
-	return res, nil
+	return res, c, nil
 }
 
 // seedISOs lists the seed ISOs on nodes.
@@ -289,16 +339,155 @@ func (g *collector) seedOwners(c cluster) map[string]bool {
 	return owners
 }
 
-// createRuns reports whether the CreateProxy of uid runs, as Temporal describes it.
-func (g *collector) createRuns(uid string) (bool, error) {
+// runs reports whether workflowID runs, as Temporal describes it.
+func (g *collector) runs(workflowID string) (bool, error) {
 	var a *activities.Activities
-	step := "describe workflow " + CreateWorkflowID(uid)
+	step := "describe workflow " + workflowID
 	g.t.step(step)
 	var run activities.RunInfo
-	if err := execute(g.ctx, g.s.readOptions(step), a.DescribeRun, activities.DescribeRunRequest{WorkflowID: CreateWorkflowID(uid)}).Get(g.ctx, &run); err != nil {
+	if err := execute(g.ctx, g.s.readOptions(step), a.DescribeRun, activities.DescribeRunRequest{WorkflowID: workflowID}).Get(g.ctx, &run); err != nil {
 		return false, fail(step, err)
 	}
 	return run.Running, nil
+}
+
+// reconcilePools brings each configured address pool's allocations back to what the VMs hold
+// by their marks (c), through its reconcile Update, in two steps. The first sends the pool the
+// addresses the VMs hold in it (heldAddresses): it restores the allocations it lost and
+// reports conflicts, and answers the allocations older than the grace that no VM in it holds.
+// Of those, the ones of a UID with no VM at all, not kept, and whose entity does not run (an
+// entity runs while its proxy is present, or being made) are freed by the second, which frees
+// only what is still older than the grace: a create that allocated or asked again since this
+// run began keeps its addresses. Nothing is freed while a VM's config cannot be read: it may
+// hold them. A dry run makes the first step as a dry run, and reports what the second would
+// free without making it.
+//
+// A pool that fails to answer is reported in its GarbagePool, and the others go on.
+func (g *collector) reconcilePools(c cluster) ([]GarbagePool, error) {
+	held := heldAddresses(g.s, c)
+	withVM := make(map[string]bool, len(c.Proxies))
+	for _, p := range c.Proxies {
+		withVM[p.UID] = true
+	}
+	entityRuns := make(map[string]error) // by UID, as runningEntity answers: nil when it does not run
+	var out []GarbagePool
+	for _, pool := range g.s.AddressPoolNames {
+		gp := GarbagePool{Pool: pool}
+		rng := g.s.AddressPools[pool]
+		found, err := g.reconcile(pool, activities.AddressReconcile{Range: rng, Held: held[pool], Before: g.cutoff, DryRun: g.in.DryRun})
+		if temporal.IsCanceledError(err) {
+			return nil, err
+		}
+		if err != nil {
+			gp.Error = err.Error()
+			out = append(out, gp)
+			continue
+		}
+		gp.Restored, gp.Conflicts = found.Restored, found.Conflicts
+		var free []string
+		var freeable []activities.AddressHolding
+		for _, a := range found.Unheld {
+			if withVM[a.UID] {
+				continue // its VM's mark records no addresses of this pool: made before marks did, or not yet seeded
+			}
+			detail := ""
+			switch {
+			case len(c.Unreadable) > 0:
+				detail = fmt.Sprintf("the config of VM(s) %v could not be read: they may hold it", c.Unreadable)
+			case slices.Contains(g.in.Keep, a.UID):
+				detail = "its proxy is kept"
+			default:
+				err, asked := entityRuns[a.UID]
+				if !asked {
+					err = g.runningEntity(a.UID)
+					entityRuns[a.UID] = err
+				}
+				if temporal.IsCanceledError(err) {
+					return nil, err
+				}
+				if err != nil {
+					detail = err.Error()
+				}
+			}
+			if detail != "" {
+				gp.Kept = append(gp.Kept, KeptAddresses{AddressHolding: a, Detail: detail})
+				continue
+			}
+			free, freeable = append(free, a.UID), append(freeable, a)
+		}
+		switch {
+		case len(free) == 0:
+		case g.in.DryRun:
+			gp.Freed = freeable
+		default:
+			freed, err := g.reconcile(pool, activities.AddressReconcile{Range: rng, Free: free, Before: g.cutoff})
+			if temporal.IsCanceledError(err) {
+				return nil, err
+			}
+			if err != nil {
+				gp.Error = err.Error()
+			}
+			gp.Freed = freed.Freed
+		}
+		out = append(out, gp)
+	}
+	return out, nil
+}
+
+// runningEntity is why the entity of uid keeps its addresses: it runs, or Temporal could not
+// say; nil when it does not run.
+func (g *collector) runningEntity(uid string) error {
+	runs, err := g.runs(ProxyWorkflowID(uid))
+	switch {
+	case err != nil:
+		return err
+	case runs:
+		return errors.New(ProxyWorkflowID(uid) + " runs")
+	}
+	return nil
+}
+
+// reconcile sends pool the reconcile Update req. A pool whose workflow does not run, which the
+// Update is not sent to when it has nothing to restore (req is a dry run, or holds nothing),
+// answers what an empty pool would.
+func (g *collector) reconcile(pool string, req activities.AddressReconcile) (activities.Reconciled, error) {
+	var a *activities.Activities
+	step := "reconcile address pool " + pool
+	g.t.step(step)
+	var res activities.Reconciled
+	err := execute(g.ctx, g.s.callOptions(step), a.ReconcileAddresses,
+		activities.ReconcileRequest{TaskQueue: workflow.GetInfo(g.ctx).TaskQueueName, Pool: pool, AddressReconcile: req}).Get(g.ctx, &res)
+	if isType(err, activities.ErrNotFound) {
+		_, res = reconciled(AddressPoolState{Pool: pool}, workflow.Now(g.ctx), req)
+		return res, nil
+	}
+	if err != nil {
+		return res, fail(step, err)
+	}
+	return res, nil
+}
+
+// heldAddresses are the addresses the marked VMs of c hold in each configured pool, by pool:
+// the addresses each mark's spec records, in the pool it names, or, when the config has no
+// pool of that name (the pool was renamed), in the one whose range holds them. A mark without
+// a spec, without a pool, or with a UID that is not one holds none.
+func heldAddresses(s settings, c cluster) map[string][]activities.AddressHolding {
+	pools := config.Proxmox{AddressPools: s.AddressPools}
+	held := make(map[string][]activities.AddressHolding)
+	for _, p := range c.Proxies {
+		spec, ok := c.Specs[p.VMID]
+		if !ok || spec.AddressPool == "" || proxy.ValidateUID(p.UID) != nil || spec.Addresses.IPv4 == "" && spec.Addresses.IPv6 == "" {
+			continue
+		}
+		pool := spec.AddressPool
+		if _, configured := s.AddressPools[pool]; !configured {
+			pool = cmp.Or(pools.AddressPoolHolding(spec.Addresses.IPv4), pools.AddressPoolHolding(spec.Addresses.IPv6))
+		}
+		if pool != "" {
+			held[pool] = append(held[pool], activities.AddressHolding{UID: p.UID, IPv4: spec.Addresses.IPv4, IPv6: spec.Addresses.IPv6})
+		}
+	}
+	return held
 }
 
 // deleteVMs deletes the VMs found, through the Proxy entities of their UIDs, listConcurrency

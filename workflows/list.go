@@ -107,6 +107,9 @@ type cluster struct {
 	// ISOs are the ISO volumes any VM's config refers to (a CD-ROM drive's
 	// "local:iso/x.iso,media=cdrom").
 	ISOs map[string]bool
+	// Specs are the specs the marks of Proxies record, by VMID; none for a VM not given its
+	// first seed yet, or marked before marks recorded specs.
+	Specs map[int]proxy.Spec
 }
 
 // readCluster reads the config of every VM that cluster resources lists (templates and
@@ -117,7 +120,8 @@ type cluster struct {
 // call failing, or the workflow being cancelled, fails the whole read.
 func readCluster(ctx workflow.Context, s settings) (cluster, error) {
 	o := proxyOps{ctx: ctx, s: s, t: readTracker(ctx), read: true}
-	c := cluster{ListProxiesResult: ListProxiesResult{Proxies: []ListedProxy{}}, Names: map[string]bool{}, ISOs: map[string]bool{}}
+	c := cluster{ListProxiesResult: ListProxiesResult{Proxies: []ListedProxy{}}, Names: map[string]bool{}, ISOs: map[string]bool{},
+		Specs: map[int]proxy.Spec{}}
 	if err := o.listResources(activities.ResourcesFilter{}, &c.Resources); err != nil {
 		return cluster{}, err
 	}
@@ -175,6 +179,9 @@ func readCluster(ctx workflow.Context, s settings) (cluster, error) {
 				CreatedAt:  mark.CreatedAt,
 				Status:     r.Status,
 			})
+			if mark.Spec != nil {
+				c.Specs[r.VMID] = *mark.Spec
+			}
 		}
 	}
 	return c, nil

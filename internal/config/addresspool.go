@@ -70,6 +70,22 @@ func (p AddressPool) At(i int) (ipv4, ipv6 string) {
 	return at(p.IPv4), at(p.IPv6)
 }
 
+// IndexOf is the index at which the pool gives addr, an address or address/prefix-length, as
+// At counts: its place in the range of its family; -1 when that range does not hold it.
+func (p AddressPool) IndexOf(addr string) int {
+	a, ok := hostOf(addr)
+	if !ok {
+		return -1
+	}
+	for _, r := range p.ranges() {
+		if pr, err := r.parse(); err == nil && pr.holds(a) {
+			n := new(big.Int).Sub(new(big.Int).SetBytes(a.AsSlice()), new(big.Int).SetBytes(pr.first.AsSlice()))
+			return int(n.Int64()) // within a range, which validation caps at MaxAddressPoolSize
+		}
+	}
+	return -1
+}
+
 // Gateways are the pool's gateways, empty for a family it does not have or sets none for.
 func (p AddressPool) Gateways() (gateway4, gateway6 string) {
 	if p.IPv4 != nil {
@@ -257,13 +273,9 @@ func validateAddressRange(p *problems, path string, r AddressRange, is4 bool) (p
 // AddressPoolHolding is the name of the configured pool whose range holds addr, an address or
 // address/prefix-length, or empty when none does or addr is neither.
 func (c Proxmox) AddressPoolHolding(addr string) string {
-	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		p, err := netip.ParsePrefix(addr)
-		if err != nil {
-			return ""
-		}
-		a = p.Addr()
+	a, ok := hostOf(addr)
+	if !ok {
+		return ""
 	}
 	for _, name := range c.AddressPoolNames() {
 		for _, r := range c.AddressPools[name].ranges() {
@@ -278,4 +290,13 @@ func (c Proxmox) AddressPoolHolding(addr string) string {
 // AddressPoolNames are the configured pools' names, sorted.
 func (c Proxmox) AddressPoolNames() []string {
 	return slices.Sorted(maps.Keys(c.AddressPools))
+}
+
+// hostOf is the address of addr, an address or address/prefix-length.
+func hostOf(addr string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(addr); err == nil {
+		return a, true
+	}
+	p, err := netip.ParsePrefix(addr)
+	return p.Addr(), err == nil
 }

@@ -99,6 +99,18 @@ func TestAddressPool_atCarriesAcrossOctets(t *testing.T) {
 	assert.Empty(t, v6)
 }
 
+func TestAddressPool_indexOfIsAtsIndex(t *testing.T) {
+	p := AddressPool{IPv4: v4Range(), IPv6: v6Range()}
+	for _, i := range []int{0, 1, 199} {
+		v4, v6 := p.At(i)
+		assert.Equal(t, i, p.IndexOf(v4), v4)
+		assert.Equal(t, i, p.IndexOf(v6), v6)
+	}
+	for addr, want := range map[string]int{"192.0.2.11": 1, "192.0.2.11/23": 1, "192.0.2.9/24": -1, "192.0.2.210": -1, "2001:db8:0:2::10": -1, "": -1, "nope": -1} {
+		assert.Equal(t, want, p.IndexOf(addr), addr)
+	}
+}
+
 func TestParse_addressPools(t *testing.T) {
 	c, err := Parse([]byte(fullWith(t, func(c *Config) {
 		c.Proxmox.AddressPools = map[string]AddressPool{"egress": {IPv4: v4Range(), IPv6: v6Range()}}

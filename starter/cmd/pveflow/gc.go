@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
@@ -62,8 +64,9 @@ func uidLines(data []byte) []string {
 	return uids
 }
 
-// errGarbageLeft is gc's error when a deletion failed, after the result is printed.
-var errGarbageLeft = errors.New("collect garbage: a deletion failed (see DETAIL)")
+// errGarbageLeft is gc's error when a deletion or a pool's reconcile failed, after the result
+// is printed.
+var errGarbageLeft = errors.New("collect garbage: a deletion or an address pool's reconcile failed (see DETAIL)")
 
 func (c *cli) gcCommand() *cobra.Command {
 	var keep keepSource
@@ -79,7 +82,10 @@ whose config cannot be read keeps every seed ISO). --keep, --keep-file (one UID 
 kept set is read just before the run. An empty kept set is refused: --all keeps none. --dry-run
 lists what would be deleted. Nothing younger than --grace is taken; a UID whose create runs, or
 that was created or changed again since the run began, is skipped.
-Exits 1 when a deletion failed, after printing what became of each.`,
+Every address pool is reconciled with the VMs' marks: an allocation a VM holds that the pool
+lost is restored (one the pool gives another proxy meanwhile is listed as a conflict), and one
+older than --grace of a proxy with no VM, not kept, whose entity does not run, is freed.
+Exits 1 when a deletion or a reconcile failed, after printing what became of each.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -144,7 +150,8 @@ func (c *cli) printGarbage(res workflows.CollectGarbageResult) error {
 	if c.json {
 		return c.printJSON(res)
 	}
-	if len(res.VMs)+len(res.ISOs) == 0 {
+	addresses := addressRows(res)
+	if len(res.VMs)+len(res.ISOs)+len(addresses) == 0 {
 		fmt.Fprintln(c.stdout, "no garbage found")
 	} else {
 		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
@@ -155,6 +162,9 @@ func (c *cli) printGarbage(res workflows.CollectGarbageResult) error {
 		for _, iso := range res.ISOs {
 			fmt.Fprintf(tw, "iso\t%s\t%s\t-\t%s\t%s\n", iso.VolID, iso.Node, iso.Outcome, orDash(iso.Detail))
 		}
+		for _, row := range addresses {
+			fmt.Fprintln(tw, row)
+		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
@@ -164,6 +174,46 @@ func (c *cli) printGarbage(res workflows.CollectGarbageResult) error {
 		return err
 	}
 	return nil
+}
+
+// addressRows are the table's rows of what the run did, or would do, in the address pools:
+// "address  egress:192.0.2.10/24,2001:db8::10/64  -  <uid>  restored  -", and a pool whose
+// reconcile failed.
+func addressRows(res workflows.CollectGarbageResult) []string {
+	outcome := func(done, planned string) string {
+		if res.DryRun {
+			return planned
+		}
+		return done
+	}
+	row := func(pool string, a activities.AddressHolding, outcome, detail string) string {
+		return fmt.Sprintf("address\t%s:%s\t-\t%s\t%s\t%s", pool, addressList(a), a.UID, outcome, orDash(detail))
+	}
+	var rows []string
+	for _, p := range res.Pools {
+		for _, a := range p.Restored {
+			rows = append(rows, row(p.Pool, a, outcome("restored", "to restore"), "a VM holds it by its mark"))
+		}
+		for _, a := range p.Freed {
+			rows = append(rows, row(p.Pool, a, outcome("freed", "to free"), "no VM holds it"))
+		}
+		for _, c := range p.Conflicts {
+			rows = append(rows, row(p.Pool, c.Held, "conflict",
+				fmt.Sprintf("a VM holds it by its mark; the pool gives %s to %s", addressList(c.Allocation), c.Allocation.UID)))
+		}
+		for _, k := range p.Kept {
+			rows = append(rows, row(p.Pool, k.AddressHolding, "kept", k.Detail))
+		}
+		if p.Error != "" {
+			rows = append(rows, fmt.Sprintf("pool\t%s\t-\t-\t%s\t%s", p.Pool, workflows.GarbageFailed, p.Error))
+		}
+	}
+	return rows
+}
+
+// addressList is "ipv4,ipv6", or the one a holding has.
+func addressList(a activities.AddressHolding) string {
+	return strings.Join(slices.DeleteFunc([]string{a.IPv4, a.IPv6}, func(s string) bool { return s == "" }), ",")
 }
 
 // youngLine says what the grace period hid: "2 items younger than the 1h0m0s grace were left:

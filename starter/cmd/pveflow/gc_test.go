@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -121,4 +122,37 @@ func TestPrintGarbage_saysWhatTheGracePeriodLeft(t *testing.T) {
 			assert.Equal(t, tt.want, stdout.String())
 		})
 	}
+}
+
+func TestPrintGarbage_listsWhatTheRunDidInTheAddressPools(t *testing.T) {
+	held := activities.AddressHolding{UID: keptUID, IPv4: "192.0.2.10/24", IPv6: "2001:db8::10/64"}
+	other := activities.AddressHolding{UID: readUID, IPv4: "192.0.2.10/24"}
+	res := workflows.CollectGarbageResult{Grace: time.Hour, Pools: []workflows.GarbagePool{
+		{Pool: "egress", Restored: []activities.AddressHolding{held}, Freed: []activities.AddressHolding{other},
+			Conflicts: []activities.AddressConflict{{Held: other, Allocation: held}},
+			Kept:      []workflows.KeptAddresses{{AddressHolding: other, Detail: "its proxy is kept"}}},
+		{Pool: "spare"},
+		{Pool: "out", Error: "reconcile address pool out: backend trouble"},
+	}}
+	var stdout strings.Builder
+	c := &cli{stdout: &stdout}
+
+	require.NoError(t, c.printGarbage(res))
+
+	assert.Equal(t, strings.Join([]string{
+		"KIND     ID                                    NODE  UID                                   OUTCOME   DETAIL",
+		"address  egress:192.0.2.10/24,2001:db8::10/64  -     " + keptUID + "  restored  a VM holds it by its mark",
+		"address  egress:192.0.2.10/24                  -     " + readUID + "  freed     no VM holds it",
+		"address  egress:192.0.2.10/24                  -     " + readUID + "  conflict  a VM holds it by its mark; the pool gives 192.0.2.10/24,2001:db8::10/64 to " + keptUID,
+		"address  egress:192.0.2.10/24                  -     " + readUID + "  kept      its proxy is kept",
+		"pool     out                                   -     -                                     failed    reconcile address pool out: backend trouble",
+		"",
+	}, "\n"), stdout.String())
+	assert.True(t, res.Failed())
+
+	stdout.Reset()
+	res.DryRun = true
+	require.NoError(t, c.printGarbage(res))
+	assert.Contains(t, stdout.String(), "to restore")
+	assert.Contains(t, stdout.String(), "to free")
 }
