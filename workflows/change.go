@@ -333,23 +333,27 @@ func (c *change) restart(running, needsReboot bool) (bool, error) {
 
 // reboot reboots the VM and waits for the reboot task: the guest shuts down and PVE starts it
 // again (awaitReady waits for that). A VM that stopped since its status was read is started
-// instead.
+// instead. PVE checks the VM's lock inside the reboot task, as inside a start's: a reboot task
+// that fails on a lock (a backup's, or the config lock another task holds) rebooted nothing,
+// and is made again within the unlock budget (redoOnLock).
 func (c *change) reboot(ref activities.VMRef) error {
 	var a *activities.Activities
 	c.t.phase(PhaseRebooting, "reboot "+ref.String())
-	summary := "reboot " + ref.String()
-	var upid pve.UPID
-	err := call(c.ctx, c.s.callOptions(summary), a.Reboot, ref).Get(c.ctx, &upid)
+	step, err := c.redoOnLock("the reboot of "+ref.String(), func() (string, error) {
+		summary := "reboot " + ref.String()
+		var upid pve.UPID
+		if err := call(c.ctx, c.s.callOptions(summary), a.Reboot, ref).Get(c.ctx, &upid); err != nil {
+			return summary, err
+		}
+		summary = "wait for reboot of " + ref.String()
+		return summary, waitTask(c.ctx, c.s, c.t, localLooksFirst, upid, c.s.Budgets.Stop+c.s.Budgets.Start, summary)
+	})
 	if isType(err, activities.ErrNotRunning) {
 		c.t.phase(PhaseStarting, "start VM, which stopped since its status was read")
 		return c.start(ref)
 	}
 	if err != nil {
-		return fail(summary, err)
-	}
-	summary = "wait for reboot of " + ref.String()
-	if err := waitTask(c.ctx, c.s, c.t, localLooksFirst, upid, c.s.Budgets.Stop+c.s.Budgets.Start, summary); err != nil {
-		return fail(summary, err)
+		return fail(step, err)
 	}
 	return nil
 }

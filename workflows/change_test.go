@@ -203,6 +203,23 @@ func TestChange_rebootOfAVMThatStoppedMeanwhileStartsIt(t *testing.T) {
 	assert.Equal(t, starts+1, w.cluster.CallCount("Start"))
 }
 
+func TestChange_waitsOutARebootTaskThatFailsOnALock(t *testing.T) {
+	w, vm := changeable(t)
+	// PVE checks the lock inside the reboot task: the call was taken, its task failed, and the
+	// guest still runs with the cores it booted with.
+	w.cluster.FailTask("qmreboot", "can't lock file '/var/lock/qemu-server/lock-"+itoa(vm.VMID)+".conf' - got timeout")
+	w.cluster.FailTask("qmreboot", "VM is locked (backup)")
+
+	res, err := w.change(changeInput("medium"))
+
+	require.NoError(t, err)
+	assert.True(t, res.Restarted)
+	assert.Equal(t, 3, w.cluster.CallCount("Reboot"))
+	st, err := w.cluster.VMStatus(t.Context(), vm.Node, vm.VMID)
+	require.NoError(t, err)
+	assert.Equal(t, 4, st.CPUs, "the guest runs with the new cores")
+}
+
 func TestChange_noVMIsNotFound(t *testing.T) {
 	w := newWorld(t)
 

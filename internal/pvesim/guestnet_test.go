@@ -2,7 +2,9 @@ package pvesim
 
 import (
 	"bytes"
+	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,4 +137,22 @@ func mustMAC(t *testing.T, s string) net.HardwareAddr {
 	hw, err := net.ParseMAC(s)
 	require.NoError(t, err)
 	return hw
+}
+
+func TestState_saysWhatTheGuestRunsWithBesideItsConfig(t *testing.T) {
+	c, clk := newCluster(t)
+	finish(t, c, clk, startClone(t, c, newID))
+	_, mac := parseNet(c.vms[newID].cfg["net0"])
+	bootClonedWithSeed(t, c, clk, seedWithNetwork(t, []nocloud.Ethernet{{Name: "net0", MAC: mac,
+		Addresses: []string{"192.0.2.10/24", "2001:db8::10/64"}, Gateway4: "192.0.2.1"}}))
+	booted := c.State().Guests[newID]
+
+	// Cores written to a running VM wait for its next start.
+	cores := cpus(c.vms[newID].cfg)
+	require.NoError(t, c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"cores": fmt.Sprint(cores + 2)}))
+	st := c.State()
+
+	assert.Equal(t, Guest{Running: true, Cores: cores, MemoryMiB: booted.MemoryMiB, InstanceID: "iid-1",
+		Addresses: []string{"192.0.2.10/24", "2001:db8::10/64"}}, st.Guests[newID])
+	assert.Equal(t, fmt.Sprint(cores+2), st.VMs[slices.IndexFunc(st.VMs, func(vm VM) bool { return vm.VMID == newID })].Config["cores"])
 }

@@ -1,7 +1,9 @@
 package pvesim
 
 import (
+	"fmt"
 	"maps"
+	"net"
 	"slices"
 )
 
@@ -19,6 +21,24 @@ type State struct {
 	// by kind.
 	Calls  int            `json:"calls"`
 	Faults map[string]int `json:"faults"`
+	// Guests are what each VM's guest runs with, by VMID: what no config shows.
+	Guests map[int]Guest `json:"guests"`
+}
+
+// Guest is what a VM runs with, as its QEMU and its guest OS have it rather than as its config
+// says: what a change that wrote the config has yet to bring to the guest (a reboot, a new
+// seed) shows here.
+type Guest struct {
+	Running bool `json:"running"`
+	// Cores and MemoryMiB are those in effect: the running QEMU's, the config's when stopped.
+	Cores     int   `json:"cores"`
+	MemoryMiB int64 `json:"memoryMiB"`
+	// InstanceID is the instance-id of the instance the guest's cloud-init last ran; empty
+	// before it first ran.
+	InstanceID string `json:"instanceID,omitempty"`
+	// Addresses are the static addresses the guest configured on net0 from its instance's
+	// network-config, as address/prefix-length: none for DHCP.
+	Addresses []string `json:"addresses,omitempty"`
 }
 
 // State returns the cluster's State.
@@ -29,6 +49,7 @@ func (c *Cluster) State() State {
 		Clones:              c.CloneRuns(),
 		MaxConcurrentClones: make(map[string]int),
 		Faults:              make(map[string]int),
+		Guests:              make(map[int]Guest),
 	}
 	for i := range st.Volumes {
 		st.Volumes[i].Data = nil
@@ -44,6 +65,9 @@ func (c *Cluster) State() State {
 			st.Faults[chaosNames[f]] = n
 		}
 	}
+	for id, g := range c.vms {
+		st.Guests[id] = g.guestState()
+	}
 	c.mu.Unlock()
 	for node, storages := range nodes {
 		for _, id := range storages {
@@ -51,4 +75,18 @@ func (c *Cluster) State() State {
 		}
 	}
 	return st
+}
+
+// guestState is what g runs with.
+func (g *vm) guestState() Guest {
+	out := Guest{Running: g.running, Cores: g.cpus(), MemoryMiB: g.memoryMiB(), InstanceID: g.guest.cloudInit.instanceID}
+	_, mac := parseNet(g.cfg["net0"])
+	if hw, err := net.ParseMAC(mac); err == nil {
+		if e, ok := g.guest.network.ethernet(hw.String()); ok {
+			for _, p := range e.addresses {
+				out.Addresses = append(out.Addresses, fmt.Sprint(p))
+			}
+		}
+	}
+	return out
 }
