@@ -437,6 +437,8 @@ func specDiff(a, b CreateProxyInput) []string {
 	return d
 }
 
+// The validators read the worker's configuration as it is: Temporal does not run them on
+// replay, so their reads need not be deterministic (hence the workflowcheck:ignore).
 func (e *entity) validateCreate(in CreateProxyInput) error {
 	if err := e.validateUID(in.UID); err != nil {
 		return err
@@ -453,7 +455,8 @@ func (e *entity) validateCreate(in CreateProxyInput) error {
 	if err := config.ValidateNICs(in.NICs); err != nil {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
 	}
-	if _, err := e.cfg.Proxmox.ResolvePlacement(in.Zone, in.Image, in.MachineType); err != nil {
+	_, err := e.cfg.Proxmox.ResolvePlacement(in.Zone, in.Image, in.MachineType) //workflowcheck:ignore
+	if err != nil {
 		return fmt.Errorf("create proxy %s: %w", in.UID, err)
 	}
 	if err := validateAddressPool(e.cfg.Proxmox, in); err != nil {
@@ -498,7 +501,8 @@ func (e *entity) validateChange(req ChangeRequest) error {
 	if req.MachineType != "" {
 		spec.MachineType = req.MachineType
 	}
-	if _, err := e.cfg.Proxmox.ResolvePlacement(spec.Zone, spec.Image, spec.MachineType); err != nil {
+	_, err := e.cfg.Proxmox.ResolvePlacement(spec.Zone, spec.Image, spec.MachineType) //workflowcheck:ignore
+	if err != nil {
 		return fmt.Errorf("change proxy %s: %w", req.UID, err)
 	}
 	return nil

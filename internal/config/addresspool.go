@@ -289,7 +289,7 @@ func (c Proxmox) AddressPoolHolding(addr string) string {
 
 // AddressPoolNames are the configured pools' names, sorted.
 func (c Proxmox) AddressPoolNames() []string {
-	return slices.Sorted(maps.Keys(c.AddressPools))
+	return slices.Sorted(maps.Keys(c.AddressPools)) //workflowcheck:ignore
 }
 
 // hostOf is the address of addr, an address or address/prefix-length.
