@@ -3,6 +3,7 @@ package workflows
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/workflow"
@@ -83,7 +84,10 @@ type ChangeProxyResult struct {
 //   - A stopped VM is started, whether anything changed or not.
 //
 // A VM that matches and runs is left alone: no write, no reboot. Every step is idempotent, so
-// running it again, or resuming it after any partial step, ends with the same VM.
+// running it again, or resuming it after any partial step, ends with the same VM. The reboot a
+// change needs is owed in the VM's mark by the write of the change itself (proxy.RebootOwed),
+// and forgotten once the reboot ended: PVE's config shows pending values as in effect, so a
+// run resumed between the two would otherwise find nothing to do.
 func (w *Workflows) ChangeProxy(ctx workflow.Context, in ChangeProxyInput) (_ ChangeProxyResult, err error) {
 	var t *tracker
 	defer func() { recordOutcome(ctx, changeMetrics, in.UID, t, err) }()
@@ -196,7 +200,14 @@ func (c *change) converge(cfg pve.VMConfig, running bool, res *ChangeProxyResult
 	if err := c.refuseNICsWithoutReseed(nicChanges, reseed); err != nil {
 		return false, err
 	}
-	res.Changed = []string{}
+	// A change an earlier run wrote and whose reboot it did not see end (its worker died between
+	// the two) is this run's to finish, and to answer: PVE shows the pending values in the config
+	// as if they were in effect, so only the mark tells.
+	owed := cmp.Or(mark.RebootOwed, &proxy.RebootOwed{})
+	res.Changed = slices.Clone(owed.Changed)
+	if res.Changed == nil {
+		res.Changed = []string{}
+	}
 	ref := c.vm.ref()
 	cfg, params, err := c.addNICs(ref, cfg, nics)
 	if err != nil {
@@ -213,10 +224,10 @@ func (c *change) converge(cfg pve.VMConfig, running bool, res *ChangeProxyResult
 		case proxy.DiffDisk:
 			grow = d.Want
 		}
-		res.Changed = append(res.Changed, d.Change())
+		res.Changed = appendNew(res.Changed, d.Change())
 	}
 	for _, n := range nicChanges {
-		res.Changed = append(res.Changed, n.Change())
+		res.Changed = appendNew(res.Changed, n.Change())
 	}
 	// Cores and memory need a reboot to apply, and NICs one to reach the guest; ide2, which a
 	// reseed may point anew, and the mark do not.
@@ -229,9 +240,6 @@ func (c *change) converge(cfg pve.VMConfig, running bool, res *ChangeProxyResult
 	}
 	want := markFor(cfg["description"], c.in.Image, instanceID, proxy.Spec{MachineType: c.in.MachineType, Zone: c.in.Zone, Addresses: c.in.Addresses,
 		AddressPool: c.in.AddressPool, NICs: c.in.NICs}, digest)
-	if have, _ := proxy.ParseDescription(cfg["description"]); proxy.FormatDescription(have) != proxy.FormatDescription(want) {
-		params["description"] = proxy.WithMark(cfg["description"], want)
-	}
 	if reseed {
 		seed, err := c.reseed(instanceID)
 		if err != nil {
@@ -241,7 +249,16 @@ func (c *change) converge(cfg pve.VMConfig, running bool, res *ChangeProxyResult
 		if ide2 := seed.VolID + ",media=cdrom"; cfg["ide2"] != ide2 {
 			params["ide2"] = ide2
 		}
-		res.Changed = append(res.Changed, fmt.Sprintf("user-data (instance-id %s)", instanceID))
+		res.Changed = appendNew(res.Changed, fmt.Sprintf("user-data (instance-id %s)", instanceID))
+	}
+	// The reboot the change needs is owed in the same write as the change, so that a run resumed
+	// after a worker died before the reboot ended still reboots the VM.
+	reseeded = reseed || owed.Reseeded
+	if pending || reseed || mark.RebootOwed != nil {
+		want.RebootOwed = &proxy.RebootOwed{Changed: res.Changed, Reseeded: reseeded}
+	}
+	if have, _ := proxy.ParseDescription(cfg["description"]); proxy.FormatDescription(have) != proxy.FormatDescription(want) {
+		params["description"] = proxy.WithMark(cfg["description"], want)
 	}
 	var a *activities.Activities
 	if len(params) > 0 {
@@ -258,8 +275,36 @@ func (c *change) converge(cfg pve.VMConfig, running bool, res *ChangeProxyResult
 			return false, err
 		}
 	}
-	res.Restarted, err = c.restart(running, pending || reseed)
-	return reseed, err
+	if res.Restarted, err = c.restart(running, want.RebootOwed != nil); err != nil {
+		return false, err
+	}
+	if want.RebootOwed != nil {
+		want.RebootOwed = nil
+		if err := c.setMark(ref, proxy.WithMark(cfg["description"], want), "record that the reboot of "+ref.String()+" ended"); err != nil {
+			return false, err
+		}
+	}
+	return reseeded, nil
+}
+
+// setMark writes the VM's description, its mark in it, as step.
+func (c *change) setMark(ref activities.VMRef, description, step string) error {
+	var a *activities.Activities
+	c.t.step(step)
+	if err := call(c.ctx, c.s.callOptions(step), a.SetVMConfig,
+		activities.SetVMConfigRequest{VMRef: ref, Params: pve.VMConfig{"description": description}}).Get(c.ctx, nil); err != nil {
+		return fail(step, err)
+	}
+	return nil
+}
+
+// appendNew appends change to changes unless it is there: a run that finishes an earlier one's
+// change may find part of it still to do.
+func appendNew(changes []string, change string) []string {
+	if slices.Contains(changes, change) {
+		return changes
+	}
+	return append(changes, change)
 }
 
 // find finds the proxy's one VM, as a create would: it refuses VMs with the proxy's name that

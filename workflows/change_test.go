@@ -373,3 +373,67 @@ func TestChangeProxy_aNICOnAnotherVLANKeepsItsMACAndReboots(t *testing.T) {
 	assert.True(t, res.Restarted, "the guest asks DHCP on the NIC's new network as it boots")
 	assert.Equal(t, "virtio="+mac+",bridge=vmbr1,tag=30", vmConfig(t, w, vm.VMID)["net1"])
 }
+
+// failReboot makes the next reboot call fail as PVE refuses a token without VM.PowerMgmt: the
+// change's config write is done, its reboot not, as when its worker dies between the two.
+func failReboot(w *world) {
+	w.cluster.FailNext("Reboot", &pve.APIError{Status: 403, Reason: "Permission check failed (/vms/100, VM.PowerMgmt)", Message: "Permission check failed"})
+}
+
+func TestChange_aChangeWrittenButNotRebootedIsRebootedByTheNextRun(t *testing.T) {
+	w, vm := changeable(t)
+	failReboot(w)
+	_, err := w.change(changeInput("medium"))
+	require.Error(t, err)
+	st, err := w.cluster.VMStatus(t.Context(), vm.Node, vm.VMID)
+	require.NoError(t, err)
+	require.Equal(t, 2, st.CPUs, "the guest still runs with its old cores")
+	require.Equal(t, "4", vmConfig(t, w, vm.VMID)["cores"], "PVE shows the pending cores in the config")
+
+	res, err := w.change(changeInput("medium"))
+
+	require.NoError(t, err)
+	assert.Equal(t, []string{"cores 2 -> 4", "memory 2048 -> 4096 MiB"}, res.Changed, "the answer is the change's")
+	assert.True(t, res.Restarted)
+	st, err = w.cluster.VMStatus(t.Context(), vm.Node, vm.VMID)
+	require.NoError(t, err)
+	assert.Equal(t, 4, st.CPUs, "the guest runs with the new cores")
+	assert.Equal(t, int64(4096<<20), st.MaxMem)
+	mark, _ := proxy.ParseDescription(vmConfig(t, w, vm.VMID)["description"])
+	assert.Nil(t, mark.RebootOwed, "the reboot ended: nothing is owed")
+}
+
+func TestChange_aReseedWrittenButNotRebootedIsRebootedAndReleasedByTheNextRun(t *testing.T) {
+	w, vm := changeable(t)
+	in := changeInput("small")
+	in.InstanceID, in.UserData = uid+"-2", "#cloud-config\npackages: [squid]\n"
+	failReboot(w)
+	_, err := w.change(in)
+	require.Error(t, err)
+
+	res, err := w.change(in)
+
+	require.NoError(t, err)
+	assert.Equal(t, []string{"user-data (instance-id " + uid + "-2)"}, res.Changed)
+	assert.True(t, res.Restarted)
+	iid, _, _ := w.cluster.CloudInit(vm.VMID)
+	assert.Equal(t, uid+"-2", iid, "the guest's cloud-init took the new seed")
+	assert.Equal(t, "none,media=cdrom", vmConfig(t, w, vm.VMID)["ide2"], "the seed is released once the guest booted from it")
+	assert.Empty(t, w.isos())
+}
+
+func TestChange_aRebootThatEndedIsNotOwed(t *testing.T) {
+	w, vm := changeable(t)
+	_, err := w.change(changeInput("medium"))
+	require.NoError(t, err)
+	reboots := w.cluster.CallCount("Reboot")
+
+	res, err := w.change(changeInput("medium"))
+
+	require.NoError(t, err)
+	assert.Empty(t, res.Changed)
+	assert.False(t, res.Restarted)
+	assert.Equal(t, reboots, w.cluster.CallCount("Reboot"))
+	mark, _ := proxy.ParseDescription(vmConfig(t, w, vm.VMID)["description"])
+	assert.Nil(t, mark.RebootOwed)
+}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -934,6 +935,11 @@ func (e *entity) drift(got GetProxyResult) []string {
 	// from before GetProxy read the NICs has none, and shows none drifted.
 	for _, n := range m.NICDrift(e.s.Bridge, e.s.nics(e.st.Spec.NICs, e.st.Spec.MachineType)) {
 		out = append(out, n.String())
+	}
+	// The config shows a change PVE keeps pending as if it were in effect: only the mark tells
+	// that the guest has not seen it.
+	if got.RebootOwed != nil {
+		out = append(out, fmt.Sprintf("reboot owed for %s", cmp.Or(strings.Join(got.RebootOwed.Changed, ", "), "a change")))
 	}
 	return out
 }

@@ -561,6 +561,24 @@ func TestProxy_nicDriftIsReported(t *testing.T) {
 	assert.Equal(t, []string{"net1 missing, spec (vmbr1, tag 20)", "net2 (vmbr2), spec none"}, drifted.Observed.Drift)
 }
 
+func TestProxy_aChangeWrittenButNotRebootedIsReportedAsDrift(t *testing.T) {
+	w := newWorld(t)
+	withMachineTypes(w)
+	p := newProxyEntity(t, w)
+	p.request(0, workflows.CreateUpdate, "create", createInput())
+	p.at(time.Hour-time.Minute, func() { failReboot(w) })
+	p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, MachineType: "large"})
+	var owed workflows.ProxyStatus
+	p.at(90*time.Minute, func() { owed = p.status() })
+	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	p.run()
+
+	require.Error(t, p.answer("change").err)
+	assert.Equal(t, []string{"reboot owed for cores 2 -> 4, memory 2048 -> 4096 MiB"}, owed.Observed.Drift,
+		"the config shows the pending cores; the mark tells the guest has not seen them")
+}
+
 func TestProxy_driftIsPutBackWhenTheConfigSaysSo(t *testing.T) {
 	w := newWorld(t)
 	w.cfg.Entity.FixDrift = true

@@ -34,6 +34,9 @@ type GetProxyResult struct {
 	// Spec is the rest of the spec the mark records (proxy.Spec), nil before the VM's first
 	// seed: what an entity that lost its state rebuilds it from.
 	Spec *proxy.Spec `json:"spec,omitempty"`
+	// RebootOwed is the mark's (proxy.RebootOwed): a change written to the VM that its guest has
+	// not yet seen, nil when none is.
+	RebootOwed *proxy.RebootOwed `json:"rebootOwed,omitempty"`
 	// IPv4 and IPv6 are net0's routable addresses as the guest agent reports them, and
 	// Addresses all of them, "address/prefix-length".
 	IPv4      string   `json:"ipv4,omitempty"`
@@ -193,6 +196,7 @@ func (g *getter) state(v vm, status string) (GetProxyResult, error) {
 		InstanceID: mark.InstanceID,
 		Image:      mark.Image,
 		Spec:       mark.Spec,
+		RebootOwed: mark.RebootOwed,
 		Cores:      m.Cores,
 		MemoryMiB:  m.MemoryMiB,
 		DiskGiB:    m.DiskGiB,

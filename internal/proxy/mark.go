@@ -26,9 +26,13 @@ const (
 	// keySpec is the rest of the spec the VM was last made to, as one line of JSON (Spec): what
 	// an entity that lost its state rebuilds it from.
 	keySpec = "proxy-operator-spec"
+	// keyRebootOwed is a change written to the VM whose reboot no run has seen end, as one line
+	// of JSON (RebootOwed): PVE keeps such a change pending on a running VM and shows it in the
+	// config as if it were in effect, so nothing else tells a run that resumes the change.
+	keyRebootOwed = "proxy-operator-reboot-owed"
 )
 
-var markKeys = []string{keyManaged, keyUID, keyCreatedAt, keyInstanceID, keyImage, keySpec}
+var markKeys = []string{keyManaged, keyUID, keyCreatedAt, keyInstanceID, keyImage, keySpec, keyRebootOwed}
 
 // Spec is what a VM's mark records of the spec it was last made to, beside its image and
 // instance-id: all of a proxy's spec that Proxmox can hold. The user-data is not among it, only
@@ -42,6 +46,19 @@ type Spec struct {
 	UserDataSHA256 string       `json:"userDataSHA256,omitempty"`
 }
 
+// RebootOwed is a change that reaches the guest only when it restarts: cores and memory PVE
+// keeps pending, NICs the guest configures as it boots, a new seed cloud-init reads at boot. It
+// is written in the same config write as the change, and removed once the reboot (or start)
+// task ended, so that a run resumed after a worker died in between reboots the VM still, and
+// answers what the change did.
+type RebootOwed struct {
+	// Changed is what the change changed (ChangeProxyResult.Changed).
+	Changed []string `json:"changed"`
+	// Reseeded reports that the change gave the VM a new seed, which is released once the guest
+	// booted from it.
+	Reseeded bool `json:"reseeded,omitempty"`
+}
+
 // Mark is what a VM's description says about the proxy it belongs to.
 type Mark struct {
 	UID       string
@@ -52,6 +69,8 @@ type Mark struct {
 	Image      string
 	// Spec is nil until the VM's first seed.
 	Spec *Spec
+	// RebootOwed is nil unless a change is written whose reboot has not been seen to end.
+	RebootOwed *RebootOwed
 }
 
 // FormatDescription is the description that marks a VM as the proxy m.UID's.
@@ -70,6 +89,10 @@ func FormatDescription(m Mark) string {
 		// deterministic in workflow code.
 		spec, _ := json.Marshal(m.Spec) //workflowcheck:ignore
 		s += "\n" + keySpec + "=" + string(spec)
+	}
+	if m.RebootOwed != nil {
+		owed, _ := json.Marshal(m.RebootOwed) //workflowcheck:ignore
+		s += "\n" + keyRebootOwed + "=" + string(owed)
 	}
 	return s
 }
@@ -122,6 +145,11 @@ func ParseDescription(s string) (m Mark, managed bool) {
 			if err == nil {
 				m.Spec = &spec
 			}
+		case keyRebootOwed:
+			// One a person broke still owes its reboot: only what it changed is lost.
+			var owed RebootOwed
+			_ = json.Unmarshal([]byte(value), &owed) //workflowcheck:ignore
+			m.RebootOwed = &owed
 		}
 	}
 	return m, managed

@@ -153,6 +153,7 @@ func TestWithMark_table(t *testing.T) {
 		{"replaces what it had", FormatDescription(Mark{UID: uid, CreatedAt: created, InstanceID: uid, Image: "debian12"}), ""},
 		{"keeps a person's notes, drops PVE's trailing newline", "Egress for team blue.\r\n" + cloned + "\n", "Egress for team blue.\n"},
 		{"replaces a spec a person broke", cloned + "\nproxy-operator-spec={broken", ""},
+		{"drops a reboot owed that ended", FormatDescription(Mark{UID: uid, CreatedAt: created, RebootOwed: &RebootOwed{Changed: []string{"cores 2 -> 4"}}}), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,6 +162,28 @@ func TestWithMark_table(t *testing.T) {
 			mark, managed := ParseDescription(got)
 			assert.True(t, managed)
 			assert.Equal(t, want, mark)
+		})
+	}
+}
+
+func TestParseDescription_rebootOwed(t *testing.T) {
+	const uid = "3f0c9a52-5b1e-4c1a-9d7e-2b8f6e4a1c00"
+	cloned := FormatDescription(Mark{UID: uid})
+	tests := []struct {
+		name        string
+		description string
+		want        *RebootOwed
+	}{
+		{"none", cloned, nil},
+		{"as formatted", FormatDescription(Mark{UID: uid, RebootOwed: &RebootOwed{Changed: []string{"cores 2 -> 4", "user-data (instance-id x.g2)"}, Reseeded: true}}),
+			&RebootOwed{Changed: []string{"cores 2 -> 4", "user-data (instance-id x.g2)"}, Reseeded: true}},
+		{"broken by a person: still owed", cloned + "\nproxy-operator-reboot-owed={broken", &RebootOwed{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mark, managed := ParseDescription(tt.description)
+			assert.True(t, managed)
+			assert.Equal(t, tt.want, mark.RebootOwed)
 		})
 	}
 }
