@@ -3,8 +3,9 @@
 // which send requests to Proxy entities (proxies.go), and AllocateAddress, FreeAddress and
 // ReconcileAddresses, which send them to address pools (addresspools.go), maps one to one to a method of the
 // pve.API seam, so a workflow history and the Temporal UI read like the Proxmox calls they are;
-// Permissions makes its one call per path, and TaskStatus reads a task's log too when the task
-// ended with warnings (preflight.go).
+// Permissions makes its one call per path, TaskStatus reads a task's log too when the task
+// ended with warnings (preflight.go), and ObserveVMs compares the one list it reads with what
+// the observer saw before (observe.go).
 //
 // The method names are recorded in workflow histories as activity types: renaming one breaks the
 // replay of every history that used it. Activities is registered as a whole, so it has no other

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -101,6 +102,8 @@ type entity struct {
 	// proxy's entity; woken says it fired.
 	stopTimer workflow.CancelFunc
 	woken     bool
+	// look is what the cluster's observer last asked the entity to look at, until it has.
+	look *Look
 	// published is what the search attributes last said.
 	published string
 	// rebuilding is set while a request reads the proxy's VM (rebuild).
@@ -156,6 +159,14 @@ func (e *entity) register() error {
 		}}); err != nil {
 		return err
 	}
+	looks := workflow.GetSignalChannel(e.ctx, LookSignal)
+	workflow.Go(e.ctx, func(ctx workflow.Context) {
+		for {
+			var l Look
+			looks.Receive(ctx, &l)
+			e.look = &l
+		}
+	})
 	return workflow.SetUpdateHandlerWithOptions(e.ctx, DeleteUpdate,
 		func(ctx workflow.Context, in DeleteProxyInput) (DeleteProxyResult, error) {
 			return handle[DeleteProxyResult](ctx, e, OpDelete, nil, func() { e.st.Spec, e.deleteWith, e.st.UserDataDigest = nil, in, "" })
@@ -564,7 +575,7 @@ func (e *entity) run(fresh bool) (ProxyStatus, error) {
 		}
 		seen := e.version
 		if err := workflow.Await(e.ctx, func() bool {
-			return e.version != seen || (e.op != nil && e.op.done) || e.woken || e.continueAsNewDue() || refusedAll()
+			return e.version != seen || (e.op != nil && e.op.done) || e.woken || e.look != nil || e.continueAsNewDue() || refusedAll()
 		}); err != nil {
 			return ProxyStatus{}, err
 		}
@@ -576,14 +587,23 @@ func (e *entity) run(fresh bool) (ProxyStatus, error) {
 			e.publish()
 			e.schedule()
 		}
+		if l := e.look; l != nil && !e.woken {
+			e.look = nil
+			// An operation that runs, or a proxy that is absent, has nothing to look at.
+			if e.op == nil && e.st.Spec != nil {
+				workflow.GetLogger(e.ctx).Info("the observer asks for a look at the proxy's VM", "uid", e.uid, "vmid", l.VMID, "why", l.Why)
+				e.check(false)
+				e.schedule()
+			}
+		}
 		if e.woken {
-			e.woken = false
+			e.woken, e.look = false, nil
 			if e.op == nil && e.st.Spec == nil && len(e.pending()) == 0 && workflow.AllHandlersFinished(e.ctx) {
 				workflow.GetLogger(e.ctx).Info("closing the entity of an absent proxy", "uid", e.uid)
 				return e.status(), nil
 			}
 			if e.op == nil && e.st.Spec != nil {
-				e.check()
+				e.check(true)
 				e.schedule()
 			}
 		}
@@ -757,6 +777,9 @@ func (e *entity) finish() {
 		e.resumed(op)
 		return
 	}
+	// The operation changed the VM's entry in the cluster's list: the observer takes its next
+	// listing as the normal.
+	e.watch(e.st.Observed.VMID)
 	e.serve(op)
 }
 
@@ -862,8 +885,10 @@ func healBackoff(interval time.Duration, failed int) time.Duration {
 	return min(d, maxHealBackoff)
 }
 
-// check reads the proxy's VM (a GetProxy child) and decides what to heal.
-func (e *entity) check() {
+// check reads the proxy's VM (a GetProxy child) and decides what to heal. The observer is given
+// the entity's word on the VM it found when it is not the one it watches, and, with rewatch, in
+// any case: an entity's own checks (its backstops) so start an observer that stopped.
+func (e *entity) check(rewatch bool) {
 	e.st.Checks++
 	seen := e.version
 	ctx := workflow.WithChildOptions(e.ctx, workflow.ChildWorkflowOptions{
@@ -907,6 +932,9 @@ func (e *entity) check() {
 				e.st.Spec = &spec
 			}
 			e.reason = fmt.Sprintf("check: VM %d drifted from machine type %s: %s", got.VMID, e.st.Spec.MachineType, strings.Join(e.st.Observed.Drift, ", "))
+		}
+		if got.VMID != e.st.Watched || rewatch {
+			e.watch(got.VMID)
 		}
 	}
 	e.publish()
@@ -1061,6 +1089,9 @@ func (e *entity) schedule() {
 			return
 		}
 		d = e.s.Entity.CheckInterval + e.jitter()
+		if e.st.Watched != 0 {
+			d = e.backstop()
+		}
 	default:
 		d = e.s.Entity.CloseAfter
 	}
@@ -1089,6 +1120,41 @@ func (e *entity) jitter() time.Duration {
 	h := fnv.New64a()
 	h.Write([]byte(e.uid + "/" + strconv.Itoa(e.st.Checks)))
 	return time.Duration(h.Sum64() % uint64(e.s.Entity.CheckJitter))
+}
+
+// backstop is when an entity that the observer watches checks itself all the same: between half
+// and one and a half entity.backstopInterval, as a hash of the UID and the check's number says,
+// so that a fleet's backstops spread over the interval rather than come together.
+func (e *entity) backstop() time.Duration {
+	h := fnv.New64a()
+	h.Write([]byte(e.uid + "/backstop/" + strconv.Itoa(e.st.Checks)))
+	b := e.s.Entity.BackstopInterval
+	return b/2 + time.Duration(h.Sum64()%uint64(b))
+}
+
+// watch gives the cluster's observer the entity's word on what to watch: VM vmid, from its next
+// listing on, or nothing (vmid 0). The observer is started if none runs. Without its word
+// taken (no observer configured, or Temporal refused the signal) the entity checks itself
+// every interval.
+func (e *entity) watch(vmid int) {
+	if e.s.Entity.BackstopInterval <= 0 || e.s.Entity.CheckInterval <= 0 || (vmid == 0 && e.st.Watched == 0) {
+		return
+	}
+	var a *activities.Activities
+	observer := ObserverWorkflowID(workflow.GetInfo(e.ctx).TaskQueueName)
+	step := "ask " + observer + " to watch the proxy's VM"
+	arg, err := protocolJSON(WatchRequest{UID: e.uid, VMID: vmid})
+	if err == nil {
+		start := activities.StartRun{WorkflowType: ObserverName, TaskQueue: workflow.GetInfo(e.ctx).TaskQueueName, Input: json.RawMessage("{}")}
+		err = call(e.ctx, e.s.probeOptions(step), a.SignalWithStartRun,
+			activities.SignalWithStartRunRequest{WorkflowID: observer, Signal: WatchSignal, Arg: arg, Start: start}).Get(e.ctx, nil)
+	}
+	if err != nil {
+		workflow.GetLogger(e.ctx).Warn("the observer did not take the entity's word: the entity checks itself every interval", "uid", e.uid, "error", err)
+		e.st.Watched = 0
+		return
+	}
+	e.st.Watched = vmid
 }
 
 // phase is the proxy's phase as its status and ProxyPhase say.

@@ -73,6 +73,11 @@ type world struct {
 type runs struct {
 	mu   sync.Mutex
 	byID map[string]activities.RunInfo
+	// observing, when set, makes SignalWithStartRun take an entity's word to an observer, and
+	// SignalRun deliver the observer's looks to the entities: watches and looks record them.
+	observing bool
+	watches   []workflows.WatchRequest
+	looks     map[string][]workflows.Look
 }
 
 func (r *runs) DescribeRun(_ context.Context, workflowID, runID string) (activities.RunInfo, error) {
@@ -88,13 +93,33 @@ func (r *runs) DescribeRun(_ context.Context, workflowID, runID string) (activit
 // SignalRun cannot deliver a signal: the test environment takes signals from the test's own
 // goroutine, not from an activity's. Every workflow reads as not running, so a create starts its
 // admission, or finds the one it started, and asks it from the workflow.
-func (r *runs) SignalRun(_ context.Context, workflowID, _, _ string, _ any) error {
+func (r *runs) SignalRun(_ context.Context, workflowID, _, signal string, arg any) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.observing && signal == workflows.LookSignal {
+		var l workflows.Look
+		if err := json.Unmarshal(arg.(json.RawMessage), &l); err != nil {
+			return err
+		}
+		r.looks[workflowID] = append(r.looks[workflowID], l)
+		return nil
+	}
 	return pve.Classified(pve.NotFound, errors.New("workflow "+workflowID+" cannot be signalled from an activity in a test environment"))
 }
 
 // SignalWithStartRun cannot start a workflow: the test environment runs one workflow and its
 // children. A create then starts its admission as its child and asks it from the workflow.
-func (r *runs) SignalWithStartRun(_ context.Context, workflowID, _ string, _ any, _ activities.StartRun) error {
+func (r *runs) SignalWithStartRun(_ context.Context, workflowID, signal string, arg any, _ activities.StartRun) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.observing && signal == workflows.WatchSignal {
+		var req workflows.WatchRequest
+		if err := json.Unmarshal(arg.(json.RawMessage), &req); err != nil {
+			return err
+		}
+		r.watches = append(r.watches, req)
+		return nil
+	}
 	return pve.Classified(pve.Permanent, errors.New("workflow "+workflowID+" cannot be started from an activity in a test environment"))
 }
 
@@ -173,7 +198,7 @@ func newWorld(t *testing.T, change ...func(*pvesim.Options)) *world {
 	}
 	cluster := pvesim.New(opts)
 	return &world{t: t, cfg: testConfig(t), cluster: cluster, clock: clock, log: &syncbuf.Buffer{}, userData: createInput().UserData,
-		runs: &runs{byID: make(map[string]activities.RunInfo)}, proxies: newProxies(clock, cluster), pools: &addressPools{clock: clock}}
+		runs: &runs{byID: make(map[string]activities.RunInfo), looks: make(map[string][]workflows.Look)}, proxies: newProxies(clock, cluster), pools: &addressPools{clock: clock}}
 }
 
 // env is a fresh workflow environment on the world's cluster, with real activities.

@@ -36,6 +36,7 @@ func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(w.Proxy, workflow.RegisterOptions{Name: ProxyName, VersioningBehavior: longLivedBehavior})
 	r.RegisterWorkflowWithOptions(w.Rollout, workflow.RegisterOptions{Name: RolloutName, VersioningBehavior: longLivedBehavior})
 	r.RegisterWorkflowWithOptions(w.AddressPool, workflow.RegisterOptions{Name: AddressPoolName, VersioningBehavior: longLivedBehavior})
+	r.RegisterWorkflowWithOptions(w.Observer, workflow.RegisterOptions{Name: ObserverName, VersioningBehavior: longLivedBehavior})
 }
 
 // settings is what a run takes from the worker's configuration. It is read once, in a side

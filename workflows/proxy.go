@@ -116,6 +116,9 @@ type ProxyState struct {
 	// the instance-id carries it.
 	UserDataGen int           `json:"userDataGen,omitempty"`
 	Observed    ObservedState `json:"observed"`
+	// Watched is the VMID the cluster's observer last took the entity's word to watch, 0 when
+	// none: then the entity checks itself every entity.checkInterval.
+	Watched int `json:"watched,omitempty"`
 	// Current is the operation that ran when the last run continued as new.
 	Current *OperationRecord `json:"current,omitempty"`
 	// Operations are the latest operations, oldest first, at most keptOperations.

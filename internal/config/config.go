@@ -130,6 +130,11 @@ type Entity struct {
 	CheckInterval time.Duration `yaml:"checkInterval" json:"checkInterval"`
 	// CheckJitter is the most a check is moved later at random, so a fleet's checks spread out.
 	CheckJitter time.Duration `yaml:"checkJitter" json:"checkJitter"`
+	// BackstopInterval is how often an entity whose VM the cluster's observer watches checks it
+	// all the same (on average; each backstop falls between half and one and a half of it), so
+	// an observer that stopped cannot leave it unwatched for longer. 0 makes every entity check
+	// itself every CheckInterval, with no observer.
+	BackstopInterval time.Duration `yaml:"backstopInterval" json:"backstopInterval"`
 	// FixDrift makes a check that finds the VM's cores, memory, disk or NICs off the machine type
 	// put them back (a ChangeProxy); otherwise drift is only reported in the proxy's status.
 	FixDrift bool `yaml:"fixDrift" json:"fixDrift"`
@@ -221,10 +226,11 @@ func Default() Config {
 			Request: 30 * time.Second,
 		},
 		Entity: Entity{
-			CheckInterval: 5 * time.Minute,
-			CheckJitter:   time.Minute,
-			CloseAfter:    time.Hour,
-			HistoryEvents: 2000,
+			CheckInterval:    5 * time.Minute,
+			CheckJitter:      time.Minute,
+			BackstopInterval: 48 * time.Hour,
+			CloseAfter:       time.Hour,
+			HistoryEvents:    2000,
 		},
 		Poll: Poll{
 			InitialInterval:    time.Second,

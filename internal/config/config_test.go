@@ -356,6 +356,16 @@ func TestParse_table(t *testing.T) {
 			wantErr: "entity.checkInterval: -1s is negative",
 		},
 		{
+			name:    "entity backstopInterval negative",
+			yaml:    fullWith(t, func(c *Config) { c.Entity.BackstopInterval = -time.Second }),
+			wantErr: "entity.backstopInterval: -1s is negative",
+		},
+		{
+			name:    "entity backstopInterval within two checkIntervals",
+			yaml:    fullWith(t, func(c *Config) { c.Entity.BackstopInterval = 9 * time.Minute }),
+			wantErr: "entity.backstopInterval: 9m0s is less than twice checkInterval (7m0s)",
+		},
+		{
 			name:    "entity closeAfter zero",
 			yaml:    fullWith(t, func(c *Config) { c.Entity.CloseAfter = 0 }),
 			wantErr: "entity.closeAfter: 0s is not positive",
@@ -399,6 +409,7 @@ func TestValidate_acceptsPVEValues(t *testing.T) {
 		{name: "no tags", change: func(c *Config) { c.Proxmox.Tags = nil }},
 		{name: "clones perStorage zero turns admission off", change: func(c *Config) { c.Clones.PerStorage = 0 }},
 		{name: "entity checkInterval zero turns checks off", change: func(c *Config) { c.Entity.CheckInterval = 0 }},
+		{name: "entity backstopInterval zero turns the observer off", change: func(c *Config) { c.Entity.BackstopInterval = 0 }},
 		{name: "template on a subset of the nodes", change: func(c *Config) {
 			c.Proxmox.Templates["alpine"] = Template{Nodes: map[string]int{"pve-2": 9002}}
 		}},

@@ -282,6 +282,11 @@ func (e Entity) validate(p *problems) {
 	if e.CheckJitter < 0 {
 		p.add("entity.checkJitter", "%v is negative", e.CheckJitter)
 	}
+	if e.BackstopInterval < 0 {
+		p.add("entity.backstopInterval", "%v is negative", e.BackstopInterval)
+	} else if e.BackstopInterval > 0 && e.BackstopInterval < 2*e.CheckInterval {
+		p.add("entity.backstopInterval", "%v is less than twice checkInterval (%v): the backstops would cost more than the observer saves; 0 turns the observer off", e.BackstopInterval, e.CheckInterval)
+	}
 	if e.CloseAfter <= 0 {
 		p.add("entity.closeAfter", "%v is not positive", e.CloseAfter)
 	}

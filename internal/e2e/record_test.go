@@ -319,6 +319,29 @@ func TestRecordHistories(t *testing.T) {
 			deleted(t, s, uid)
 			return closedEntity(t, s, uid)
 		}},
+		{name: "observer-wakes-entity", config: func(c *config.Config) {
+			c.Entity.CheckInterval, c.Entity.CheckJitter, c.Entity.BackstopInterval = time.Second, 0, time.Hour
+		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
+			created(t, s, createInput(uid))
+			observer := workflows.ObserverWorkflowID(workflows.DefaultTaskQueue)
+			eventually(t, "the observer lists the proxy's VM", func() bool {
+				val, err := s.client.QueryWorkflow(context.Background(), observer, "", workflows.ObserverQuery)
+				var st workflows.ObserverStatus
+				return err == nil && val.Get(&st) == nil && st.Watching == 1 && st.Listings > 0
+			})
+			vm := markedVM(t, c, uid)
+			_, err := c.Stop(context.Background(), vm.Node, vm.VMID)
+			require.NoError(t, err)
+			eventually(t, "the woken entity heals the VM", func() bool {
+				ops := s.proxyStatus(uid).Operations
+				return len(ops) == 2 && ops[1].Outcome == "completed"
+			})
+			require.NoError(t, s.client.CancelWorkflow(context.Background(), observer, ""))
+			run := s.client.GetWorkflow(context.Background(), observer, "")
+			_, err = result[struct{}](t, run)
+			require.True(t, temporal.IsCanceledError(err), "%v", err)
+			return run
+		}},
 		{name: "proxy-delete-supersedes-create", config: closingSoon, cluster: func(o *pvesim.Options) {
 			o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second}
 		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
