@@ -53,8 +53,8 @@ const maxFollows = 3
 
 // proxyOps are the Proxmox look-ups both workflows make for one proxy, and the one rule by
 // which they decide what is the proxy's: a VM is ours only when its mark carries our UID
-// (proxy.OwnerOf). Names and the status in cluster resources come from a cache that lags, so
-// they decide nothing.
+// (proxy.OwnerOf), and never a template. Names, statuses and the template flag in cluster
+// resources come from a cache that lags, so they decide nothing.
 type proxyOps struct {
 	ctx  workflow.Context
 	s    settings
@@ -77,6 +77,10 @@ func (o *proxyOps) callOptions(summary string) workflow.ActivityOptions {
 // clones and so where its VMs are found in every state (still copying, nameless in the cache,
 // named as the operator chose), and every VM carrying its name. It reads each one's config.
 // Of the cluster's resources it keeps those VMs and the templates, by VMID (a create's).
+//
+// Whether a VM is a template is read from its config: the template flag in the list comes from
+// pvestatd's cache, keyed by VMID and kept 5 minutes, so this proxy's clone on a VMID a
+// template freed a moment before shows as that template until pvestatd's next round.
 func (o *proxyOps) lookup(templates ...int) (holdings, error) {
 	h := holdings{Taken: make(map[int]bool)}
 	probes := proxy.ProbeVMIDs(o.uid, o.s.VMIDRange)
@@ -86,7 +90,7 @@ func (o *proxyOps) lookup(templates ...int) (holdings, error) {
 	}
 	for _, r := range h.Resources {
 		h.Taken[r.VMID] = true
-		if r.Type != "qemu" || r.Template || (!probes[r.VMID] && r.Name != o.name) {
+		if r.Type != "qemu" || (!probes[r.VMID] && r.Name != o.name) {
 			continue
 		}
 		v := vm{Node: r.Node, VMID: r.VMID}
@@ -100,6 +104,8 @@ func (o *proxyOps) lookup(templates ...int) (holdings, error) {
 		}
 		v.Lock = v.Config["lock"]
 		switch owner, known := proxy.OwnerOf(v.Config); {
+		case v.Config["template"] == "1":
+			// Never ours, whatever its mark says: a person made a template of a proxy's VM.
 		case !known:
 			h.Unsettled = append(h.Unsettled, v)
 		case owner == o.uid:
