@@ -188,18 +188,29 @@ func (o *proxyOps) readVM(v *vm, what, waitFor string, budget time.Duration, out
 	return false, transientf("VM %d: Proxmox does not find it on node %s, where the cluster lists it", v.VMID, v.Node)
 }
 
-// locate finds the node VM vmid is on now; found is false when the cluster has no such VM.
+// locate finds the node VM vmid is on now; found is false when the cluster has no such VM. A
+// container on vmid is no VM: the VM is gone and its VMID used again, and following it there
+// would only read it again where no qemu call finds it.
 func (o *proxyOps) locate(vmid int) (node string, found bool, err error) {
+	r, found, err := o.guest(vmid)
+	if err != nil || !found || r.Type != "qemu" {
+		return "", false, err
+	}
+	return r.Node, true, nil
+}
+
+// guest is what the cluster holds on vmid, a VM or a container; found is false when nothing.
+func (o *proxyOps) guest(vmid int) (r pve.VMResource, found bool, err error) {
 	var resources []pve.VMResource
 	if err := o.listResources(activities.ResourcesFilter{VMIDs: []int{vmid}}, &resources); err != nil {
-		return "", false, err
+		return pve.VMResource{}, false, err
 	}
 	for _, r := range resources {
 		if r.VMID == vmid {
-			return r.Node, true, nil
+			return r, true, nil
 		}
 	}
-	return "", false, nil
+	return pve.VMResource{}, false, nil
 }
 
 // listResources lists the cluster's VMs that filter wants.

@@ -2,6 +2,8 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +24,26 @@ import (
 // probeVMID is the proxy uid's probe VMID of the given attempt in w.
 func probeVMID(w *world, attempt int) int {
 	return proxy.VMIDFor(uid, w.cfg.Proxmox.VMIDRange, attempt)
+}
+
+// configReadsOf counts the config reads of VM vmid.
+func configReadsOf(w *world, vmid int) int {
+	n := 0
+	for _, id := range configReads(w) {
+		if id == vmid {
+			n++
+		}
+	}
+	return n
+}
+
+// withContainerOn puts a container named name on the proxy uid's probe VMID of the given
+// attempt.
+func withContainerOn(t *testing.T, attempt int, name string) func(*pvesim.Options) {
+	vmid := proxy.VMIDFor(uid, testConfig(t).Proxmox.VMIDRange, attempt)
+	return func(o *pvesim.Options) {
+		o.Containers = append(o.Containers, pvesim.Container{Node: "pve1", VMID: vmid, Name: name})
+	}
 }
 
 // ourCloneWhereATemplateWas has the proxy's clone on its home VMID, where a template was until
@@ -138,4 +160,37 @@ func TestLookup_aTemplateCarryingOurMarkIsNeverOurs(t *testing.T) {
 			assert.Equal(t, workflows.FailNotFound, failureType(t, err), "by provider ID")
 		})
 	}
+}
+
+// listedBeforeAContainerTookIt is a list of cluster resources taken while VM vmid still existed:
+// the first shows the container that has its VMID now as that VM.
+type listedBeforeAContainerTookIt struct {
+	pve.API
+	vmid int
+	once sync.Once
+}
+
+func (l *listedBeforeAContainerTookIt) ClusterResources(ctx context.Context) ([]pve.VMResource, error) {
+	rs, err := l.API.ClusterResources(ctx)
+	l.once.Do(func() {
+		for i, r := range rs {
+			if r.VMID == l.vmid {
+				rs[i].ID, rs[i].Type = fmt.Sprintf("qemu/%d", l.vmid), "qemu"
+			}
+		}
+	})
+	return rs, err
+}
+
+func TestLookup_aVMWhoseVMIDAContainerTookSinceTheListIsGone(t *testing.T) {
+	w := newWorld(t, withContainerOn(t, 0, "db"))
+	home := probeVMID(w, 0)
+	w.wrap = func(api pve.API) pve.API { return &listedBeforeAContainerTookIt{API: api, vmid: home} }
+
+	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+
+	require.NoError(t, err)
+	assert.Empty(t, res.Destroyed)
+	assert.Equal(t, 1, configReadsOf(w, home), "the container is not followed as a VM")
+	assert.Equal(t, 2, w.cluster.CallCount("ClusterResources"), "the lookup's, and one to find where the VM went")
 }
