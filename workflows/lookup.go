@@ -78,9 +78,17 @@ func (o *proxyOps) callOptions(summary string) workflow.ActivityOptions {
 // named as the operator chose), and every VM carrying its name. It reads each one's config.
 // Of the cluster's resources it keeps those VMs and the templates, by VMID (a create's).
 //
-// Whether a VM is a template is read from its config: the template flag in the list comes from
-// pvestatd's cache, keyed by VMID and kept 5 minutes, so this proxy's clone on a VMID a
-// template freed a moment before shows as that template until pvestatd's next round.
+// Of the guests it lists, only containers are ruled out unread, as no lag can make one ours: a
+// guest's type (and node) comes from pmxcfs's vmlist, which PVE changes with the config file
+// itself, and pveflow makes qemu VMs. Nothing else in the list can rule a VM out. Its name,
+// status and template flag come from pvestatd's cache, keyed by VMID and kept 5 minutes, so
+// this proxy's clone on a VMID freed a moment before shows the old VM's name and template flag
+// until pvestatd's next round, and a person may rename the proxy's VM. Its lock and tags are
+// live, but every proxy's clone has the same lock, and the tag, the same on every proxy's VM,
+// comes only at the create's configure step. So the config of every VM on a probe VMID is read,
+// another proxy's too: about 32 × the share of vmidRange that VMs hold, per lookup, which a
+// wider vmidRange makes smaller. Containers, and VMs whose config says they are templates,
+// stay Taken: a create clones onto neither.
 func (o *proxyOps) lookup(templates ...int) (holdings, error) {
 	h := holdings{Taken: make(map[int]bool)}
 	probes := proxy.ProbeVMIDs(o.uid, o.s.VMIDRange)
