@@ -386,7 +386,7 @@ func (c *create) clone(h holdings) error {
 		}
 		if !found {
 			l.covers(nil)
-			continue // a clone that failed and was removed: PVE frees the VMID
+			continue // a clone that failed and was removed (PVE frees the VMID), or a container's VMID
 		}
 		theirs.Node = node
 		gone, err := c.readVM(&theirs, readConfig, activities.WaitOwnerKnown, c.s.Budgets.Clone, &theirs.Config)
@@ -433,7 +433,7 @@ func (c *create) backOffFromLock(vmid int, begun time.Time) (again bool, err err
 	if again, err := c.sleepOutLock(fmt.Sprintf("the clone onto VM %d", vmid), begun, c.s.Budgets.Clone); !again || err != nil {
 		return false, err
 	}
-	_, found, err := c.locate(vmid)
+	_, found, err := c.guest(vmid)
 	switch {
 	case err != nil:
 		return false, err

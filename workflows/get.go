@@ -65,10 +65,10 @@ type GetProxyResult struct {
 // paused VM from one that is still booting. A VM the cache shows as not running is read live
 // before it is reported stopped: the cache may not have seen it start.
 //
-// It fails NotFound when there is no such VM (absent, its VMID now holds a VM of another name,
-// or the VM lacks the mark), Transient when the VM is locked, still being cloned, or of a
-// status neither the cache nor a live read knows (its node is down), and Permanent on bad
-// input or when two VMs carry the proxy's mark.
+// It fails NotFound when there is no such VM (absent, its VMID now holds a VM of another name
+// or a container, the VM lacks the mark, or it is a template), Transient when the VM is
+// locked, still being cloned, or of a status neither the cache nor a live read knows (its node
+// is down), and Permanent on bad input or when two VMs carry the proxy's mark.
 func (w *Workflows) GetProxy(ctx workflow.Context, in GetProxyInput) (GetProxyResult, error) {
 	g := &getter{in: in}
 	switch {
@@ -171,6 +171,8 @@ func (g *getter) byProviderID() (vm, string, error) {
 	switch {
 	case !known:
 		return vm{}, "", transientf("get proxy %s: VM %d on node %s is being cloned and shows whose it is only once the clone has written its config", g.what(), v.VMID, v.Node)
+	case v.Config["template"] == "1":
+		return vm{}, "", notFoundf("get proxy %s: VM %d is a template, which is no proxy's VM", g.what(), v.VMID)
 	case v.Config["name"] != g.name:
 		return vm{}, "", notFoundf("get proxy %s: VM %d is named %q: the proxy's VM is gone and its VMID taken again", g.what(), v.VMID, v.Config["name"])
 	case !managed:

@@ -53,8 +53,8 @@ const maxFollows = 3
 
 // proxyOps are the Proxmox look-ups both workflows make for one proxy, and the one rule by
 // which they decide what is the proxy's: a VM is ours only when its mark carries our UID
-// (proxy.OwnerOf). Names and the status in cluster resources come from a cache that lags, so
-// they decide nothing.
+// (proxy.OwnerOf), and never a template. Names, statuses and the template flag in cluster
+// resources come from a cache that lags, so they decide nothing.
 type proxyOps struct {
 	ctx  workflow.Context
 	s    settings
@@ -77,6 +77,18 @@ func (o *proxyOps) callOptions(summary string) workflow.ActivityOptions {
 // clones and so where its VMs are found in every state (still copying, nameless in the cache,
 // named as the operator chose), and every VM carrying its name. It reads each one's config.
 // Of the cluster's resources it keeps those VMs and the templates, by VMID (a create's).
+//
+// Of the guests it lists, only containers are ruled out unread, as no lag can make one ours: a
+// guest's type (and node) comes from pmxcfs's vmlist, which PVE changes with the config file
+// itself, and pveflow makes qemu VMs. Nothing else in the list can rule a VM out. Its name,
+// status and template flag come from pvestatd's cache, keyed by VMID and kept 5 minutes, so
+// this proxy's clone on a VMID freed a moment before shows the old VM's name and template flag
+// until pvestatd's next round, and a person may rename the proxy's VM. Its lock and tags are
+// live, but every proxy's clone has the same lock, and the tag, the same on every proxy's VM,
+// comes only at the create's configure step. So the config of every VM on a probe VMID is read,
+// another proxy's too: about 32 × the share of vmidRange that VMs hold, per lookup, which a
+// wider vmidRange makes smaller. Containers, and VMs whose config says they are templates,
+// stay Taken: a create clones onto neither.
 func (o *proxyOps) lookup(templates ...int) (holdings, error) {
 	h := holdings{Taken: make(map[int]bool)}
 	probes := proxy.ProbeVMIDs(o.uid, o.s.VMIDRange)
@@ -86,7 +98,7 @@ func (o *proxyOps) lookup(templates ...int) (holdings, error) {
 	}
 	for _, r := range h.Resources {
 		h.Taken[r.VMID] = true
-		if r.Type != "qemu" || r.Template || (!probes[r.VMID] && r.Name != o.name) {
+		if r.Type != "qemu" || (!probes[r.VMID] && r.Name != o.name) {
 			continue
 		}
 		v := vm{Node: r.Node, VMID: r.VMID}
@@ -100,6 +112,8 @@ func (o *proxyOps) lookup(templates ...int) (holdings, error) {
 		}
 		v.Lock = v.Config["lock"]
 		switch owner, known := proxy.OwnerOf(v.Config); {
+		case v.Config["template"] == "1":
+			// Never ours, whatever its mark says: a person made a template of a proxy's VM.
 		case !known:
 			h.Unsettled = append(h.Unsettled, v)
 		case owner == o.uid:
@@ -182,18 +196,29 @@ func (o *proxyOps) readVM(v *vm, what, waitFor string, budget time.Duration, out
 	return false, transientf("VM %d: Proxmox does not find it on node %s, where the cluster lists it", v.VMID, v.Node)
 }
 
-// locate finds the node VM vmid is on now; found is false when the cluster has no such VM.
+// locate finds the node VM vmid is on now; found is false when the cluster has no such VM. A
+// container on vmid is no VM: the VM is gone and its VMID used again, and following it there
+// would only read it again where no qemu call finds it.
 func (o *proxyOps) locate(vmid int) (node string, found bool, err error) {
+	r, found, err := o.guest(vmid)
+	if err != nil || !found || r.Type != "qemu" {
+		return "", false, err
+	}
+	return r.Node, true, nil
+}
+
+// guest is what the cluster holds on vmid, a VM or a container; found is false when nothing.
+func (o *proxyOps) guest(vmid int) (r pve.VMResource, found bool, err error) {
 	var resources []pve.VMResource
 	if err := o.listResources(activities.ResourcesFilter{VMIDs: []int{vmid}}, &resources); err != nil {
-		return "", false, err
+		return pve.VMResource{}, false, err
 	}
 	for _, r := range resources {
 		if r.VMID == vmid {
-			return r.Node, true, nil
+			return r, true, nil
 		}
 	}
-	return "", false, nil
+	return pve.VMResource{}, false, nil
 }
 
 // listResources lists the cluster's VMs that filter wants.
