@@ -1,0 +1,160 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pvesim"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+// The care benchmark's fleet: careProxies proxies in a cluster of careOthers other VMs, watched
+// for careWindow with an interval of careInterval; the figures are scaled to the shipped
+// interval and backstop.
+const (
+	careProxies  = 30
+	careOthers   = 1000
+	careInterval = 2 * time.Second
+	careWindow   = 10 * careInterval
+)
+
+// careCost is what watching costs, counted in the histories and at the simulator.
+type careCost struct {
+	// events and workflowTasks are those of every workflow the watching ran in the window:
+	// the entities, their checks' GetProxy children, the observer.
+	events, workflowTasks int
+	// calls are the Proxmox calls made in the window.
+	calls int
+	// checks and listings are the checks the entities started (GetProxy children) and the
+	// listings the observer made (ObserveVMs) in the window.
+	checks, listings int
+}
+
+// BenchmarkCare_idleProxiesWatchedByTheObserverOrByThemselves measures what looking after idle
+// proxies costs, per proxy and hour at the shipped entity.checkInterval (5 minutes) and
+// entity.backstopInterval (48 hours): with the observer (one listing per interval for the
+// cluster, each entity checking itself at its backstop), and without it (backstopInterval 0:
+// each entity checks itself every interval, as before the observer). The cost of a listing and
+// of a check are measured on a real server over a fleet of 30 idle proxies in a cluster of 1,030
+// VMs, at a 2 s interval; the figures per proxy-hour and for 10,000 proxies are those costs
+// scaled, as the listing's cost does not grow with the fleet and a check's does not either.
+func BenchmarkCare_idleProxiesWatchedByTheObserverOrByThemselves(b *testing.B) {
+	for b.Loop() {
+		observed := measureCare(b, time.Hour)
+		alone := measureCare(b, 0)
+		const perHour = float64(time.Hour / (5 * time.Minute))
+		const backstopsPerHour = float64(time.Hour) / float64(48*time.Hour)
+		require.Zero(b, observed.checks, "idle proxies under the observer check nothing")
+		require.Positive(b, observed.listings)
+		require.Positive(b, alone.checks)
+		// With the observer the window holds listings and no check; a backstop's check costs
+		// what a check costs without it.
+		checks, listings := float64(alone.checks), float64(observed.listings)
+		checkEvents, checkTasks, checkCalls := float64(alone.events)/checks, float64(alone.workflowTasks)/checks, float64(alone.calls)/checks
+		listEvents, listTasks, listCalls := float64(observed.events)/listings, float64(observed.workflowTasks)/listings, float64(observed.calls)/listings
+		for _, n := range []float64{careProxies, 10000} {
+			suffix := fmt.Sprintf("@%.0f", n)
+			b.ReportMetric(listEvents*perHour/n+checkEvents*backstopsPerHour, "events/proxy-hour"+suffix)
+			b.ReportMetric(listTasks*perHour/n+checkTasks*backstopsPerHour, "workflow-tasks/proxy-hour"+suffix)
+			b.ReportMetric(listCalls*perHour/n+checkCalls*backstopsPerHour, "proxmox-calls/proxy-hour"+suffix)
+		}
+		b.ReportMetric(checkEvents*perHour, "events/proxy-hour-without-observer")
+		b.ReportMetric(checkTasks*perHour, "workflow-tasks/proxy-hour-without-observer")
+		b.ReportMetric(checkCalls*perHour, "proxmox-calls/proxy-hour-without-observer")
+		b.ReportMetric(listEvents, "events/listing")
+		b.ReportMetric(listCalls, "proxmox-calls/listing")
+		b.ReportMetric(checkEvents, "events/check")
+		b.ReportMetric(checkCalls, "proxmox-calls/check")
+	}
+}
+
+// measureCare creates careProxies proxies with backstop as entity.backstopInterval, and counts
+// what watching them costs in careWindow once they are idle.
+func measureCare(b *testing.B, backstop time.Duration) careCost {
+	b.Helper()
+	cluster := newCluster()
+	for i := range careOthers {
+		require.NoError(b, cluster.AddVM(pvesim.VM{Node: "pve1", VMID: 500000 + i, Running: true, Config: pve.VMConfig{"name": fmt.Sprintf("other-%d", i)}}))
+	}
+	cfg := fastConfig(b)
+	cfg.Entity = config.Entity{CheckInterval: careInterval, BackstopInterval: backstop, CloseAfter: time.Hour, HistoryEvents: 100000}
+	s := startStack(b, cluster, cfg)
+	defer s.stop()
+	uids := make([]string, careProxies)
+	var wg sync.WaitGroup
+	for i := range uids {
+		uids[i] = fmt.Sprintf("c0ffee00-0000-4000-8000-%012d", i)
+		wg.Go(func() { serve[workflows.CreateProxyResult](b, s.startCreate(createInput(uids[i]))) })
+	}
+	wg.Wait()
+	if backstop > 0 {
+		require.Eventually(b, func() bool {
+			val, err := s.client.QueryWorkflow(context.Background(), workflows.ObserverWorkflowID(workflows.DefaultTaskQueue), "", workflows.ObserverQuery)
+			var st workflows.ObserverStatus
+			return err == nil && val.Get(&st) == nil && st.Watching == careProxies && st.Listings > 1
+		}, time.Minute, 100*time.Millisecond, "the observer watches the fleet")
+	} else {
+		// Every entity has checked at least once since its create: its checks are under way.
+		time.Sleep(2 * careInterval)
+	}
+	calls := len(cluster.Calls())
+	from := time.Now()
+	time.Sleep(careWindow)
+	to := time.Now()
+	cost := careCost{calls: len(cluster.Calls()) - calls}
+	ids := []string{workflows.ObserverWorkflowID(workflows.DefaultTaskQueue)}
+	for _, uid := range uids {
+		ids = append(ids, workflows.ProxyWorkflowID(uid))
+		// The checks' children: at most one a interval, numbered from 1.
+		for n := 1; n <= int(time.Since(from)/careInterval)*3+10; n++ {
+			ids = append(ids, workflows.GetProxyWorkflowID(uid, fmt.Sprintf("check-%d", n)))
+		}
+	}
+	for _, id := range ids {
+		c := costBetween(b, s.client, id, from, to)
+		cost.events += c.events
+		cost.workflowTasks += c.workflowTasks
+		cost.checks += c.checks
+		cost.listings += c.listings
+	}
+	return cost
+}
+
+// costBetween counts the events of the latest run of workflowID that happened between from and
+// to: all of them, the workflow tasks completed, the children started (an entity's checks) and
+// the listings scheduled (an observer's). A workflow ID that never ran counts nothing.
+func costBetween(b *testing.B, c client.Client, workflowID string, from, to time.Time) careCost {
+	b.Helper()
+	var cost careCost
+	iter := c.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			return cost // never ran
+		}
+		if at := ev.GetEventTime().AsTime(); at.Before(from) || at.After(to) {
+			continue
+		}
+		cost.events++
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			cost.workflowTasks++
+		case enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+			cost.checks++
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == "ObserveVMs" {
+				cost.listings++
+			}
+		}
+	}
+	return cost
+}
