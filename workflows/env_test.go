@@ -73,6 +73,9 @@ type world struct {
 type runs struct {
 	mu   sync.Mutex
 	byID map[string]activities.RunInfo
+	// signal, when set, takes the signals SignalRun sends: a test that sees what is sent from an
+	// activity, which goes nowhere.
+	signal func(ctx context.Context, workflowID, signal string) error
 }
 
 func (r *runs) DescribeRun(_ context.Context, workflowID, runID string) (activities.RunInfo, error) {
@@ -88,7 +91,10 @@ func (r *runs) DescribeRun(_ context.Context, workflowID, runID string) (activit
 // SignalRun cannot deliver a signal: the test environment takes signals from the test's own
 // goroutine, not from an activity's. Every workflow reads as not running, so a create starts its
 // admission, or finds the one it started, and asks it from the workflow.
-func (r *runs) SignalRun(_ context.Context, workflowID, _, _ string, _ any) error {
+func (r *runs) SignalRun(ctx context.Context, workflowID, _, signal string, _ any) error {
+	if r.signal != nil {
+		return r.signal(ctx, workflowID, signal)
+	}
 	return pve.Classified(pve.NotFound, errors.New("workflow "+workflowID+" cannot be signalled from an activity in a test environment"))
 }
 
