@@ -286,13 +286,6 @@ type TaskStatusRequest struct {
 	UPID pve.UPID `json:"upid"`
 	// Pace spaces the looks at the running task; without it, the retry policy does.
 	Pace *Pace `json:"pace,omitempty"`
-	// Then is a signal the look that finds the task ended well (OK, or with warnings) sends
-	// before it returns, as SignalRun would: the clone's wait gives the create's clone lease back
-	// by it, so that the lease comes back as soon as PVE's task has ended, from whichever worker
-	// makes that look, not when the create's workflow task runs again (on a worker that may have
-	// died meanwhile). It is sent by every look that finds the task ended, so it must be one the
-	// workflow takes twice; one that fails is logged, and TaskResult.Signalled says whether it went.
-	Then *SignalRunRequest `json:"then,omitempty"`
 }
 
 // Pace is how a wait spaces its looks: by Poll.NextLook of the time since Since, its first
@@ -322,21 +315,12 @@ type TaskResult struct {
 	// WarningTexts are the warnings of a task that ended "WARNINGS: N", from its log, each
 	// naming the task and its node.
 	WarningTexts []string `json:"warningTexts,omitempty"`
-	// Signalled reports that the request's Then signal was sent.
-	Signalled bool `json:"signalled,omitempty"`
 }
 
 // TaskStatus waits for a Proxmox task: while it runs it fails with a retryable, benign
 // TaskRunning error that says which task, on which node, for how long; a task that ended with an
-// error is a non-retryable TaskFailed carrying the exit status; "WARNINGS: N" is success. A task
-// that ended well is followed by req.Then's signal, if any. Scheduled with a heartbeat timeout,
-// it heartbeats while it waits for PVE's answers (heartbeating).
-func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (res TaskResult, err error) {
-	heartbeating(ctx, func() { res, err = a.taskStatus(ctx, req) })
-	return res, err
-}
-
-func (a *Activities) taskStatus(ctx context.Context, req TaskStatusRequest) (TaskResult, error) {
+// error is a non-retryable TaskFailed carrying the exit status; "WARNINGS: N" is success.
+func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (TaskResult, error) {
 	info, err := pve.ParseUPID(req.UPID)
 	if err != nil {
 		return TaskResult{}, failure("read task status", pve.Classified(pve.Permanent, err))
@@ -367,44 +351,7 @@ func (a *Activities) taskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 		}
 		activity.GetLogger(ctx).Warn("proxmox task ended with warnings", "task", what, "upid", string(req.UPID), "node", node, "exitStatus", s.ExitStatus, "warnings", res.WarningTexts)
 	}
-	if req.Then != nil {
-		if err := a.SignalRun(ctx, *req.Then); err != nil {
-			activity.GetLogger(ctx).Warn("signal after the task's end not sent; the workflow sends its own", "upid", string(req.UPID), "error", err)
-		} else {
-			res.Signalled = true
-		}
-	}
 	return res, nil
-}
-
-// heartbeating runs fn, recording heartbeats meanwhile when the activity was scheduled with a
-// heartbeat timeout: a wait that holds something (a clone's wait holds its clone lease) is
-// scheduled with one, so that an attempt lost with its worker is retried when the timeout ends,
-// within seconds, not when its StartToClose does. An attempt alive but waiting on a slow PVE
-// answer goes on heartbeating. A local activity has no heartbeat timeout, and records none.
-func heartbeating(ctx context.Context, fn func()) {
-	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).IsLocalActivity || activity.GetInfo(ctx).HeartbeatTimeout <= 0 {
-		fn()
-		return
-	}
-	// The SDK sends the first heartbeat at once and the others at most every 0.8 of the timeout:
-	// a beat every quarter of it keeps one in every window.
-	every := activity.GetInfo(ctx).HeartbeatTimeout / 4
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
-	defer close(done)
-	fn()
 }
 
 // Metrics of the task waits, as the SDK's metrics handler names them; Prometheus adds _seconds

@@ -11,7 +11,6 @@ import (
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/pve"
-	"github.com/pveflow/pveflow/internal/pvesim"
 )
 
 // runs stands for Temporal's side: one run, as a test sets it.
@@ -138,73 +137,4 @@ func TestSignalWithStartRun(t *testing.T) {
 			assert.Contains(t, appErr.Message(), "signal clone-acquire to workflow clone-admission/q/pve1/local-lvm, starting it if it does not run")
 		})
 	}
-}
-
-// signalLog is Temporal's side for TaskStatus's Then: it records the signals sent, and takes
-// them while running is set.
-type signalLog struct {
-	runs
-	sent []string
-}
-
-func (s *signalLog) SignalRun(ctx context.Context, workflowID, runID, signal string, arg any) error {
-	if err := s.runs.SignalRun(ctx, workflowID, runID, signal, arg); err != nil {
-		return err
-	}
-	s.sent = append(s.sent, signal+" to "+workflowID)
-	return nil
-}
-
-func TestTaskStatus_thenSignalsOnceTheTaskHasEndedWell(t *testing.T) {
-	then := &activities.SignalRunRequest{WorkflowID: "clone-admission/q/pve1/local-lvm", Signal: "clone-release", Arg: []byte(`{}`)}
-	clone := func(f *fixture, fail string) pve.UPID {
-		if fail != "" {
-			f.cluster.FailTask("qmclone", fail)
-		}
-		var upid pve.UPID
-		require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
-			Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test", Full: true},
-		}))
-		return upid
-	}
-	t.Run("ended OK", func(t *testing.T) {
-		f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 30 * time.Second} })
-		log := &signalLog{runs: runs{run: activities.RunInfo{Running: true}}}
-		f.acts.Runs = log
-		upid := clone(f, "")
-
-		err := f.run(t, f.acts.TaskStatus, nil, activities.TaskStatusRequest{UPID: upid, Then: then})
-		assert.Equal(t, activities.ErrTaskRunning, appError(t, err).Type())
-		assert.Empty(t, log.sent, "no signal while the task runs")
-
-		f.clock.Advance(31 * time.Second)
-		var res activities.TaskResult
-		require.NoError(t, f.run(t, f.acts.TaskStatus, &res, activities.TaskStatusRequest{UPID: upid, Then: then}))
-		assert.True(t, res.Signalled)
-		assert.Equal(t, []string{"clone-release to clone-admission/q/pve1/local-lvm"}, log.sent)
-	})
-	t.Run("failed", func(t *testing.T) {
-		f := newFixture(t)
-		log := &signalLog{runs: runs{run: activities.RunInfo{Running: true}}}
-		f.acts.Runs = log
-		upid := clone(f, "clone failed: got timeout")
-		f.clock.Advance(time.Minute)
-
-		err := f.run(t, f.acts.TaskStatus, nil, activities.TaskStatusRequest{UPID: upid, Then: then})
-		assert.Equal(t, activities.ErrTaskFailed, appError(t, err).Type())
-		assert.Empty(t, log.sent, "a task that failed sends nothing: its caller may run it again under what the signal would give back")
-	})
-	t.Run("signal refused", func(t *testing.T) {
-		f := newFixture(t)
-		log := &signalLog{runs: runs{run: activities.RunInfo{Running: false}}}
-		f.acts.Runs = log
-		upid := clone(f, "")
-		f.clock.Advance(time.Minute)
-
-		var res activities.TaskResult
-		require.NoError(t, f.run(t, f.acts.TaskStatus, &res, activities.TaskStatusRequest{UPID: upid, Then: then}),
-			"the task's end is the answer, whatever became of the signal")
-		assert.Equal(t, "OK", res.ExitStatus)
-		assert.False(t, res.Signalled, "the workflow sends its own")
-	})
 }

@@ -24,17 +24,14 @@ import (
 // that sees every request in order, survives any worker, and shows its queue in the UI, where
 // a lock in a worker's memory would see one worker only and a task queue's rate limit bounds
 // rates, not how many run at once. A create asks by signal (acquire), waits for the grant, and
-// the lease goes back (release) when its clone task has ended: the clone wait's look that sees
-// the task end sends the release itself, from whichever worker makes it (waitClone), so that
-// no workflow task of the create stands between PVE's end of the clone and the next grant. A
-// create gives it back from the workflow when it fails or is cancelled. A lease covers a clone, not a run: a create that stops before it saw its clone end
+// gives the lease back (release) when it has seen its clone task end, or when it fails or is
+// cancelled. A lease covers a clone, not a run: a create that stops before it saw its clone end
 // (its budget spent, a delete stopping it, an answer lost and the clone adopted) gives the
 // lease back with the clone it covers, and the admission keeps it until PVE says that clone has
 // ended. A holder that can give nothing back, because it was terminated, is found out: the
 // admission asks Temporal on a schedule whether its holders' runs still run (an admission
 // started before that shape signals them, and a signal to a closed run fails). A worker that
-// dies loses nothing: the run goes on elsewhere, holding its lease, and the lease comes back
-// within seconds of the clone's end (docs/architecture.md, "Clone admission").
+// dies loses nothing: the run goes on elsewhere, holding its lease.
 //
 // The admission outlives whatever starts it: a create starts it on a disconnected context, and
 // abandons it. Its work per event is bounded (a grant signals the runs it admits, no one else: a
@@ -447,9 +444,6 @@ type lease struct {
 	admission, storage string
 	req                admissionRequest
 	held               bool
-	// given is set once the lease went back without release: the clone's wait gave it back
-	// when it saw the clone end (waitClone).
-	given bool
 	// clone is the clone the lease covers whose end the create has not seen, if any.
 	clone *CloneInFlight
 }
@@ -587,14 +581,6 @@ func (c *create) startAdmission(l *lease) error {
 	return nil
 }
 
-// givenBack records that the lease went back by the clone wait's own signal: release has
-// nothing left to do.
-func (l *lease) givenBack() {
-	if l != nil {
-		l.given, l.held, l.clone = true, false, nil
-	}
-}
-
 // covers records the clone the lease covers, or, with nil, that the create saw it end.
 func (l *lease) covers(clone *CloneInFlight) {
 	if l != nil {
@@ -603,14 +589,13 @@ func (l *lease) covers(clone *CloneInFlight) {
 }
 
 // release gives the lease back, with the clone it still covers, or withdraws the request, as a
-// call (SignalRun): one marker, and the admission hears it within the workflow task that decided
-// it. A lease the clone's wait gave back (givenBack) is not given back again. It runs on a
-// disconnected context, so a failed or cancelled run still does it. An
+// call (SignalRun): one marker, and the admission hears it within the workflow task that saw the
+// clone end. It runs on a disconnected context, so a failed or cancelled run still does it. An
 // admission the call finds not running is signalled from the workflow all the same: none runs
 // then, and the signal fails, except in the test environment, where the operations' tests run
 // and an activity cannot signal a workflow.
 func (l *lease) release(ctx workflow.Context, s settings) {
-	if l == nil || l.given {
+	if l == nil {
 		return
 	}
 	ctx, cancel := workflow.NewDisconnectedContext(ctx)

@@ -391,7 +391,7 @@ func (c *change) reboot(ref activities.VMRef) error {
 			return summary, err
 		}
 		summary = "wait for reboot of " + ref.String()
-		return summary, waitTask(c.ctx, c.s, c.t, upid, c.s.Budgets.Stop+c.s.Budgets.Start, summary)
+		return summary, waitTask(c.ctx, c.s, c.t, localLooksFirst, upid, c.s.Budgets.Stop+c.s.Budgets.Start, summary)
 	})
 	if isType(err, activities.ErrNotRunning) {
 		c.t.phase(PhaseStarting, "start VM, which stopped since its status was read")

@@ -583,55 +583,11 @@ func (c *create) cloneOnto(tmplNode string, vmid, attempt int, l *lease) (step s
 	}
 	l.covers(&CloneInFlight{Node: tmplNode, UPID: upid})
 	step = fmt.Sprintf("wait for clone of %d to %d on %s", c.p.TemplateVMID, vmid, c.p.Node)
-	err = c.waitClone(upid, step, l)
+	err = waitTask(c.ctx, c.s, c.t, activityFirst, upid, c.s.Budgets.Clone, step)
 	if err == nil || isType(err, activities.ErrTaskFailed) {
 		l.covers(nil)
 	}
 	return step, err
-}
-
-// waitClone waits for the clone task upid within the clone budget, as waitTask waits for a
-// task, with two differences, both for the lease l that the clone holds.
-//
-// It is an activity from its first look, so that the workflow task that made the Clone call
-// completes at once and records its answer: a worker lost during local looks would lose that
-// answer with the open workflow task, and the create, replayed, would find the VMID held by its
-// own clone, not yet marked, and clone again onto the next one. (A clone outlasts the local
-// looks anyway.)
-//
-// And the look that finds the clone ended well gives l back itself (TaskStatusRequest.Then),
-// from whichever worker makes it, within the look's pace of the task's end: the lease no longer
-// waits for the create's next workflow task, which a worker's death holds up for seconds (its
-// sticky queue's schedule-to-start timeout, the workflow task's timeout) while creates queue for
-// the slot. A look that finds the clone failed gives nothing back: the create may clone again
-// under the same lease (a lock, a taken VMID). The attempts heartbeat, under a heartbeat timeout
-// of seconds, so that one lost with its worker is made again as soon, not when its StartToClose
-// ends.
-func (c *create) waitClone(upid pve.UPID, summary string, l *lease) error {
-	var a *activities.Activities
-	c.t.step(summary)
-	c.t.task(upid)
-	opts := c.s.waitOptions(c.s.Budgets.Clone, summary+", "+string(upid))
-	opts.HeartbeatTimeout = heartbeatTimeout(opts.StartToCloseTimeout)
-	req := activities.TaskStatusRequest{UPID: upid, Pace: c.s.pace(c.ctx)}
-	if l != nil {
-		arg, err := protocolJSON(leaseRelease{Holder: l.req.Holder})
-		if err != nil {
-			return permanentf("create proxy %s: give the clone lease back: %v", c.in.Name, err)
-		}
-		req.Then = &activities.SignalRunRequest{WorkflowID: l.admission, Signal: cloneReleaseSignal, Arg: arg}
-	}
-	wait := poll(c.ctx, opts, a.TaskStatus, req)
-	wait.localLooks = 0
-	var res activities.TaskResult
-	if err := wait.Get(c.ctx, &res); err != nil {
-		return err
-	}
-	c.t.warned(res.WarningTexts)
-	if res.Signalled {
-		l.givenBack()
-	}
-	return nil
 }
 
 // vmidTaken reports whether a clone onto vmid failed because the VMID is taken: PVE found its
@@ -748,18 +704,35 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 }
 
 // waitTask waits for a Proxmox task within budget, showing it as the current step, and records
-// the task's warnings in t. Its first looks are local (poll): most tasks end within them. A
-// clone's wait is waitClone. It returns the activity's own error: a caller acts on how the task
+// the task's warnings in t. It returns the activity's own error: a caller acts on how the task
 // failed, or wraps it with fail.
-func waitTask(ctx workflow.Context, s settings, t *tracker, upid pve.UPID, budget time.Duration, summary string) error {
+func waitTask(ctx workflow.Context, s settings, t *tracker, first firstLooks, upid pve.UPID, budget time.Duration, summary string) error {
 	var a *activities.Activities
 	t.step(summary)
 	t.task(upid)
 	opts, req := s.waitOptions(budget, summary+", "+string(upid)), activities.TaskStatusRequest{UPID: upid, Pace: s.pace(ctx)}
+	wait := poll(ctx, opts, a.TaskStatus, req)
+	if first == activityFirst {
+		wait.localLooks = 0
+	}
 	var res activities.TaskResult
-	if err := poll(ctx, opts, a.TaskStatus, req).Get(ctx, &res); err != nil {
+	if err := wait.Get(ctx, &res); err != nil {
 		return err
 	}
 	t.warned(res.WarningTexts)
 	return nil
 }
+
+// firstLooks says where a task's wait makes its first looks.
+type firstLooks int
+
+const (
+	// localLooksFirst makes them in the worker, as poll does: most tasks end within them.
+	localLooksFirst firstLooks = iota
+	// activityFirst makes the wait an activity from its first look, so the workflow task that
+	// started the task completes at once and records its answer. A clone's wait is: a clone
+	// outlasts the local looks anyway, and a worker lost while they ran would lose the Clone
+	// call's answer with the open workflow task; replayed, the create would find the VMID held by
+	// its own clone, not yet marked, and clone again onto the next one.
+	activityFirst
+)

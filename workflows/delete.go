@@ -184,7 +184,7 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 				return summary, err
 			}
 			summary = "wait for stop of " + ref.String()
-			return summary, waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Stop, summary)
+			return summary, waitTask(d.ctx, d.s, d.t, localLooksFirst, upid, d.s.Budgets.Stop, summary)
 		})
 		if notFound(err) {
 			return true, nil
@@ -203,7 +203,7 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 			return summary, err
 		}
 		summary = "wait for destroy of " + ref.String()
-		return summary, waitTask(d.ctx, d.s, d.t, upid, d.s.Budgets.Destroy, summary)
+		return summary, waitTask(d.ctx, d.s, d.t, localLooksFirst, upid, d.s.Budgets.Destroy, summary)
 	})
 	if notFound(err) {
 		return true, nil

@@ -78,9 +78,6 @@ type runs struct {
 	observing bool
 	watches   []workflows.WatchRequest
 	looks     map[string][]workflows.Look
-	// signal, when set, takes the other signals SignalRun sends: a test that sees what is sent
-	// from an activity, which goes nowhere.
-	signal func(ctx context.Context, workflowID, signal string) error
 }
 
 func (r *runs) DescribeRun(_ context.Context, workflowID, runID string) (activities.RunInfo, error) {
@@ -96,20 +93,16 @@ func (r *runs) DescribeRun(_ context.Context, workflowID, runID string) (activit
 // SignalRun cannot deliver a signal: the test environment takes signals from the test's own
 // goroutine, not from an activity's. Every workflow reads as not running, so a create starts its
 // admission, or finds the one it started, and asks it from the workflow.
-func (r *runs) SignalRun(ctx context.Context, workflowID, _, signal string, arg any) error {
+func (r *runs) SignalRun(_ context.Context, workflowID, _, signal string, arg any) error {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.observing && signal == workflows.LookSignal {
-		defer r.mu.Unlock()
 		var l workflows.Look
 		if err := json.Unmarshal(arg.(json.RawMessage), &l); err != nil {
 			return err
 		}
 		r.looks[workflowID] = append(r.looks[workflowID], l)
 		return nil
-	}
-	r.mu.Unlock()
-	if r.signal != nil {
-		return r.signal(ctx, workflowID, signal)
 	}
 	return pve.Classified(pve.NotFound, errors.New("workflow "+workflowID+" cannot be signalled from an activity in a test environment"))
 }

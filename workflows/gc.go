@@ -600,7 +600,7 @@ func (g *collector) deleteISOs(isos []GarbageISO) error {
 		case err != nil:
 			err = fail(summary, err)
 		case upid != "":
-			if err = waitTask(g.ctx, g.s, g.t, upid, g.s.Budgets.Request, "wait for "+summary); err != nil {
+			if err = waitTask(g.ctx, g.s, g.t, localLooksFirst, upid, g.s.Budgets.Request, "wait for "+summary); err != nil {
 				err = fail("wait for "+summary, err)
 			}
 		}

@@ -178,21 +178,6 @@ func attemptTimeout(budget, request time.Duration) time.Duration {
 	return min(request, budget/attemptShare)
 }
 
-// heartbeatTimeout is the heartbeat timeout of a wait's attempts that must not outlive their
-// worker by long, whose StartToClose is attempt: a few seconds, and at most half the attempt.
-// The activity heartbeats while it waits for PVE (activities.TaskStatus), so an attempt alive
-// but slow goes on, and one lost with its worker (killed, or cut off from Temporal) is made
-// again within seconds. Only a clone's wait has one: its lease keeps a slot of the storage busy
-// while creates queue for it.
-func heartbeatTimeout(attempt time.Duration) time.Duration {
-	return min(maxHeartbeatTimeout, attempt/2)
-}
-
-// maxHeartbeatTimeout is how long an attempt of a wait with a heartbeat timeout may go without
-// a heartbeat. The SDK sends heartbeats at most every 0.8 of it, so it leaves a second for one
-// to arrive.
-const maxHeartbeatTimeout = 5 * time.Second
-
 // attemptsWithin bounds the attempts a wait starts within budget, plus one, so the budget and
 // not the attempt count is what ends a wait: no attempt comes sooner than InitialInterval after
 // the one before, whether the retry policy or the wait's pace (activities.Pace) spaces them, and
@@ -240,7 +225,7 @@ func call(ctx workflow.Context, opts workflow.ActivityOptions, activity any, arg
 // (a stalled boot shows there a second after it began), its first attempt at once (a look is a
 // read, and a timer before it would cost the history as much as the activity) and its retries
 // where its pace puts them, counted from the wait's first look. A clone's wait is an activity
-// from its first look (waitClone).
+// from its first look (waitTask, activityFirst).
 func poll(ctx workflow.Context, opts workflow.ActivityOptions, activity any, args ...any) quickCall {
 	return quickCall{ctx: ctx, opts: opts, activity: activity, args: args, localLooks: youngLooks, lookAgainAtOnce: true}
 }

@@ -124,7 +124,7 @@ func (o *proxyOps) uploadSeed(node, instanceID string, network []nocloud.Etherne
 		return seed, fail(summary, err)
 	}
 	summary = "wait for upload of " + seed.VolID
-	if err := waitTask(o.ctx, o.s, o.t, seed.UPID, o.s.Budgets.Upload, summary); err != nil {
+	if err := waitTask(o.ctx, o.s, o.t, localLooksFirst, seed.UPID, o.s.Budgets.Upload, summary); err != nil {
 		return seed, fail(summary, err)
 	}
 	return seed, nil
@@ -146,7 +146,7 @@ func (o *proxyOps) deleteSeedISO(node, volid string) error {
 	case upid == "":
 		return nil // deleted within the request
 	}
-	if err := waitTask(o.ctx, o.s, o.t, upid, o.s.Budgets.Request, "wait for "+summary); err != nil {
+	if err := waitTask(o.ctx, o.s, o.t, localLooksFirst, upid, o.s.Budgets.Request, "wait for "+summary); err != nil {
 		return fail("wait for "+summary, err)
 	}
 	return nil
@@ -166,7 +166,7 @@ func (o *proxyOps) resizeDisk(ref activities.VMRef, disk string, gib int64) erro
 			activities.ResizeRequest{VMRef: ref, Disk: disk, Size: size}).Get(o.ctx, &upid); err != nil {
 			return summary, err
 		}
-		return "wait for " + summary, waitTask(o.ctx, o.s, o.t, upid, o.s.Budgets.Resize, "wait for "+summary)
+		return "wait for " + summary, waitTask(o.ctx, o.s, o.t, localLooksFirst, upid, o.s.Budgets.Resize, "wait for "+summary)
 	})
 	if err != nil {
 		return fail(step, err)
@@ -185,7 +185,7 @@ func (o *proxyOps) start(ref activities.VMRef) error {
 			return summary, err
 		}
 		summary = "wait for start of " + ref.String()
-		return summary, waitTask(o.ctx, o.s, o.t, upid, o.s.Budgets.Start, summary)
+		return summary, waitTask(o.ctx, o.s, o.t, localLooksFirst, upid, o.s.Budgets.Start, summary)
 	})
 	if isTaskFailedWith(err, activities.ErrAlreadyRunning) {
 		return nil // a start whose first answer was lost, or a VM someone else started
