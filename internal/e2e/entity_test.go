@@ -83,7 +83,8 @@ func TestE2E_anEntityThatContinuesAsNewWhileItHealsFollowsTheHealInItsNextRun(t 
 	cluster := newCluster(func(o *pvesim.Options) { o.AgentBootDelay = 3 * time.Second })
 	cfg := fastConfig(t)
 	cfg.Entity.HistoryEvents = 100
-	cfg.Entity.CheckInterval, cfg.Entity.CheckJitter = time.Second, 0
+	// The entity checks itself every second, with no observer, so that its history grows.
+	cfg.Entity.CheckInterval, cfg.Entity.CheckJitter, cfg.Entity.BackstopInterval = time.Second, 0, 0
 	s := startStack(t, cluster, cfg)
 	created, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
 	require.NoError(t, err)
