@@ -200,13 +200,15 @@ func (c *change) converge(cfg pve.VMConfig, running bool, res *ChangeProxyResult
 	if err := c.refuseNICsWithoutReseed(nicChanges, reseed); err != nil {
 		return false, err
 	}
-	// A change an earlier run wrote and whose reboot it did not see end (its worker died between
-	// the two) is this run's to finish, and to answer: PVE shows the pending values in the config
-	// as if they were in effect, so only the mark tells.
-	owed := cmp.Or(mark.RebootOwed, &proxy.RebootOwed{})
-	res.Changed = slices.Clone(owed.Changed)
-	if res.Changed == nil {
-		res.Changed = []string{}
+	// What this run did before its worker died (its calls are made again, on the VM they left)
+	// is this run's to answer; a change another run wrote and whose reboot it did not see end is
+	// this run's to finish, and to answer. PVE shows the pending values in the config as if they
+	// were in effect, so only the mark tells either.
+	last, run := mark.Op, c.runID()
+	inherited := last.By(run) || last.OwesReboot()
+	res.Changed = []string{}
+	if inherited {
+		res.Changed = slices.Clone(last.Changed)
 	}
 	ref := c.vm.ref()
 	cfg, params, err := c.addNICs(ref, cfg, nics)
@@ -251,11 +253,14 @@ func (c *change) converge(cfg pve.VMConfig, running bool, res *ChangeProxyResult
 		}
 		res.Changed = appendNew(res.Changed, fmt.Sprintf("user-data (instance-id %s)", instanceID))
 	}
-	// The reboot the change needs is owed in the same write as the change, so that a run resumed
-	// after a worker died before the reboot ended still reboots the VM.
-	reseeded = reseed || owed.Reseeded
-	if pending || reseed || mark.RebootOwed != nil {
-		want.RebootOwed = &proxy.RebootOwed{Changed: res.Changed, Reseeded: reseeded}
+	// What the change did, and the reboot it owes, are recorded in the same write as the change,
+	// so that a run made again or resumed after a worker died answers it, and still reboots the
+	// VM. A VM found matching keeps the record it has.
+	reseeded = reseed || (inherited && last.Reseeded)
+	rebootOwed := pending || reseed || last.OwesReboot()
+	want.Op = last
+	if len(res.Changed) > 0 || rebootOwed {
+		want.Op = &proxy.Op{Run: run, Changed: res.Changed, Reseeded: reseeded, RebootOwed: rebootOwed, Restarted: last.By(run) && last.Restarted}
 	}
 	if have, _ := proxy.ParseDescription(cfg["description"]); proxy.FormatDescription(have) != proxy.FormatDescription(want) {
 		params["description"] = proxy.WithMark(cfg["description"], want)
@@ -275,15 +280,16 @@ func (c *change) converge(cfg pve.VMConfig, running bool, res *ChangeProxyResult
 			return false, err
 		}
 	}
-	if res.Restarted, err = c.restart(running, want.RebootOwed != nil); err != nil {
+	if res.Restarted, err = c.restart(running, rebootOwed); err != nil {
 		return false, err
 	}
-	if want.RebootOwed != nil {
-		want.RebootOwed = nil
+	if rebootOwed {
+		want.Op.RebootOwed, want.Op.Restarted = false, true
 		if err := c.setMark(ref, proxy.WithMark(cfg["description"], want), "record that the reboot of "+ref.String()+" ended"); err != nil {
 			return false, err
 		}
 	}
+	res.Restarted = res.Restarted || want.Op.By(run) && want.Op.Restarted
 	return reseeded, nil
 }
 

@@ -400,7 +400,7 @@ func TestChange_aChangeWrittenButNotRebootedIsRebootedByTheNextRun(t *testing.T)
 	assert.Equal(t, 4, st.CPUs, "the guest runs with the new cores")
 	assert.Equal(t, int64(4096<<20), st.MaxMem)
 	mark, _ := proxy.ParseDescription(vmConfig(t, w, vm.VMID)["description"])
-	assert.Nil(t, mark.RebootOwed, "the reboot ended: nothing is owed")
+	assert.False(t, mark.Op.OwesReboot(), "the reboot ended: nothing is owed")
 }
 
 func TestChange_aReseedWrittenButNotRebootedIsRebootedAndReleasedByTheNextRun(t *testing.T) {
@@ -422,6 +422,38 @@ func TestChange_aReseedWrittenButNotRebootedIsRebootedAndReleasedByTheNextRun(t 
 	assert.Empty(t, w.isos())
 }
 
+func TestChange_aRunMadeAgainAfterItsWorkerDiedAnswersWhatItChanged(t *testing.T) {
+	tests := []struct {
+		machineType string
+		changed     []string
+		restarted   bool
+	}{
+		{"medium", []string{"cores 2 -> 4", "memory 2048 -> 4096 MiB"}, true},
+		{"bigDisk", []string{"disk scsi0 10G -> 20G"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.machineType, func(t *testing.T) {
+			w, vm := changeable(t)
+			_, err := w.change(changeInput(tt.machineType))
+			require.NoError(t, err)
+			reboots, resizes := w.cluster.CallCount("Reboot"), w.cluster.CallCount("Resize")
+			w.sameRunAgain()
+
+			again, err := w.change(changeInput(tt.machineType))
+
+			require.NoError(t, err)
+			assert.Equal(t, tt.changed, again.Changed, "what the run changed before its worker died")
+			assert.Equal(t, tt.restarted, again.Restarted)
+			assert.Equal(t, reboots, w.cluster.CallCount("Reboot"), "the guest is not rebooted again")
+			assert.Equal(t, resizes, w.cluster.CallCount("Resize"), "the disk is not grown again")
+			mark, _ := proxy.ParseDescription(vmConfig(t, w, vm.VMID)["description"])
+			require.NotNil(t, mark.Op)
+			assert.Equal(t, tt.changed, mark.Op.Changed, "the mark records what the change did")
+			assert.False(t, mark.Op.OwesReboot())
+		})
+	}
+}
+
 func TestChange_aRebootThatEndedIsNotOwed(t *testing.T) {
 	w, vm := changeable(t)
 	_, err := w.change(changeInput("medium"))
@@ -435,5 +467,5 @@ func TestChange_aRebootThatEndedIsNotOwed(t *testing.T) {
 	assert.False(t, res.Restarted)
 	assert.Equal(t, reboots, w.cluster.CallCount("Reboot"))
 	mark, _ := proxy.ParseDescription(vmConfig(t, w, vm.VMID)["description"])
-	assert.Nil(t, mark.RebootOwed)
+	assert.False(t, mark.Op.OwesReboot())
 }

@@ -276,13 +276,8 @@ func (c *create) run() (CreateProxyResult, error) {
 		if err := c.provision(); err != nil {
 			return CreateProxyResult{}, err
 		}
-	} else {
-		// A VM found running was made by an earlier run, for a spec that may not be this one's
-		// (a create that failed late, and a change since): it is made this one's, as a change
-		// would make it.
-		if seeded, err = c.converge(&converged); err != nil {
-			return CreateProxyResult{}, err
-		}
+	} else if provisioned, seeded, err = c.converge(&converged); err != nil {
+		return CreateProxyResult{}, err
 	}
 	res, err := c.waitReady()
 	if err != nil {
@@ -303,18 +298,27 @@ func (c *create) run() (CreateProxyResult, error) {
 }
 
 // converge makes the running VM the create adopted its spec's, as ChangeProxy would, and reports
-// whether it gave it a new seed.
-func (c *create) converge(res *ChangeProxyResult) (reseeded bool, err error) {
+// whether this run provisioned it after all and whether it gave it a new seed.
+//
+// A VM found running was made by an earlier run, for a spec that may not be this one's (a create
+// that failed late, and a change since): it is made this one's, as a change would make it. One
+// this run provisioned, its mark says (proxy.Op), was started by this run before its worker
+// died: it is the spec's, and answered as provisioned.
+func (c *create) converge(res *ChangeProxyResult) (provisioned, reseeded bool, err error) {
 	cfg, err := c.readConfig(c.vm.ref())
 	if err != nil {
-		return false, err
+		return false, false, err
+	}
+	if mark, _ := proxy.ParseDescription(cfg["description"]); mark.Op.By(c.runID()) && mark.Op.Provisioned {
+		c.vm.Config = cfg
+		return true, true, nil
 	}
 	in := c.in
 	ch := &change{proxyOps: c.proxyOps, p: c.p, vm: c.vm, in: ChangeProxyInput{UID: in.UID, Name: in.Name, Zone: in.Zone, Image: in.Image,
 		MachineType: in.MachineType, UserData: in.UserData, InstanceID: in.InstanceID, Addresses: in.Addresses, NICs: in.NICs, AddressPool: in.AddressPool}}
 	reseeded, err = ch.converge(cfg, true, res)
 	c.vm = ch.vm
-	return reseeded, err
+	return false, reseeded, err
 }
 
 func (c *create) adopt(v vm) {
@@ -623,6 +627,7 @@ func (c *create) provision() error {
 	c.t.step("upload seed ISO")
 	mark := markFor(cfg["description"], c.in.Image, cmp.Or(c.in.InstanceID, c.in.UID),
 		proxy.Spec{MachineType: c.in.MachineType, Zone: c.in.Zone, Addresses: c.in.Addresses, AddressPool: c.in.AddressPool, NICs: c.in.NICs}, userDataSHA256(c.in.UserData))
+	mark.Op = &proxy.Op{Run: c.runID(), Provisioned: true}
 	seed, err := c.uploadSeed(c.vm.Node, mark.InstanceID, proxy.SeedNetwork(cfg, c.in.Addresses, nics, c.s.Nameservers))
 	if err != nil {
 		return err

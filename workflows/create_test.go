@@ -115,6 +115,23 @@ func TestCreate_repeatReturnsSameIDAndCreatesNothing(t *testing.T) {
 	assert.Empty(t, w.isos(), "the seed released by the first")
 }
 
+func TestCreate_aRunMadeAgainAfterItsWorkerDiedAnswersThatItProvisioned(t *testing.T) {
+	w := newWorld(t)
+	first, err := w.create(createInput())
+	require.NoError(t, err)
+	w.sameRunAgain()
+
+	again, err := w.create(createInput())
+
+	require.NoError(t, err)
+	assert.True(t, again.Provisioned, "the run provisioned the VM before its worker died")
+	assert.True(t, again.Restarted, "and started it")
+	assert.Empty(t, again.Changed)
+	assert.Equal(t, first.VMID, again.VMID)
+	assert.Equal(t, 1, w.cluster.CallCount("Start"), "the VM is not started again")
+	assert.Equal(t, 1, w.cluster.CallCount("Clone"))
+}
+
 func TestCreate_resumesStoppedVMFromSeedStep(t *testing.T) {
 	w := newWorld(t)
 	first, err := w.create(createInput())
@@ -471,7 +488,7 @@ func TestCreate_statusQueryShowsWhereItWaits(t *testing.T) {
 		require.NoError(t, v.Get(&seen))
 	}, 2*time.Minute)
 
-	runOp(env, workflows.CreateProxyName, createInput())
+	w.runOp(env, workflows.CreateProxyName, createInput())
 
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, workflows.PhaseCloning, seen.Phase)

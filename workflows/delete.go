@@ -169,11 +169,12 @@ func (d *deletion) destroy(v *vm) (destroyed bool, err error) {
 // stopAndDestroy stops a VM that runs and destroys it. vanished reports that PVE no longer found
 // the VM on the node ref names, at the stop as at the destroy.
 //
-// Either may find it gone: the calls are local activities, recorded only when their workflow
-// task completes, so a delete whose worker was lost after its destroy took effect makes them
-// again on a new worker, the stop first, on a VM it read running before. Its destroy, still
-// under way then, may hold the VM's config lock, which fails the stop's task: the stop is made
-// again, as a destroy's is, and a stop of a stopped VM ends OK.
+// Either may find it gone. The stop is a local activity, recorded only when its workflow task
+// completes; the destroy an activity (callRecorded), which records the lookup and the stop
+// before it is made, so that a delete whose worker was lost after its destroy took effect
+// answers the VM it destroyed. A destroy made again after its worker was lost may find the
+// first one's task still holding the VM's config lock, which fails it: it is made again, and
+// finds the VM gone. A stop made again finds it stopped, which ends OK.
 func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished bool, err error) {
 	var a *activities.Activities
 	if running {
@@ -199,7 +200,7 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 	step, err := d.redoOnLock("the destroy of "+ref.String(), func() (string, error) {
 		summary := "destroy " + ref.String()
 		var upid pve.UPID
-		if err := call(d.ctx, d.s.callOptions(summary), a.Destroy, ref).Get(d.ctx, &upid); err != nil {
+		if err := callRecorded(d.ctx, d.s.callOptions(summary), a.Destroy, ref).Get(d.ctx, &upid); err != nil {
 			return summary, err
 		}
 		summary = "wait for destroy of " + ref.String()

@@ -65,6 +65,8 @@ type world struct {
 	proxies *proxies
 	// pools are the AddressPool workflows AllocateAddress and FreeAddress send requests to.
 	pools *addressPools
+	// ops counts the operations the world ran (runOp), to give each run an ID of its own.
+	ops int
 }
 
 // runs stands for what Temporal knows of workflow runs, which DescribeRun asks: the runs a
@@ -221,8 +223,16 @@ func (w *world) env() *testsuite.TestWorkflowEnvironment {
 const entityStubName = "EntityStub"
 
 // entityStub runs one operation as a proxy's entity would: as its child, under the
-// operation's ID.
-func entityStub(ctx workflow.Context, operation string, in json.RawMessage) (json.RawMessage, error) {
+// operation's ID. The testsuite numbers a child's run ID from its environment's sequence, which
+// begins anew in every environment: the stub moves that on by opsBefore, the operations its
+// world ran before, so that every run has an ID of its own, as on a server. An operation's mark
+// on its VM (proxy.Op) names its run.
+func entityStub(ctx workflow.Context, operation string, in json.RawMessage, opsBefore int) (json.RawMessage, error) {
+	timers, stop := workflow.WithCancel(ctx)
+	for range opsBefore {
+		workflow.NewTimer(timers, time.Hour)
+	}
+	stop()
 	suffix := map[string]string{workflows.CreateProxyName: "/create", workflows.ChangeProxyName: "/change", workflows.DeleteProxyName: "/delete"}[operation]
 	ctx = workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID + suffix})
 	var out json.RawMessage
@@ -233,15 +243,20 @@ func entityStub(ctx workflow.Context, operation string, in json.RawMessage) (jso
 // runOp runs the operation workflow of a proxy, with input in, under the stub of its entity;
 // the environment's result is the operation's. The status query is the operation's:
 // QueryWorkflowByID(opID(...)).
-func runOp(env *testsuite.TestWorkflowEnvironment, operation string, in any) {
+func (w *world) runOp(env *testsuite.TestWorkflowEnvironment, operation string, in any) {
 	var uidOf struct {
 		UID string `json:"uid"`
 	}
 	data, _ := json.Marshal(in)
 	_ = json.Unmarshal(data, &uidOf)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.ProxyWorkflowID(uidOf.UID)})
-	env.ExecuteWorkflow(entityStubName, operation, in)
+	w.ops++
+	env.ExecuteWorkflow(entityStubName, operation, in, w.ops-1)
 }
+
+// sameRunAgain makes the next operation the world runs have the run ID of the last one: what a
+// run made again after its worker died is, its calls made again on the VM they left.
+func (w *world) sameRunAgain() { w.ops-- }
 
 // advance lets time pass on the cluster between two workflow runs.
 func (w *world) advance(d time.Duration) {
@@ -252,7 +267,7 @@ func (w *world) advance(d time.Duration) {
 func (w *world) create(in workflows.CreateProxyInput) (workflows.CreateProxyResult, error) {
 	w.userData = in.UserData
 	env := w.env()
-	runOp(env, workflows.CreateProxyName, in)
+	w.runOp(env, workflows.CreateProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
 	var res workflows.CreateProxyResult
 	if err := env.GetWorkflowError(); err != nil {
@@ -265,7 +280,7 @@ func (w *world) create(in workflows.CreateProxyInput) (workflows.CreateProxyResu
 func (w *world) change(in workflows.ChangeProxyInput) (workflows.ChangeProxyResult, error) {
 	w.userData = in.UserData
 	env := w.env()
-	runOp(env, workflows.ChangeProxyName, in)
+	w.runOp(env, workflows.ChangeProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
 	var res workflows.ChangeProxyResult
 	if err := env.GetWorkflowError(); err != nil {
@@ -277,7 +292,7 @@ func (w *world) change(in workflows.ChangeProxyInput) (workflows.ChangeProxyResu
 
 func (w *world) delete(in workflows.DeleteProxyInput) (workflows.DeleteProxyResult, error) {
 	env := w.env()
-	runOp(env, workflows.DeleteProxyName, in)
+	w.runOp(env, workflows.DeleteProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
 	var res workflows.DeleteProxyResult
 	if err := env.GetWorkflowError(); err != nil {

@@ -113,7 +113,7 @@ func TestFleet_placementSkipsANodeWithoutTheTemplate(t *testing.T) {
 	w.cfg.Proxmox.Nodes = []string{"pve1", "pve2"}
 	busy(t, w, "pve1", 32768)
 	env := w.env()
-	runOp(env, workflows.CreateProxyName, createInput())
+	w.runOp(env, workflows.CreateProxyName, createInput())
 	require.NoError(t, env.GetWorkflowError())
 	v, err := env.QueryWorkflowByID(workflows.CreateWorkflowID(uid), workflows.StatusQuery)
 	require.NoError(t, err)

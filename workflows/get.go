@@ -34,9 +34,9 @@ type GetProxyResult struct {
 	// Spec is the rest of the spec the mark records (proxy.Spec), nil before the VM's first
 	// seed: what an entity that lost its state rebuilds it from.
 	Spec *proxy.Spec `json:"spec,omitempty"`
-	// RebootOwed is the mark's (proxy.RebootOwed): a change written to the VM that its guest has
-	// not yet seen, nil when none is.
-	RebootOwed *proxy.RebootOwed `json:"rebootOwed,omitempty"`
+	// RebootOwed is the mark's record of the last operation (proxy.Op) when that owes a reboot:
+	// a change written to the VM that its guest has not yet seen; nil when none is.
+	RebootOwed *proxy.Op `json:"rebootOwed,omitempty"`
 	// IPv4 and IPv6 are net0's routable addresses as the guest agent reports them, and
 	// Addresses all of them, "address/prefix-length".
 	IPv4      string   `json:"ipv4,omitempty"`
@@ -198,7 +198,7 @@ func (g *getter) state(v vm, status string) (GetProxyResult, error) {
 		InstanceID: mark.InstanceID,
 		Image:      mark.Image,
 		Spec:       mark.Spec,
-		RebootOwed: mark.RebootOwed,
+		RebootOwed: owedOnly(mark.Op),
 		Cores:      m.Cores,
 		MemoryMiB:  m.MemoryMiB,
 		DiskGiB:    m.DiskGiB,
@@ -275,4 +275,12 @@ func statusIn(resources []pve.VMResource, vmid int) string {
 		return resources[i].Status
 	}
 	return ""
+}
+
+// owedOnly is op when it owes a reboot, else nil.
+func owedOnly(op *proxy.Op) *proxy.Op {
+	if !op.OwesReboot() {
+		return nil
+	}
+	return op
 }

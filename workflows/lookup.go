@@ -65,6 +65,10 @@ type proxyOps struct {
 	read bool
 }
 
+// runID is the ID of the run of the operation: what the VM's mark records of the operation
+// that wrote it (proxy.Op), to tell the run made again after its worker died what it did.
+func (o *proxyOps) runID() string { return workflow.GetInfo(o.ctx).WorkflowExecution.RunID }
+
 // callOptions are the options of one Proxmox call.
 func (o *proxyOps) callOptions(summary string) workflow.ActivityOptions {
 	if o.read {

@@ -216,6 +216,15 @@ func call(ctx workflow.Context, opts workflow.ActivityOptions, activity any, arg
 	return quickCall{ctx: ctx, opts: opts, activity: activity, args: args, localLooks: 1}
 }
 
+// callRecorded is call made as an activity from its first attempt: the workflow task that asks
+// for it completes first, which records the local calls before it, and the server records its
+// answer. It is for an effect whose run, made again after its worker died, could not tell it
+// had made it: a destroy leaves nothing on Proxmox to read, and a delete that found its VM
+// gone would answer that it destroyed nothing.
+func callRecorded(ctx workflow.Context, opts workflow.ActivityOptions, activity any, args ...any) quickCall {
+	return quickCall{ctx: ctx, opts: opts, activity: activity, args: args}
+}
+
 // poll waits, as a wait under opts, for what is usually over within a second or two: a Proxmox
 // task (a seed's upload or deletion, a resize, a start, a stop), the VM running, the guest
 // agent's report. While the wait is young its looks are the attempts of one local activity,

@@ -59,7 +59,7 @@ func TestCreate_uploadISOInputCarriesNoUserData(t *testing.T) {
 		}
 	})
 
-	runOp(env, workflows.CreateProxyName, createInput())
+	w.runOp(env, workflows.CreateProxyName, createInput())
 
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, uploads, 1)

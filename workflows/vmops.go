@@ -26,8 +26,8 @@ import (
 func markFor(description, image, instanceID string, spec proxy.Spec, userDataSHA256 string) proxy.Mark {
 	mark, _ := proxy.ParseDescription(description)
 	spec.UserDataSHA256 = userDataSHA256
-	// A reboot owed is the caller's to say: a create starts the VM it configures.
-	mark.Image, mark.InstanceID, mark.Spec, mark.RebootOwed = image, instanceID, &spec, nil
+	// What the operation did is the caller's to say (proxy.Op).
+	mark.Image, mark.InstanceID, mark.Spec, mark.Op = image, instanceID, &spec, nil
 	return mark
 }
 

@@ -201,9 +201,11 @@ func (at crashAt) hook(i int, fn func()) callHook {
 // crashOp is an operation the test crashes: a proxy is created first unless the operation is
 // the create, then send asks for the operation and check looks at the simulator afterwards.
 type crashOp struct {
-	name  string
-	send  func(ctx context.Context, c *starter.Client, uid string) (*starter.Request, error)
-	check func(t *testing.T, e *crashEnv, uid string)
+	name string
+	send func(ctx context.Context, c *starter.Client, uid string) (*starter.Request, error)
+	// check checks the VM after the operation and the operation's answer, res: an answer must
+	// say what the operation did even when a worker died after doing it.
+	check func(t *testing.T, e *crashEnv, uid string, res json.RawMessage)
 }
 
 const (
@@ -219,11 +221,17 @@ var crashOps = []crashOp{
 	{
 		name: "create",
 		send: sendCreate,
-		check: func(t *testing.T, e *crashEnv, uid string) {
+		check: func(t *testing.T, e *crashEnv, uid string, res json.RawMessage) {
 			vm := e.oneVM(t, uid)
 			assert.Len(t, e.sim.CloneRuns(), 1, "clone tasks")
 			assert.Equal(t, 1, e.startsSinceArmed(t, vm.VMID), "starts of VM %d", vm.VMID)
 			e.checkSize(t, vm, 2, 2048)
+			var got workflows.CreateProxyResult
+			require.NoError(t, json.Unmarshal(res, &got))
+			assert.Equal(t, vm.VMID, got.VMID, "the answer's VMID")
+			assert.True(t, got.Provisioned, "the answer says the create provisioned the VM it cloned")
+			assert.True(t, got.Restarted, "the answer says the create started the VM")
+			assert.Empty(t, got.Changed, "the answer's changes: a VM the create provisioned is not changed")
 			_, instances, _ := e.sim.CloudInit(vm.VMID)
 			assert.Equal(t, 1, instances, "instances cloud-init began in VM %d", vm.VMID)
 		},
@@ -233,11 +241,12 @@ var crashOps = []crashOp{
 		send: func(ctx context.Context, c *starter.Client, uid string) (*starter.Request, error) {
 			return c.Change(ctx, workflows.ChangeRequest{UID: uid, MachineType: "large"})
 		},
-		check: func(t *testing.T, e *crashEnv, uid string) {
+		check: func(t *testing.T, e *crashEnv, uid string, res json.RawMessage) {
 			vm := e.oneVM(t, uid)
 			assert.Len(t, e.sim.CloneRuns(), 1, "clone tasks")
 			assert.Equal(t, 0, e.startsSinceArmed(t, vm.VMID), "starts of VM %d", vm.VMID)
 			e.checkSize(t, vm, 4, 4096)
+			e.checkChanged(t, res, "cores 2 -> 4", "memory 2048 -> 4096 MiB")
 			iid, instances, _ := e.sim.CloudInit(vm.VMID)
 			assert.Equal(t, e.instances, instances, "instances cloud-init began in VM %d: a reboot begins none", vm.VMID)
 			assert.Equal(t, e.instanceID, iid, "cloud-init's instance-id in VM %d", vm.VMID)
@@ -249,12 +258,13 @@ var crashOps = []crashOp{
 			ud := crashUserData2
 			return c.Change(ctx, workflows.ChangeRequest{UID: uid, UserData: &ud})
 		},
-		check: func(t *testing.T, e *crashEnv, uid string) {
+		check: func(t *testing.T, e *crashEnv, uid string, res json.RawMessage) {
 			vm := e.oneVM(t, uid)
 			assert.Len(t, e.sim.CloneRuns(), 1, "clone tasks")
 			assert.Equal(t, 0, e.startsSinceArmed(t, vm.VMID), "starts of VM %d", vm.VMID)
 			e.checkSize(t, vm, 2, 2048)
 			iid, instances, _ := e.sim.CloudInit(vm.VMID)
+			e.checkChanged(t, res, "user-data (instance-id "+iid+")")
 			assert.Equal(t, e.instances+1, instances, "instances cloud-init began in VM %d: the new user-data's, once", vm.VMID)
 			assert.NotEqual(t, e.instanceID, iid, "cloud-init's instance-id in VM %d", vm.VMID)
 			seed, _ := e.sim.GuestSeed(vm.VMID)
@@ -266,8 +276,13 @@ var crashOps = []crashOp{
 		send: func(ctx context.Context, c *starter.Client, uid string) (*starter.Request, error) {
 			return c.Delete(ctx, workflows.DeleteProxyInput{UID: uid})
 		},
-		check: func(t *testing.T, e *crashEnv, uid string) {
+		check: func(t *testing.T, e *crashEnv, uid string, res json.RawMessage) {
 			assert.Empty(t, e.marked(uid), "VMs with the proxy's mark")
+			var got workflows.DeleteProxyResult
+			require.NoError(t, json.Unmarshal(res, &got))
+			if assert.Len(t, got.Destroyed, 1, "the answer's destroyed VMs") {
+				assert.Equal(t, e.vmid, got.Destroyed[0].VMID, "the VM the answer says it destroyed")
+			}
 			seed := proxy.SeedVolID("local", proxy.NameFromUID(uid))
 			for _, v := range e.sim.Volumes() {
 				assert.NotEqual(t, seed, v.VolID, "the proxy's seed ISO is left")
@@ -317,6 +332,8 @@ type crashEnv struct {
 	// it began so far; empty and 0 without a VM.
 	instanceID string
 	instances  int
+	// vmid is the proxy's VM's then, 0 without one.
+	vmid int
 }
 
 // point runs op on a proxy of its own, with a crash at at unless it is nil, checks the outcome,
@@ -363,6 +380,7 @@ func (s *crashSuite) point(t *testing.T, op crashOp, name string, at *crashAt) [
 	callsBefore := len(sim.Calls())
 	e.tasksBefore = len(sim.TaskRuns())
 	if vms := e.marked(uid); len(vms) == 1 {
+		e.vmid = vms[0].VMID
 		e.instanceID, e.instances, _ = sim.CloudInit(vms[0].VMID)
 	}
 	var crashed sync.WaitGroup
@@ -415,8 +433,19 @@ func (s *crashSuite) point(t *testing.T, op crashOp, name string, at *crashAt) [
 	}
 	t.Logf("%s answered in %s after %d calls: %s", op.name, took.Round(time.Millisecond), len(calls), res)
 	t.Logf("tasks since the request: %s", e.taskSummary(t))
-	op.check(t, e, uid)
+	op.check(t, e, uid, res)
 	return calls
+}
+
+// checkChanged checks a change's answer, res: it lists changed, in any order, and says the
+// guest was restarted, as every change these operations make needs.
+func (e *crashEnv) checkChanged(t *testing.T, res json.RawMessage, changed ...string) {
+	t.Helper()
+	var got workflows.ChangeProxyResult
+	require.NoError(t, json.Unmarshal(res, &got))
+	assert.ElementsMatch(t, changed, got.Changed, "what the answer says changed")
+	assert.True(t, got.Restarted, "the answer says the guest was restarted")
+	assert.Equal(t, e.vmid, got.VMID, "the answer's VMID")
 }
 
 // callNames are the methods of calls, in order. The VMIDs differ from run to run: they derive

@@ -26,13 +26,13 @@ const (
 	// keySpec is the rest of the spec the VM was last made to, as one line of JSON (Spec): what
 	// an entity that lost its state rebuilds it from.
 	keySpec = "proxy-operator-spec"
-	// keyRebootOwed is a change written to the VM whose reboot no run has seen end, as one line
-	// of JSON (RebootOwed): PVE keeps such a change pending on a running VM and shows it in the
-	// config as if it were in effect, so nothing else tells a run that resumes the change.
-	keyRebootOwed = "proxy-operator-reboot-owed"
+	// keyOp is what the last operation that wrote the VM did, and which run it was, as one line
+	// of JSON (Op): nothing else on Proxmox tells a run that is made again, or that resumes
+	// another's, what was done.
+	keyOp = "proxy-operator-op"
 )
 
-var markKeys = []string{keyManaged, keyUID, keyCreatedAt, keyInstanceID, keyImage, keySpec, keyRebootOwed}
+var markKeys = []string{keyManaged, keyUID, keyCreatedAt, keyInstanceID, keyImage, keySpec, keyOp}
 
 // Spec is what a VM's mark records of the spec it was last made to, beside its image and
 // instance-id: all of a proxy's spec that Proxmox can hold. The user-data is not among it, only
@@ -46,18 +46,37 @@ type Spec struct {
 	UserDataSHA256 string       `json:"userDataSHA256,omitempty"`
 }
 
-// RebootOwed is a change that reaches the guest only when it restarts: cores and memory PVE
-// keeps pending, NICs the guest configures as it boots, a new seed cloud-init reads at boot. It
-// is written in the same config write as the change, and removed once the reboot (or start)
-// task ended, so that a run resumed after a worker died in between reboots the VM still, and
-// answers what the change did.
-type RebootOwed struct {
-	// Changed is what the change changed (ChangeProxyResult.Changed).
-	Changed []string `json:"changed"`
-	// Reseeded reports that the change gave the VM a new seed, which is released once the guest
+// Op is what the last operation that wrote the VM's config did to it, and which run it was. It
+// is written in the same config write as what it records, and rewritten once the reboot it owes
+// ended. A local activity's effect is recorded in its workflow's history only when the workflow
+// task that made it completes, so a run whose worker died first makes its calls again on the VM
+// they left: it finds here what it did, and answers that, not that it found nothing to do. A run
+// that resumes the change of another whose worker died finds here the reboot the change still
+// owes: PVE keeps cores and memory pending on a running VM and shows them in the config as if
+// they were in effect.
+type Op struct {
+	// Run is the run ID of the workflow that wrote it.
+	Run string `json:"run"`
+	// Provisioned reports that the run configured the VM from the spec, to start it: a create's.
+	Provisioned bool `json:"provisioned,omitempty"`
+	// Changed is what the run changed on a VM that had a spec (ChangeProxyResult.Changed).
+	Changed []string `json:"changed,omitempty"`
+	// Reseeded reports that the run gave the VM a new seed, which is released once the guest
 	// booted from it.
 	Reseeded bool `json:"reseeded,omitempty"`
+	// RebootOwed reports that Changed reaches the guest only when it restarts (cores and memory,
+	// NICs the guest configures as it boots, a seed cloud-init reads at boot), and that no run
+	// has seen that restart end.
+	RebootOwed bool `json:"rebootOwed,omitempty"`
+	// Restarted reports that the run rebooted or started the guest to apply Changed.
+	Restarted bool `json:"restarted,omitempty"`
 }
+
+// By reports whether run wrote o; false for a nil o.
+func (o *Op) By(run string) bool { return o != nil && o.Run == run }
+
+// OwesReboot reports whether o owes a reboot; false for a nil o.
+func (o *Op) OwesReboot() bool { return o != nil && o.RebootOwed }
 
 // Mark is what a VM's description says about the proxy it belongs to.
 type Mark struct {
@@ -69,8 +88,8 @@ type Mark struct {
 	Image      string
 	// Spec is nil until the VM's first seed.
 	Spec *Spec
-	// RebootOwed is nil unless a change is written whose reboot has not been seen to end.
-	RebootOwed *RebootOwed
+	// Op is nil until an operation that records what it did wrote the VM.
+	Op *Op
 }
 
 // FormatDescription is the description that marks a VM as the proxy m.UID's.
@@ -90,9 +109,9 @@ func FormatDescription(m Mark) string {
 		spec, _ := json.Marshal(m.Spec) //workflowcheck:ignore
 		s += "\n" + keySpec + "=" + string(spec)
 	}
-	if m.RebootOwed != nil {
-		owed, _ := json.Marshal(m.RebootOwed) //workflowcheck:ignore
-		s += "\n" + keyRebootOwed + "=" + string(owed)
+	if m.Op != nil {
+		op, _ := json.Marshal(m.Op) //workflowcheck:ignore
+		s += "\n" + keyOp + "=" + string(op)
 	}
 	return s
 }
@@ -145,11 +164,15 @@ func ParseDescription(s string) (m Mark, managed bool) {
 			if err == nil {
 				m.Spec = &spec
 			}
-		case keyRebootOwed:
-			// One a person broke still owes its reboot: only what it changed is lost.
-			var owed RebootOwed
-			_ = json.Unmarshal([]byte(value), &owed) //workflowcheck:ignore
-			m.RebootOwed = &owed
+		case keyOp:
+			// One a person broke owes a reboot all the same, which costs a reboot at worst:
+			// what it did is lost.
+			var op Op
+			err := json.Unmarshal([]byte(value), &op) //workflowcheck:ignore
+			if err != nil {
+				op = Op{RebootOwed: true}
+			}
+			m.Op = &op
 		}
 	}
 	return m, managed

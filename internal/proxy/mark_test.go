@@ -153,7 +153,7 @@ func TestWithMark_table(t *testing.T) {
 		{"replaces what it had", FormatDescription(Mark{UID: uid, CreatedAt: created, InstanceID: uid, Image: "debian12"}), ""},
 		{"keeps a person's notes, drops PVE's trailing newline", "Egress for team blue.\r\n" + cloned + "\n", "Egress for team blue.\n"},
 		{"replaces a spec a person broke", cloned + "\nproxy-operator-spec={broken", ""},
-		{"drops a reboot owed that ended", FormatDescription(Mark{UID: uid, CreatedAt: created, RebootOwed: &RebootOwed{Changed: []string{"cores 2 -> 4"}}}), ""},
+		{"drops an operation's record", FormatDescription(Mark{UID: uid, CreatedAt: created, Op: &Op{Run: "r1", Changed: []string{"cores 2 -> 4"}, RebootOwed: true}}), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,24 +166,35 @@ func TestWithMark_table(t *testing.T) {
 	}
 }
 
-func TestParseDescription_rebootOwed(t *testing.T) {
+func TestParseDescription_op(t *testing.T) {
 	const uid = "3f0c9a52-5b1e-4c1a-9d7e-2b8f6e4a1c00"
 	cloned := FormatDescription(Mark{UID: uid})
 	tests := []struct {
 		name        string
 		description string
-		want        *RebootOwed
+		want        *Op
 	}{
 		{"none", cloned, nil},
-		{"as formatted", FormatDescription(Mark{UID: uid, RebootOwed: &RebootOwed{Changed: []string{"cores 2 -> 4", "user-data (instance-id x.g2)"}, Reseeded: true}}),
-			&RebootOwed{Changed: []string{"cores 2 -> 4", "user-data (instance-id x.g2)"}, Reseeded: true}},
-		{"broken by a person: still owed", cloned + "\nproxy-operator-reboot-owed={broken", &RebootOwed{}},
+		{"as formatted", FormatDescription(Mark{UID: uid, Op: &Op{Run: "r1", Changed: []string{"cores 2 -> 4", "user-data (instance-id x.g2)"}, Reseeded: true, RebootOwed: true}}),
+			&Op{Run: "r1", Changed: []string{"cores 2 -> 4", "user-data (instance-id x.g2)"}, Reseeded: true, RebootOwed: true}},
+		{"a create's", FormatDescription(Mark{UID: uid, Op: &Op{Run: "r1", Provisioned: true}}), &Op{Run: "r1", Provisioned: true}},
+		{"broken by a person: owes a reboot, by no run", cloned + "\nproxy-operator-op={\"run\":\"r1\",broken", &Op{RebootOwed: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mark, managed := ParseDescription(tt.description)
 			assert.True(t, managed)
-			assert.Equal(t, tt.want, mark.RebootOwed)
+			assert.Equal(t, tt.want, mark.Op)
 		})
 	}
+}
+
+func TestOp_byAndOwesReboot(t *testing.T) {
+	var none *Op
+	assert.False(t, none.By("r1"), "no record is no run's")
+	assert.False(t, none.OwesReboot())
+	op := &Op{Run: "r1", RebootOwed: true}
+	assert.True(t, op.By("r1"))
+	assert.False(t, op.By("r2"))
+	assert.True(t, op.OwesReboot())
 }
