@@ -30,6 +30,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/pveflow/pveflow/activities"
@@ -170,6 +171,7 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		// No task queue activity rate: an activity held in the queue spends its
 		// ScheduleToClose budget there and fails a create that the client's own cap
 		// (proxmox.calls) would only have delayed (docs/proxmox.md, "The call cap").
+		Interceptors: []interceptor.WorkerInterceptor{activities.CallPriority(workflows.CareWorkflows...)},
 	}
 	if d := opts.deployment; d.name != "" {
 		workerOpts.DeploymentOptions = workflows.DeploymentOptions(d.name, d.buildID)

@@ -37,6 +37,11 @@ const (
 	RolloutName        = "Rollout"
 )
 
+// CareWorkflows are the workflow types that look after proxies between their operations: a
+// proxy's check, the observer's listing, the worker's health check and the garbage collection.
+// Their Proxmox calls wait behind any other's (activities.CallPriority).
+var CareWorkflows = []string{GetProxyName, ObserverName, CheckHealthName, CollectGarbageName}
+
 // The Updates a Proxy entity takes (see proxy.go). Their names are recorded in histories.
 const (
 	// CreateUpdate asks for the proxy to be present with a CreateProxyInput's spec; its result

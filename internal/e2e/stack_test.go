@@ -11,6 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/pveflow/pveflow/activities"
@@ -140,7 +141,8 @@ func (s *stack) startWorker() {
 		return
 	}
 	// As the server's NewWorker does: it stops when the test ends.
-	w := worker.New(s.client, workflows.DefaultTaskQueue, worker.Options{WorkflowPanicPolicy: worker.FailWorkflow})
+	w := worker.New(s.client, workflows.DefaultTaskQueue, worker.Options{WorkflowPanicPolicy: worker.FailWorkflow,
+		Interceptors: []interceptor.WorkerInterceptor{activities.CallPriority(workflows.CareWorkflows...)}})
 	s.register(w)
 	require.NoError(s.t, w.Start())
 	s.t.Cleanup(w.Stop)

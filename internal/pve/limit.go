@@ -1,13 +1,13 @@
 package pve
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // CallLimits cap the requests a Client sends to Proxmox. Every request counts, whatever it
@@ -41,19 +41,68 @@ func (l CallLimits) Validate() error {
 // burst is how many tokens the rate's bucket holds: a second's worth, at least one.
 func (l CallLimits) burst() int { return max(1, int(math.Ceil(l.PerSecond))) }
 
-// limiter applies CallLimits. The zero limiter, or one of zero limits, lets every call through.
+// Priority orders the calls that wait for the call limits: a waiting call of a higher priority
+// is sent first, and among calls of one priority the first to wait. A call's priority is its
+// context's (WithPriority), PriorityDefault without one.
+type Priority int
+
+const (
+	// PriorityCare is that of the calls that look after proxies between their operations (their
+	// checks, the observer's listing): they wait behind every other call, so that a backlog of
+	// them never holds up a create, a change or a delete.
+	PriorityCare Priority = -1
+	// PriorityDefault is every other call's.
+	PriorityDefault Priority = 0
+)
+
+func (p Priority) String() string {
+	if p == PriorityCare {
+		return "care"
+	}
+	return "default"
+}
+
+type priorityKey struct{}
+
+// WithPriority is ctx with the priority p for the calls made with it.
+func WithPriority(ctx context.Context, p Priority) context.Context {
+	return context.WithValue(ctx, priorityKey{}, p)
+}
+
+// PriorityOf is the priority of the calls made with ctx (WithPriority).
+func PriorityOf(ctx context.Context) Priority {
+	p, _ := ctx.Value(priorityKey{}).(Priority)
+	return p
+}
+
+// limiter applies CallLimits. Calls that cannot go at once wait in a queue ordered by
+// priority, then by arrival, and are sent from its head as slots and tokens come. A call whose
+// turn comes with less time left before its context's deadline than a call takes (tookEWMA) is
+// dropped, not sent: its answer would come too late, and its token and slot go to the next
+// call. The zero limiter, or one of zero limits, lets every call through.
 type limiter struct {
-	rate  *rate.Limiter // nil: no rate limit
-	slots chan struct{} // nil: no concurrency limit; a call holds one element while in flight
+	perSecond   float64 // 0: no rate limit
+	burst       float64
+	concurrency int // 0: no concurrency limit
+
+	mu       sync.Mutex
+	tokens   float64   // the bucket's tokens at filled
+	filled   time.Time // when tokens was counted
+	inFlight int       // calls sent whose answer is not read yet
+	queue    waitQueue
+	arrivals uint64
+	wake     *time.Timer // set while a wait for the next token is pending
+	// took is the moving average of a call's time in flight, from sending it to reading its
+	// answer: how much of its deadline a call needs left to be worth sending.
+	took time.Duration
 }
 
 func newLimiter(l CallLimits) *limiter {
-	lim := &limiter{}
+	lim := &limiter{perSecond: l.PerSecond, concurrency: l.Concurrency}
 	if l.PerSecond > 0 {
-		lim.rate = rate.NewLimiter(rate.Limit(l.PerSecond), l.burst())
-	}
-	if l.Concurrency > 0 {
-		lim.slots = make(chan struct{}, l.Concurrency)
+		lim.burst = float64(l.burst())
+		lim.tokens = lim.burst
+		lim.filled = time.Now()
 	}
 	return lim
 }
@@ -61,45 +110,164 @@ func newLimiter(l CallLimits) *limiter {
 // errLimiterWait is what acquire returns when ctx ends before the call may be sent.
 var errLimiterWait = errors.New("waiting for the proxmox call limit")
 
-// acquire waits until a call may be sent: first for a slot, then for a token, so that calls
-// that waited long for a slot still leave no sooner than their tokens allow. It returns the
-// func that frees the slot once the call's answer is read, how long the call was held back (0
-// when it went at once, never 0 when it waited) and, if ctx ended first, an error wrapping
-// ctx's.
+// errLimiterDropped is what acquire returns for a call dropped at its turn: too little was left
+// of its deadline for an answer to come in time.
+var errLimiterDropped = errors.New("dropped before it was sent")
+
+// waiter is a call waiting in the limiter's queue.
+type waiter struct {
+	priority Priority
+	arrival  uint64
+	deadline time.Time // zero: none
+	index    int       // in the queue; -1 once out of it
+	// decided is closed once the call may go (err nil) or was dropped (err set).
+	decided chan struct{}
+	err     error
+}
+
+// acquire waits until a call may be sent, by its priority (PriorityOf(ctx)): until a slot is
+// free and a token due, and the calls before it in the queue went. It returns the func that
+// frees the slot once the call's answer is read, how long the call was held back (0 when it
+// went at once, never 0 when it waited) and, if ctx ended first or the call was dropped at its
+// turn, an error: one wrapping ctx's, or errLimiterDropped.
 func (l *limiter) acquire(ctx context.Context) (release func(), held time.Duration, err error) {
 	start := time.Now()
-	waited := false
-	release = func() {}
-	if l.slots != nil {
-		select {
-		case l.slots <- struct{}{}:
-		default:
-			waited = true
-			select {
-			case l.slots <- struct{}{}:
-			case <-ctx.Done():
-				return nil, time.Since(start), fmt.Errorf("%w: %w", errLimiterWait, context.Cause(ctx))
-			}
+	if l.perSecond == 0 && l.concurrency == 0 {
+		return func() {}, 0, nil
+	}
+	l.mu.Lock()
+	if len(l.queue) == 0 && l.mayGo(start) {
+		l.take()
+		l.mu.Unlock()
+		return l.releaser(start), 0, nil
+	}
+	deadline, _ := ctx.Deadline()
+	w := &waiter{priority: PriorityOf(ctx), arrival: l.arrivals, deadline: deadline, decided: make(chan struct{})}
+	l.arrivals++
+	heap.Push(&l.queue, w)
+	l.dispatch(start)
+	l.mu.Unlock()
+
+	select {
+	case <-w.decided:
+	case <-ctx.Done():
+		l.mu.Lock()
+		if w.index >= 0 {
+			// Its place goes to the calls behind it.
+			heap.Remove(&l.queue, w.index)
+			l.dispatch(time.Now())
+			l.mu.Unlock()
+			return nil, max(time.Since(start), time.Nanosecond), fmt.Errorf("%w: %w", errLimiterWait, context.Cause(ctx))
 		}
-		release = func() { <-l.slots }
+		l.mu.Unlock()
+		// Decided as ctx ended: the call goes, or was dropped, as decided.
 	}
-	if l.rate != nil {
-		r := l.rate.Reserve() // a burst of at least 1 and one token per call: always possible
-		if delay := r.Delay(); delay > 0 {
-			waited = true
-			t := time.NewTimer(delay)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				r.Cancel() // hand the token back to the calls behind this one
-				release()
-				return nil, time.Since(start), fmt.Errorf("%w: %w", errLimiterWait, context.Cause(ctx))
-			}
+	held = max(time.Since(start), time.Nanosecond)
+	if w.err != nil {
+		return nil, held, w.err
+	}
+	return l.releaser(time.Now()), held, nil
+}
+
+// mayGo reports whether a call may be sent at now: a slot free and a token in the bucket.
+func (l *limiter) mayGo(now time.Time) bool {
+	if l.concurrency > 0 && l.inFlight >= l.concurrency {
+		return false
+	}
+	return l.perSecond == 0 || l.fill(now) >= 1
+}
+
+// fill counts the tokens come since the bucket was last counted, up to its size.
+func (l *limiter) fill(now time.Time) float64 {
+	if l.perSecond > 0 && now.After(l.filled) {
+		l.tokens = min(l.burst, l.tokens+now.Sub(l.filled).Seconds()*l.perSecond)
+		l.filled = now
+	}
+	return l.tokens
+}
+
+// take spends a slot and a token on a call sent.
+func (l *limiter) take() {
+	l.inFlight++
+	if l.perSecond > 0 {
+		l.tokens--
+	}
+}
+
+// dispatch sends the calls at the head of the queue that may go at now, drops those whose
+// deadline is too near, and, when the head waits for a token, wakes itself when it is due.
+func (l *limiter) dispatch(now time.Time) {
+	for len(l.queue) > 0 {
+		if l.concurrency > 0 && l.inFlight >= l.concurrency {
+			return // a release dispatches again
 		}
+		if l.perSecond > 0 && l.fill(now) < 1 {
+			if l.wake == nil {
+				due := time.Duration((1 - l.tokens) / l.perSecond * float64(time.Second))
+				l.wake = time.AfterFunc(max(due, time.Millisecond), func() {
+					l.mu.Lock()
+					defer l.mu.Unlock()
+					l.wake = nil
+					l.dispatch(time.Now())
+				})
+			}
+			return
+		}
+		w := heap.Pop(&l.queue).(*waiter)
+		if left := w.deadline.Sub(now); !w.deadline.IsZero() && left < l.took {
+			w.err = fmt.Errorf("%w: %s left before its deadline, and a call takes %s", errLimiterDropped,
+				left.Round(time.Millisecond), l.took.Round(time.Millisecond))
+		} else {
+			l.take()
+		}
+		close(w.decided)
 	}
-	if !waited {
-		return release, 0, nil
+}
+
+// releaser is the func that ends a call sent at sent: it frees its slot once, and counts its
+// time in flight into took.
+func (l *limiter) releaser(sent time.Time) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			now := time.Now()
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.inFlight--
+			if d := now.Sub(sent); l.took == 0 {
+				l.took = d
+			} else {
+				l.took += (d - l.took) / 5
+			}
+			l.dispatch(now)
+		})
 	}
-	return release, max(time.Since(start), time.Nanosecond), nil
+}
+
+// waitQueue is a heap of waiters: the highest priority first, then the earliest arrival.
+type waitQueue []*waiter
+
+func (q waitQueue) Len() int { return len(q) }
+func (q waitQueue) Less(i, j int) bool {
+	if q[i].priority != q[j].priority {
+		return q[i].priority > q[j].priority
+	}
+	return q[i].arrival < q[j].arrival
+}
+func (q waitQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *waitQueue) Push(x any) {
+	w := x.(*waiter)
+	w.index = len(*q)
+	*q = append(*q, w)
+}
+func (q *waitQueue) Pop() any {
+	old := *q
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	w.index = -1
+	*q = old[:len(old)-1]
+	return w
 }

@@ -103,10 +103,137 @@ func TestLimiter_waitEndsWithTheContextAndGivesUpItsPlace(t *testing.T) {
 			assert.Equal(t, Transient, Classify(err))
 			assert.Positive(t, held)
 			if tt.limits.Concurrency > 0 {
-				assert.Len(t, l.slots, 1, "the cancelled call took no slot")
+				assert.Equal(t, 1, l.inFlight, "the cancelled call took no slot")
+				assert.Empty(t, l.queue, "nor kept its place")
 			}
 		})
 	}
+}
+
+// waitFor starts a call of priority p on l in a goroutine; its channel gets the call's error
+// once it is sent (nil) or given up, and the call's slot is freed at once.
+func waitFor(ctx context.Context, l *limiter, p Priority) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		release, _, err := l.acquire(WithPriority(ctx, p))
+		if err == nil {
+			release()
+		}
+		done <- err
+	}()
+	return done
+}
+
+// queued waits until n calls wait in l's queue.
+func queued(t *testing.T, l *limiter, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.queue) == n
+	}, 5*time.Second, time.Millisecond)
+}
+
+func TestLimiter_aCallOfDefaultPriorityGoesBeforeEveryCareCallThatWaits(t *testing.T) {
+	l := newLimiter(CallLimits{Concurrency: 1})
+	hold, _, err := l.acquire(t.Context())
+	require.NoError(t, err)
+	sent := make(chan Priority, 21)
+	call := func(p Priority) {
+		release, _, err := l.acquire(WithPriority(t.Context(), p))
+		if assert.NoError(t, err) {
+			sent <- p
+			release()
+		}
+	}
+	for i := range 20 {
+		go call(PriorityCare)
+		queued(t, l, i+1)
+	}
+	go call(PriorityDefault)
+	queued(t, l, 21)
+
+	hold()
+
+	assert.Equal(t, PriorityDefault, <-sent, "the call that came last, of default priority, goes first")
+	for range 20 {
+		assert.Equal(t, PriorityCare, <-sent, "then every care call")
+	}
+}
+
+func TestLimiter_callsOfOnePriorityGoInTheOrderTheyCame(t *testing.T) {
+	l := newLimiter(CallLimits{Concurrency: 1})
+	hold, _, err := l.acquire(t.Context())
+	require.NoError(t, err)
+	order := make(chan int, 10)
+	for i := range 10 {
+		go func() {
+			release, _, err := l.acquire(WithPriority(t.Context(), PriorityCare))
+			if assert.NoError(t, err) {
+				order <- i
+				release()
+			}
+		}()
+		queued(t, l, i+1)
+	}
+
+	hold()
+
+	for i := range 10 {
+		assert.Equal(t, i, <-order)
+	}
+}
+
+func TestLimiter_aCallWhoseDeadlineIsTooNearAtItsTurnIsDroppedNotSent(t *testing.T) {
+	l := newLimiter(CallLimits{Concurrency: 1})
+	// Calls take 200 ms.
+	release, _, err := l.acquire(t.Context())
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	release()
+	hold, _, err := l.acquire(t.Context())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	late := waitFor(ctx, l, PriorityDefault)
+	behind := waitFor(t.Context(), l, PriorityDefault)
+	queued(t, l, 2)
+	time.Sleep(150 * time.Millisecond) // 150 ms left of 300: less than a call takes
+
+	hold()
+
+	err = <-late
+	require.ErrorIs(t, err, errLimiterDropped)
+	assert.Equal(t, Transient, Classify(err), "a dropped call is tried again")
+	assert.NoError(t, <-behind, "the call behind it has its turn")
+}
+
+func TestLimiter_careCallsWaitForTokensBehindDefaultOnes(t *testing.T) {
+	const perSecond = 20
+	l := newLimiter(CallLimits{PerSecond: perSecond})
+	for range perSecond { // spend the burst
+		release, _, err := l.acquire(t.Context())
+		require.NoError(t, err)
+		release()
+	}
+	var care []<-chan error
+	for i := range 40 { // two seconds of tokens
+		care = append(care, waitFor(t.Context(), l, PriorityCare))
+		queued(t, l, i+1)
+	}
+	start := time.Now()
+
+	require.NoError(t, <-waitFor(t.Context(), l, PriorityDefault))
+
+	assert.Less(t, time.Since(start), time.Second, "the default call takes the next token, not the 41st")
+	for _, c := range care {
+		assert.NoError(t, <-c)
+	}
+}
+
+func TestPriorityOf_isDefaultWithoutOne(t *testing.T) {
+	assert.Equal(t, PriorityDefault, PriorityOf(context.Background()))
+	assert.Equal(t, PriorityCare, PriorityOf(WithPriority(context.Background(), PriorityCare)))
 }
 
 func TestCallLimits_validate(t *testing.T) {
