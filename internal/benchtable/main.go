@@ -67,9 +67,11 @@ const (
 	threeHund = fleet + "/proxies=300"
 	thousand  = "Fleet_thousandCreatesInFlight"
 	cluster   = "Cluster_hundredProxiesCreatedAndDeletedAtOnce"
+	care      = "Care_idleProxiesWatchedByTheObserverOrByThemselves"
+	backlog   = "Care_aCreateBehindABacklogOfChecks"
 )
 
-// figures are issue 21's table, in its order.
+// figures are issue 21's table, in its order, then issue 32's.
 var figures = []figure{
 	{"one create+delete at the simulator's pace, against a plain Go program", pace, "x-plain", atMost(1.05)},
 	{"the same, against the floor of its waits", pace, "x-floor", atMost(1.15)},
@@ -106,6 +108,13 @@ var figures = []figure{
 	{"50 creates onto one locking storage, admission off: seconds", fifty + off, "s/50creates", goal{}},
 	{"the server's ceiling: no-op activity executions/s", ceiling, "activity-executions/s", goal{}},
 	{"the server's ceiling: the cores it kept busy", ceiling, "server-cores", goal{}},
+	{"10,000 idle proxies under care: history events per proxy and hour", care, "events/proxy-hour@10000", atMost(5)},
+	{"10,000 idle proxies under care: workflow tasks per proxy and hour", care, "workflow-tasks/proxy-hour@10000", atMost(1)},
+	{"10,000 idle proxies under care: Proxmox calls per proxy and hour", care, "proxmox-calls/proxy-hour@10000", atMost(0.1)},
+	{"idle proxies, each checking itself every interval (no observer): history events per proxy and hour", care, "events/proxy-hour-without-observer", goal{}},
+	{"idle proxies, each checking itself every interval (no observer): Proxmox calls per proxy and hour", care, "proxmox-calls/proxy-hour-without-observer", goal{}},
+	{"a create behind a backlog of checks at the call cap, against the same create with none", backlog, "x-alone", atMost(1.2)},
+	{"the same with every call of one priority, first come, first served", backlog, "x-alone-flat", goal{}},
 }
 
 func main() {

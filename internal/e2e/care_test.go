@@ -158,3 +158,71 @@ func costBetween(b *testing.B, c client.Client, workflowID string, from, to time
 	}
 	return cost
 }
+
+// The backlog benchmark's fleet: backlogProxies proxies checking themselves every
+// backlogInterval, three calls a check, through a client capped at backlogCap: twice and more
+// the calls the cap lets through, so checks queue for it all the time.
+const (
+	backlogProxies  = 6
+	backlogInterval = time.Second
+)
+
+var backlogCap = pve.CallLimits{PerSecond: 5, Concurrency: 2}
+
+// BenchmarkCare_aCreateBehindABacklogOfChecks measures a create sent while the checks of a
+// fleet keep the worker's call cap busy, against the same create with no checks: once with the
+// calls by priority, as shipped (the checks' calls wait behind the create's), once with every
+// call of one priority, first come, first served, as before. It reports each create's wall
+// time, the first two against the one with no checks, and whether the flat one failed (its
+// calls, queued behind the checks, ran out of their budgets).
+func BenchmarkCare_aCreateBehindABacklogOfChecks(b *testing.B) {
+	for b.Loop() {
+		alone, err := createBehindChecks(b, 0, false)
+		require.NoError(b, err)
+		prioritized, err := createBehindChecks(b, backlogProxies, false)
+		require.NoError(b, err)
+		flat, flatErr := createBehindChecks(b, backlogProxies, true)
+		b.ReportMetric(alone.Seconds(), "s/create-alone")
+		b.ReportMetric(prioritized.Seconds(), "s/create-behind-checks")
+		b.ReportMetric(prioritized.Seconds()/alone.Seconds(), "x-alone")
+		b.ReportMetric(flat.Seconds(), "s/create-behind-checks-flat")
+		b.ReportMetric(flat.Seconds()/alone.Seconds(), "x-alone-flat")
+		failed := 0.0
+		if flatErr != nil {
+			b.Logf("the create behind the checks, with calls of one priority, failed after %s: %v", flat.Round(time.Millisecond), flatErr)
+			failed = 1
+		}
+		b.ReportMetric(failed, "flat-create-failed")
+	}
+}
+
+// createBehindChecks creates fleet proxies that check themselves every backlogInterval behind
+// backlogCap, lets their checks queue for the cap, and times one more create; flat gives every
+// call one priority.
+func createBehindChecks(b *testing.B, fleet int, flat bool) (time.Duration, error) {
+	b.Helper()
+	cluster := newCluster()
+	cfg := fastConfig(b)
+	cfg.Entity = config.Entity{CheckInterval: backlogInterval, BackstopInterval: 0, CloseAfter: time.Hour, HistoryEvents: 100000}
+	api := overREST(b, cluster, &cfg, pve.ClientConfig{Limits: backlogCap})
+	s := newStack(b, api, cfg, client.Options{Logger: warnings(b)})
+	s.flatPriorities = flat
+	s.startWorker()
+	defer s.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range fleet {
+		wg.Go(func() {
+			req := s.startCreate(createInput(fmt.Sprintf("c0ffee00-0000-4000-8000-%012d", i)))
+			require.NoError(b, req.Get(ctx, nil))
+		})
+	}
+	wg.Wait()
+	if fleet > 0 {
+		time.Sleep(5 * backlogInterval) // the checks queue
+	}
+	start := time.Now()
+	err := s.startCreate(createInput(uid)).Get(ctx, nil)
+	return time.Since(start), err
+}

@@ -44,6 +44,9 @@ type stack struct {
 	// EntityProxies do.
 	starter *starter.Client
 	worker  worker.Worker
+	// flatPriorities makes every Proxmox call of the stack's workers one of the default
+	// priority, as before calls had priorities: for a benchmark's comparison.
+	flatPriorities bool
 }
 
 // fastConfig is the simulator's configuration with budgets and polls for real-time runs
@@ -136,13 +139,18 @@ func (s *stack) stop() { s.server.Stop() }
 
 // startWorker starts a worker, as a restarted worker process would.
 func (s *stack) startWorker() {
+	// As the worker process does: the care workflows' calls wait behind the others.
+	var opts worker.Options
+	if !s.flatPriorities {
+		opts.Interceptors = []interceptor.WorkerInterceptor{activities.CallPriority(workflows.CareWorkflows...)}
+	}
 	if s.server != nil {
-		s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, s.register)
+		s.worker = s.server.NewWorkerWithOptions(workflows.DefaultTaskQueue, s.register, opts)
 		return
 	}
 	// As the server's NewWorker does: it stops when the test ends.
-	w := worker.New(s.client, workflows.DefaultTaskQueue, worker.Options{WorkflowPanicPolicy: worker.FailWorkflow,
-		Interceptors: []interceptor.WorkerInterceptor{activities.CallPriority(workflows.CareWorkflows...)}})
+	opts.WorkflowPanicPolicy = worker.FailWorkflow
+	w := worker.New(s.client, workflows.DefaultTaskQueue, opts)
 	s.register(w)
 	require.NoError(s.t, w.Start())
 	s.t.Cleanup(w.Stop)

@@ -91,7 +91,8 @@ type limiter struct {
 	inFlight int       // calls sent whose answer is not read yet
 	queue    waitQueue
 	arrivals uint64
-	wake     *time.Timer // set while a wait for the next token is pending
+	wake     *time.Timer // set while a wait for a token is pending
+	wakeAt   time.Time   // when wake fires
 	// took is the moving average of a call's time in flight, from sending it to reading its
 	// answer: how much of its deadline a call needs left to be worth sending.
 	took time.Duration
@@ -136,13 +137,14 @@ func (l *limiter) acquire(ctx context.Context) (release func(), held time.Durati
 		return func() {}, 0, nil
 	}
 	l.mu.Lock()
-	if len(l.queue) == 0 && l.mayGo(start) {
+	priority := PriorityOf(ctx)
+	if len(l.queue) == 0 && l.mayGo(priority, start) {
 		l.take()
 		l.mu.Unlock()
 		return l.releaser(start), 0, nil
 	}
 	deadline, _ := ctx.Deadline()
-	w := &waiter{priority: PriorityOf(ctx), arrival: l.arrivals, deadline: deadline, decided: make(chan struct{})}
+	w := &waiter{priority: priority, arrival: l.arrivals, deadline: deadline, decided: make(chan struct{})}
 	l.arrivals++
 	heap.Push(&l.queue, w)
 	l.dispatch(start)
@@ -169,12 +171,29 @@ func (l *limiter) acquire(ctx context.Context) (release func(), held time.Durati
 	return l.releaser(time.Now()), held, nil
 }
 
-// mayGo reports whether a call may be sent at now: a slot free and a token in the bucket.
-func (l *limiter) mayGo(now time.Time) bool {
-	if l.concurrency > 0 && l.inFlight >= l.concurrency {
+// mayGo reports whether a call of priority p may be sent at now: a slot free and a token in the
+// bucket, beyond the headroom a care call leaves (headroom).
+func (l *limiter) mayGo(p Priority, now time.Time) bool {
+	slots, tokens := l.headroom(p)
+	if l.concurrency > 0 && l.inFlight >= l.concurrency-slots {
 		return false
 	}
-	return l.perSecond == 0 || l.fill(now) >= 1
+	return l.perSecond == 0 || l.fill(now) >= 1+tokens
+}
+
+// headroom is what a call of priority p leaves to the calls of higher ones, of the slots and of
+// the bucket's tokens: a care call leaves one slot (when there are two or more) and half the
+// bucket. Calls of the default priority that come while care calls keep the cap busy so find a
+// slot and tokens at once, where they would otherwise wait for the next token each; and the
+// care calls, alone, still go at the full rate, as the bucket fills past the headroom at it.
+func (l *limiter) headroom(p Priority) (slots int, tokens float64) {
+	if p >= PriorityDefault {
+		return 0, 0
+	}
+	if l.concurrency > 1 {
+		slots = 1
+	}
+	return slots, math.Floor(l.burst / 2)
 }
 
 // fill counts the tokens come since the bucket was last counted, up to its size.
@@ -198,13 +217,22 @@ func (l *limiter) take() {
 // deadline is too near, and, when the head waits for a token, wakes itself when it is due.
 func (l *limiter) dispatch(now time.Time) {
 	for len(l.queue) > 0 {
-		if l.concurrency > 0 && l.inFlight >= l.concurrency {
+		w := l.queue[0]
+		slots, tokens := l.headroom(w.priority)
+		if l.concurrency > 0 && l.inFlight >= l.concurrency-slots {
 			return // a release dispatches again
 		}
-		if l.perSecond > 0 && l.fill(now) < 1 {
+		if l.perSecond > 0 && l.fill(now) < 1+tokens {
+			// A call of the default priority that came before a care call's wake needs fewer
+			// tokens: it is woken sooner.
+			due := now.Add(max(time.Duration((1+tokens-l.tokens)/l.perSecond*float64(time.Second)), time.Millisecond))
+			if l.wake != nil && l.wakeAt.After(due) {
+				l.wake.Stop()
+				l.wake = nil
+			}
 			if l.wake == nil {
-				due := time.Duration((1 - l.tokens) / l.perSecond * float64(time.Second))
-				l.wake = time.AfterFunc(max(due, time.Millisecond), func() {
+				l.wakeAt = due
+				l.wake = time.AfterFunc(due.Sub(now), func() {
 					l.mu.Lock()
 					defer l.mu.Unlock()
 					l.wake = nil
@@ -213,7 +241,7 @@ func (l *limiter) dispatch(now time.Time) {
 			}
 			return
 		}
-		w := heap.Pop(&l.queue).(*waiter)
+		heap.Pop(&l.queue)
 		if left := w.deadline.Sub(now); !w.deadline.IsZero() && left < l.took {
 			w.err = fmt.Errorf("%w: %s left before its deadline, and a call takes %s", errLimiterDropped,
 				left.Round(time.Millisecond), l.took.Round(time.Millisecond))

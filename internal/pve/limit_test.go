@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -229,6 +230,57 @@ func TestLimiter_careCallsWaitForTokensBehindDefaultOnes(t *testing.T) {
 	for _, c := range care {
 		assert.NoError(t, <-c)
 	}
+}
+
+func TestLimiter_careCallsNeverTakeTheLastSlot(t *testing.T) {
+	l := newLimiter(CallLimits{Concurrency: 2})
+	care, _, err := l.acquire(WithPriority(t.Context(), PriorityCare))
+	require.NoError(t, err)
+	defer care()
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+
+	_, _, err = l.acquire(WithPriority(ctx, PriorityCare))
+	require.ErrorIs(t, err, errLimiterWait, "a second care call waits: one slot is left to the others")
+
+	op, held, err := l.acquire(t.Context())
+	require.NoError(t, err)
+	op()
+	assert.Less(t, held, 20*time.Millisecond, "a default call takes the slot the care calls leave")
+}
+
+func TestLimiter_careCallsLeaveHalfTheBucketToDefaultOnes(t *testing.T) {
+	const perSecond = 10
+	l := newLimiter(CallLimits{PerSecond: perSecond})
+	stop := make(chan struct{})
+	var cares sync.WaitGroup
+	for range 4 { // more care calls than the rate lets through
+		cares.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				release, _, err := l.acquire(WithPriority(t.Context(), PriorityCare))
+				if err == nil {
+					release()
+				}
+			}
+		})
+	}
+	time.Sleep(time.Second) // the care calls drain the bucket to their headroom
+	start := time.Now()
+	for range perSecond / 2 {
+		release, _, err := l.acquire(t.Context())
+		require.NoError(t, err)
+		release()
+	}
+	took := time.Since(start)
+	close(stop)
+	cares.Wait()
+
+	assert.Less(t, took, 100*time.Millisecond, "half a second's worth of default calls goes at once, not one per token")
 }
 
 func TestPriorityOf_isDefaultWithoutOne(t *testing.T) {
