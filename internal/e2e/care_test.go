@@ -2,7 +2,10 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"testing"
 	"time"
@@ -225,4 +228,46 @@ func createBehindChecks(b *testing.B, fleet int, flat bool) (time.Duration, erro
 	start := time.Now()
 	err := s.startCreate(createInput(uid)).Get(ctx, nil)
 	return time.Since(start), err
+}
+
+// BenchmarkCare_workerMemoryPerIdleEntity creates careFleet proxies at once and, once every one
+// is idle under the observer's watch at the shipped interval and backstop, reports the resident
+// memory the test process gained (the worker's entities in its sticky cache, but also the
+// simulator's VMs and the client's bookkeeping: an upper bound of an entity's share), per
+// entity and projected to 10,000, and the goroutines per entity.
+func BenchmarkCare_workerMemoryPerIdleEntity(b *testing.B) {
+	const careFleet = 1000
+	for b.Loop() {
+		cluster := newCluster(roomForFleet)
+		cfg := benchConfig(b)
+		cfg.Clones.PerStorage = 0
+		cfg.Entity = config.Default().Entity
+		s := startStackWith(b, cluster, cfg, client.Options{Logger: warnings(b)})
+		before, goroutines := settledRSS(b), runtime.NumGoroutine()
+
+		errs := createAll(b, s, careFleet, 10*time.Minute)
+		require.NoError(b, errors.Join(errs...))
+		require.Eventually(b, func() bool {
+			val, err := s.client.QueryWorkflow(context.Background(), workflows.ObserverWorkflowID(workflows.DefaultTaskQueue), "", workflows.ObserverQuery)
+			var st workflows.ObserverStatus
+			return err == nil && val.Get(&st) == nil && st.Watching == careFleet
+		}, 5*time.Minute, time.Second, "the observer watches the fleet")
+		after := settledRSS(b)
+		perEntity := float64(after-before) / careFleet
+
+		b.ReportMetric(float64(after)/(1<<20), "MiB-rss")
+		b.ReportMetric(perEntity/(1<<10), "KiB/entity")
+		b.ReportMetric((float64(before)+10000*perEntity)/(1<<30), "GiB-rss@10000")
+		b.ReportMetric(float64(runtime.NumGoroutine()-goroutines)/careFleet, "goroutines/entity")
+		s.stop()
+	}
+}
+
+// settledRSS is the process's resident memory once garbage is collected and returned to the
+// system, in bytes.
+func settledRSS(b *testing.B) int64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	time.Sleep(time.Second)
+	return procStatusBytes(b, "VmRSS:")
 }

@@ -64,9 +64,10 @@ func TestE2E_aCreateAndDeleteScheduleActivitiesOnlyToWait(t *testing.T) {
 
 	create, del := createAndDelete(t, s, uid)
 
-	// A wait polls by its attempts. Every other call, the admission's description among them,
-	// is a local activity answered at once.
-	waits := []string{"TaskStatus", "AgentNetworkInterfaces"}
+	// A wait polls by its attempts, and the destroy is an activity so that the lookup before it
+	// is recorded (a delete made again after its destroy answers the VM it destroyed). Every
+	// other call, the admission's description among them, is a local activity answered at once.
+	waits := []string{"TaskStatus", "AgentNetworkInterfaces", "Destroy"}
 	for _, run := range []client.WorkflowRun{create, del} {
 		c := costOf(t, s, run)
 		t.Logf("%s: %d events, activities scheduled %v, %d executions, %d workflow tasks, %d markers, %d upserts",
@@ -88,8 +89,8 @@ func TestE2E_waitsOverWithinTheirFirstLooksScheduleNoActivity(t *testing.T) {
 	// The delete's stop, destroy and seed deletion end within tens of milliseconds, before the
 	// second look; the create's clone (1 s) and the guest's boot (0.5 s) outlast the first looks.
 	c, d := costOf(t, s, create), costOf(t, s, del)
-	assert.Empty(t, d.activities, "the delete's waits are local looks")
-	assert.Equal(t, 1, d.upserts, "search attributes upserted once, when the delete closes")
+	assert.Equal(t, map[string]int{"Destroy": 1}, d.activities, "the delete's waits are local looks; its destroy is recorded before it is made")
+	assert.Equal(t, 2, d.upserts, "search attributes upserted before the destroy, and when the delete closes")
 	assert.Subset(t, []string{"TaskStatus", "AgentNetworkInterfaces"}, slices.Collect(maps.Keys(c.activities)), "the create's long waits")
 	assert.LessOrEqual(t, c.activities["TaskStatus"], 1, "only the clone's wait outlasts its local looks")
 }

@@ -573,17 +573,20 @@ func resetPeakRSS(b *testing.B) {
 }
 
 // peakRSS is the process's peak resident memory since resetPeakRSS, in bytes.
-func peakRSS(b *testing.B) int64 {
+func peakRSS(b *testing.B) int64 { return procStatusBytes(b, "VmHWM:") }
+
+// procStatusBytes is the figure of /proc/self/status under key, in bytes.
+func procStatusBytes(b *testing.B, key string) int64 {
 	status, err := os.ReadFile("/proc/self/status")
 	require.NoError(b, err)
 	for line := range strings.Lines(string(status)) {
-		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if kb, ok := strings.CutPrefix(line, key); ok {
 			v, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
 			require.NoError(b, err)
 			return v << 10
 		}
 	}
-	b.Fatal("no VmHWM in /proc/self/status")
+	b.Fatalf("no %s in /proc/self/status", key)
 	return 0
 }
 
