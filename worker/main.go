@@ -126,7 +126,9 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		RequestTimeout:        time.Duration(cfg.Proxmox.RequestTimeoutSeconds) * time.Second,
 		Logger:                logger,
 		WrapTransport:         export.PVETransport(otel.GetTracerProvider()),
-		Limits:                pve.CallLimits{PerSecond: cfg.Proxmox.Calls.PerSecond, Concurrency: cfg.Proxmox.Calls.Concurrency},
+		// proxmox.calls caps every worker of the task queue together: this worker's client
+		// applies its share (KeepCallShare, below).
+		SharedLimits: capped(cfg.Proxmox.Calls),
 	}
 	clientOpts, err := starter.ClientOptionsWithLogger(getenv, logger)
 	if err != nil {
@@ -195,6 +197,10 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	if opts.deployment.promote {
 		go promote(ctx, c, opts.deployment, logger)
 	}
+	if capped(cfg.Proxmox.Calls) {
+		go requests.KeepCallShare(ctx, starter.CallShare{Worker: clientOpts.Identity, Cap: cfg.Proxmox.Calls, Proxmox: api,
+			Drain: api.RequestTimeout(), Logger: logger})
+	}
 	ready.watch(pollingCheck(c, opts.taskQueue, clientOpts.Identity), proxmoxCheck(api))
 	if err := w.Run(doneChan(ctx)); err != nil {
 		return fmt.Errorf("worker on task queue %s: %w", opts.taskQueue, err)
@@ -202,6 +208,9 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	logger.Info("pveflow worker stopped")
 	return nil
 }
+
+// capped is whether proxmox.calls caps the calls at all.
+func capped(c config.Calls) bool { return c.PerSecond > 0 || c.Concurrency > 0 }
 
 // applyHealthSchedule makes the health schedule of the worker's task queue run CheckHealth every
 // interval, unless interval is 0. A schedule that cannot be applied is logged, not fatal: the

@@ -11,3 +11,11 @@ import (
 func ReconciledPool(st AddressPoolState, now time.Time, req activities.AddressReconcile) (AddressPoolState, activities.Reconciled) {
 	return reconciled(st, now, req)
 }
+
+// RenewCallShareAt is what the renew Update of a CallShares workflow in state st answers at now.
+func RenewCallShareAt(st *CallSharesState, req CallShareRequest, now time.Time) CallShareGrant {
+	c := &callShares{st: *st}
+	g := c.renewAt(req, now)
+	*st = c.st
+	return g
+}

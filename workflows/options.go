@@ -19,8 +19,8 @@ type Workflows struct {
 }
 
 // Register registers every workflow under its recorded name, with its versioning behavior
-// (deployment.go): the short workflows Pinned, the long-lived CloneAdmission, Proxy and Rollout
-// AutoUpgrade.
+// (deployment.go): the short workflows Pinned, the long-lived ones (CloneAdmission, Proxy,
+// Rollout, AddressPool, Observer, CallShares) AutoUpgrade.
 func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	short := func(name string) workflow.RegisterOptions {
 		return workflow.RegisterOptions{Name: name, VersioningBehavior: shortWorkflowBehavior}
@@ -37,6 +37,7 @@ func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(w.Rollout, workflow.RegisterOptions{Name: RolloutName, VersioningBehavior: longLivedBehavior})
 	r.RegisterWorkflowWithOptions(w.AddressPool, workflow.RegisterOptions{Name: AddressPoolName, VersioningBehavior: longLivedBehavior})
 	r.RegisterWorkflowWithOptions(w.Observer, workflow.RegisterOptions{Name: ObserverName, VersioningBehavior: longLivedBehavior})
+	r.RegisterWorkflowWithOptions(w.CallShares, workflow.RegisterOptions{Name: CallSharesName, VersioningBehavior: longLivedBehavior})
 }
 
 // settings is what a run takes from the worker's configuration. It is read once, in a side

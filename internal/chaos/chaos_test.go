@@ -253,7 +253,11 @@ func (r *run) waitForStateURL() string {
 
 // workerConfig is the workers' configuration: the simulator's default cluster, its two machine
 // types, the address pool, clones two at a time, and waits short enough that a run takes
-// minutes, with room for a lost attempt.
+// minutes, with room for a lost attempt. The call cap has twice the default slots: the workers
+// share it, and a worker killed every 5 to 20 s keeps its share for a lease and a request
+// timeout after its death (docs/proxmox.md, *The call cap*): with the default's three, a live
+// worker had none of them for seconds after most kills, and a short run needed three times as
+// long and two second starts more.
 func workerConfig(url, simDir string) string {
 	// JSON is YAML, and the config's JSON names are its YAML keys.
 	types, _ := json.Marshal(machineTypes)
@@ -269,6 +273,7 @@ func workerConfig(url, simDir string) string {
   machineTypes: %s
   addressPools: %s
   requestTimeoutSeconds: 5
+  calls: {perSecond: 20, concurrency: 6}
 clones: {perStorage: %d}
 budgets: {clone: 3m, upload: 1m, resize: 1m, start: 1m, stop: 1m, destroy: 2m, running: 1m, agent: 2m, unlock: 2m, request: 10s}
 poll: {initialInterval: 500ms, backoffCoefficient: 1.3, maximumInterval: 3s}

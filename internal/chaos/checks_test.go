@@ -23,7 +23,7 @@ import (
 // settle waits, up to the scenario's settle time, until the only open workflows are the
 // long-lived ones, idle: Proxy entities that run no operation and queue no request, clone
 // admissions in which nobody holds a lease or waits for one, and no clone whose lease was given
-// back still counts, address pools, and the observer between its listings. What is still open then is stuck,
+// back still counts, address pools, the call cap's shares, and the observer between its listings. What is still open then is stuck,
 // and each is a failure with what it was doing.
 func (r *run) settle() {
 	deadline := time.Now().Add(r.sc.settle)
@@ -97,6 +97,8 @@ func (r *run) whyBusy(ctx context.Context, id, typ string) string {
 		return ""
 	case workflows.AddressPoolName:
 		return "" // it answers its Updates at once, and lives as long as its allocations
+	case workflows.CallSharesName:
+		return "" // it answers its Updates at once, and lives as long as workers renew their shares
 	case workflows.ObserverName:
 		// It lists the cluster on a timer for as long as the cluster has proxies: idle when it
 		// answers between listings.

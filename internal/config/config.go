@@ -84,13 +84,13 @@ type HA struct {
 	State string `yaml:"state" json:"state,omitempty"`
 }
 
-// Calls caps the API requests of each worker process (see docs/proxmox.md, "The call cap").
-// Zero turns a cap off.
+// Calls caps the API requests that every worker of a task queue sends to its cluster together
+// (see docs/proxmox.md, "The call cap"): each worker sends its share. Zero turns a cap off.
 type Calls struct {
-	// PerSecond is the rate of requests: a token bucket that holds a second's worth, whose
-	// tokens come at most ceil(PerSecond) + PerSecond*T in any T seconds.
+	// PerSecond is the rate of requests: token buckets that hold a second's worth together,
+	// whose tokens come at most ceil(PerSecond) + PerSecond*T in any T seconds.
 	PerSecond float64 `yaml:"perSecond" json:"perSecond"`
-	// Concurrency is how many requests a worker has in flight at once.
+	// Concurrency is how many requests the workers have in flight at once.
 	Concurrency int `yaml:"concurrency" json:"concurrency"`
 }
 

@@ -18,7 +18,7 @@ import (
 // it and a backstop far beyond the tests.
 const observedInterval = 2 * time.Second
 
-func observedConfig(t *testing.T) config.Config {
+func observedConfig(t testing.TB) config.Config {
 	cfg := fastConfig(t)
 	cfg.Entity.CheckInterval = observedInterval
 	cfg.Entity.CheckJitter = 0
@@ -29,11 +29,7 @@ func observedConfig(t *testing.T) config.Config {
 // observerStatus is what the observer of the default task queue answers.
 func observerStatus(t *testing.T, s *stack) workflows.ObserverStatus {
 	t.Helper()
-	val, err := s.client.QueryWorkflow(context.Background(), workflows.ObserverWorkflowID(workflows.DefaultTaskQueue), "", workflows.ObserverQuery)
-	require.NoError(t, err)
-	var st workflows.ObserverStatus
-	require.NoError(t, val.Get(&st))
-	return st
+	return queried[workflows.ObserverStatus](t, s, workflows.ObserverWorkflowID(workflows.DefaultTaskQueue), workflows.ObserverQuery)
 }
 
 func TestObserver_aQuietProxyCostsNoCheckAndAVMStoppedByHandIsHealedWithinAnInterval(t *testing.T) {
@@ -64,12 +60,11 @@ func TestObserver_aQuietProxyCostsNoCheckAndAVMStoppedByHandIsHealedWithinAnInte
 	assert.Equal(t, fmt.Sprintf("check: VM %d on node pve1 was stopped", created.VMID), heal.Reason)
 	assert.Less(t, heal.StartedAt.Sub(stopped), observedInterval*11/10+time.Second,
 		"the heal began within an interval (plus 10% and a second for the stop task and the check)")
-	assert.True(t, runningVM(t, cluster, created.VMID))
+	assert.True(t, runningVM(cluster, created.VMID))
 }
 
 // runningVM reports whether VM vmid runs on the cluster.
-func runningVM(t *testing.T, c *pvesim.Cluster, vmid int) bool {
-	t.Helper()
+func runningVM(c *pvesim.Cluster, vmid int) bool {
 	for _, v := range c.VMs() {
 		if v.VMID == vmid {
 			return v.Running

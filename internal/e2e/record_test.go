@@ -228,6 +228,31 @@ func TestRecordHistories(t *testing.T) {
 				}
 			}
 		}},
+		{name: "call-shares-continued-as-new", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			// Two workers renew their shares until the cap continues as new: its first run is
+			// the shape a later build's (an auto-upgrading workflow) must replay.
+			ctx := context.Background()
+			first, err := s.client.ExecuteWorkflow(ctx, workflows.CallSharesOptions(workflows.DefaultTaskQueue), workflows.CallSharesName,
+				workflows.CallSharesState{HistoryEvents: 40})
+			require.NoError(t, err)
+			using := map[string]workflows.CallShareGrant{}
+			for i := 0; ; i++ {
+				worker := fmt.Sprintf("worker-%d", i%2)
+				handle, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+					WorkflowID: first.GetID(), UpdateName: workflows.RenewCallShareUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
+					Args: []any{workflows.CallShareRequest{Worker: worker, Cap: config.Default().Proxmox.Calls, Using: using[worker], Lease: 20 * time.Second, Drain: 30 * time.Second}},
+				})
+				require.NoError(t, err)
+				var g workflows.CallShareGrant
+				require.NoError(t, handle.Get(ctx, &g))
+				using[worker] = g
+				desc, err := s.client.DescribeWorkflowExecution(ctx, first.GetID(), "")
+				require.NoError(t, err)
+				if desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() != first.GetRunID() {
+					return s.client.GetWorkflow(ctx, first.GetID(), first.GetRunID())
+				}
+			}
+		}},
 		{name: "create-from-address-pool", config: withPoolAndNICs, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			in := createInput(uid)
 			in.AddressPool = "egress"

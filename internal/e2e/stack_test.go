@@ -258,6 +258,16 @@ func result[T any](t testing.TB, run client.WorkflowRun) (T, error) {
 	return res, err
 }
 
+// queried is what the running workflow workflowID answers to the query name.
+func queried[T any](t testing.TB, s *stack, workflowID, name string) T {
+	t.Helper()
+	val, err := s.client.QueryWorkflow(context.Background(), workflowID, "", name)
+	require.NoError(t, err)
+	var out T
+	require.NoError(t, val.Get(&out))
+	return out
+}
+
 // history is the history of a run, as c reads it.
 func history(t testing.TB, c client.Client, workflowID, runID string) []*historypb.HistoryEvent {
 	t.Helper()

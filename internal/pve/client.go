@@ -54,7 +54,11 @@ type ClientConfig struct {
 	// Limits cap the rate and concurrency of the requests this client sends; the zero value
 	// sends every request at once. They hold for this client, that is one worker process.
 	Limits CallLimits
-	// ObserveHeld, when set, is told of every request Limits held back before it was sent:
+	// SharedLimits makes this client's cap a share of one that other clients share, given by
+	// SetCallShare, in place of Limits: until its first share comes, and from when a share
+	// lapses until the next, the client sends nothing.
+	SharedLimits bool
+	// ObserveHeld, when set, is told of every request the limits held back before it was sent:
 	// the API method that sent it and how long it waited.
 	ObserveHeld func(method string, held time.Duration)
 }
@@ -111,6 +115,13 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("proxmox api %w", err)
 	}
+	limit := newLimiter(cfg.Limits)
+	if cfg.SharedLimits {
+		if cfg.Limits != (CallLimits{}) {
+			return nil, errors.New("proxmox api: limits and shared limits both set: a shared client's cap is its share")
+		}
+		limit = newSharedLimiter()
+	}
 
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.InsecureSkipTLSVerify}
 	if cfg.CAFile != "" {
@@ -155,7 +166,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		tokenFile: cfg.TokenFile,
 		timeout:   timeout,
 		observe:   cfg.ObserveRequest,
-		limit:     newLimiter(cfg.Limits),
+		limit:     limit,
 		held:      cfg.ObserveHeld,
 		logger:    logger,
 		http: &http.Client{
@@ -165,6 +176,15 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		},
 	}, nil
 }
+
+// SetCallShare applies s, this client's share of a shared cap (ClientConfig.SharedLimits).
+func (c *Client) SetCallShare(s CallShare) { c.limit.setShare(s) }
+
+// RequestTimeout bounds each request from its sending to its whole answer.
+func (c *Client) RequestTimeout() time.Duration { return c.timeout }
+
+// CallsInFlight is how many requests the client has sent whose answers it has not read yet.
+func (c *Client) CallsInFlight() int { return c.limit.calls() }
 
 // Version reads GET /version.
 func (c *Client) Version(ctx context.Context) (Version, error) {

@@ -38,8 +38,8 @@ func (l CallLimits) Validate() error {
 	return nil
 }
 
-// burst is how many tokens the rate's bucket holds: a second's worth, at least one.
-func (l CallLimits) burst() int { return max(1, int(math.Ceil(l.PerSecond))) }
+// Burst is how many tokens the rate's bucket holds: a second's worth, at least one.
+func (l CallLimits) Burst() int { return max(1, int(math.Ceil(l.PerSecond))) }
 
 // Priority orders the calls that wait for the call limits: a waiting call of a higher priority
 // is sent first, and among calls of one priority the first to wait. A call's priority is its
@@ -75,15 +75,24 @@ func PriorityOf(ctx context.Context) Priority {
 	return p
 }
 
-// limiter applies CallLimits. Calls that cannot go at once wait in a queue ordered by
-// priority, then by arrival, and are sent from its head as slots and tokens come. A call whose
-// turn comes with less time left before its context's deadline than a call takes (tookEWMA) is
-// dropped, not sent: its answer would come too late, and its token and slot go to the next
-// call. The zero limiter, or one of zero limits, lets every call through.
+// limiter applies CallLimits, or the shares of a cap that several clients share (CallShare).
+// Calls that cannot go at once wait in a queue ordered by priority, then by arrival, and are
+// sent from its head as slots and tokens come. A call whose turn comes with less time left
+// before its context's deadline than a call takes (tookEWMA) is dropped, not sent: its answer
+// would come too late, and its token and slot go to the next call. The zero limiter, or one of
+// zero limits, lets every call through.
 type limiter struct {
-	perSecond   float64 // 0: no rate limit
+	rated       bool // whether a rate applies: perSecond and burst
+	perSecond   float64
 	burst       float64
-	concurrency int // 0: no concurrency limit
+	slotted     bool // whether a concurrency applies
+	concurrency int
+	// shared is set on the limiter of a share: no call goes from lapse on (zero, before the
+	// first share) until a new share comes.
+	shared bool
+	lapse  time.Time
+	// shareCame is closed, and replaced, when a share comes.
+	shareCame chan struct{}
 
 	mu       sync.Mutex
 	tokens   float64   // the bucket's tokens at filled
@@ -99,13 +108,110 @@ type limiter struct {
 }
 
 func newLimiter(l CallLimits) *limiter {
-	lim := &limiter{perSecond: l.PerSecond, concurrency: l.Concurrency}
-	if l.PerSecond > 0 {
-		lim.burst = float64(l.burst())
+	lim := &limiter{rated: l.PerSecond > 0, perSecond: l.PerSecond, slotted: l.Concurrency > 0, concurrency: l.Concurrency}
+	if lim.rated {
+		lim.burst = float64(l.Burst())
 		lim.tokens = lim.burst
 		lim.filled = time.Now()
 	}
 	return lim
+}
+
+// newSharedLimiter is the limiter of a client whose cap is a share (ClientConfig.SharedLimits):
+// it sends nothing until its first share.
+func newSharedLimiter() *limiter {
+	return &limiter{shared: true, filled: time.Now(), shareCame: make(chan struct{})}
+}
+
+// NoLimit, as a CallShare's PerSecond, Burst or Concurrency, is a share of a cap that limits
+// neither: the cap has no rate or no concurrency.
+const NoLimit = -1
+
+// A CallShare is one client's part of a call cap that several clients share: the workers of one
+// Proxmox cluster, each of which is given a share so that together they never send more than
+// the cap (workflows.CallShares). A zero PerSecond, Burst or Concurrency is none at all: the
+// share lets no call go until a larger one comes; NoLimit is no limit.
+type CallShare struct {
+	// PerSecond is the rate of the client's bucket, and Burst how many tokens it holds.
+	PerSecond float64 `json:"perSecond"`
+	Burst     int     `json:"burst"`
+	// Concurrency is how many requests the client may have in flight at once.
+	Concurrency int `json:"concurrency"`
+	// Until is when the share lapses, by this process's clock: from then on no call goes until
+	// a new share comes, since the share's grantor gives it to others after it lapses.
+	Until time.Time `json:"until"`
+}
+
+// setShare applies s: the bucket keeps the tokens it has, up to the new burst, and fills at the
+// new rate from now; calls already in flight count against the new concurrency.
+func (l *limiter) setShare(s CallShare) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	l.fill(now)
+	l.rated, l.perSecond, l.burst = s.PerSecond != NoLimit, max(s.PerSecond, 0), float64(max(s.Burst, 0))
+	l.tokens = min(l.tokens, l.burst)
+	l.filled = now
+	l.slotted, l.concurrency = s.Concurrency != NoLimit, max(s.Concurrency, 0)
+	l.lapse = s.Until
+	close(l.shareCame)
+	l.shareCame = make(chan struct{})
+	if l.wake != nil {
+		l.wake.Stop()
+		l.wake = nil
+	}
+	l.dispatch(now)
+}
+
+// calls is how many calls are in flight.
+func (l *limiter) calls() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inFlight
+}
+
+// lapsed is whether a shared limiter's share has lapsed at now.
+func (l *limiter) lapsed(now time.Time) bool { return l.shared && !now.Before(l.lapse) }
+
+// errNoShare is what acquire returns for a call of a client whose share lets nothing go (none
+// yet, lapsed, or without a slot or a rate) noShareWait after the call came: a worker with a
+// share makes it sooner (a local activity's call goes on as an activity, which any worker may
+// take), where waiting would hold it, and the workflow task it is part of, until its deadline.
+// A care call, which is in no hurry, waits for a share until its deadline.
+var errNoShare = errors.New("this worker has no share of the cluster's call cap now (proxmox.calls)")
+
+const noShareWait = time.Second
+
+// lets is whether a shared limiter's share lets a call go at all at now, given time.
+func (l *limiter) lets(now time.Time) bool {
+	return !l.lapsed(now) && (!l.slotted || l.concurrency > 0) && (!l.rated || (l.perSecond > 0 && l.burst >= 1))
+}
+
+// awaitShare waits, with l.mu held, for a share that lets a call of priority p go, a care
+// call until ctx ends and any other at most noShareWait from start, and returns with l.mu held:
+// errNoShare when none came, or ctx's error.
+func (l *limiter) awaitShare(ctx context.Context, p Priority, start time.Time) error {
+	for !l.lets(time.Now()) {
+		var giveUp <-chan time.Time
+		if p >= PriorityDefault {
+			left := noShareWait - time.Since(start)
+			if left <= 0 {
+				return errNoShare
+			}
+			giveUp = time.After(left)
+		}
+		came := l.shareCame
+		l.mu.Unlock()
+		select {
+		case <-came:
+		case <-giveUp:
+		case <-ctx.Done():
+			l.mu.Lock()
+			return fmt.Errorf("%w: %w", errLimiterWait, context.Cause(ctx))
+		}
+		l.mu.Lock()
+	}
+	return nil
 }
 
 // errLimiterWait is what acquire returns when ctx ends before the call may be sent.
@@ -130,14 +236,21 @@ type waiter struct {
 // free and a token due, and the calls before it in the queue went. It returns the func that
 // frees the slot once the call's answer is read, how long the call was held back (0 when it
 // went at once, never 0 when it waited) and, if ctx ended first or the call was dropped at its
-// turn, an error: one wrapping ctx's, or errLimiterDropped.
+// turn, an error: one wrapping ctx's, errLimiterDropped, or errNoShare.
 func (l *limiter) acquire(ctx context.Context) (release func(), held time.Duration, err error) {
 	start := time.Now()
-	if l.perSecond == 0 && l.concurrency == 0 {
+	l.mu.Lock()
+	if !l.rated && !l.slotted && !l.shared {
+		l.mu.Unlock()
 		return func() {}, 0, nil
 	}
-	l.mu.Lock()
 	priority := PriorityOf(ctx)
+	if l.shared {
+		if err := l.awaitShare(ctx, priority, start); err != nil {
+			l.mu.Unlock()
+			return nil, max(time.Since(start), time.Nanosecond), err
+		}
+	}
 	if len(l.queue) == 0 && l.mayGo(priority, start) {
 		l.take()
 		l.mu.Unlock()
@@ -174,11 +287,14 @@ func (l *limiter) acquire(ctx context.Context) (release func(), held time.Durati
 // mayGo reports whether a call of priority p may be sent at now: a slot free and a token in the
 // bucket, beyond the headroom a care call leaves (headroom).
 func (l *limiter) mayGo(p Priority, now time.Time) bool {
-	slots, tokens := l.headroom(p)
-	if l.concurrency > 0 && l.inFlight >= l.concurrency-slots {
+	if l.lapsed(now) {
 		return false
 	}
-	return l.perSecond == 0 || l.fill(now) >= 1+tokens
+	slots, tokens := l.headroom(p)
+	if l.slotted && l.inFlight >= l.concurrency-slots {
+		return false
+	}
+	return !l.rated || l.fill(now) >= 1+tokens
 }
 
 // headroom is what a call of priority p leaves to the calls of higher ones, of the slots and of
@@ -198,7 +314,7 @@ func (l *limiter) headroom(p Priority) (slots int, tokens float64) {
 
 // fill counts the tokens come since the bucket was last counted, up to its size.
 func (l *limiter) fill(now time.Time) float64 {
-	if l.perSecond > 0 && now.After(l.filled) {
+	if l.rated && now.After(l.filled) {
 		l.tokens = min(l.burst, l.tokens+now.Sub(l.filled).Seconds()*l.perSecond)
 		l.filled = now
 	}
@@ -208,21 +324,29 @@ func (l *limiter) fill(now time.Time) float64 {
 // take spends a slot and a token on a call sent.
 func (l *limiter) take() {
 	l.inFlight++
-	if l.perSecond > 0 {
+	if l.rated {
 		l.tokens--
 	}
 }
 
 // dispatch sends the calls at the head of the queue that may go at now, drops those whose
-// deadline is too near, and, when the head waits for a token, wakes itself when it is due.
+// deadline is too near, and, when the head waits for a token, wakes itself when it is due. A
+// lapsed share, and a share without a rate or a bucket for the head's token, send nothing until
+// the next share (setShare dispatches again).
 func (l *limiter) dispatch(now time.Time) {
 	for len(l.queue) > 0 {
+		if l.lapsed(now) {
+			return
+		}
 		w := l.queue[0]
 		slots, tokens := l.headroom(w.priority)
-		if l.concurrency > 0 && l.inFlight >= l.concurrency-slots {
+		if l.slotted && l.inFlight >= l.concurrency-slots {
 			return // a release dispatches again
 		}
-		if l.perSecond > 0 && l.fill(now) < 1+tokens {
+		if l.rated && l.fill(now) < 1+tokens {
+			if l.perSecond == 0 || l.burst < 1+tokens {
+				return
+			}
 			// A call of the default priority that came before a care call's wake needs fewer
 			// tokens: it is woken sooner.
 			due := now.Add(max(time.Duration((1+tokens-l.tokens)/l.perSecond*float64(time.Second)), time.Millisecond))

@@ -44,8 +44,8 @@ func TestLimiter_rateLetsASecondsWorthGoThenOneCallPerOneOverTheRate(t *testing.
 }
 
 func TestLimiter_aRateBelowOneHoldsOneToken(t *testing.T) {
-	assert.Equal(t, 1, CallLimits{PerSecond: 0.5}.burst())
-	assert.Equal(t, 3, CallLimits{PerSecond: 2.5}.burst())
+	assert.Equal(t, 1, CallLimits{PerSecond: 0.5}.Burst())
+	assert.Equal(t, 3, CallLimits{PerSecond: 2.5}.Burst())
 }
 
 func TestLimiter_concurrencyHoldsACallUntilOneEnds(t *testing.T) {
@@ -308,4 +308,119 @@ func TestCallLimits_validate(t *testing.T) {
 			assert.Error(t, err, "%+v", tt.limits)
 		}
 	}
+}
+
+// tryAcquire is whether a call of l goes within d; one that goes frees its slot at once.
+func tryAcquire(t *testing.T, l *limiter, d time.Duration) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	release, _, err := l.acquire(ctx)
+	if err != nil {
+		require.True(t, errors.Is(err, errLimiterWait) || errors.Is(err, errNoShare), "%v", err)
+		return false
+	}
+	release()
+	return true
+}
+
+func TestLimiter_aSharedClientSendsNothingBeforeItsFirstShare(t *testing.T) {
+	l := newSharedLimiter()
+	assert.False(t, tryAcquire(t, l, 30*time.Millisecond))
+
+	got := waitFor(t.Context(), l, PriorityDefault)
+	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 1, Until: time.Now().Add(time.Minute)})
+
+	select {
+	case err := <-got:
+		require.NoError(t, err, "the waiting call goes once the share comes")
+	case <-time.After(time.Second):
+		t.Fatal("the waiting call did not go when the share came")
+	}
+}
+
+func TestLimiter_aLapsedShareSendsNothingUntilTheNext(t *testing.T) {
+	l := newSharedLimiter()
+	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: NoLimit, Until: time.Now().Add(50 * time.Millisecond)})
+	require.True(t, tryAcquire(t, l, 10*time.Millisecond))
+	time.Sleep(60 * time.Millisecond)
+
+	assert.False(t, tryAcquire(t, l, 30*time.Millisecond), "a call after the lapse")
+	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: NoLimit, Until: time.Now().Add(time.Minute)})
+	assert.True(t, tryAcquire(t, l, 30*time.Millisecond), "a call once renewed")
+}
+
+func TestLimiter_aShareOfNoneSendsNothing(t *testing.T) {
+	tests := []struct {
+		name  string
+		share CallShare
+	}{
+		{"no slot", CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 0}},
+		{"no rate", CallShare{PerSecond: 0, Burst: 1, Concurrency: NoLimit}},
+		{"no bucket", CallShare{PerSecond: 10, Burst: 0, Concurrency: NoLimit}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newSharedLimiter()
+			tt.share.Until = time.Now().Add(time.Minute)
+			l.setShare(tt.share)
+			assert.False(t, tryAcquire(t, l, 50*time.Millisecond))
+		})
+	}
+}
+
+// A share that shrinks below the calls in flight sends the next call only once enough of them
+// have ended: the shares of the other workers count on it.
+func TestLimiter_aShrunkShareWaitsForTheCallsInFlight(t *testing.T) {
+	l := newSharedLimiter()
+	until := time.Now().Add(time.Minute)
+	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 2, Until: until})
+	r1, _, err := l.acquire(t.Context())
+	require.NoError(t, err)
+	r2, _, err := l.acquire(t.Context())
+	require.NoError(t, err)
+
+	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 1, Until: until})
+	r1()
+	assert.False(t, tryAcquire(t, l, 30*time.Millisecond), "one call in flight, a share of one")
+	assert.Equal(t, 1, l.calls())
+	r2()
+	assert.True(t, tryAcquire(t, l, 30*time.Millisecond))
+}
+
+// A share's bucket keeps no more tokens than its new burst, and fills at its new rate.
+func TestLimiter_aShrunkShareKeepsNoMoreTokensThanItsBurst(t *testing.T) {
+	l := newSharedLimiter()
+	until := time.Now().Add(time.Minute)
+	l.setShare(CallShare{PerSecond: 1000, Burst: 10, Concurrency: NoLimit, Until: until})
+	time.Sleep(20 * time.Millisecond) // the bucket fills
+	l.setShare(CallShare{PerSecond: 0.5, Burst: 2, Concurrency: NoLimit, Until: until})
+
+	assert.True(t, tryAcquire(t, l, 10*time.Millisecond))
+	assert.True(t, tryAcquire(t, l, 10*time.Millisecond))
+	assert.False(t, tryAcquire(t, l, 30*time.Millisecond), "the third call finds the bucket empty")
+}
+
+// A call of a worker that has no share gives up after noShareWait, for a worker with one to make
+// it, rather than waiting until its deadline.
+func TestLimiter_aCallWithoutAShareFailsSoonForAnotherWorkerToMakeIt(t *testing.T) {
+	l := newSharedLimiter()
+	start := time.Now()
+	_, _, err := l.acquire(t.Context())
+
+	require.ErrorIs(t, err, errNoShare)
+	assert.Equal(t, Transient, Classify(err))
+	assert.GreaterOrEqual(t, time.Since(start), noShareWait)
+}
+
+func TestLimiter_aCareCallWithoutAShareWaitsForOneUntilItsDeadline(t *testing.T) {
+	l := newSharedLimiter()
+	got := waitFor(t.Context(), l, PriorityCare)
+	select {
+	case err := <-got:
+		t.Fatalf("the care call gave up at once: %v", err)
+	case <-time.After(noShareWait + 200*time.Millisecond):
+	}
+	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 2, Until: time.Now().Add(time.Minute)})
+	require.NoError(t, <-got, "it goes once a share comes")
 }

@@ -1,0 +1,277 @@
+package workflows_test
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/workflows"
+)
+
+var (
+	testCap    = config.Calls{PerSecond: 20, Concurrency: 3}
+	shareLease = 20 * time.Second
+	shareDrain = 30 * time.Second
+	shareStart = time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+)
+
+// renewal is worker's renewal, applying using, with the test's cap, lease and drain.
+func renewal(worker string, using workflows.CallShareGrant) workflows.CallShareRequest {
+	return workflows.CallShareRequest{Worker: worker, Cap: testCap, Using: using, Lease: shareLease, Drain: shareDrain}
+}
+
+func TestCallShares_oneWorkerIsGivenTheWholeCap(t *testing.T) {
+	var st workflows.CallSharesState
+	g := workflows.RenewCallShareAt(&st, renewal("a", workflows.CallShareGrant{}), shareStart)
+
+	assert.Equal(t, workflows.CallShareGrant{PerSecond: 20, Burst: 20, Concurrency: 3, Fair: true, Workers: 1}, g)
+}
+
+// A worker that joins is given what the others leave of its fair part, none while they hold
+// the whole cap; they shrink at their renewals, and it has its fair part once they have said
+// they apply the smaller share.
+func TestCallShares_aNewWorkerIsGivenWhatTheOthersLeaveThenItsFairPart(t *testing.T) {
+	var st workflows.CallSharesState
+	now := shareStart
+	a := workflows.RenewCallShareAt(&st, renewal("a", workflows.CallShareGrant{}), now)
+
+	now = now.Add(time.Second)
+	b := workflows.RenewCallShareAt(&st, renewal("b", workflows.CallShareGrant{}), now)
+	assert.Equal(t, workflows.CallShareGrant{Workers: 2}, b, "a holds the whole cap")
+
+	now = now.Add(time.Second)
+	a = workflows.RenewCallShareAt(&st, renewal("a", a), now)
+	assert.Equal(t, workflows.CallShareGrant{PerSecond: 10, Burst: 10, Concurrency: 2, Fair: true, Workers: 2}, a,
+		"a, the first, takes the remainder of the slots")
+	now = now.Add(time.Second)
+	b = workflows.RenewCallShareAt(&st, renewal("b", b), now)
+	assert.Equal(t, workflows.CallShareGrant{Workers: 2}, b, "until a says it applies the smaller share, it counts for the whole")
+
+	now = now.Add(time.Second)
+	workflows.RenewCallShareAt(&st, renewal("a", a), now) // a says it applies its half
+	now = now.Add(time.Second)
+	b = workflows.RenewCallShareAt(&st, renewal("b", b), now)
+	assert.Equal(t, workflows.CallShareGrant{PerSecond: 10, Burst: 10, Concurrency: 1, Fair: true, Workers: 2}, b)
+}
+
+// A worker that stops renewing counts for its rate until its lease ends, and for its calls in
+// flight until they can have ended, a drain later; then the others grow into its share.
+func TestCallShares_aWorkerThatStopsRenewingGivesItsShareBackWhenItsLeaseAndItsCallsEnd(t *testing.T) {
+	var st workflows.CallSharesState
+	now := shareStart
+	a := workflows.RenewCallShareAt(&st, renewal("a", workflows.CallShareGrant{}), now)
+	b := workflows.RenewCallShareAt(&st, renewal("b", workflows.CallShareGrant{}), now)
+	a = workflows.RenewCallShareAt(&st, renewal("a", a), now)
+	b = workflows.RenewCallShareAt(&st, renewal("b", b), now)
+	a = workflows.RenewCallShareAt(&st, renewal("a", a), now)
+	b = workflows.RenewCallShareAt(&st, renewal("b", b), now)
+	require.Equal(t, 10.0, b.PerSecond)
+	dies := now // b's last renewal
+
+	tests := []struct {
+		after time.Duration
+		want  workflows.CallShareGrant
+	}{
+		{shareLease - time.Second, workflows.CallShareGrant{PerSecond: 10, Burst: 10, Concurrency: 2, Fair: true, Workers: 2}},
+		{shareLease, workflows.CallShareGrant{PerSecond: 20, Burst: 20, Concurrency: 2, Workers: 1}},
+		{shareLease + shareDrain - time.Second, workflows.CallShareGrant{PerSecond: 20, Burst: 20, Concurrency: 2, Workers: 1}},
+		{shareLease + shareDrain, workflows.CallShareGrant{PerSecond: 20, Burst: 20, Concurrency: 3, Fair: true, Workers: 1}},
+	}
+	for _, tt := range tests {
+		a = workflows.RenewCallShareAt(&st, renewal("a", a), dies.Add(tt.after))
+		assert.Equal(t, tt.want, a, "a's renewal %s after b's last", tt.after)
+	}
+	assert.Len(t, st.Workers, 1, "b is forgotten once it counts for nothing")
+}
+
+func TestCallShares_aCapWithoutARateOrSlotsGivesNoLimitOfThem(t *testing.T) {
+	tests := []struct {
+		name string
+		cap  config.Calls
+		want workflows.CallShareGrant
+	}{
+		{"no rate", config.Calls{Concurrency: 4}, workflows.CallShareGrant{PerSecond: pve.NoLimit, Burst: pve.NoLimit, Concurrency: 2, Fair: true, Workers: 2}},
+		{"no concurrency", config.Calls{PerSecond: 5}, workflows.CallShareGrant{PerSecond: 2.5, Burst: 2, Concurrency: pve.NoLimit, Fair: true, Workers: 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var st workflows.CallSharesState
+			req := func(worker string, using workflows.CallShareGrant) workflows.CallShareRequest {
+				r := renewal(worker, using)
+				r.Cap = tt.cap
+				return r
+			}
+			// a holds the cap, b joins, a shrinks and says so, b renews.
+			a := workflows.RenewCallShareAt(&st, req("a", workflows.CallShareGrant{}), shareStart)
+			b := workflows.RenewCallShareAt(&st, req("b", workflows.CallShareGrant{}), shareStart)
+			a = workflows.RenewCallShareAt(&st, req("a", a), shareStart)
+			workflows.RenewCallShareAt(&st, req("a", a), shareStart)
+			b = workflows.RenewCallShareAt(&st, req("b", b), shareStart)
+			assert.Equal(t, tt.want, b)
+		})
+	}
+}
+
+func TestCallShares_moreWorkersThanSlotsLeaveTheLastWithoutASlot(t *testing.T) {
+	var st workflows.CallSharesState
+	workers := []string{"a", "b", "c", "d"}
+	given := map[string]workflows.CallShareGrant{}
+	for range 3 { // each says what it applies, twice
+		for _, w := range workers {
+			given[w] = workflows.RenewCallShareAt(&st, renewal(w, given[w]), shareStart)
+		}
+	}
+	for _, w := range workers[:3] {
+		assert.Equal(t, 1, given[w].Concurrency, "worker %s", w)
+	}
+	assert.Zero(t, given["d"].Concurrency)
+	assert.True(t, given["d"].Fair, "its fair part of three slots among four")
+}
+
+// shareWorker is a worker process in the model of TestCallShares_theSharesNeverAddUpToMoreThanTheCap.
+type shareWorker struct {
+	name    string
+	alive   bool
+	applied workflows.CallShareGrant
+	lapse   time.Time   // of applied, by the worker's clock: its renewal's sending plus the lease
+	calls   []time.Time // when each call in flight ends
+	// reply is the answer of a renewal on its way back, and replyAt when it arrives; the
+	// worker renews again only once it has arrived or was lost.
+	reply    *workflows.CallShareGrant
+	replyAt  time.Time
+	replyEnd time.Time // the lapse the reply's share will have
+	nextAt   time.Time
+}
+
+// The shares never add up to more than the cap, whatever the order of renewals, their answers
+// late or lost, workers dying and joining, and shares shrinking under calls in flight: in a
+// model of workers that apply their shares as the worker does (starter.KeepCallShare), a
+// second at a time, the calls in flight, the rates and the buckets of the shares applied stay
+// within the cap at every step.
+func TestCallShares_theSharesNeverAddUpToMoreThanTheCap(t *testing.T) {
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		var st workflows.CallSharesState
+		var workers []*shareWorker
+		joined := 0
+		join := func(now time.Time) {
+			workers = append(workers, &shareWorker{name: string(rune('a' + joined)), alive: true, nextAt: now})
+			joined++
+		}
+		join(shareStart)
+		for step := range 300 {
+			now := shareStart.Add(time.Duration(step) * time.Second)
+			switch r := rng.IntN(100); {
+			case r < 3 && joined < 26:
+				join(now)
+			case r < 5:
+				if w := workers[rng.IntN(len(workers))]; w.alive && len(workers) > 1 {
+					w.alive = false
+				}
+			}
+			for _, w := range workers {
+				w.calls = slices.DeleteFunc(w.calls, func(end time.Time) bool { return !end.After(now) })
+				if !w.alive {
+					continue
+				}
+				if w.reply != nil && !w.replyAt.After(now) {
+					w.applied, w.lapse, w.reply = *w.reply, w.replyEnd, nil
+				}
+				if w.reply == nil && !w.nextAt.After(now) {
+					using := w.applied
+					using.Concurrency = max(using.Concurrency, len(w.calls))
+					g := workflows.RenewCallShareAt(&st, renewal(w.name, using), now)
+					if rng.IntN(10) > 0 { // one answer in ten is lost
+						w.reply, w.replyAt, w.replyEnd = &g, now.Add(time.Duration(rng.IntN(3))*time.Second), now.Add(shareLease)
+					}
+					w.nextAt = now.Add(time.Duration(1+rng.IntN(6)) * time.Second)
+				}
+				if now.Before(w.lapse) {
+					for range rng.IntN(3) {
+						if len(w.calls) < w.applied.Concurrency {
+							w.calls = append(w.calls, now.Add(time.Duration(1+rng.IntN(int(shareDrain/time.Second)))*time.Second))
+						}
+					}
+				}
+			}
+			calls, burst, rate := 0, 0, 0.0
+			for _, w := range workers {
+				calls += len(w.calls)
+				if w.alive && now.Before(w.lapse) {
+					burst += w.applied.Burst
+					rate += w.applied.PerSecond
+				}
+			}
+			require.LessOrEqual(t, calls, testCap.Concurrency, "seed %d, step %d: calls in flight", seed, step)
+			require.LessOrEqual(t, burst, 20, "seed %d, step %d: tokens the buckets hold", seed, step)
+			require.LessOrEqual(t, rate, testCap.PerSecond+1e-9, "seed %d, step %d: rate", seed, step)
+		}
+	}
+}
+
+func TestCallShares_refusesARenewalThatNamesNoWorkerOrLease(t *testing.T) {
+	tests := []struct {
+		name string
+		req  workflows.CallShareRequest
+	}{
+		{"no worker", renewal("", workflows.CallShareGrant{})},
+		{"no lease", workflows.CallShareRequest{Worker: "a", Cap: testCap}},
+		{"a negative cap", workflows.CallShareRequest{Worker: "a", Cap: config.Calls{PerSecond: -1}, Lease: shareLease}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newWorld(t).env()
+			var rejected error
+			env.RegisterDelayedCallback(func() {
+				env.UpdateWorkflow(workflows.RenewCallShareUpdate, "r", &testsuite.TestUpdateCallback{
+					OnAccept:   func() {},
+					OnReject:   func(err error) { rejected = err },
+					OnComplete: func(any, error) {},
+				}, tt.req)
+			}, time.Second)
+			env.RegisterDelayedCallback(func() { env.SetContinueAsNewSuggested(true) }, 2*time.Second)
+			env.ExecuteWorkflow(workflows.CallSharesName, workflows.CallSharesState{})
+			assert.Error(t, rejected)
+		})
+	}
+}
+
+func TestCallShares_continuesAsNewWithItsShares(t *testing.T) {
+	env := newWorld(t).env()
+	given := map[string]workflows.CallShareGrant{}
+	for i, w := range []string{"a", "b"} {
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(workflows.RenewCallShareUpdate, w, &testsuite.TestUpdateCallback{
+				OnAccept: func() {}, OnReject: func(err error) { t.Error(err) },
+				OnComplete: func(res any, err error) {
+					require.NoError(t, err)
+					given[w] = res.(workflows.CallShareGrant)
+				},
+			}, renewal(w, workflows.CallShareGrant{}))
+		}, time.Duration(i+1)*time.Second)
+	}
+	env.RegisterDelayedCallback(func() { env.SetContinueAsNewSuggested(true) }, 3*time.Second)
+
+	env.ExecuteWorkflow(workflows.CallSharesName, workflows.CallSharesState{})
+
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, env.GetWorkflowError(), &can)
+	var next workflows.CallSharesState
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	assert.Equal(t, 20.0, given["a"].PerSecond)
+	assert.Equal(t, testCap, next.Cap)
+	require.Len(t, next.Workers, 2)
+	for i, w := range []string{"a", "b"} {
+		assert.Equal(t, w, next.Workers[i].Worker)
+		assert.Equal(t, given[w], next.Workers[i].Given, "the next run knows %s's share", w)
+	}
+}
