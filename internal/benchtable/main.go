@@ -69,6 +69,8 @@ const (
 	cluster   = "Cluster_hundredProxiesCreatedAndDeletedAtOnce"
 	care      = "Care_idleProxiesWatchedByTheObserverOrByThemselves"
 	backlog   = "Care_aCreateBehindABacklogOfChecks"
+	memory    = "Care_workerMemoryPerIdleEntity"
+	outage    = "Care_aWorkerOutage"
 )
 
 // figures are issue 21's table, in its order, then issue 32's.
@@ -115,6 +117,11 @@ var figures = []figure{
 	{"idle proxies, each checking itself every interval (no observer): Proxmox calls per proxy and hour", care, "proxmox-calls/proxy-hour-without-observer", goal{}},
 	{"a create behind a backlog of checks at the call cap, against the same create with none", backlog, "x-alone", atMost(1.2)},
 	{"the same with every call of one priority, first come, first served", backlog, "x-alone-flat", goal{}},
+	{"10,000 idle entities: RSS of the worker's process, projected from 1,000 (with the simulator and the client), GB", memory, "GB-rss@10000", atMost(1)},
+	{"the same: memory per entity of the second 500 against the first (1: it grows linearly)", memory, "x-linear", goal{}},
+	{"after a worker outage of 5 intervals: every proxy listed again, intervals after the restart", outage, "intervals-to-list", atMost(2)},
+	{"the same: the VMs stopped by hand meanwhile run again, intervals after the restart", outage, "intervals-to-heal", goal{}},
+	{"the same: a create sent at the restart, against the same create on the idle system", outage, "x-idle", atMost(1.2)},
 }
 
 func main() {
