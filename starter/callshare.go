@@ -16,7 +16,7 @@ import (
 
 // SharedCap is a Proxmox client whose cap is a share (pve.ClientConfig.SharedLimits).
 type SharedCap interface {
-	SetCallShare(pve.CallShare)
+	SetCallShare(s pve.CallShare, until time.Time)
 	CallsInFlight() int
 }
 
@@ -75,7 +75,7 @@ func (c *Client) KeepCallShare(ctx context.Context, s CallShare) {
 				wait = shareSoon
 			}
 			using, lapses, failing = g, sent.Add(lease), false
-			s.Proxmox.SetCallShare(pve.CallShare{PerSecond: g.PerSecond, Burst: g.Burst, Concurrency: g.Concurrency, Until: lapses})
+			s.Proxmox.SetCallShare(g.CallShare, lapses)
 		case ctx.Err() == nil:
 			wait = shareSoon
 			if failing {

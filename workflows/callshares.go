@@ -80,12 +80,10 @@ type CallShareRequest struct {
 	Drain time.Duration `json:"drain"`
 }
 
-// CallShareGrant is a worker's share of the cap, as pve.CallShare without its lapse:
-// pve.NoLimit where the cap has no rate or no concurrency.
+// CallShareGrant is a worker's share of the cap: pve.NoLimit where the cap has no rate or no
+// concurrency.
 type CallShareGrant struct {
-	PerSecond   float64 `json:"perSecond"`
-	Burst       int     `json:"burst"`
-	Concurrency int     `json:"concurrency"`
+	pve.CallShare
 	// Fair is whether the share is the worker's fair part, not less: a worker given less
 	// renews soon.
 	Fair bool `json:"fair,omitempty"`
@@ -159,7 +157,7 @@ func validateCallShareRequest(req CallShareRequest) error {
 
 type callShares struct{ st CallSharesState }
 
-// renew gives req.Worker its share: its fair part of the cap, at most what the others leave.
+// renew gives req.Worker its share (grant).
 func (c *callShares) renew(ctx workflow.Context, req CallShareRequest) (CallShareGrant, error) {
 	return c.renewAt(req, workflow.Now(ctx)), nil
 }
@@ -205,24 +203,24 @@ func (c *callShares) grant(i int, now time.Time) CallShareGrant {
 		}
 	}
 	limit := c.st.Cap
-	g := CallShareGrant{PerSecond: pve.NoLimit, Burst: pve.NoLimit, Concurrency: pve.NoLimit, Fair: true, Workers: live}
-	// want is what i may have, of whole when its fair part is fair.
-	want := func(whole, fair float64) float64 {
-		if short {
-			return fair
-		}
-		return whole
-	}
+	g := CallShareGrant{CallShare: pve.CallShare{PerSecond: pve.NoLimit, Burst: pve.NoLimit, Concurrency: pve.NoLimit}, Fair: true, Workers: live}
 	if limit.PerSecond > 0 {
 		burst := pve.CallLimits{PerSecond: limit.PerSecond}.Burst()
 		fairRate, fairBurst := limit.PerSecond/float64(live), part(burst, live, index)
-		g.PerSecond = max(0, min(want(limit.PerSecond, fairRate), limit.PerSecond-others.PerSecond))
-		g.Burst = max(0, min(int(want(float64(burst), float64(fairBurst))), burst-others.Burst))
+		wantRate, wantBurst := limit.PerSecond, burst
+		if short {
+			wantRate, wantBurst = fairRate, fairBurst
+		}
+		g.PerSecond = max(0, min(wantRate, limit.PerSecond-others.PerSecond))
+		g.Burst = max(0, min(wantBurst, burst-others.Burst))
 		g.Fair = g.PerSecond >= fairRate && g.Burst >= fairBurst
 	}
 	if limit.Concurrency > 0 {
-		fair := part(limit.Concurrency, live, index)
-		g.Concurrency = max(0, min(int(want(float64(limit.Concurrency), float64(fair))), limit.Concurrency-others.Concurrency))
+		fair, want := part(limit.Concurrency, live, index), limit.Concurrency
+		if short {
+			want = fair
+		}
+		g.Concurrency = max(0, min(want, limit.Concurrency-others.Concurrency))
 		g.Fair = g.Fair && g.Concurrency >= fair
 	}
 	return g

@@ -33,7 +33,7 @@ func TestCallShares_oneWorkerIsGivenTheWholeCap(t *testing.T) {
 	var st workflows.CallSharesState
 	g := workflows.RenewCallShareAt(&st, renewal("a", workflows.CallShareGrant{}), shareStart)
 
-	assert.Equal(t, workflows.CallShareGrant{PerSecond: 20, Burst: 20, Concurrency: 3, Fair: true, Workers: 1}, g)
+	assert.Equal(t, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 20, Burst: 20, Concurrency: 3}, Fair: true, Workers: 1}, g)
 }
 
 // A worker that joins is given what the others leave of its fair part, none while they hold
@@ -50,7 +50,7 @@ func TestCallShares_aNewWorkerIsGivenWhatTheOthersLeaveThenItsFairPart(t *testin
 
 	now = now.Add(time.Second)
 	a = workflows.RenewCallShareAt(&st, renewal("a", a), now)
-	assert.Equal(t, workflows.CallShareGrant{PerSecond: 10, Burst: 10, Concurrency: 2, Fair: true, Workers: 2}, a,
+	assert.Equal(t, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 10, Burst: 10, Concurrency: 2}, Fair: true, Workers: 2}, a,
 		"a, the first, takes the remainder of the slots")
 	now = now.Add(time.Second)
 	b = workflows.RenewCallShareAt(&st, renewal("b", b), now)
@@ -60,7 +60,7 @@ func TestCallShares_aNewWorkerIsGivenWhatTheOthersLeaveThenItsFairPart(t *testin
 	workflows.RenewCallShareAt(&st, renewal("a", a), now) // a says it applies its half
 	now = now.Add(time.Second)
 	b = workflows.RenewCallShareAt(&st, renewal("b", b), now)
-	assert.Equal(t, workflows.CallShareGrant{PerSecond: 10, Burst: 10, Concurrency: 1, Fair: true, Workers: 2}, b)
+	assert.Equal(t, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 10, Burst: 10, Concurrency: 1}, Fair: true, Workers: 2}, b)
 }
 
 // A worker that stops renewing counts for its rate until its lease ends, and for its calls in
@@ -81,10 +81,10 @@ func TestCallShares_aWorkerThatStopsRenewingGivesItsShareBackWhenItsLeaseAndItsC
 		after time.Duration
 		want  workflows.CallShareGrant
 	}{
-		{shareLease - time.Second, workflows.CallShareGrant{PerSecond: 10, Burst: 10, Concurrency: 2, Fair: true, Workers: 2}},
-		{shareLease, workflows.CallShareGrant{PerSecond: 20, Burst: 20, Concurrency: 2, Workers: 1}},
-		{shareLease + shareDrain - time.Second, workflows.CallShareGrant{PerSecond: 20, Burst: 20, Concurrency: 2, Workers: 1}},
-		{shareLease + shareDrain, workflows.CallShareGrant{PerSecond: 20, Burst: 20, Concurrency: 3, Fair: true, Workers: 1}},
+		{shareLease - time.Second, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 10, Burst: 10, Concurrency: 2}, Fair: true, Workers: 2}},
+		{shareLease, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 20, Burst: 20, Concurrency: 2}, Workers: 1}},
+		{shareLease + shareDrain - time.Second, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 20, Burst: 20, Concurrency: 2}, Workers: 1}},
+		{shareLease + shareDrain, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 20, Burst: 20, Concurrency: 3}, Fair: true, Workers: 1}},
 	}
 	for _, tt := range tests {
 		a = workflows.RenewCallShareAt(&st, renewal("a", a), dies.Add(tt.after))
@@ -99,8 +99,8 @@ func TestCallShares_aCapWithoutARateOrSlotsGivesNoLimitOfThem(t *testing.T) {
 		cap  config.Calls
 		want workflows.CallShareGrant
 	}{
-		{"no rate", config.Calls{Concurrency: 4}, workflows.CallShareGrant{PerSecond: pve.NoLimit, Burst: pve.NoLimit, Concurrency: 2, Fair: true, Workers: 2}},
-		{"no concurrency", config.Calls{PerSecond: 5}, workflows.CallShareGrant{PerSecond: 2.5, Burst: 2, Concurrency: pve.NoLimit, Fair: true, Workers: 2}},
+		{"no rate", config.Calls{Concurrency: 4}, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: pve.NoLimit, Burst: pve.NoLimit, Concurrency: 2}, Fair: true, Workers: 2}},
+		{"no concurrency", config.Calls{PerSecond: 5}, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 2.5, Burst: 2, Concurrency: pve.NoLimit}, Fair: true, Workers: 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -177,8 +177,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}, nil
 }
 
-// SetCallShare applies s, this client's share of a shared cap (ClientConfig.SharedLimits).
-func (c *Client) SetCallShare(s CallShare) { c.limit.setShare(s) }
+// SetCallShare applies s, this client's share of a shared cap (ClientConfig.SharedLimits), until
+// until: from then on the client sends nothing until a new share comes.
+func (c *Client) SetCallShare(s CallShare, until time.Time) { c.limit.setShare(s, until) }
 
 // RequestTimeout bounds each request from its sending to its whole answer.
 func (c *Client) RequestTimeout() time.Duration { return c.timeout }

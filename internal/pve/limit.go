@@ -137,14 +137,16 @@ type CallShare struct {
 	Burst     int     `json:"burst"`
 	// Concurrency is how many requests the client may have in flight at once.
 	Concurrency int `json:"concurrency"`
-	// Until is when the share lapses, by this process's clock: from then on no call goes until
-	// a new share comes, since the share's grantor gives it to others after it lapses.
-	Until time.Time `json:"until"`
 }
 
-// setShare applies s: the bucket keeps the tokens it has, up to the new burst, and fills at the
-// new rate from now; calls already in flight count against the new concurrency.
-func (l *limiter) setShare(s CallShare) {
+// setShare applies s until until, by this process's clock: from then on no call goes until a
+// new share comes, since the share's grantor gives it to others after it lapses. The bucket keeps
+// the tokens it has, up to the new burst, and fills at the new rate from now; calls already in
+// flight count against the new concurrency. A limiter that is not shared ignores it.
+func (l *limiter) setShare(s CallShare, until time.Time) {
+	if !l.shared {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
@@ -153,7 +155,7 @@ func (l *limiter) setShare(s CallShare) {
 	l.tokens = min(l.tokens, l.burst)
 	l.filled = now
 	l.slotted, l.concurrency = s.Concurrency != NoLimit, max(s.Concurrency, 0)
-	l.lapse = s.Until
+	l.lapse = until
 	close(l.shareCame)
 	l.shareCame = make(chan struct{})
 	if l.wake != nil {
@@ -239,11 +241,10 @@ type waiter struct {
 // turn, an error: one wrapping ctx's, errLimiterDropped, or errNoShare.
 func (l *limiter) acquire(ctx context.Context) (release func(), held time.Duration, err error) {
 	start := time.Now()
-	l.mu.Lock()
-	if !l.rated && !l.slotted && !l.shared {
-		l.mu.Unlock()
+	if !l.shared && !l.rated && !l.slotted { // what is not shared never changes
 		return func() {}, 0, nil
 	}
+	l.mu.Lock()
 	priority := PriorityOf(ctx)
 	if l.shared {
 		if err := l.awaitShare(ctx, priority, start); err != nil {

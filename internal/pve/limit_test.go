@@ -329,7 +329,7 @@ func TestLimiter_aSharedClientSendsNothingBeforeItsFirstShare(t *testing.T) {
 	assert.False(t, tryAcquire(t, l, 30*time.Millisecond))
 
 	got := waitFor(t.Context(), l, PriorityDefault)
-	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 1, Until: time.Now().Add(time.Minute)})
+	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 1}, time.Now().Add(time.Minute))
 
 	select {
 	case err := <-got:
@@ -341,12 +341,12 @@ func TestLimiter_aSharedClientSendsNothingBeforeItsFirstShare(t *testing.T) {
 
 func TestLimiter_aLapsedShareSendsNothingUntilTheNext(t *testing.T) {
 	l := newSharedLimiter()
-	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: NoLimit, Until: time.Now().Add(50 * time.Millisecond)})
+	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: NoLimit}, time.Now().Add(50*time.Millisecond))
 	require.True(t, tryAcquire(t, l, 10*time.Millisecond))
 	time.Sleep(60 * time.Millisecond)
 
 	assert.False(t, tryAcquire(t, l, 30*time.Millisecond), "a call after the lapse")
-	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: NoLimit, Until: time.Now().Add(time.Minute)})
+	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: NoLimit}, time.Now().Add(time.Minute))
 	assert.True(t, tryAcquire(t, l, 30*time.Millisecond), "a call once renewed")
 }
 
@@ -362,8 +362,7 @@ func TestLimiter_aShareOfNoneSendsNothing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newSharedLimiter()
-			tt.share.Until = time.Now().Add(time.Minute)
-			l.setShare(tt.share)
+			l.setShare(tt.share, time.Now().Add(time.Minute))
 			assert.False(t, tryAcquire(t, l, 50*time.Millisecond))
 		})
 	}
@@ -374,13 +373,13 @@ func TestLimiter_aShareOfNoneSendsNothing(t *testing.T) {
 func TestLimiter_aShrunkShareWaitsForTheCallsInFlight(t *testing.T) {
 	l := newSharedLimiter()
 	until := time.Now().Add(time.Minute)
-	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 2, Until: until})
+	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 2}, until)
 	r1, _, err := l.acquire(t.Context())
 	require.NoError(t, err)
 	r2, _, err := l.acquire(t.Context())
 	require.NoError(t, err)
 
-	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 1, Until: until})
+	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 1}, until)
 	r1()
 	assert.False(t, tryAcquire(t, l, 30*time.Millisecond), "one call in flight, a share of one")
 	assert.Equal(t, 1, l.calls())
@@ -392,9 +391,9 @@ func TestLimiter_aShrunkShareWaitsForTheCallsInFlight(t *testing.T) {
 func TestLimiter_aShrunkShareKeepsNoMoreTokensThanItsBurst(t *testing.T) {
 	l := newSharedLimiter()
 	until := time.Now().Add(time.Minute)
-	l.setShare(CallShare{PerSecond: 1000, Burst: 10, Concurrency: NoLimit, Until: until})
+	l.setShare(CallShare{PerSecond: 1000, Burst: 10, Concurrency: NoLimit}, until)
 	time.Sleep(20 * time.Millisecond) // the bucket fills
-	l.setShare(CallShare{PerSecond: 0.5, Burst: 2, Concurrency: NoLimit, Until: until})
+	l.setShare(CallShare{PerSecond: 0.5, Burst: 2, Concurrency: NoLimit}, until)
 
 	assert.True(t, tryAcquire(t, l, 10*time.Millisecond))
 	assert.True(t, tryAcquire(t, l, 10*time.Millisecond))
@@ -421,6 +420,6 @@ func TestLimiter_aCareCallWithoutAShareWaitsForOneUntilItsDeadline(t *testing.T)
 		t.Fatalf("the care call gave up at once: %v", err)
 	case <-time.After(noShareWait + 200*time.Millisecond):
 	}
-	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 2, Until: time.Now().Add(time.Minute)})
+	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 2}, time.Now().Add(time.Minute))
 	require.NoError(t, <-got, "it goes once a share comes")
 }
