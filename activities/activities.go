@@ -320,6 +320,7 @@ type TaskResult struct {
 // TaskStatus waits for a Proxmox task: while it runs it fails with a retryable, benign
 // TaskRunning error that says which task, on which node, for how long; a task that ended with an
 // error is a non-retryable TaskFailed carrying the exit status; "WARNINGS: N" is success.
+// Scheduled with a heartbeat timeout, it heartbeats while it waits for PVE's answer.
 func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (TaskResult, error) {
 	info, err := pve.ParseUPID(req.UPID)
 	if err != nil {
@@ -331,7 +332,13 @@ func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 	}
 	telemetry.PVETarget{Node: node, UPID: req.UPID}.Annotate(ctx)
 	what := taskName(info.Type)
-	s, err := a.API.TaskStatus(ctx, node, req.UPID)
+	read := func(ctx context.Context) (pve.TaskStatus, error) { return a.API.TaskStatus(ctx, node, req.UPID) }
+	var s pve.TaskStatus
+	if activity.GetInfo(ctx).HeartbeatTimeout > 0 {
+		s, err = beating(ctx, read) // a look lost with its worker is made again at the heartbeat timeout
+	} else {
+		s, err = read(ctx)
+	}
 	if err != nil {
 		return TaskResult{}, failure(fmt.Sprintf("read status of %s task %s on node %s", what, req.UPID, node), err)
 	}

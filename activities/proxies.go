@@ -114,12 +114,7 @@ func missingProxies(step string) error {
 // heartbeats meanwhile: a worker that dies is found out within the heartbeat timeout, and the
 // retried attempt sends the same request ID.
 func awaitEntity[T any](ctx context.Context, step string, call func(context.Context) (T, error)) (T, error) {
-	var beats sync.WaitGroup
-	done := make(chan struct{})
-	beats.Go(func() { heartbeat(ctx, done) })
-	out, err := call(ctx)
-	close(done)
-	beats.Wait()
+	out, err := beating(ctx, call)
 	if err != nil {
 		var zero T
 		return zero, entityFailure(step, err)
@@ -127,11 +122,23 @@ func awaitEntity[T any](ctx context.Context, step string, call func(context.Cont
 	return out, nil
 }
 
-func heartbeat(ctx context.Context, done <-chan struct{}) {
-	every := activity.GetInfo(ctx).HeartbeatTimeout / 3
-	if every <= 0 {
-		every = heartbeatEvery
+// beating makes call, heartbeating meanwhile every third of the attempt's heartbeat timeout, or
+// every heartbeatEvery when it has none.
+func beating[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	every := heartbeatEvery
+	if t := activity.GetInfo(ctx).HeartbeatTimeout; t > 0 {
+		every = t / 3
 	}
+	var beats sync.WaitGroup
+	done := make(chan struct{})
+	beats.Go(func() { heartbeat(ctx, every, done) })
+	out, err := call(ctx)
+	close(done)
+	beats.Wait()
+	return out, err
+}
+
+func heartbeat(ctx context.Context, every time.Duration, done <-chan struct{}) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {

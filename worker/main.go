@@ -169,7 +169,8 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	workerOpts := worker.Options{
 		// No activity attempt runs longer than budgets.request (its StartToClose timeout), so
 		// this lets every attempt in flight finish. One cut off anyway is retried by Temporal.
-		WorkerStopTimeout: cfg.Budgets.Request,
+		WorkerStopTimeout:            cfg.Budgets.Request,
+		StickyScheduleToStartTimeout: stickyScheduleToStart,
 		// No task queue activity rate: an activity held in the queue spends its
 		// ScheduleToClose budget there and fails a create that the client's own cap
 		// (proxmox.calls) would only have delayed (docs/proxmox.md, "The call cap").
@@ -234,6 +235,18 @@ func payloadEncryption(getenv func(string) string) string {
 	}
 	return "plain (" + starter.CodecKeyFileEnv + " unset)"
 }
+
+// stickyScheduleToStart is how long a workflow task waits on the sticky queue of the worker
+// that ran the workflow last before Temporal gives it to any worker: one second, the least the
+// SDK takes (its resolution is seconds), where its default is five. A worker that dies (killed,
+// out of memory) tells the server nothing, and for 10 s after its last poll the server still
+// puts the next workflow task of each workflow it ran on its sticky queue, where the task waits
+// out this timeout. Under worker kills that wait was most of the time a storage's clone slots
+// stood idle while creates queued: a slot's turn is three workflow tasks (the create that gives
+// its lease back, the admission's grant, the granted create's Clone call: docs/architecture.md,
+// *Clone admission*). A live worker takes its sticky tasks within milliseconds, so a task that
+// times out there, and is replayed from its history by another worker, stays the exception.
+const stickyScheduleToStart = time.Second
 
 // deployment says, for the start-up log, which worker deployment and build the worker is.
 func deployment(d deploymentOptions) string {

@@ -716,6 +716,9 @@ func waitTask(ctx workflow.Context, s settings, t *tracker, first firstLooks, up
 	t.step(summary)
 	t.task(upid)
 	opts, req := s.waitOptions(budget, summary+", "+string(upid)), activities.TaskStatusRequest{UPID: upid, Pace: s.pace(ctx)}
+	if first == activityFirst {
+		opts.HeartbeatTimeout = heartbeatTimeout(opts.StartToCloseTimeout)
+	}
 	wait := poll(ctx, opts, a.TaskStatus, req)
 	if first == activityFirst {
 		wait.localLooks = 0
@@ -738,6 +741,7 @@ const (
 	// started the task completes at once and records its answer. A clone's wait is: a clone
 	// outlasts the local looks anyway, and a worker lost while they ran would lose the Clone
 	// call's answer with the open workflow task; replayed, the create would find the VMID held by
-	// its own clone, not yet marked, and clone again onto the next one.
+	// its own clone, not yet marked, and clone again onto the next one. Its looks heartbeat
+	// (heartbeatTimeout): the clone holds a lease of its storage that creates queue for.
 	activityFirst
 )

@@ -179,6 +179,21 @@ func attemptTimeout(budget, request time.Duration) time.Duration {
 	return min(request, budget/attemptShare)
 }
 
+// heartbeatTimeout is the heartbeat timeout of a wait's looks that must not outlive their worker
+// by long, whose StartToClose is attempt: a few seconds, and at most half the attempt. A look
+// heartbeats while it waits for PVE (activities.TaskStatus), so one alive but slow goes on, and
+// one lost with its worker (killed, or cut off from Temporal) is made again within seconds, not
+// when its StartToClose ends (budgets.request, 30 s by default). A clone's wait has one: its
+// lease keeps a slot of the storage busy while creates queue for it.
+func heartbeatTimeout(attempt time.Duration) time.Duration {
+	return min(maxHeartbeatTimeout, attempt/2)
+}
+
+// maxHeartbeatTimeout is how long a look with a heartbeat timeout may go without a heartbeat.
+// The SDK sends heartbeats at most every 0.8 of it and the look every third, so a live look's
+// heartbeat is never late.
+const maxHeartbeatTimeout = 3 * time.Second
+
 // attemptsWithin bounds the attempts a wait starts within budget, plus one, so the budget and
 // not the attempt count is what ends a wait: no attempt comes sooner than InitialInterval after
 // the one before, whether the retry policy or the wait's pace (activities.Pace) spaces them, and
