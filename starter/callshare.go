@@ -30,6 +30,13 @@ type CallShare struct {
 	Proxmox SharedCap
 	// Drain is how long a call may stay in flight: proxmox.requestTimeoutSeconds.
 	Drain time.Duration
+	// Replaces names the worker this one was started in place of, on its host, which has
+	// exited (its slot's predecessor: the worker's claimSlot); empty when none. The first
+	// renewal that is answered says so, which ends that worker's lease at once.
+	Replaces string
+	// ReplacedCalls is how many calls the replaced worker had in flight when it died, if its
+	// slot says: only those count until they can have ended, not its whole share.
+	ReplacedCalls *int
 	// Every spaces the renewals, and Lease is how long a share holds after the renewal that
 	// gave it was sent; zero: CallShareEvery and CallShareLease.
 	Every, Lease time.Duration
@@ -60,6 +67,9 @@ func (c *Client) KeepCallShare(ctx context.Context, s CallShare) {
 	for {
 		sent := time.Now()
 		req := workflows.CallShareRequest{Worker: s.Worker, Cap: s.Cap, Using: using, Lease: lease, Drain: s.Drain}
+		if lapses.IsZero() {
+			req.Replaces, req.ReplacedCalls = s.Replaces, s.ReplacedCalls
+		}
 		req.Using.Concurrency = max(using.Concurrency, s.Proxmox.CallsInFlight())
 		renewCtx, cancel := context.WithTimeout(ctx, lease/2)
 		g, err := c.renewCallShare(renewCtx, req)

@@ -199,8 +199,17 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		go promote(ctx, c, opts.deployment, logger)
 	}
 	if capped(cfg.Proxmox.Calls) {
-		go requests.KeepCallShare(ctx, starter.CallShare{Worker: clientOpts.Identity, Cap: cfg.Proxmox.Calls, Proxmox: api,
-			Drain: api.RequestTimeout(), Logger: logger})
+		share := starter.CallShare{Worker: clientOpts.Identity, Cap: cfg.Proxmox.Calls, Proxmox: api, Drain: api.RequestTimeout(), Logger: logger}
+		slot, before, err := claimSlot(slotDir(getenv), opts.taskQueue, clientOpts.Identity)
+		if err != nil {
+			logger.Warn("no worker slot: a worker started after this one is killed waits for its call share's lease to end", "error", err)
+		} else {
+			defer slot.Close()
+			api.TellCallsInFlight(slot.recordCalls)
+			share.Replaces, share.ReplacedCalls = before.identity, before.calls
+			logger.Info("worker slot", "slot", slot.Name(), "replaces", before.identity)
+		}
+		go requests.KeepCallShare(ctx, share)
 	}
 	ready.watch(pollingCheck(c, opts.taskQueue, clientOpts.Identity), proxmoxCheck(api))
 	if err := w.Run(doneChan(ctx)); err != nil {

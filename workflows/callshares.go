@@ -78,6 +78,12 @@ type CallShareRequest struct {
 	Lease time.Duration `json:"lease"`
 	// Drain is how long a call the worker sent may stay in flight: its request timeout.
 	Drain time.Duration `json:"drain"`
+	// Replaces names a worker that has exited, which this one succeeds on its host: its lease
+	// ends now, so that a worker killed and started again gets its share back at once, not a
+	// lease later. Its calls in flight when it died still count until its drain ends: those
+	// ReplacedCalls says, else its whole share.
+	Replaces      string `json:"replaces,omitempty"`
+	ReplacedCalls *int   `json:"replacedCalls,omitempty"`
 }
 
 // CallShareGrant is a worker's share of the cap: pve.NoLimit where the cap has no rate or no
@@ -165,6 +171,11 @@ func (c *callShares) renew(ctx workflow.Context, req CallShareRequest) (CallShar
 // renewAt is renew at now.
 func (c *callShares) renewAt(req CallShareRequest, now time.Time) CallShareGrant {
 	c.st.Cap = req.Cap
+	if req.Replaces != req.Worker {
+		if i := slices.IndexFunc(c.st.Workers, func(h CallShareHolder) bool { return h.Worker == req.Replaces }); i >= 0 {
+			c.st.Workers[i].exited(now, req.ReplacedCalls)
+		}
+	}
 	c.st.Workers = slices.DeleteFunc(c.st.Workers, func(h CallShareHolder) bool { return h.Worker != req.Worker && h.gone(now) })
 	i := slices.IndexFunc(c.st.Workers, func(h CallShareHolder) bool { return h.Worker == req.Worker })
 	if i < 0 {
@@ -237,6 +248,18 @@ func part(whole, n, index int) int {
 
 // holds is whether the holder's lease runs at now.
 func (h CallShareHolder) holds(now time.Time) bool { return now.Before(h.Renewed.Add(h.Lease)) }
+
+// exited ends the holder's lease at now, if it runs: the holder has exited, with calls in
+// flight, if its successor knows, which alone count for its slots from then on.
+func (h *CallShareHolder) exited(now time.Time, calls *int) {
+	if h.holds(now) {
+		h.Lease = now.Sub(h.Renewed)
+	}
+	if calls != nil {
+		h.Given.Concurrency = min(h.Given.Concurrency, *calls)
+		h.Using.Concurrency = min(h.Using.Concurrency, *calls)
+	}
+}
 
 // gone is whether the holder counts for nothing at now: its lease ended, and its last call may
 // have ended too.

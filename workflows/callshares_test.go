@@ -93,6 +93,47 @@ func TestCallShares_aWorkerThatStopsRenewingGivesItsShareBackWhenItsLeaseAndItsC
 	assert.Len(t, st.Workers, 1, "b is forgotten once it counts for nothing")
 }
 
+// A worker started again after its predecessor on the host exited (worker.claimSlot) says whom
+// it replaces: the predecessor's lease ends then, so its rate is free at once; its calls in
+// flight when it died count until they can have ended.
+func TestCallShares_aWorkerThatReplacesAnExitedOneHasItsRateAtOnceAndItsSlotsWhenItsCallsEnd(t *testing.T) {
+	var st workflows.CallSharesState
+	now := shareStart
+	a := workflows.RenewCallShareAt(&st, renewal("a", workflows.CallShareGrant{}), now)
+	a = workflows.RenewCallShareAt(&st, renewal("a", a), now)
+	require.Equal(t, 3, a.Concurrency)
+
+	now = now.Add(2 * time.Second) // a is killed, and a2 starts in its place
+	replacing := renewal("a2", workflows.CallShareGrant{})
+	replacing.Replaces = "a"
+	a2 := workflows.RenewCallShareAt(&st, replacing, now)
+	assert.Equal(t, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 20, Burst: 20}, Workers: 1}, a2,
+		"a's rate is free, its slots are not: its last calls may still run")
+
+	a2 = workflows.RenewCallShareAt(&st, replacing, now.Add(shareDrain-time.Second))
+	assert.Equal(t, 0, a2.Concurrency, "a renewal that says it again does not lengthen a's drain")
+	a2 = workflows.RenewCallShareAt(&st, renewal("a2", a2), now.Add(shareDrain))
+	assert.Equal(t, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 20, Burst: 20, Concurrency: 3}, Fair: true, Workers: 1}, a2)
+}
+
+// When the successor knows from its slot how many calls its predecessor had in flight, only
+// those hold slots until they can have ended.
+func TestCallShares_aReplacedWorkersCallsInFlightAloneHoldItsSlots(t *testing.T) {
+	var st workflows.CallSharesState
+	now := shareStart
+	a := workflows.RenewCallShareAt(&st, renewal("a", workflows.CallShareGrant{}), now)
+	workflows.RenewCallShareAt(&st, renewal("a", a), now)
+
+	now = now.Add(2 * time.Second)
+	one := 1
+	replacing := renewal("a2", workflows.CallShareGrant{})
+	replacing.Replaces, replacing.ReplacedCalls = "a", &one
+	a2 := workflows.RenewCallShareAt(&st, replacing, now)
+	assert.Equal(t, 2, a2.Concurrency, "a's one call in flight holds one slot")
+	a2 = workflows.RenewCallShareAt(&st, renewal("a2", a2), now.Add(shareDrain))
+	assert.Equal(t, 3, a2.Concurrency)
+}
+
 func TestCallShares_aCapWithoutARateOrSlotsGivesNoLimitOfThem(t *testing.T) {
 	tests := []struct {
 		name string
@@ -150,6 +191,9 @@ type shareWorker struct {
 	replyAt  time.Time
 	replyEnd time.Time // the lapse the reply's share will have
 	nextAt   time.Time
+	replaces string // the killed worker it was started in place of
+	// replacedCalls is how many calls that worker had in flight when it died, if it knows.
+	replacedCalls *int
 }
 
 // The shares never add up to more than the cap, whatever the order of renewals, their answers
@@ -176,6 +220,14 @@ func TestCallShares_theSharesNeverAddUpToMoreThanTheCap(t *testing.T) {
 			case r < 5:
 				if w := workers[rng.IntN(len(workers))]; w.alive && len(workers) > 1 {
 					w.alive = false
+					if rng.IntN(2) == 0 && joined < 26 { // started again at once, in its place
+						join(now)
+						successor := workers[len(workers)-1]
+						successor.replaces = w.name
+						if rng.IntN(2) == 0 { // its slot says how many calls w had in flight
+							successor.replacedCalls = new(len(w.calls))
+						}
+					}
 				}
 			}
 			for _, w := range workers {
@@ -189,7 +241,11 @@ func TestCallShares_theSharesNeverAddUpToMoreThanTheCap(t *testing.T) {
 				if w.reply == nil && !w.nextAt.After(now) {
 					using := w.applied
 					using.Concurrency = max(using.Concurrency, len(w.calls))
-					g := workflows.RenewCallShareAt(&st, renewal(w.name, using), now)
+					req := renewal(w.name, using)
+					if w.lapse.IsZero() {
+						req.Replaces, req.ReplacedCalls = w.replaces, w.replacedCalls // until its first share
+					}
+					g := workflows.RenewCallShareAt(&st, req, now)
 					if rng.IntN(10) > 0 { // one answer in ten is lost
 						w.reply, w.replyAt, w.replyEnd = &g, now.Add(time.Duration(rng.IntN(3))*time.Second), now.Add(shareLease)
 					}

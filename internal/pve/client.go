@@ -184,6 +184,16 @@ func (c *Client) SetCallShare(s CallShare, until time.Time) { c.limit.setShare(s
 // RequestTimeout bounds each request from its sending to its whole answer.
 func (c *Client) RequestTimeout() time.Duration { return c.timeout }
 
+// TellCallsInFlight has f told how many requests are in flight whenever that changes: before a
+// request is sent and once its answer is read, so that what f last heard holds even if the
+// process dies. f runs under the client's limiter lock and must be quick. Only a client with a
+// cap or a shared cap counts its requests.
+func (c *Client) TellCallsInFlight(f func(int)) {
+	c.limit.mu.Lock()
+	defer c.limit.mu.Unlock()
+	c.limit.onCalls = f
+}
+
 // CallsInFlight is how many requests the client has sent whose answers it has not read yet.
 func (c *Client) CallsInFlight() int { return c.limit.calls() }
 

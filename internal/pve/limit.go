@@ -98,6 +98,9 @@ type limiter struct {
 	tokens   float64   // the bucket's tokens at filled
 	filled   time.Time // when tokens was counted
 	inFlight int       // calls sent whose answer is not read yet
+	// onCalls, when set, is told inFlight whenever it changes, before a call is sent and once
+	// its answer is read.
+	onCalls  func(int)
 	queue    waitQueue
 	arrivals uint64
 	wake     *time.Timer // set while a wait for a token is pending
@@ -322,9 +325,17 @@ func (l *limiter) fill(now time.Time) float64 {
 	return l.tokens
 }
 
+// told tells onCalls the calls in flight.
+func (l *limiter) told() {
+	if l.onCalls != nil {
+		l.onCalls(l.inFlight)
+	}
+}
+
 // take spends a slot and a token on a call sent.
 func (l *limiter) take() {
 	l.inFlight++
+	l.told()
 	if l.rated {
 		l.tokens--
 	}
@@ -387,6 +398,7 @@ func (l *limiter) releaser(sent time.Time) func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			l.inFlight--
+			l.told()
 			if d := now.Sub(sent); l.took == 0 {
 				l.took = d
 			} else {

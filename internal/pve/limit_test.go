@@ -74,6 +74,35 @@ func TestLimiter_concurrencyHoldsACallUntilOneEnds(t *testing.T) {
 	assert.Positive(t, <-got, "a held call reports that it was held")
 }
 
+// The calls in flight are told before a call goes and after it ends, queued or not, so that what
+// was told last is never fewer than the calls that may be in flight (a worker's slot records it).
+func TestClient_tellsTheCallsInFlightBeforeACallGoesAndAfterItEnds(t *testing.T) {
+	c := &Client{limit: newLimiter(CallLimits{Concurrency: 1})}
+	var told []int
+	c.TellCallsInFlight(func(n int) { told = append(told, n) })
+	r1, _, err := c.limit.acquire(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, []int{1}, told)
+
+	queued := make(chan func())
+	go func() {
+		r2, _, err := c.limit.acquire(t.Context())
+		assert.NoError(t, err)
+		queued <- r2
+	}()
+	require.Eventually(t, func() bool {
+		c.limit.mu.Lock()
+		defer c.limit.mu.Unlock()
+		return len(c.limit.queue) == 1
+	}, time.Second, time.Millisecond)
+	r1()
+	r2 := <-queued
+	r2()
+	c.limit.mu.Lock()
+	defer c.limit.mu.Unlock()
+	assert.Equal(t, []int{1, 0, 1, 0}, told)
+}
+
 func TestLimiter_waitEndsWithTheContextAndGivesUpItsPlace(t *testing.T) {
 	tests := []struct {
 		name   string
