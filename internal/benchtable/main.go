@@ -71,6 +71,7 @@ const (
 	backlog   = "Care_aCreateBehindABacklogOfChecks"
 	memory    = "Care_workerMemoryPerIdleEntity"
 	outage    = "Care_aWorkerOutage"
+	slots     = "Chaos_cloneSlotsBusyUnderWorkerKills"
 )
 
 // figures are issue 21's table, in its order, then issue 32's.
@@ -122,6 +123,8 @@ var figures = []figure{
 	{"after a worker outage of 5 intervals: every proxy listed again, intervals after the restart", outage, "intervals-to-list", atMost(2)},
 	{"the same: the VMs stopped by hand meanwhile run again, intervals after the restart", outage, "intervals-to-heal", goal{}},
 	{"the same: a create sent at the restart, against the same create on the idle system", outage, "x-idle", atMost(1.2)},
+	{"30 creates onto 2 clone slots, both workers killed every 5 to 20 s: share of the time the slots run a clone while creates queue", slots, "busy-share", atLeast(0.8)},
+	{"the same: a slot free between one clone's end and the next's start, p50, seconds", slots, "s/turn-p50", goal{}},
 }
 
 func main() {

@@ -47,19 +47,21 @@ type scenario struct {
 	gcEvery time.Duration
 	// settle bounds the wait, after the load, for every workflow to be done.
 	settle time.Duration
+	// faultRate is the share of Proxmox calls that fail; taskScale scales the simulator's task
+	// durations (1 is a small real host's).
+	faultRate, taskScale float64
 }
 
 var (
 	// short runs in go test: about two minutes.
-	short = scenario{proxies: 24, kept: 8, rollout: 3, changes: 2, load: 50 * time.Second, gcEvery: 20 * time.Second, settle: 4 * time.Minute}
+	short = scenario{proxies: 24, kept: 8, rollout: 3, changes: 2, load: 50 * time.Second, gcEvery: 20 * time.Second, settle: 4 * time.Minute, faultRate: 0.2, taskScale: 0.5}
 	// long is make chaos's.
-	long = scenario{proxies: 120, kept: 30, rollout: 8, changes: 3, load: 6 * time.Minute, gcEvery: 45 * time.Second, settle: 15 * time.Minute}
+	long = scenario{proxies: 120, kept: 30, rollout: 8, changes: 3, load: 6 * time.Minute, gcEvery: 45 * time.Second, settle: 15 * time.Minute, faultRate: 0.2, taskScale: 0.5}
 )
 
 // Fixed parameters of every run, as the acceptance of issue 19 sets them.
 const (
 	perStorage = 2
-	faultRate  = 0.2
 	taskQueue  = "chaos"
 	// grace is the collections' grace period: short, so that they race the creates and
 	// deletes in flight instead of finding nothing old enough.
@@ -105,7 +107,7 @@ func TestChaos_proxiesSurviveKillsRestartsAndPVEFaults(t *testing.T) {
 	for _, topology := range []string{"embedded", "cluster"} {
 		t.Run(topology, func(t *testing.T) {
 			t.Logf("chaos run %s on the %s server, seed %d: %d proxies (%d kept), clones.perStorage %d, %.0f%% of Proxmox calls failing",
-				name, topology, seed, sc.proxies, sc.kept, perStorage, faultRate*100)
+				name, topology, seed, sc.proxies, sc.kept, perStorage, sc.faultRate*100)
 			r := newRun(t, sc, seed, topology == "cluster")
 			began := time.Now()
 			r.drive()
@@ -127,7 +129,7 @@ func TestChaos_proxiesSurviveKillsRestartsAndPVEFaults(t *testing.T) {
 
 // run is one chaos run: its processes, its driver and what it counted.
 type run struct {
-	t    *testing.T
+	t    testing.TB
 	sc   scenario
 	seed uint64
 	dir  string // logs, the server's database, the simulator's files
@@ -173,7 +175,7 @@ type run struct {
 	failures                                            []string
 }
 
-func newRun(t *testing.T, sc scenario, seed uint64, cluster bool) *run {
+func newRun(t testing.TB, sc scenario, seed uint64, cluster bool) *run {
 	dir, err := os.MkdirTemp("", "pveflow-chaos-")
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -212,7 +214,7 @@ func newRun(t *testing.T, sc scenario, seed uint64, cluster bool) *run {
 	simDir := filepath.Join(dir, "pvesim")
 	r.sim = &proc{name: "pvesim", bin: filepath.Join(bin, "pvesim"), log: filepath.Join(dir, "pvesim.log"),
 		args: []string{"-listen", "127.0.0.1:0", "-dir", simDir, "-auth-delay", "0s", "-resources-lag", "2s",
-			"-agent-boot-delay", "1s", "-task-scale", "0.5", "-fault-rate", strconv.FormatFloat(faultRate, 'f', -1, 64),
+			"-agent-boot-delay", "1s", "-task-scale", strconv.FormatFloat(sc.taskScale, 'f', -1, 64), "-fault-rate", strconv.FormatFloat(sc.faultRate, 'f', -1, 64),
 			"-fault-seed", strconv.FormatUint(seed, 10), "-state-listen", "127.0.0.1:0"}}
 	line := r.sim.mustStart(t, "pvesim serves the Proxmox VE API at ")
 	t.Cleanup(r.sim.stop)
@@ -221,7 +223,7 @@ func newRun(t *testing.T, sc scenario, seed uint64, cluster bool) *run {
 
 	cfg := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(workerConfig(simURL, simDir)), 0o600))
-	env := []string{"TEMPORAL_ADDRESS=" + address, "TEMPORAL_NAMESPACE=default", "HOME=" + dir}
+	env := []string{"TEMPORAL_ADDRESS=" + address, "TEMPORAL_NAMESPACE=default", "HOME=" + dir, "XDG_RUNTIME_DIR=" + dir}
 	for i := range r.workers {
 		w := &proc{name: fmt.Sprintf("worker-%d", i+1), bin: filepath.Join(bin, "worker"), env: env,
 			log:  filepath.Join(dir, fmt.Sprintf("worker-%d.log", i+1)),
@@ -254,10 +256,12 @@ func (r *run) waitForStateURL() string {
 // workerConfig is the workers' configuration: the simulator's default cluster, its two machine
 // types, the address pool, clones two at a time, and waits short enough that a run takes
 // minutes, with room for a lost attempt. The call cap has twice the default slots: the workers
-// share it, and a worker killed every 5 to 20 s keeps its share for a lease and a request
-// timeout after its death (docs/proxmox.md, *The call cap*): with the default's three, a live
-// worker had none of them for seconds after most kills, and a short run needed three times as
-// long and two second starts more.
+// share it, and a worker killed every 5 to 20 s keeps the slots of its requests in flight for a
+// request timeout after its death, though its successor takes over its lease at once
+// (docs/proxmox.md, *The call cap*). Before the takeover, with the default's three slots, a
+// live worker had none of them for seconds after most kills, and a short run needed three
+// times as long and two second starts more. The workers' slots are in the run's directory
+// (XDG_RUNTIME_DIR).
 func workerConfig(url, simDir string) string {
 	// JSON is YAML, and the config's JSON names are its YAML keys.
 	types, _ := json.Marshal(machineTypes)

@@ -89,7 +89,7 @@ func (p *proc) start(ready string) (string, error) {
 
 // mustStart is start for the test's goroutine, failing the test when the process does not
 // start.
-func (p *proc) mustStart(t *testing.T, ready string) string {
+func (p *proc) mustStart(t testing.TB, ready string) string {
 	t.Helper()
 	line, err := p.start(ready)
 	require.NoError(t, err)
@@ -174,7 +174,7 @@ func tailOf(path string) string {
 
 // buildBinaries builds the worker and the simulator into dir and returns the path of the
 // Temporal server's binary (testserver's).
-func buildBinaries(t *testing.T, dir string) (temporal string) {
+func buildBinaries(t testing.TB, dir string) (temporal string) {
 	t.Helper()
 	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./worker", "./internal/pvesim/cmd/pvesim")
 	build.Dir = filepath.Join("..", "..")
