@@ -245,6 +245,7 @@ func runWorker(t *testing.T, server *testserver.Server, args ...string) workerRu
 		exit <- run(ctx, append([]string{"--task-queue", "worker-test"}, args...), envOf(map[string]string{
 			"TEMPORAL_ADDRESS":   server.Address(),
 			"TEMPORAL_NAMESPACE": server.Namespace(),
+			"XDG_RUNTIME_DIR":    t.TempDir(), // its worker slot
 		}), w.stderr)
 	}()
 	var code int

@@ -43,6 +43,7 @@ func TestSecrets_userDataAndTokenAppearInNoLogErrorOrHistory(t *testing.T) {
 			"TEMPORAL_ADDRESS":       server.Address(),
 			"TEMPORAL_NAMESPACE":     server.Namespace(),
 			"PVEFLOW_CODEC_KEY_FILE": keyFile,
+			"XDG_RUNTIME_DIR":        t.TempDir(), // its worker slot
 		}
 	}
 	sim, err := simserver.Start(simserver.Options{API: pvesim.New(pvesim.Default()), Dir: t.TempDir()})

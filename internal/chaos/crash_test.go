@@ -316,7 +316,7 @@ func newCrashSuite(t *testing.T) *crashSuite {
 	return &crashSuite{
 		dir:       dir,
 		workerBin: filepath.Join(bin, "worker"),
-		env:       []string{"TEMPORAL_ADDRESS=" + srv.Address(), "TEMPORAL_NAMESPACE=" + srv.Namespace(), "HOME=" + dir},
+		env:       []string{"TEMPORAL_ADDRESS=" + srv.Address(), "TEMPORAL_NAMESPACE=" + srv.Namespace(), "HOME=" + dir, "XDG_RUNTIME_DIR=" + dir},
 		temporal:  srv.Client(),
 	}
 }
