@@ -164,8 +164,7 @@ func (w *Workflows) AddressPool(ctx workflow.Context, st AddressPoolState) error
 type addressPool struct{ st AddressPoolState }
 
 func (p *addressPool) historyIsLong(ctx workflow.Context) bool {
-	info := workflow.GetInfo(ctx)
-	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > cmp.Or(p.st.HistoryEvents, defaultAddressPoolHistoryEvents)
+	return historyPast(ctx, cmp.Or(p.st.HistoryEvents, defaultAddressPoolHistoryEvents))
 }
 
 func (p *addressPool) validateAllocate(req AllocateAddressRequest) error {

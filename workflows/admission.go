@@ -199,8 +199,7 @@ type admission struct {
 func (a *admission) busy() bool { return len(a.st.Holders)+len(a.st.Covered) > 0 }
 
 func (a *admission) historyIsLong() bool {
-	info := workflow.GetInfo(a.ctx)
-	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > cmp.Or(a.st.HistoryEvents, defaultAdmissionHistoryEvents)
+	return historyPast(a.ctx, cmp.Or(a.st.HistoryEvents, defaultAdmissionHistoryEvents))
 }
 
 // receive adds the admission's two signal channels to sel.

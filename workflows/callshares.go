@@ -136,8 +136,7 @@ func (w *Workflows) CallShares(ctx workflow.Context, st CallSharesState) error {
 	}
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	if err := workflow.Await(ctx, func() bool {
-		info := workflow.GetInfo(ctx)
-		return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > cmp.Or(c.st.HistoryEvents, defaultCallSharesHistoryEvents)
+		return historyPast(ctx, cmp.Or(c.st.HistoryEvents, defaultCallSharesHistoryEvents))
 	}); err != nil {
 		return err
 	}

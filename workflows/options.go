@@ -378,3 +378,10 @@ func describeRun(ctx workflow.Context, s settings, workflowID string) (activitie
 	}
 	return run, nil
 }
+
+// historyPast is whether a long-lived workflow should continue as new: the server suggests it,
+// or its history is past events.
+func historyPast(ctx workflow.Context, events int) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > events
+}
