@@ -286,6 +286,13 @@ type TaskStatusRequest struct {
 	UPID pve.UPID `json:"upid"`
 	// Pace spaces the looks at the running task; without it, the retry policy does.
 	Pace *Pace `json:"pace,omitempty"`
+	// Then is a signal the look that finds the task ended well (OK, or with warnings) sends
+	// before it returns, as SignalRun would: the clone's wait gives the create's clone lease back
+	// by it, so that the lease comes back as soon as PVE's task has ended, from whichever worker
+	// makes that look, not when the create's workflow task runs again (on a worker that may have
+	// died meanwhile). Every look that finds the task ended sends it, so the workflow must take it
+	// twice; one that fails is logged, and TaskResult.Signalled says whether it went.
+	Then *SignalRunRequest `json:"then,omitempty"`
 }
 
 // Pace is how a wait spaces its looks: by Poll.NextLook of the time since Since, its first
@@ -315,13 +322,24 @@ type TaskResult struct {
 	// WarningTexts are the warnings of a task that ended "WARNINGS: N", from its log, each
 	// naming the task and its node.
 	WarningTexts []string `json:"warningTexts,omitempty"`
+	// Signalled reports that the request's Then signal was sent.
+	Signalled bool `json:"signalled,omitempty"`
 }
 
 // TaskStatus waits for a Proxmox task: while it runs it fails with a retryable, benign
 // TaskRunning error that says which task, on which node, for how long; a task that ended with an
-// error is a non-retryable TaskFailed carrying the exit status; "WARNINGS: N" is success.
-// Scheduled with a heartbeat timeout, it heartbeats while it waits for PVE's answer.
+// error is a non-retryable TaskFailed carrying the exit status; "WARNINGS: N" is success. A task
+// that ended well is followed by req.Then's signal, if any. Scheduled with a heartbeat timeout,
+// it heartbeats while it waits for PVE's and Temporal's answers, so that a look lost with its
+// worker is made again at the heartbeat timeout.
 func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (TaskResult, error) {
+	if activity.GetInfo(ctx).HeartbeatTimeout > 0 {
+		return beating(ctx, func(ctx context.Context) (TaskResult, error) { return a.taskStatus(ctx, req) })
+	}
+	return a.taskStatus(ctx, req)
+}
+
+func (a *Activities) taskStatus(ctx context.Context, req TaskStatusRequest) (TaskResult, error) {
 	info, err := pve.ParseUPID(req.UPID)
 	if err != nil {
 		return TaskResult{}, failure("read task status", pve.Classified(pve.Permanent, err))
@@ -332,13 +350,7 @@ func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 	}
 	telemetry.PVETarget{Node: node, UPID: req.UPID}.Annotate(ctx)
 	what := taskName(info.Type)
-	read := func(ctx context.Context) (pve.TaskStatus, error) { return a.API.TaskStatus(ctx, node, req.UPID) }
-	var s pve.TaskStatus
-	if activity.GetInfo(ctx).HeartbeatTimeout > 0 {
-		s, err = beating(ctx, read) // a look lost with its worker is made again at the heartbeat timeout
-	} else {
-		s, err = read(ctx)
-	}
+	s, err := a.API.TaskStatus(ctx, node, req.UPID)
 	if err != nil {
 		return TaskResult{}, failure(fmt.Sprintf("read status of %s task %s on node %s", what, req.UPID, node), err)
 	}
@@ -357,6 +369,13 @@ func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 			return TaskResult{}, err
 		}
 		activity.GetLogger(ctx).Warn("proxmox task ended with warnings", "task", what, "upid", string(req.UPID), "node", node, "exitStatus", s.ExitStatus, "warnings", res.WarningTexts)
+	}
+	if req.Then != nil {
+		if err := a.SignalRun(ctx, *req.Then); err != nil {
+			activity.GetLogger(ctx).Warn("signal after the task's end not sent; the workflow sends its own", "upid", string(req.UPID), "error", err)
+		} else {
+			res.Signalled = true
+		}
 	}
 	return res, nil
 }

@@ -138,3 +138,53 @@ func TestSignalWithStartRun(t *testing.T) {
 		})
 	}
 }
+
+// signalCounter is runs that counts the signals it was sent.
+type signalCounter struct {
+	runs
+	sent *int
+}
+
+func (s signalCounter) SignalRun(ctx context.Context, workflowID, runID, signal string, arg any) error {
+	err := s.runs.SignalRun(ctx, workflowID, runID, signal, arg)
+	if err == nil {
+		*s.sent++
+	}
+	return err
+}
+
+// The clone's wait hands TaskStatus the lease's release: the look that sees the task ended
+// sends it, and says so; a look at a running task sends nothing; a release that cannot be sent
+// is left to the workflow.
+func TestTaskStatus_sendsItsSignalOnceTheTaskHasEnded(t *testing.T) {
+	tests := []struct {
+		name          string
+		admissionRuns bool
+		wantSignalled bool
+	}{
+		{"the admission runs", true, true},
+		{"the admission does not run: the workflow sends its own", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			sent := 0
+			f.acts.Runs = signalCounter{runs{activities.RunInfo{Running: tt.admissionRuns, RunID: "r"}}, &sent}
+			var upid pve.UPID
+			require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
+				Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test", Full: true},
+			}))
+			req := activities.TaskStatusRequest{UPID: upid, Then: &activities.SignalRunRequest{WorkflowID: "clone-admission/q/pve1/local-lvm", Signal: "clone-release", Arg: []byte(`{}`)}}
+
+			err := f.run(t, f.acts.TaskStatus, nil, req)
+			require.True(t, isType(err, activities.ErrTaskRunning), "%v", err)
+			assert.Zero(t, sent, "the clone still runs")
+
+			f.clock.Advance(time.Hour)
+			var res activities.TaskResult
+			require.NoError(t, f.run(t, f.acts.TaskStatus, &res, req))
+			assert.Equal(t, tt.wantSignalled, res.Signalled)
+			assert.Equal(t, map[bool]int{true: 1, false: 0}[tt.wantSignalled], sent)
+		})
+	}
+}

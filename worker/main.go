@@ -251,9 +251,8 @@ func payloadEncryption(getenv func(string) string) string {
 // out of memory) tells the server nothing, and for 10 s after its last poll the server still
 // puts the next workflow task of each workflow it ran on its sticky queue, where the task waits
 // out this timeout. Under worker kills that wait was most of the time a storage's clone slots
-// stood idle while creates queued: a slot's turn is three workflow tasks (the create that gives
-// its lease back, the admission's grant, the granted create's Clone call: docs/architecture.md,
-// *Clone admission*). A live worker takes its sticky tasks within milliseconds, so a task that
+// stood idle while creates queued: a slot's turn is two workflow tasks (the admission's grant,
+// the granted create's Clone call: docs/architecture.md, *Clone admission*). A live worker takes its sticky tasks within milliseconds, so a task that
 // times out there, and is replayed from its history by another worker, stays the exception.
 const stickyScheduleToStart = time.Second
 

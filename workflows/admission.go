@@ -443,6 +443,9 @@ type lease struct {
 	admission, storage string
 	req                admissionRequest
 	held               bool
+	// given is set once the clone's wait gave the lease back (giveBack): release has nothing
+	// left to do.
+	given bool
 	// clone is the clone the lease covers whose end the create has not seen, if any.
 	clone *CloneInFlight
 }
@@ -580,6 +583,29 @@ func (c *create) startAdmission(l *lease) error {
 	return nil
 }
 
+// giveBack is the release the clone's wait sends when it sees the clone end well
+// (TaskStatusRequest.Then), from whichever worker makes that look: the lease comes back within
+// the look's pace of PVE's end of the clone, where the create's next workflow task, on a worker
+// that may have died, could hold it for seconds while creates queue for the slot. A clone that
+// ended well is the last the lease covers: the create clones no more. Nil without a lease.
+func (l *lease) giveBack() (*activities.SignalRunRequest, error) {
+	if l == nil {
+		return nil, nil
+	}
+	arg, err := protocolJSON(leaseRelease{Holder: l.req.Holder})
+	if err != nil {
+		return nil, err
+	}
+	return &activities.SignalRunRequest{WorkflowID: l.admission, Signal: cloneReleaseSignal, Arg: arg}, nil
+}
+
+// givenBack records that the clone's wait gave the lease back.
+func (l *lease) givenBack() {
+	if l != nil {
+		l.given, l.held, l.clone = true, false, nil
+	}
+}
+
 // covers records the clone the lease covers, or, with nil, that the create saw it end.
 func (l *lease) covers(clone *CloneInFlight) {
 	if l != nil {
@@ -594,7 +620,7 @@ func (l *lease) covers(clone *CloneInFlight) {
 // then, and the signal fails, except in the test environment, where the operations' tests run
 // and an activity cannot signal a workflow.
 func (l *lease) release(ctx workflow.Context, s settings) {
-	if l == nil {
+	if l == nil || l.given {
 		return
 	}
 	ctx, cancel := workflow.NewDisconnectedContext(ctx)

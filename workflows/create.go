@@ -587,9 +587,16 @@ func (c *create) cloneOnto(tmplNode string, vmid, attempt int, l *lease) (step s
 	}
 	l.covers(&CloneInFlight{Node: tmplNode, UPID: upid})
 	step = fmt.Sprintf("wait for clone of %d to %d on %s", c.p.TemplateVMID, vmid, c.p.Node)
-	err = waitTask(c.ctx, c.s, c.t, activityFirst, upid, c.s.Budgets.Clone, step)
+	wait := activities.TaskStatusRequest{UPID: upid}
+	if wait.Then, err = l.giveBack(); err != nil {
+		return step, permanentf("create proxy %s: give the clone lease back: %v", c.in.Name, err)
+	}
+	res, err := waitFor(c.ctx, c.s, c.t, activityFirst, wait, c.s.Budgets.Clone, step)
 	if err == nil || isType(err, activities.ErrTaskFailed) {
 		l.covers(nil)
+	}
+	if res.Signalled {
+		l.givenBack()
 	}
 	return step, err
 }
@@ -712,10 +719,18 @@ func (c *create) waitReady() (CreateProxyResult, error) {
 // the task's warnings in t. It returns the activity's own error: a caller acts on how the task
 // failed, or wraps it with fail.
 func waitTask(ctx workflow.Context, s settings, t *tracker, first firstLooks, upid pve.UPID, budget time.Duration, summary string) error {
+	_, err := waitFor(ctx, s, t, first, activities.TaskStatusRequest{UPID: upid}, budget, summary)
+	return err
+}
+
+// waitFor is waitTask for a request of its own (one with a signal to send at the task's end),
+// returning its result.
+func waitFor(ctx workflow.Context, s settings, t *tracker, first firstLooks, req activities.TaskStatusRequest, budget time.Duration, summary string) (activities.TaskResult, error) {
 	var a *activities.Activities
 	t.step(summary)
-	t.task(upid)
-	opts, req := s.waitOptions(budget, summary+", "+string(upid)), activities.TaskStatusRequest{UPID: upid, Pace: s.pace(ctx)}
+	t.task(req.UPID)
+	req.Pace = s.pace(ctx)
+	opts := s.waitOptions(budget, summary+", "+string(req.UPID))
 	if first == activityFirst {
 		opts.HeartbeatTimeout = heartbeatTimeout(opts.StartToCloseTimeout)
 	}
@@ -725,10 +740,10 @@ func waitTask(ctx workflow.Context, s settings, t *tracker, first firstLooks, up
 	}
 	var res activities.TaskResult
 	if err := wait.Get(ctx, &res); err != nil {
-		return err
+		return res, err
 	}
 	t.warned(res.WarningTexts)
-	return nil
+	return res, nil
 }
 
 // firstLooks says where a task's wait makes its first looks.
@@ -742,6 +757,7 @@ const (
 	// outlasts the local looks anyway, and a worker lost while they ran would lose the Clone
 	// call's answer with the open workflow task; replayed, the create would find the VMID held by
 	// its own clone, not yet marked, and clone again onto the next one. Its looks heartbeat
-	// (heartbeatTimeout): the clone holds a lease of its storage that creates queue for.
+	// (heartbeatTimeout), and the one that sees the clone end gives the lease back
+	// (lease.giveBack): the clone holds a lease of its storage that creates queue for.
 	activityFirst
 )

@@ -45,7 +45,11 @@ func BenchmarkChaos_cloneSlotsBusyUnderWorkerKills(b *testing.B) {
 		creates.Wait()
 		took := time.Since(began)
 		r.stopChaos()
-		use := slotUse(r.simState().Clones, perStorage)
+		st := r.simState()
+		if most := st.MaxConcurrentClones["pve1/local-lvm"]; most > perStorage {
+			b.Fatalf("%d clones ran at once onto two slots: %s", most, peak(st.Clones, "pve1/local-lvm"))
+		}
+		use := slotUse(st.Clones, perStorage)
 		b.ReportMetric(use.busy, "busy-share")
 		b.ReportMetric(use.turnP50.Seconds(), "s/turn-p50")
 		b.ReportMetric(use.turnMax.Seconds(), "s/turn-max")
