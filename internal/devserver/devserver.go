@@ -231,6 +231,10 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 			// in a row (docs/performance.md). The compose file's server has the same.
 			dynamicconfig.TransferProcessorMaxPollRPS.Key(): 200,
 			dynamicconfig.TimerProcessorMaxPollRPS.Key():    200,
+			// A timer (an activity's retry, a workflow's sleep) fires up to this long after its
+			// time; the default, 1 s, held every retry sooner than that to a second, such as a
+			// clone's looks around its expected end. The compose file's server has the same.
+			dynamicconfig.TimerProcessorMaxTimeShift.Key(): 10 * time.Millisecond,
 		}),
 	}
 	if hosts != nil {
