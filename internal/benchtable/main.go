@@ -114,6 +114,7 @@ var figures = []figure{
 	{"10,000 idle proxies under care: history events per proxy and hour", care, "events/proxy-hour@10000", atMost(5)},
 	{"10,000 idle proxies under care: workflow tasks per proxy and hour", care, "workflow-tasks/proxy-hour@10000", atMost(1)},
 	{"10,000 idle proxies under care: Proxmox calls per proxy and hour", care, "proxmox-calls/proxy-hour@10000", atMost(0.1)},
+	{"10,000 idle proxies under care: history events per second against the server's ceiling measured in the same run", care, "x-ceiling-events@10000", atMost(0.05)},
 	{"idle proxies, each checking itself every interval (no observer): history events per proxy and hour", care, "events/proxy-hour-without-observer", goal{}},
 	{"idle proxies, each checking itself every interval (no observer): Proxmox calls per proxy and hour", care, "proxmox-calls/proxy-hour-without-observer", goal{}},
 	{"a create behind a backlog of checks at the call cap, against the same create with none", backlog, "x-alone", atMost(1.2)},

@@ -53,10 +53,11 @@ func BenchmarkChaos_cloneSlotsBusyUnderWorkerKills(b *testing.B) {
 		b.ReportMetric(use.busy, "busy-share")
 		b.ReportMetric(use.turnP50.Seconds(), "s/turn-p50")
 		b.ReportMetric(use.turnMax.Seconds(), "s/turn-max")
+		b.ReportMetric(use.lateP50.Seconds(), "s/end-seen-late-p50")
 		b.ReportMetric(float64(r.workerKills), "worker-kills")
 		b.ReportMetric(took.Seconds(), "s/creates")
-		b.Logf("%d creates in %s under %d worker kills: slots busy %.2f of the time while creates queued; a slot's turn p50 %s, longest %s; %d clone tasks",
-			slots.proxies, took.Round(time.Millisecond), r.workerKills, use.busy, use.turnP50, use.turnMax, use.clones)
+		b.Logf("%d creates in %s under %d worker kills: slots busy %.2f of the time while creates queued; a slot's turn p50 %s, longest %s; a clone's end seen %s late (p50); %d clone tasks",
+			slots.proxies, took.Round(time.Millisecond), r.workerKills, use.busy, use.turnP50, use.turnMax, use.lateP50, use.clones)
 		r.mu.Lock()
 		failures := slices.Clone(r.failures)
 		r.mu.Unlock()
@@ -74,16 +75,23 @@ type slotUsage struct {
 	// turnP50 and turnMax are how long a slot stayed free between one clone's end and the next
 	// clone's start.
 	turnP50, turnMax time.Duration
-	clones           int
+	// lateP50 is how long after a clone's end its wait saw it end, the median: the part of a
+	// turn the looks' pace makes.
+	lateP50 time.Duration
+	clones  int
 }
 
 // slotUse measures runs, the clone tasks onto one storage with n slots, every one of them
 // started while others queued. The k-th clone to start took the slot of the (k−n)-th to end.
 func slotUse(runs []pvesim.CloneRun, n int) slotUsage {
 	var starts, ends []time.Time
+	var late []time.Duration
 	for _, c := range runs {
 		if !c.End.IsZero() {
 			starts, ends = append(starts, c.Start), append(ends, c.End)
+		}
+		if !c.Seen.IsZero() {
+			late = append(late, c.Seen.Sub(c.End))
 		}
 	}
 	if len(starts) <= n {
@@ -113,17 +121,25 @@ func slotUse(runs []pvesim.CloneRun, n int) slotUsage {
 		turns = append(turns, starts[k].Sub(ends[k-n]))
 	}
 	slices.Sort(turns)
-	return slotUsage{busy: busy.Seconds() / (float64(n) * last.Sub(first).Seconds()), turnP50: turns[len(turns)/2], turnMax: turns[len(turns)-1], clones: len(starts)}
+	slices.Sort(late)
+	use := slotUsage{busy: busy.Seconds() / (float64(n) * last.Sub(first).Seconds()), turnP50: turns[len(turns)/2], turnMax: turns[len(turns)-1], clones: len(starts)}
+	if len(late) > 0 {
+		use.lateP50 = late[len(late)/2]
+	}
+	return use
 }
 
 func TestSlotUse_countsTheCloneTimeBetweenTheFirstStartAndTheLastOverTheSlots(t *testing.T) {
 	at := func(s float64) time.Time { return time.Unix(0, 0).Add(time.Duration(s * float64(time.Second))) }
-	clone := func(start, end float64) pvesim.CloneRun { return pvesim.CloneRun{Start: at(start), End: at(end)} }
+	clone := func(start, end float64) pvesim.CloneRun {
+		return pvesim.CloneRun{Start: at(start), End: at(end), Seen: at(end + 0.1*start)}
+	}
 	// Two slots over 0-6 s: 0-4 and 1-5 s, then the slot freed at 4 s takes the next clone at 5 s
 	// and the one freed at 5 s at 6 s. In the window, 4+4+1 of the slots' 12 seconds ran a clone.
 	use := slotUse([]pvesim.CloneRun{clone(0, 4), clone(1, 5), clone(5, 9), clone(6, 10)}, 2)
 	assert.InDelta(t, 9.0/12, use.busy, 1e-9)
 	assert.Equal(t, time.Second, use.turnP50)
 	assert.Equal(t, time.Second, use.turnMax)
+	assert.Equal(t, 500*time.Millisecond, use.lateP50) // seen 0, 0.1, 0.5 and 0.6 s late
 	assert.Equal(t, 4, use.clones)
 }

@@ -24,6 +24,8 @@ type CloneRun struct {
 	Start, End time.Time
 	// ExitStatus is the task's exit status, empty while it runs.
 	ExitStatus string
+	// Seen is when a TaskStatus call first found the task stopped; zero until one did.
+	Seen time.Time
 }
 
 // cloneRecord is a clone task in the clone log.
@@ -65,6 +67,7 @@ func (c *Cluster) CloneRuns() []CloneRun {
 			VMID:  rec.vmid,
 			NewID: rec.newid,
 			Start: rec.start,
+			Seen:  rec.t.seen,
 		}
 		for _, st := range rec.stores {
 			run.Storages = append(run.Storages, st.ID)
