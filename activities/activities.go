@@ -23,8 +23,10 @@ package activities
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -291,7 +293,8 @@ type TaskStatusRequest struct {
 	// by it, so that the lease comes back as soon as PVE's task has ended, from whichever worker
 	// makes that look, not when the create's workflow task runs again (on a worker that may have
 	// died meanwhile). Every look that finds the task ended sends it, so the workflow must take it
-	// twice; one that fails is logged, and TaskResult.Signalled says whether it went.
+	// twice; one that fails is logged, and TaskResult.Signalled says whether it went. Paced, the
+	// look adds to Arg, a JSON object, "waited": TaskResult.Waited, in nanoseconds.
 	Then *SignalRunRequest `json:"then,omitempty"`
 }
 
@@ -303,6 +306,9 @@ type TaskStatusRequest struct {
 type Pace struct {
 	Since time.Time   `json:"since"`
 	Poll  config.Poll `json:"poll"`
+	// Expected is how long the wait is expected to last (a clone's, from the storage's last
+	// clones): the looks gather around its end (config.Poll.NextLookExpecting).
+	Expected time.Duration `json:"expected,omitempty"`
 }
 
 // nextLook is how long after now the wait paced by p looks again: 0, the retry policy's
@@ -311,7 +317,7 @@ func (p *Pace) nextLook(now time.Time) time.Duration {
 	if p == nil {
 		return 0
 	}
-	return p.Poll.NextLook(now.Sub(p.Since))
+	return p.Poll.NextLookExpecting(now.Sub(p.Since), p.Expected)
 }
 
 // TaskResult is a finished task's outcome.
@@ -324,6 +330,9 @@ type TaskResult struct {
 	WarningTexts []string `json:"warningTexts,omitempty"`
 	// Signalled reports that the request's Then signal was sent.
 	Signalled bool `json:"signalled,omitempty"`
+	// Waited is how long after its pace's Since the look that found the task ended was made:
+	// what the task took, as its wait saw it. Zero without a pace.
+	Waited time.Duration `json:"waited,omitempty"`
 }
 
 // TaskStatus waits for a Proxmox task: while it runs it fails with a retryable, benign
@@ -364,6 +373,9 @@ func (a *Activities) taskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 		return TaskResult{}, failure(what+" task", err)
 	}
 	res := TaskResult{UPID: req.UPID, ExitStatus: s.ExitStatus, Warnings: warnings}
+	if req.Pace != nil {
+		res.Waited = a.now().Sub(req.Pace.Since)
+	}
 	if warnings > 0 {
 		if res.WarningTexts, err = a.taskWarnings(ctx, node, req.UPID, what, s.ExitStatus); err != nil {
 			return TaskResult{}, err
@@ -371,13 +383,32 @@ func (a *Activities) taskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 		activity.GetLogger(ctx).Warn("proxmox task ended with warnings", "task", what, "upid", string(req.UPID), "node", node, "exitStatus", s.ExitStatus, "warnings", res.WarningTexts)
 	}
 	if req.Then != nil {
-		if err := a.SignalRun(ctx, *req.Then); err != nil {
+		then := *req.Then
+		if req.Pace != nil {
+			if then.Arg, err = withWaited(then.Arg, res.Waited); err != nil {
+				return TaskResult{}, failure(fmt.Sprintf("signal %s to workflow %s", then.Signal, then.WorkflowID), pve.Classified(pve.Permanent, err))
+			}
+		}
+		if err := a.SignalRun(ctx, then); err != nil {
 			activity.GetLogger(ctx).Warn("signal after the task's end not sent; the workflow sends its own", "upid", string(req.UPID), "error", err)
 		} else {
 			res.Signalled = true
 		}
 	}
 	return res, nil
+}
+
+// withWaited is the JSON object arg with "waited" set to waited, in nanoseconds.
+func withWaited(arg json.RawMessage, waited time.Duration) (json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(arg, &fields); err != nil {
+		return nil, fmt.Errorf("the signal's argument is not a JSON object: %w", err)
+	}
+	if fields == nil {
+		fields = map[string]json.RawMessage{}
+	}
+	fields["waited"] = json.RawMessage(strconv.FormatInt(int64(waited), 10))
+	return json.Marshal(fields)
 }
 
 // Metrics of the task waits, as the SDK's metrics handler names them; Prometheus adds _seconds

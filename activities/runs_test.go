@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
@@ -26,6 +28,8 @@ func (r runs) SignalRun(_ context.Context, workflowID, runID, _ string, _ any) e
 	}
 	return nil
 }
+
+func (r runs) UnstickRun(context.Context, string, string) error { return nil }
 
 // SignalWithStartRun starts the workflow when it does not run: it fails only as Temporal
 // fails.
@@ -185,6 +189,86 @@ func TestTaskStatus_sendsItsSignalOnceTheTaskHasEnded(t *testing.T) {
 			require.NoError(t, f.run(t, f.acts.TaskStatus, &res, req))
 			assert.Equal(t, tt.wantSignalled, res.Signalled)
 			assert.Equal(t, map[bool]int{true: 1, false: 0}[tt.wantSignalled], sent)
+		})
+	}
+}
+
+// signalRecorder is runs that keeps the argument of the last signal it was sent.
+type signalRecorder struct {
+	runs
+	arg *json.RawMessage
+}
+
+func (s signalRecorder) SignalRun(_ context.Context, _, _, _ string, arg any) error {
+	*s.arg = arg.(json.RawMessage)
+	return nil
+}
+
+// A paced wait's look that sees the task ended tells how long the wait waited, in its result and
+// in the signal it sends: the admission learns from it how long its clones take.
+func TestTaskStatus_aPacedLookSaysHowLongItsWaitWaited(t *testing.T) {
+	f := newFixture(t)
+	var sent json.RawMessage
+	f.acts.Runs = signalRecorder{runs{activities.RunInfo{Running: true, RunID: "r"}}, &sent}
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
+		Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test", Full: true},
+	}))
+	req := activities.TaskStatusRequest{UPID: upid, Pace: &activities.Pace{Since: f.clock.Now(), Poll: config.Default().Poll},
+		Then: &activities.SignalRunRequest{WorkflowID: "clone-admission/q/pve1/local-lvm", Signal: "clone-release", Arg: []byte(`{"runID":"r"}`)}}
+	f.clock.Advance(time.Hour)
+
+	var res activities.TaskResult
+	require.NoError(t, f.run(t, f.acts.TaskStatus, &res, req))
+
+	assert.Equal(t, time.Hour, res.Waited)
+	assert.JSONEq(t, `{"runID":"r","waited":3600000000000}`, string(sent))
+}
+
+// callLog is runs that logs the sticky resets and signals it was asked for, in order; its
+// resets fail when failUnstick is set.
+type callLog struct {
+	runs
+	calls       *[]string
+	failUnstick bool
+}
+
+func (c callLog) UnstickRun(_ context.Context, workflowID, _ string) error {
+	*c.calls = append(*c.calls, "unstick "+workflowID)
+	if c.failUnstick {
+		return errors.New("unavailable")
+	}
+	return nil
+}
+
+func (c callLog) SignalRun(ctx context.Context, workflowID, runID, signal string, arg any) error {
+	*c.calls = append(*c.calls, "signal "+workflowID)
+	return c.runs.SignalRun(ctx, workflowID, runID, signal, arg)
+}
+
+// A signal sent with Unstick resets the run's sticky queue first, so that the workflow task it
+// makes goes to any worker; a reset that fails does not keep the signal from going.
+func TestSignalRun_unstickResetsTheRunsStickyQueueBeforeTheSignal(t *testing.T) {
+	tests := []struct {
+		name        string
+		unstick     bool
+		failUnstick bool
+		want        []string
+	}{
+		{"without unstick: the signal alone", false, false, []string{"signal proxy/u/create"}},
+		{"with unstick: the reset, then the signal", true, false, []string{"unstick proxy/u/create", "signal proxy/u/create"}},
+		{"a reset that fails: the signal all the same", true, true, []string{"unstick proxy/u/create", "signal proxy/u/create"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			var calls []string
+			f.acts.Runs = callLog{runs: runs{activities.RunInfo{Running: true, RunID: "r"}}, calls: &calls, failUnstick: tt.failUnstick}
+
+			err := f.run(t, f.acts.SignalRun, nil, activities.SignalRunRequest{WorkflowID: "proxy/u/create", RunID: "r", Signal: "clone-admitted", Arg: []byte(`{}`), Unstick: tt.unstick})
+
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, calls)
 		})
 	}
 }

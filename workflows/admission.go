@@ -92,6 +92,20 @@ type admissionRequest struct {
 type leaseRelease struct {
 	Holder
 	Clone *CloneInFlight `json:"clone,omitempty"`
+	// Waited is, on the release of a clone that ended well, how long its wait waited, from its
+	// first look to the one that saw the end (activities.TaskResult.Waited): the admission learns
+	// from it how long its storage's clones take. The look that gives the lease back
+	// (lease.giveBack) adds it to the release it sends.
+	Waited time.Duration `json:"waited,omitempty"`
+}
+
+// cloneGrant is what a clone-admitted signal carries.
+type cloneGrant struct {
+	// ExpectedClone is how long the storage's clones take, from the last ones (the median of
+	// AdmissionState.RecentClones); zero when none has been seen. The create's wait gathers its
+	// looks around that end (activities.Pace.Expected), so that the lease comes back soon after
+	// the clone ends.
+	ExpectedClone time.Duration `json:"expectedClone,omitempty"`
 }
 
 // CloneInFlight is a clone whose end its create did not see: its task, when the create has the
@@ -120,10 +134,17 @@ type AdmissionState struct {
 	Holders    []Holder       `json:"holders"`
 	Waiting    []Holder       `json:"waiting"`
 	Covered    []CoveredClone `json:"covered,omitempty"`
+	// RecentClones are the last clones' durations as their waits saw them (leaseRelease.Waited),
+	// oldest first: at most recentClones of them.
+	RecentClones []time.Duration `json:"recentClones,omitempty"`
 	// HistoryEvents is the history length past which it continues as new; zero is
 	// defaultAdmissionHistoryEvents.
 	HistoryEvents int `json:"historyEvents,omitempty"`
 }
+
+// recentClones is how many clones' durations the admission keeps: its expectation is their
+// median, so that a clone or two slowed down (a worker lost, a busy storage) do not move it.
+const recentClones = 5
 
 // defaultAdmissionHistoryEvents is the history length past which the admission continues as
 // new, if the server has not suggested it before, until a request brings clones.historyEvents.
@@ -246,7 +267,7 @@ func (a *admission) acquire(req admissionRequest) {
 		a.st.HistoryEvents = req.HistoryEvents
 	}
 	if slices.Contains(a.st.Holders, req.Holder) {
-		a.tell(req.Holder, cloneAdmittedSignal, nil) // its grant crossed its repeated request
+		a.tell(req.Holder, cloneAdmittedSignal, a.grantNow()) // its grant crossed its repeated request
 		return
 	}
 	if i := slices.Index(a.st.Waiting, req.Holder); i >= 0 {
@@ -268,6 +289,26 @@ func (a *admission) release(r leaseRelease) {
 	if held && r.Clone != nil {
 		a.st.Covered = append(a.st.Covered, CoveredClone{Holder: r.Holder, CloneInFlight: *r.Clone})
 	}
+	if held && r.Waited > 0 {
+		a.st.RecentClones = append(a.st.RecentClones, r.Waited)
+		a.st.RecentClones = a.st.RecentClones[max(len(a.st.RecentClones)-recentClones, 0):]
+	}
+}
+
+// grantNow is the grant the admission sends now.
+func (a *admission) grantNow() cloneGrant {
+	return cloneGrant{ExpectedClone: median(a.st.RecentClones)}
+}
+
+// median is the middle one of ds, the lower of the two middle ones of an even count (a look
+// too early costs a look, one too late the slot's time), zero of none.
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	return sorted[(len(sorted)-1)/2]
 }
 
 // grant admits waiting runs, first come first served, while leases are free. A run that does
@@ -279,7 +320,7 @@ func (a *admission) grant() {
 		next := slices.Clone(a.st.Waiting[:n])
 		a.st.Waiting = a.st.Waiting[n:]
 		moved = true
-		for i, ok := range a.tellAll(next, cloneAdmittedSignal, nil) {
+		for i, ok := range a.tellAll(next, cloneAdmittedSignal, a.grantNow()) {
 			if ok {
 				a.st.Holders = append(a.st.Holders, next[i])
 			}
@@ -384,7 +425,10 @@ func (a *admission) callAll(hs []Holder, signal string, payload any) []bool {
 	})
 	futures := make([]workflow.Future, len(hs))
 	for i, h := range hs {
-		futures[i] = workflow.ExecuteLocalActivity(ctx, acts.SignalRun, activities.SignalRunRequest{WorkflowID: h.WorkflowID, RunID: h.RunID, Signal: signal, Arg: arg})
+		// A granted create has waited in its queue, and its worker may have died since: its
+		// next workflow task, the Clone call, goes to any worker.
+		req := activities.SignalRunRequest{WorkflowID: h.WorkflowID, RunID: h.RunID, Signal: signal, Arg: arg, Unstick: signal == cloneAdmittedSignal}
+		futures[i] = workflow.ExecuteLocalActivity(ctx, acts.SignalRun, req)
 	}
 	ok := make([]bool, len(hs))
 	var again []Holder
@@ -448,6 +492,10 @@ type lease struct {
 	given bool
 	// clone is the clone the lease covers whose end the create has not seen, if any.
 	clone *CloneInFlight
+	// expectedClone is how long the admission expects the clone to take (cloneGrant).
+	expectedClone time.Duration
+	// cloneWaited is how long the wait of the clone that ended well waited, once it has.
+	cloneWaited time.Duration
 }
 
 // admitClone waits for a lease to clone onto storage. The admission workflow is started when
@@ -482,8 +530,9 @@ func (c *create) admitClone(storage string) (*lease, error) {
 	for !l.held && c.ctx.Err() == nil && askErr == nil {
 		workflow.NewSelector(c.ctx).
 			AddReceive(admitted, func(ch workflow.ReceiveChannel, _ bool) {
-				ch.Receive(c.ctx, nil)
-				l.held = true
+				var grant cloneGrant
+				ch.Receive(c.ctx, &grant)
+				l.held, l.expectedClone = true, grant.ExpectedClone
 			}).
 			AddFuture(timer, func(workflow.Future) {
 				if c.ctx.Err() != nil {
@@ -504,6 +553,14 @@ func (c *create) admitClone(storage string) (*lease, error) {
 	}
 	return l, nil
 }
+
+// admissionTaskTimeout is the admission's workflow task timeout: how long Temporal waits for a
+// worker that took one of its workflow tasks before it gives the task to another. A worker that
+// dies with the task (killed, out of memory) tells nothing, and for that long every slot of the
+// storage that frees stays free: the default, 10 s, was the longest a slot stood free under
+// worker kills. The admission's tasks take milliseconds; the SDK keeps one that waits on its
+// local activities (grants, checks) alive past this by heartbeats. Continue-as-new keeps it.
+const admissionTaskTimeout = 2 * time.Second
 
 // firstAskAgain is how long a queued create waits before it asks its admission again, and
 // maxAskInterval caps the backoff between its later asks.
@@ -529,7 +586,7 @@ func (c *create) askForLease(l *lease) error {
 	if err != nil {
 		return permanentf("create proxy %s: %s: %v", c.in.Name, step, err)
 	}
-	start := activities.StartRun{WorkflowType: CloneAdmissionName, TaskQueue: workflow.GetInfo(c.ctx).TaskQueueName, Input: input}
+	start := activities.StartRun{WorkflowType: CloneAdmissionName, TaskQueue: workflow.GetInfo(c.ctx).TaskQueueName, Input: input, WorkflowTaskTimeout: admissionTaskTimeout}
 	req := activities.SignalWithStartRunRequest{WorkflowID: l.admission, Signal: cloneAcquireSignal, Arg: arg, Start: start}
 	if call(c.ctx, c.s.callOptions(step), a.SignalWithStartRun, req).Get(c.ctx, nil) == nil {
 		return nil
@@ -573,6 +630,7 @@ func (c *create) startAdmission(l *lease) error {
 		WorkflowID:            l.admission,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowTaskTimeout:   admissionTaskTimeout,
 	})
 	child := workflow.ExecuteChildWorkflow(ctx, CloneAdmissionName, AdmissionState{Storage: l.storage})
 	var started workflow.Execution
@@ -587,7 +645,8 @@ func (c *create) startAdmission(l *lease) error {
 // (TaskStatusRequest.Then), from whichever worker makes that look: the lease comes back within
 // the look's pace of PVE's end of the clone, where the create's next workflow task, on a worker
 // that may have died, could hold it for seconds while creates queue for the slot. A clone that
-// ended well is the last the lease covers: the create clones no more. Nil without a lease.
+// ended well is the last the lease covers: the create clones no more. The look adds how long
+// the wait waited (leaseRelease.Waited). Nil without a lease.
 func (l *lease) giveBack() (*activities.SignalRunRequest, error) {
 	if l == nil {
 		return nil, nil
@@ -599,10 +658,16 @@ func (l *lease) giveBack() (*activities.SignalRunRequest, error) {
 	return &activities.SignalRunRequest{WorkflowID: l.admission, Signal: cloneReleaseSignal, Arg: arg}, nil
 }
 
-// givenBack records that the clone's wait gave the lease back.
-func (l *lease) givenBack() {
-	if l != nil {
-		l.given, l.held, l.clone = true, false, nil
+// cloneEnded records that the clone ended well, as its wait res saw it, and whether the wait's
+// look gave the lease back. A lease the look could not give back goes back with release, which
+// then tells the admission how long the clone took.
+func (l *lease) cloneEnded(res activities.TaskResult) {
+	if l == nil {
+		return
+	}
+	l.clone, l.cloneWaited = nil, res.Waited
+	if res.Signalled {
+		l.given, l.held = true, false
 	}
 }
 
@@ -625,7 +690,7 @@ func (l *lease) release(ctx workflow.Context, s settings) {
 	}
 	ctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
-	release := leaseRelease{Holder: l.req.Holder, Clone: l.clone}
+	release := leaseRelease{Holder: l.req.Holder, Clone: l.clone, Waited: l.cloneWaited}
 	err := signalRun(ctx, s, l.admission, cloneReleaseSignal, release)
 	if isType(err, activities.ErrNotFound) {
 		err = workflow.SignalExternalWorkflow(ctx, l.admission, "", cloneReleaseSignal, release).Get(ctx, nil)

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -36,11 +37,13 @@ type admissionWorld struct {
 	allClosed bool
 	// leaseChecks counts the clone-lease-check signals the admission sent its holders.
 	leaseChecks int
+	// expected is the clone duration each run's grant expected.
+	expected map[string]time.Duration
 }
 
 func newAdmissionWorld(t *testing.T) *admissionWorld {
 	w := newWorld(t)
-	a := &admissionWorld{t: t, w: w, env: w.env(), closed: map[string]bool{}}
+	a := &admissionWorld{t: t, w: w, env: w.env(), closed: map[string]bool{}, expected: map[string]time.Duration{}}
 	a.env.SetTestTimeout(30 * time.Second)
 	a.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).
 		Return(func(_, workflowID, runID, signal string, arg any) error {
@@ -54,6 +57,15 @@ func newAdmissionWorld(t *testing.T) *admissionWorld {
 				return nil
 			}
 			a.told = append(a.told, runID+" "+signal)
+			if signal == "clone-admitted" {
+				var grant struct {
+					ExpectedClone time.Duration `json:"expectedClone"`
+				}
+				b, err := json.Marshal(arg)
+				require.NoError(t, err)
+				require.NoError(t, json.Unmarshal(b, &grant))
+				a.expected[runID] = grant.ExpectedClone
+			}
 			return nil
 		})
 	return a
@@ -71,6 +83,12 @@ func (a *admissionWorld) acquire(run string, limit int) {
 
 func (a *admissionWorld) release(run string) {
 	a.env.SignalWorkflow("clone-release", map[string]any{"workflowID": "proxy/" + run + "/create", "runID": run})
+}
+
+// cloneEnded gives run's lease back as the look that saw its clone end does, the clone having
+// taken took since its wait began.
+func (a *admissionWorld) cloneEnded(run string, took time.Duration) {
+	a.env.SignalWorkflow("clone-release", map[string]any{"workflowID": "proxy/" + run + "/create", "runID": run, "waited": took})
 }
 
 // releaseWith gives run's lease back with a clone its create did not see end.
@@ -149,6 +167,36 @@ func TestAdmission_admitsUpToTheLimitFirstComeFirstServed(t *testing.T) {
 	assert.Equal(t, []string{"c", "d"}, holderRuns(before.Waiting))
 	assert.Equal(t, []string{"b", "c"}, holderRuns(after.Holders))
 	assert.Equal(t, []string{"d"}, holderRuns(after.Waiting))
+}
+
+func TestAdmission_aGrantExpectsTheMedianOfTheLastFiveClones(t *testing.T) {
+	a := newAdmissionWorld(t)
+	runs := []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6"}
+	a.at(time.Second, func() {
+		for _, run := range runs {
+			a.acquire(run, 1)
+		}
+	})
+	took := []time.Duration{3, 9, 4, 5, 4, 6} // seconds, r0's to r5's
+	for i, d := range took {
+		a.at(time.Duration(10*(i+1))*time.Second, func() { a.cloneEnded(runs[i], d*time.Second) })
+	}
+	a.at(25*time.Second, func() { a.cloneEnded("r1", time.Second) }) // the look after the one that gave it back
+	a.at(65*time.Second, func() { a.release("r6") })                 // failed before its clone ended
+
+	a.run(70 * time.Second)
+
+	assert.Equal(t, runs, a.admitted())
+	want := map[string]time.Duration{
+		"r0": 0,               // none seen yet
+		"r1": 3 * time.Second, // 3
+		"r2": 3 * time.Second, // 3 9: the lower middle
+		"r3": 4 * time.Second, // 3 4 9
+		"r4": 4 * time.Second, // 3 4 5 9
+		"r5": 4 * time.Second, // 3 4 4 5 9
+		"r6": 5 * time.Second, // 4 4 5 6 9: r0's 3 is no longer among the last five
+	}
+	assert.Equal(t, want, a.expected)
 }
 
 func TestAdmission_findsATerminatedHolderWithoutSignallingTheHolders(t *testing.T) {

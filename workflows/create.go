@@ -587,16 +587,19 @@ func (c *create) cloneOnto(tmplNode string, vmid, attempt int, l *lease) (step s
 	}
 	l.covers(&CloneInFlight{Node: tmplNode, UPID: upid})
 	step = fmt.Sprintf("wait for clone of %d to %d on %s", c.p.TemplateVMID, vmid, c.p.Node)
-	wait := activities.TaskStatusRequest{UPID: upid}
+	wait := activities.TaskStatusRequest{UPID: upid, Pace: c.s.pace(c.ctx)}
+	if l != nil {
+		wait.Pace.Expected = l.expectedClone
+	}
 	if wait.Then, err = l.giveBack(); err != nil {
 		return step, permanentf("create proxy %s: give the clone lease back: %v", c.in.Name, err)
 	}
 	res, err := waitFor(c.ctx, c.s, c.t, activityFirst, wait, c.s.Budgets.Clone, step)
-	if err == nil || isType(err, activities.ErrTaskFailed) {
+	switch {
+	case err == nil:
+		l.cloneEnded(res)
+	case isType(err, activities.ErrTaskFailed):
 		l.covers(nil)
-	}
-	if res.Signalled {
-		l.givenBack()
 	}
 	return step, err
 }
@@ -723,13 +726,15 @@ func waitTask(ctx workflow.Context, s settings, t *tracker, first firstLooks, up
 	return err
 }
 
-// waitFor is waitTask for a request of its own (one with a signal to send at the task's end),
-// returning its result.
+// waitFor is waitTask for a request of its own (one with a signal to send at the task's end, or
+// a pace of its own), returning its result.
 func waitFor(ctx workflow.Context, s settings, t *tracker, first firstLooks, req activities.TaskStatusRequest, budget time.Duration, summary string) (activities.TaskResult, error) {
 	var a *activities.Activities
 	t.step(summary)
 	t.task(req.UPID)
-	req.Pace = s.pace(ctx)
+	if req.Pace == nil {
+		req.Pace = s.pace(ctx)
+	}
 	opts := s.waitOptions(budget, summary+", "+string(req.UPID))
 	if first == activityFirst {
 		opts.HeartbeatTimeout = heartbeatTimeout(opts.StartToCloseTimeout)

@@ -197,9 +197,10 @@ const maxHeartbeatTimeout = 3 * time.Second
 // attemptsWithin bounds the attempts a wait starts within budget, plus one, so the budget and
 // not the attempt count is what ends a wait: no attempt comes sooner than InitialInterval after
 // the one before, whether the retry policy or the wait's pace (activities.Pace) spaces them, and
-// whatever the clocks of the worker and the server say.
+// whatever the clocks of the worker and the server say, but for the looks a pace gathers around
+// an expected end (config.ExpectedLooks).
 func attemptsWithin(budget time.Duration, p config.Poll) int32 {
-	return int32(min(budget/p.InitialInterval, 1<<20)) + 2
+	return int32(min(budget/p.InitialInterval, 1<<20)) + 2 + config.ExpectedLooks
 }
 
 // pace is the pace of a wait whose first look is now: the run's poll settings.

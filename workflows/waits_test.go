@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -64,4 +65,39 @@ func TestCreate_seesEveryTasksEndWithinAFifthOfItsDurationOrASecond(t *testing.T
 			}
 		})
 	}
+}
+
+// A clone onto a storage that has cloned before is seen to have ended within a twentieth of its
+// time: its admission expects it to take as long as the last clones there took, and its wait
+// looks around that end (config.Poll.NextLookExpecting). The first clone, with nothing to
+// expect, is seen at the pace's look.
+func TestCreate_aClonesEndIsSeenWithinATwentiethOnceItsStorageHasCloned(t *testing.T) {
+	const took = 13 * time.Second // the pace looks at 12.4 s and 14.9 s
+	w := newWorld(t, func(o *pvesim.Options) {
+		o.TaskDurations = map[string]time.Duration{"qmclone": took, "qmstart": 3 * time.Second}
+	})
+	w.cfg.Clones.PerStorage = 1
+	p := newProxyEntity(t, w)
+	for i := range 3 {
+		at := time.Duration(i) * time.Hour
+		p.request(at, workflows.CreateUpdate, fmt.Sprint("create-", i), createInput())
+		p.request(at+30*time.Minute, workflows.DeleteUpdate, fmt.Sprint("delete-", i), deleteInput())
+	}
+	admissionID := workflows.CloneAdmissionWorkflowID("default-test-taskqueue", "pve1/local-lvm")
+	p.at(3*time.Hour, func() { p.env.CancelWorkflowByID(admissionID, "") })
+
+	st := p.run()
+
+	require.Equal(t, []string{"create:completed", "delete:completed", "create:completed", "delete:completed", "create:completed", "delete:completed"}, kinds(st))
+	var late []time.Duration
+	for _, task := range w.cluster.TaskRuns() {
+		if task.Type == "qmclone" {
+			require.False(t, task.Seen.IsZero(), "the end of clone %s was never seen", task.UPID)
+			late = append(late, task.Seen.Sub(task.End))
+		}
+	}
+	require.Len(t, late, 3)
+	assert.Greater(t, late[0], took/10, "the first clone, seen at the pace's look")
+	assert.LessOrEqual(t, late[1], took/20, "the second clone, seen near its expected end")
+	assert.LessOrEqual(t, late[2], took/20, "the third clone")
 }

@@ -608,3 +608,41 @@ func TestPoll_nextLookWithCoefficientOneIsAFixedPeriod(t *testing.T) {
 		assert.Equal(t, 200*time.Millisecond, p.NextLook(waited), "after %s", waited)
 	}
 }
+
+func TestPoll_nextLookExpectingLooksAtNineTenthsThenEveryTwentiethUpToSixFifths(t *testing.T) {
+	p := Default().Poll
+	for _, tc := range []struct {
+		name                   string
+		waited, expected, next time.Duration
+	}{
+		{"nothing expected", 30 * time.Second, 0, 6 * time.Second},
+		{"the pace's look comes first", 10 * time.Second, 40 * time.Second, 2 * time.Second},
+		{"a look lands at nine tenths", 33 * time.Second, 40 * time.Second, 3 * time.Second},
+		{"every twentieth from nine tenths", 36 * time.Second, 40 * time.Second, 2 * time.Second},
+		{"every twentieth up to six fifths", 47 * time.Second, 40 * time.Second, 2 * time.Second},
+		{"the pace again from six fifths", 48 * time.Second, 40 * time.Second, 9600 * time.Millisecond},
+		{"the pace's cap is no later", 10 * time.Minute, 9 * time.Minute, 10 * time.Second},
+		{"a short task's step is at least ExpectedLookStep", 1 * time.Second, time.Second, ExpectedLookStep},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.next, p.NextLookExpecting(tc.waited, tc.expected))
+		})
+	}
+}
+
+func TestPoll_nextLookExpectingAddsAtMostExpectedLooksAndNeverALaterOne(t *testing.T) {
+	p := Default().Poll
+	looks := func(expected, until time.Duration) int {
+		n := 0
+		for waited := time.Duration(0); waited < until; waited += p.NextLookExpecting(waited, expected) {
+			require.LessOrEqual(t, p.NextLookExpecting(waited, expected), p.NextLook(waited), "after %s expecting %s", waited, expected)
+			n++
+		}
+		return n
+	}
+	for _, expected := range []time.Duration{200 * time.Millisecond, time.Second, 4 * time.Second, 30 * time.Second, 10 * time.Minute} {
+		for _, until := range []time.Duration{expected / 2, expected, 2 * expected, time.Hour} {
+			assert.LessOrEqual(t, looks(expected, until), looks(0, until)+ExpectedLooks, "expecting %s, until %s", expected, until)
+		}
+	}
+}

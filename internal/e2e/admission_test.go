@@ -98,3 +98,24 @@ func TestE2E_aQueuedCreatesProgressShowsItsPlaceFromTheAdmission(t *testing.T) {
 		serve[workflows.CreateProxyResult](t, r)
 	}
 }
+
+// The admission learns how long its storage's clones take from the looks that see them end,
+// which send it with the lease; and it runs with a short workflow task timeout, so that a worker
+// that dies holding one of its tasks keeps the storage's free slots free for 2 s, not 10.
+func TestE2E_theAdmissionLearnsHowLongClonesTakeAndOutlivesAWorkerHoldingItsTaskBriefly(t *testing.T) {
+	const cloneFor = 2 * time.Second
+	s, _ := oneCloneAtATime(t, cloneFor)
+	serve[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	serve[workflows.CreateProxyResult](t, s.startCreate(createInput(otherUID)))
+
+	st := admissionState(t, s, admissionOfHome(s))
+	require.Len(t, st.RecentClones, 2)
+	// Seen to take the clone's time, from a little after its start, to a look's pace after its
+	// end, and the time a look takes to reach the simulator and come back.
+	for _, took := range st.RecentClones {
+		assert.True(t, took > cloneFor-500*time.Millisecond && took <= cloneFor+s.cfg.Poll.NextLook(cloneFor)+200*time.Millisecond, "a clone of %s seen to take %s", cloneFor, took)
+	}
+	desc, err := s.client.DescribeWorkflowExecution(context.Background(), admissionOfHome(s).GetID(), "")
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Second, desc.GetExecutionConfig().GetDefaultWorkflowTaskTimeout().AsDuration())
+}
