@@ -11,7 +11,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
 	"github.com/pveflow/pveflow/internal/pve"
@@ -31,9 +30,6 @@ type Runs interface {
 	// SignalWithStartRun signals the running workflow workflowID with arg, starting it first,
 	// as start says, when none runs.
 	SignalWithStartRun(ctx context.Context, workflowID, signal string, arg any, start StartRun) error
-	// UnstickRun makes run runID's next workflow task go to any worker of its task queue, not to
-	// the worker that ran it last (Temporal's ResetStickyTaskQueue).
-	UnstickRun(ctx context.Context, workflowID, runID string) error
 }
 
 // StartRun is the run SignalWithStartRun starts when none runs: a workflow of WorkflowType,
@@ -91,12 +87,6 @@ type SignalRunRequest struct {
 	Signal string `json:"signal"`
 	// Arg is the signal's argument, as JSON.
 	Arg json.RawMessage `json:"arg"`
-	// Unstick sends the workflow task the signal makes to any worker (Runs.UnstickRun), not to
-	// the sticky queue of the worker that ran the run last, where it would wait a second
-	// (worker.Options.StickyScheduleToStartTimeout) if that worker has died since: for a run
-	// that waited long for the signal, such as a create queued for a clone lease, whose history is
-	// short to replay. A reset that fails is logged; the signal goes all the same.
-	Unstick bool `json:"unstick,omitempty"`
 }
 
 // SignalRun signals the running workflow req.WorkflowID. A workflow that does not run is
@@ -105,11 +95,6 @@ func (a *Activities) SignalRun(ctx context.Context, req SignalRunRequest) error 
 	step := fmt.Sprintf("signal %s to workflow %s", req.Signal, req.WorkflowID)
 	if a.Runs == nil {
 		return failure(step, pve.Classified(pve.Permanent, errors.New("the worker was built without Activities.Runs, so it cannot signal a workflow")))
-	}
-	if req.Unstick {
-		if err := a.Runs.UnstickRun(ctx, req.WorkflowID, req.RunID); err != nil {
-			activity.GetLogger(ctx).Warn("workflow's sticky queue not reset; its next workflow task may wait for a worker that died", "workflowID", req.WorkflowID, "error", err)
-		}
 	}
 	if err := a.Runs.SignalRun(ctx, req.WorkflowID, req.RunID, req.Signal, req.Arg); err != nil {
 		return failure(step, err)
@@ -166,18 +151,6 @@ func (h *HistoryStartInput) SignalWithStartRun(ctx context.Context, workflowID, 
 	}
 	if _, err := h.Client.SignalWithStartWorkflow(ctx, workflowID, signal, arg, opts, start.WorkflowType, start.Input); err != nil {
 		return pve.Classified(historyErrorClass(err), fmt.Errorf("signal-with-start %s of workflow %s: %w", signal, workflowID, err))
-	}
-	return nil
-}
-
-// UnstickRun resets the sticky task queue of run runID of workflowID with the worker's client.
-func (h *HistoryStartInput) UnstickRun(ctx context.Context, workflowID, runID string) error {
-	_, err := h.Service.ResetStickyTaskQueue(ctx, &workflowservice.ResetStickyTaskQueueRequest{
-		Namespace: h.Namespace,
-		Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID},
-	})
-	if err != nil {
-		return pve.Classified(historyErrorClass(err), fmt.Errorf("reset the sticky task queue of workflow %s: %w", workflowID, err))
 	}
 	return nil
 }

@@ -29,8 +29,6 @@ func (r runs) SignalRun(_ context.Context, workflowID, runID, _ string, _ any) e
 	return nil
 }
 
-func (r runs) UnstickRun(context.Context, string, string) error { return nil }
-
 // SignalWithStartRun starts the workflow when it does not run: it fails only as Temporal
 // fails.
 func (r runs) SignalWithStartRun(_ context.Context, workflowID, _ string, _ any, start activities.StartRun) error {
@@ -223,52 +221,4 @@ func TestTaskStatus_aPacedLookSaysHowLongItsWaitWaited(t *testing.T) {
 
 	assert.Equal(t, time.Hour, res.Waited)
 	assert.JSONEq(t, `{"runID":"r","waited":3600000000000}`, string(sent))
-}
-
-// callLog is runs that logs the sticky resets and signals it was asked for, in order; its
-// resets fail when failUnstick is set.
-type callLog struct {
-	runs
-	calls       *[]string
-	failUnstick bool
-}
-
-func (c callLog) UnstickRun(_ context.Context, workflowID, _ string) error {
-	*c.calls = append(*c.calls, "unstick "+workflowID)
-	if c.failUnstick {
-		return errors.New("unavailable")
-	}
-	return nil
-}
-
-func (c callLog) SignalRun(ctx context.Context, workflowID, runID, signal string, arg any) error {
-	*c.calls = append(*c.calls, "signal "+workflowID)
-	return c.runs.SignalRun(ctx, workflowID, runID, signal, arg)
-}
-
-// A signal sent with Unstick resets the run's sticky queue first, so that the workflow task it
-// makes goes to any worker; a reset that fails does not keep the signal from going.
-func TestSignalRun_unstickResetsTheRunsStickyQueueBeforeTheSignal(t *testing.T) {
-	tests := []struct {
-		name        string
-		unstick     bool
-		failUnstick bool
-		want        []string
-	}{
-		{"without unstick: the signal alone", false, false, []string{"signal proxy/u/create"}},
-		{"with unstick: the reset, then the signal", true, false, []string{"unstick proxy/u/create", "signal proxy/u/create"}},
-		{"a reset that fails: the signal all the same", true, true, []string{"unstick proxy/u/create", "signal proxy/u/create"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t)
-			var calls []string
-			f.acts.Runs = callLog{runs: runs{activities.RunInfo{Running: true, RunID: "r"}}, calls: &calls, failUnstick: tt.failUnstick}
-
-			err := f.run(t, f.acts.SignalRun, nil, activities.SignalRunRequest{WorkflowID: "proxy/u/create", RunID: "r", Signal: "clone-admitted", Arg: []byte(`{}`), Unstick: tt.unstick})
-
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, calls)
-		})
-	}
 }

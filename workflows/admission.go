@@ -425,10 +425,7 @@ func (a *admission) callAll(hs []Holder, signal string, payload any) []bool {
 	})
 	futures := make([]workflow.Future, len(hs))
 	for i, h := range hs {
-		// A granted create has waited in its queue, and its worker may have died since: its
-		// next workflow task, the Clone call, goes to any worker.
-		req := activities.SignalRunRequest{WorkflowID: h.WorkflowID, RunID: h.RunID, Signal: signal, Arg: arg, Unstick: signal == cloneAdmittedSignal}
-		futures[i] = workflow.ExecuteLocalActivity(ctx, acts.SignalRun, req)
+		futures[i] = workflow.ExecuteLocalActivity(ctx, acts.SignalRun, activities.SignalRunRequest{WorkflowID: h.WorkflowID, RunID: h.RunID, Signal: signal, Arg: arg})
 	}
 	ok := make([]bool, len(hs))
 	var again []Holder

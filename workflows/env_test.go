@@ -92,9 +92,6 @@ func (r *runs) DescribeRun(_ context.Context, workflowID, runID string) (activit
 	return run, nil
 }
 
-// UnstickRun has nothing to do: the test environment has no sticky queues.
-func (r *runs) UnstickRun(context.Context, string, string) error { return nil }
-
 // SignalRun cannot deliver a signal: the test environment takes signals from the test's own
 // goroutine, not from an activity's. Every workflow reads as not running, so a create starts its
 // admission, or finds the one it started, and asks it from the workflow.
