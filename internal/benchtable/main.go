@@ -25,6 +25,10 @@ import (
 type figure struct {
 	what, benchmark, unit string
 	goal                  goal
+	// missedBecause, for a goal of issue 21 that its figure, counted the way issue 32 corrected,
+	// no longer meets, says why: the row says so and the target does not fail on it, as issue
+	// 32 asks. Empty for every other goal, whose miss fails the target.
+	missedBecause string
 }
 
 // A goal bounds a figure from above or below; the zero goal is no goal, for a figure reported
@@ -76,56 +80,67 @@ const (
 
 // figures are issue 21's table, in its order, then issue 32's.
 var figures = []figure{
-	{"one create+delete at the simulator's pace, against a plain Go program", pace, "x-plain", atMost(1.05)},
-	{"the same, against the floor of its waits", pace, "x-floor", atMost(1.15)},
-	{"activity executions per create+delete", pace, "activity-executions/create+delete", atMost(40)},
-	{"the same: the latest a task's end was seen, against 20% of its duration or 1 s", pace, "x-task-end-seen-bound", atMost(1)},
-	{"history events per CreateProxy, one at a time (it starts the admission)", pace, "events/create", atMost(60)},
-	{"one proxy below the default call cap (20 requests/s, 3 in flight): wall time against no cap", callCap, "x-uncapped", atMost(1.02)},
-	{"the same: requests the cap held back", callCap, "held-requests", goal{}},
-	{"history events per DeleteProxy", pace, "events/delete", atMost(30)},
-	{"100 proxies at once, admission on: events per CreateProxy, p50", hundred + on, "events/create-p50", atMost(60)},
-	{"100 proxies at once, admission on: events per CreateProxy, max", hundred + on, "events/create-max", atMost(60)},
-	{"100 proxies at once, admission on: wall time against the clone limit's floor", hundred + on, "x-floor", atMost(1.25)},
-	{"100 proxies at once, admission on: the creates alone against their floor", hundred + on, "x-floor-creates", goal{}},
-	{"100 proxies at once, admission on: the cores the server kept busy, against its ceiling's", hundred + on, "x-ceiling-server-cores", goal{}},
-	{"100 proxies at once, admission on: the first clone's start after the requests, seconds", hundred + on, "s/first-clone", goal{}},
-	{"100 proxies at once, admission on: a clone slot free between one clone's end and the next's start, p50, ms", hundred + on, "ms/clone-turn-p50", goal{}},
-	{"100 proxies at once, admission off: the cores the server kept busy, against its ceiling's", hundred + off, "x-ceiling-server-cores", atLeast(0.8)},
-	{"100 proxies at once, admission off: the cores the worker, simulator and clients kept busy", hundred + off, "process-cores", goal{}},
-	{"100 proxies at once, admission off: wall time against one proxy alone", hundred + off, "x-floor", goal{}},
-	{"make cluster's topology, 100 proxies at once, admission on: wall time against the clone limit's floor", cluster + on, "x-floor", atMost(1.25)},
-	{"make cluster's topology, 100 proxies at once, admission on: events per CreateProxy, max", cluster + on, "events/create-max", atMost(60)},
-	{"make cluster's topology, 100 proxies at once, admission on: the cores the cluster kept busy, against its ceiling's", cluster + on, "x-ceiling-server-cores", goal{}},
-	{"make cluster's topology, 100 proxies at once, admission on: the first clone's start after the requests, seconds", cluster + on, "s/first-clone", goal{}},
-	{"make cluster's topology, 100 proxies at once, admission on: a clone slot free between one clone's end and the next's start, p50, ms", cluster + on, "ms/clone-turn-p50", goal{}},
-	{"make cluster's topology, 100 proxies at once, admission off: the cores the cluster kept busy, against its ceiling's", cluster + off, "x-ceiling-server-cores", atLeast(0.8)},
-	{"make cluster's topology, 100 proxies at once, admission off: creates and deletes that failed", cluster + off, "failed", atMost(0)},
-	{"make cluster's topology: the first proxy on a fresh cluster, created and deleted, seconds (the slowest of its runs)", cluster + on, "s/first-proxy", goal{}},
-	{"300 proxies at once, admission on: creates and deletes that failed", threeHund + on, "failed", atMost(0)},
-	{"300 proxies at once, admission on: wall time against the clone limit's floor", threeHund + on, "x-floor", atMost(1.25)},
-	{"300 proxies at once, admission off: creates and deletes that failed", threeHund + off, "failed", atMost(0)},
-	{"1000 creates in flight, admission on (996 wait for a slot): peak RSS of the worker's process, MiB", thousand + on, "MiB-peak-rss", atMost(300)},
-	{"1000 creates in flight, admission off (all poll their clone): peak RSS of the worker's process, MiB", thousand + off, "MiB-peak-rss", atMost(300)},
-	{"50 creates onto one locking storage, admission on: seconds", fifty + on, "s/50creates", goal{}},
-	{"50 creates onto one locking storage, admission off: seconds", fifty + off, "s/50creates", goal{}},
-	{"the server's ceiling: no-op activity executions/s", ceiling, "activity-executions/s", goal{}},
-	{"the server's ceiling: the cores it kept busy", ceiling, "server-cores", goal{}},
-	{"10,000 idle proxies under care: history events per proxy and hour", care, "events/proxy-hour@10000", atMost(5)},
-	{"10,000 idle proxies under care: workflow tasks per proxy and hour", care, "workflow-tasks/proxy-hour@10000", atMost(1)},
-	{"10,000 idle proxies under care: Proxmox calls per proxy and hour", care, "proxmox-calls/proxy-hour@10000", atMost(0.1)},
-	{"10,000 idle proxies under care: history events per second against the server's ceiling measured in the same run", care, "x-ceiling-events@10000", atMost(0.05)},
-	{"idle proxies, each checking itself every interval (no observer): history events per proxy and hour", care, "events/proxy-hour-without-observer", goal{}},
-	{"idle proxies, each checking itself every interval (no observer): Proxmox calls per proxy and hour", care, "proxmox-calls/proxy-hour-without-observer", goal{}},
-	{"a create behind a backlog of checks at the call cap, against the same create with none", backlog, "x-alone", atMost(1.2)},
-	{"the same with every call of one priority, first come, first served", backlog, "x-alone-flat", goal{}},
-	{"10,000 idle entities: RSS of the worker's process, projected from 1,000 (with the simulator and the client), GB", memory, "GB-rss@10000", atMost(1)},
-	{"the same: memory per entity of the second 500 against the first (1: it grows linearly)", memory, "x-linear", goal{}},
-	{"after a worker outage of 5 intervals: every proxy listed again, intervals after the restart", outage, "intervals-to-list", atMost(2)},
-	{"the same: the VMs stopped by hand meanwhile run again, intervals after the restart", outage, "intervals-to-heal", goal{}},
-	{"the same: a create sent at the restart, against the same create on the idle system", outage, "x-idle", atMost(1.2)},
-	{"30 creates onto 2 clone slots, both workers killed every 5 to 20 s: share of the time the slots run a clone while creates queue", slots, "busy-share", atLeast(0.8)},
-	{"the same: a slot free between one clone's end and the next's start, p50, seconds", slots, "s/turn-p50", goal{}},
+	{"one create+delete at the simulator's pace, against a plain Go program", pace, "x-plain", atMost(1.05), ""},
+	{"the same, against the floor of its waits", pace, "x-floor", atMost(1.15), ""},
+	{"activity executions per create+delete", pace, "activity-executions/create+delete", atMost(40), ""},
+	{"the same: the latest a task's end was seen, against 20% of its duration or 1 s", pace, "x-task-end-seen-bound", atMost(1), ""},
+	{"history events per CreateProxy, one at a time (it starts the admission)", pace, "events/create", atMost(60), ""},
+	{"one proxy below the default call cap (20 requests/s, 3 in flight): wall time against no cap", callCap, "x-uncapped", atMost(1.02), ""},
+	{"the same: requests the cap held back", callCap, "held-requests", goal{}, ""},
+	{"history events per DeleteProxy", pace, "events/delete", atMost(30), ""},
+	{"one proxy created and deleted: history events of all its workflows (entity, create, delete, admission, observer), against issue 21's 60 + 30", pace, "events/proxy", atMost(90),
+		"the entity's Updates and children and the admission's start, grant and release lie outside the two operations' histories issue 21 counted (the operations alone hold, above)"},
+	{"the same: activity executions, local activities among them, against issue 21's 40", pace, "executions/proxy", atMost(40),
+		"most of a create's and a delete's calls are local activities, one Proxmox request each, which issue 21 made of them to cut history events; they cost the server a marker each"},
+	{"the same: local activity executions among them", pace, "local-activity-executions/proxy", goal{}, ""},
+	{"the same: Proxmox requests, against the plain program's", pace, "x-plain-requests", goal{}, ""},
+	{"100 proxies at once, admission on: events per CreateProxy, p50", hundred + on, "events/create-p50", atMost(60), ""},
+	{"100 proxies at once, admission on: events per CreateProxy, max", hundred + on, "events/create-max", atMost(60), ""},
+	{"100 proxies at once, admission on: wall time against the clone limit's floor", hundred + on, "x-floor", atMost(1.25), ""},
+	{"100 proxies at once, admission on: the creates alone against their floor", hundred + on, "x-floor-creates", goal{}, ""},
+	{"100 proxies at once, admission on: the cores the server kept busy, against its ceiling's", hundred + on, "x-ceiling-server-cores", goal{}, ""},
+	{"100 proxies at once, admission on: the first clone's start after the requests, seconds", hundred + on, "s/first-clone", goal{}, ""},
+	{"100 proxies at once, admission on: a clone slot free between one clone's end and the next's start, p50, ms", hundred + on, "ms/clone-turn-p50", goal{}, ""},
+	{"100 proxies at once, admission on: history events of all the fleet's workflows, per proxy", hundred + on, "events/proxy", goal{}, ""},
+	{"100 proxies at once, admission on: activity executions, local ones among them, per proxy", hundred + on, "executions/proxy", goal{}, ""},
+	{"100 proxies at once, admission off: activity executions a second, local ones among them, against the ceiling's", hundred + off, "x-ceiling-executions", atLeast(0.8), ""},
+	{"100 proxies at once, admission off: history events a second, against the ceiling's", hundred + off, "x-ceiling-events", goal{}, ""},
+	{"100 proxies at once, admission off: the cores the server kept busy, against its ceiling's", hundred + off, "x-ceiling-server-cores", goal{}, ""},
+	{"100 proxies at once, admission off: the cores the worker, simulator and clients kept busy", hundred + off, "process-cores", goal{}, ""},
+	{"100 proxies at once, admission off: wall time against one proxy alone", hundred + off, "x-floor", goal{}, ""},
+	{"make cluster's topology, 100 proxies at once, admission on: wall time against the clone limit's floor", cluster + on, "x-floor", atMost(1.25), ""},
+	{"make cluster's topology, 100 proxies at once, admission on: events per CreateProxy, max", cluster + on, "events/create-max", atMost(60), ""},
+	{"make cluster's topology, 100 proxies at once, admission on: the cores the cluster kept busy, against its ceiling's", cluster + on, "x-ceiling-server-cores", goal{}, ""},
+	{"make cluster's topology, 100 proxies at once, admission on: the first clone's start after the requests, seconds", cluster + on, "s/first-clone", goal{}, ""},
+	{"make cluster's topology, 100 proxies at once, admission on: a clone slot free between one clone's end and the next's start, p50, ms", cluster + on, "ms/clone-turn-p50", goal{}, ""},
+	{"make cluster's topology, 100 proxies at once, admission off: activity executions a second, local ones among them, against the ceiling's", cluster + off, "x-ceiling-executions", atLeast(0.8), ""},
+	{"make cluster's topology, 100 proxies at once, admission off: the cores the cluster kept busy, against its ceiling's", cluster + off, "x-ceiling-server-cores", goal{}, ""},
+	{"make cluster's topology, 100 proxies at once, admission off: creates and deletes that failed", cluster + off, "failed", atMost(0), ""},
+	{"make cluster's topology: the first proxy on a fresh cluster, created and deleted, seconds (the slowest of its runs)", cluster + on, "s/first-proxy", goal{}, ""},
+	{"300 proxies at once, admission on: creates and deletes that failed", threeHund + on, "failed", atMost(0), ""},
+	{"300 proxies at once, admission on: wall time against the clone limit's floor", threeHund + on, "x-floor", atMost(1.25), ""},
+	{"300 proxies at once, admission off: creates and deletes that failed", threeHund + off, "failed", atMost(0), ""},
+	{"1000 creates in flight, admission on (996 wait for a slot): peak RSS of the worker's process, MiB", thousand + on, "MiB-peak-rss", atMost(300), ""},
+	{"1000 creates in flight, admission off (all poll their clone): peak RSS of the worker's process, MiB", thousand + off, "MiB-peak-rss", atMost(300), ""},
+	{"50 creates onto one locking storage, admission on: seconds", fifty + on, "s/50creates", goal{}, ""},
+	{"50 creates onto one locking storage, admission off: seconds", fifty + off, "s/50creates", goal{}, ""},
+	{"the server's ceiling: no-op activity executions/s", ceiling, "activity-executions/s", goal{}, ""},
+	{"the server's ceiling: the cores it kept busy", ceiling, "server-cores", goal{}, ""},
+	{"10,000 idle proxies under care: history events per proxy and hour", care, "events/proxy-hour@10000", atMost(5), ""},
+	{"10,000 idle proxies under care: workflow tasks per proxy and hour", care, "workflow-tasks/proxy-hour@10000", atMost(1), ""},
+	{"10,000 idle proxies under care: Proxmox calls per proxy and hour", care, "proxmox-calls/proxy-hour@10000", atMost(0.1), ""},
+	{"10,000 idle proxies under care: history events per second against the server's ceiling measured in the same run", care, "x-ceiling-events@10000", atMost(0.05), ""},
+	{"idle proxies, each checking itself every interval (no observer): history events per proxy and hour", care, "events/proxy-hour-without-observer", goal{}, ""},
+	{"idle proxies, each checking itself every interval (no observer): Proxmox calls per proxy and hour", care, "proxmox-calls/proxy-hour-without-observer", goal{}, ""},
+	{"a create behind a backlog of checks at the call cap, against the same create with none", backlog, "x-alone", atMost(1.2), ""},
+	{"the same with every call of one priority, first come, first served", backlog, "x-alone-flat", goal{}, ""},
+	{"10,000 idle entities: RSS of the worker's process, projected from 1,000 (with the simulator and the client), GB", memory, "GB-rss@10000", atMost(1), ""},
+	{"the same: memory per entity of the second 500 against the first (1: it grows linearly)", memory, "x-linear", goal{}, ""},
+	{"after a worker outage of 5 intervals: every proxy listed again, intervals after the restart", outage, "intervals-to-list", atMost(2), ""},
+	{"the same: the VMs stopped by hand meanwhile run again, intervals after the restart", outage, "intervals-to-heal", goal{}, ""},
+	{"the same: a create sent at the restart, against the same create on the idle system", outage, "x-idle", atMost(1.2), ""},
+	{"30 creates onto 2 clone slots, both workers killed every 5 to 20 s: share of the time the slots run a clone while creates queue", slots, "busy-share", atLeast(0.8), ""},
+	{"the same: a slot free between one clone's end and the next's start, p50, seconds", slots, "s/turn-p50", goal{}, ""},
 }
 
 func main() {
@@ -212,12 +227,16 @@ func nameOf(n benchfmt.Name) string {
 
 // printTable prints the figures and reports whether every goal held.
 func printTable(out io.Writer, results map[string]map[string]float64) bool {
-	held, goals, missing := 0, 0, 0
+	held, goals, explained, missing := 0, 0, 0, 0
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nfigure\tmeasured\tgoal\t")
 	for _, f := range figures {
-		v, ran := results[f.benchmark][f.unit]
+		got := results[f.benchmark]
+		v, ran := got[f.unit]
 		measured, verdict := format(v), ""
+		if lo, ok := got[f.unit+"-min"]; ok {
+			measured += fmt.Sprintf(" (%s-%s)", format(lo), format(got[f.unit+"-max"]))
+		}
 		switch {
 		case !ran:
 			measured, verdict = "not run", "missing"
@@ -225,6 +244,9 @@ func printTable(out io.Writer, results map[string]map[string]float64) bool {
 		case !f.goal.set:
 		case f.goal.heldBy(v):
 			verdict = "holds"
+		case f.missedBecause != "":
+			verdict = "missed, counted as issue 32 asks: " + f.missedBecause
+			explained++
 		default:
 			verdict = "MISSED"
 		}
@@ -238,11 +260,14 @@ func printTable(out io.Writer, results map[string]map[string]float64) bool {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(out, "%d of %d goals held", held, goals)
+	if explained > 0 {
+		fmt.Fprintf(out, "; %d of issue 21's, counted the corrected way, missed for the reason its row gives", explained)
+	}
 	if missing > 0 {
 		fmt.Fprintf(out, "; %d figures not run", missing)
 	}
 	fmt.Fprintln(out)
-	return held == goals && missing == 0
+	return held+explained == goals && missing == 0
 }
 
 // format prints a figure as the table in the docs does: whole numbers whole, ratios with two

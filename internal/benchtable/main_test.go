@@ -92,3 +92,51 @@ func countGoals() int {
 	}
 	return n
 }
+
+// atTheirGoals is go test -bench output with every figure at its goal's bound, but those of
+// change, by unit, which it sets to the value given.
+func atTheirGoals(change map[string]float64) string {
+	var b strings.Builder
+	for _, f := range figures {
+		v, ok := change[f.unit]
+		if !ok {
+			v = f.goal.bound
+		}
+		fmt.Fprintf(&b, "Benchmark%s-2\t1\t%g %s\n", f.benchmark, v, f.unit)
+	}
+	return b.String()
+}
+
+func TestPrintTable_anIssue21GoalMissedForTheReasonItsRowGivesSaysSoAndHolds(t *testing.T) {
+	results, err := read(strings.NewReader(atTheirGoals(map[string]float64{"events/proxy": 165})), &bytes.Buffer{})
+	require.NoError(t, err)
+	var out bytes.Buffer
+
+	held := printTable(&out, results)
+
+	assert.True(t, held, out.String())
+	assert.Regexp(t, `165 +≤ 90 +missed, counted as issue 32 asks: the entity's Updates`, out.String())
+	assert.Contains(t, out.String(), "1 of issue 21's, counted the corrected way, missed for the reason its row gives")
+}
+
+func TestPrintTable_aGoalMissedWithNoReasonFails(t *testing.T) {
+	results, err := read(strings.NewReader(atTheirGoals(map[string]float64{"busy-share": 0.74})), &bytes.Buffer{})
+	require.NoError(t, err)
+	var out bytes.Buffer
+
+	held := printTable(&out, results)
+
+	assert.False(t, held)
+	assert.Regexp(t, `0\.74 +≥ 0\.80 +MISSED`, out.String())
+}
+
+func TestPrintTable_aRatioMeasuredOverSeveralRunsShowsTheirSpread(t *testing.T) {
+	in := "BenchmarkFleet_proxiesCreatedAndDeletedAtOnce/proxies=100/perStorage=4-2 1 1.14 x-floor 1.1 x-floor-min 1.18 x-floor-max\n"
+	results, err := read(strings.NewReader(in), &bytes.Buffer{})
+	require.NoError(t, err)
+	var out bytes.Buffer
+
+	printTable(&out, results)
+
+	assert.Contains(t, out.String(), "1.14 (1.10-1.18)")
+}

@@ -5,12 +5,18 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pveflow/pveflow/internal/pve"
@@ -134,4 +140,79 @@ func TestE2E_aCreatesHistoryDoesNotGrowWithTheCluster(t *testing.T) {
 
 	// Each VM of the list is some 200 bytes: the whole list would be 100 KB.
 	assert.Less(t, costOf(t, s, big).bytes, costOf(t, s, small).bytes+4096)
+}
+
+// serverWork is what every workflow on a server did in a stretch of time, read off their
+// histories: what a proxy costs counted the way the issue sets its goals, over all of the
+// proxy's workflows (its entity's runs, its operations, its checks) and its share of those it
+// shares with others (the storage's admission, the cluster's observer, the workers' call
+// shares), rather than over one operation's history.
+type serverWork struct {
+	events, workflowTasks int
+	// activities are the attempts of activities the server scheduled; localActivities those
+	// of local activities, which the worker runs within a workflow task and records as a
+	// marker with their attempt.
+	activities, localActivities int
+	// eventsByType are the events by workflow type: where they come from.
+	eventsByType map[string]int
+}
+
+// executions are the activity executions of either kind.
+func (w serverWork) executions() int { return w.activities + w.localActivities }
+
+// workBetween is the work of every workflow of s's server whose events fall between from and
+// to, but the ceiling's no-op workflows.
+func workBetween(tb testing.TB, s *stack, from, to time.Time) serverWork {
+	tb.Helper()
+	w := serverWork{eventsByType: map[string]int{}}
+	for _, info := range executions(tb, s) {
+		ex := info.GetExecution()
+		if strings.HasPrefix(ex.GetWorkflowId(), ceilingWorkflowIDPrefix) {
+			continue
+		}
+		for _, ev := range history(tb, s.client, ex.GetWorkflowId(), ex.GetRunId()) {
+			if at := ev.GetEventTime().AsTime(); at.Before(from) || at.After(to) {
+				continue
+			}
+			w.events++
+			w.eventsByType[info.GetType().GetName()]++
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+				w.workflowTasks++
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+				w.activities += int(ev.GetActivityTaskStartedEventAttributes().GetAttempt())
+			case enumspb.EVENT_TYPE_MARKER_RECORDED:
+				w.localActivities += localActivityAttempts(tb, ev.GetMarkerRecordedEventAttributes())
+			}
+		}
+	}
+	return w
+}
+
+// localActivityAttempts is how many times the local activity a marker records ran: the attempt
+// the SDK writes into the marker's data. A marker of another kind (a side effect, a version)
+// ran none.
+func localActivityAttempts(tb testing.TB, m *historypb.MarkerRecordedEventAttributes) int {
+	tb.Helper()
+	if m.GetMarkerName() != "LocalActivity" {
+		return 0
+	}
+	var data struct{ Attempt int }
+	require.NoError(tb, converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["data"], &data))
+	return max(data.Attempt, 1)
+}
+
+// executions are every run of every workflow s's server holds, open or closed.
+func executions(tb testing.TB, s *stack) []*workflowpb.WorkflowExecutionInfo {
+	tb.Helper()
+	var out []*workflowpb.WorkflowExecutionInfo
+	var token []byte
+	for {
+		resp, err := s.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{NextPageToken: token, PageSize: 1000})
+		require.NoError(tb, err)
+		out = append(out, resp.GetExecutions()...)
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return out
+		}
+	}
 }

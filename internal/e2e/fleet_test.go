@@ -266,7 +266,9 @@ func reportFleet(b *testing.B, runs int, measure func(tb testing.TB) fleetFigure
 	}
 }
 
-// summarize is each figure's median over runs, or its worst (worstOfRuns): the largest.
+// summarize is each figure's median over runs, or its worst (worstOfRuns): the largest. A
+// ratio (a unit that starts with "x-") measured more than once also has its spread, the least
+// and the largest of its runs, as unit-min and unit-max, which the table prints beside it.
 func summarize(runs []fleetFigures) fleetFigures {
 	byUnit := map[string][]float64{}
 	for _, figures := range runs {
@@ -285,6 +287,9 @@ func summarize(runs []fleetFigures) fleetFigures {
 			out[unit] = (values[mid-1] + values[mid]) / 2
 		default:
 			out[unit] = values[mid]
+		}
+		if strings.HasPrefix(unit, "x-") && len(values) > 1 {
+			out[unit+"-min"], out[unit+"-max"] = values[0], values[len(values)-1]
 		}
 	}
 	return out
@@ -308,15 +313,17 @@ func (s *scope) close() {
 }
 
 // measureFleet creates n proxies at once on s, and deletes each as soon as its create is
-// served, and returns how long the fleet took against its floor, how busy it kept the server
-// against the server's ceiling, and what each create and delete cost. The floor is what the
-// clone limit allows: the clones perStorage at a time, plus what one proxy alone takes besides
-// its clone (the last clone's create and its delete), measured first on the same stack.
-// Without admission there is no clone limit, and the floor is that one proxy's whole create and
-// delete. The creates alone are also returned against theirs (the clone turns and one create's
-// other steps). The server's ceiling (measureCeiling), measured on the same stack before the
-// fleet, gives the server's busy cores their ratio; the test process's (worker, simulator,
-// clients) are returned beside them.
+// served, and returns how long the fleet took against its floor, how hard it drove the server
+// against the server's ceiling, and what the fleet cost per proxy. The floor is the simulator's
+// task times alone, with no time of pveflow's in it (proxyFloor): the clones perStorage at a
+// time, then the last clone's create's other tasks and its delete's. Without admission there is
+// no clone limit, and the floor is one proxy's create and delete. The creates alone are also
+// returned against theirs (the clone turns and one create's other tasks). What the fleet cost
+// counts every workflow the server ran meanwhile (workBetween: the entities, the operations,
+// the admission, the observer), local activities among the executions. The server's ceiling
+// (measureCeiling), measured on the same stack before the fleet, gives the fleet's executions
+// and events a second, and the server's busy cores, their ratios; the test process's cores
+// (worker, simulator, clients) are returned beside them.
 //
 // A first proxy, created and deleted before all that, is not part of any figure but its own
 // (s/first-proxy): a fresh server serves it cold. On make cluster's topology it once met the
@@ -328,18 +335,13 @@ func measureFleet(tb testing.TB, s *stack, cluster *pvesim.Cluster, n int) fleet
 	firstProxy(tb, s)
 	firstTook := time.Since(first)
 
-	start := time.Now()
-	_, err := served[workflows.CreateProxyResult](tb, s.startCreate(createInput(uid)))
-	require.NoError(tb, err)
-	aloneCreate := time.Since(start)
-	_, err = served[workflows.DeleteProxyResult](tb, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
-	require.NoError(tb, err)
-	alone := time.Since(start)
-	floor, createsFloor := alone, aloneCreate
+	aloneCreate, aloneDelete := proxyFloor(cluster)
+	floor, createsFloor := aloneCreate+aloneDelete, aloneCreate
 	perStorage := s.cfg.Clones.PerStorage
 	if perStorage > 0 {
-		turns := time.Duration((n+perStorage-1)/perStorage) * fleetClone
-		floor, createsFloor = turns+alone-fleetClone, turns+aloneCreate-fleetClone
+		clone := cluster.TaskDuration("qmclone")
+		turns := time.Duration((n+perStorage-1)/perStorage) * clone
+		floor, createsFloor = turns+floor-clone, turns+aloneCreate-clone
 	}
 	ceiling := measureCeiling(tb, s)
 
@@ -353,6 +355,7 @@ func measureFleet(tb testing.TB, s *stack, cluster *pvesim.Cluster, n int) fleet
 			failed++
 		}
 	}
+	work := workBetween(tb, s, clock.start, time.Now())
 	fleet := costOfFleet(tb, s, n)
 	creates := make([]float64, n)
 	var deletes float64
@@ -363,19 +366,21 @@ func measureFleet(tb testing.TB, s *stack, cluster *pvesim.Cluster, n int) fleet
 	slices.Sort(creates)
 	assert.Empty(tb, leftovers(cluster))
 	figures := fleetFigures{
-		"s/first-proxy":             firstTook.Seconds(),
-		"s/fleet":                   elapsed.Seconds(),
-		"x-floor":                   elapsed.Seconds() / floor.Seconds(),
-		"x-floor-creates":           createsServed.Sub(clock.start).Seconds() / createsFloor.Seconds(),
-		"failed":                    float64(failed),
-		"events/create-p50":         creates[n/2],
-		"events/create-max":         creates[n-1],
-		"events/delete":             deletes / float64(n),
-		"activity-executions/proxy": float64(fleet.executions) / float64(n),
-		"x-ceiling-events/s":        float64(fleet.events) / elapsed.Seconds() / ceiling.eventsPerSecond,
-		"x-ceiling-server-cores":    serverCores / ceiling.serverCores,
-		"process-cores":             processCores,
-		"max-concurrent-clones":     float64(cluster.MaxConcurrentClones("pve1", "local-lvm")),
+		"s/first-proxy":          firstTook.Seconds(),
+		"s/fleet":                elapsed.Seconds(),
+		"x-floor":                elapsed.Seconds() / floor.Seconds(),
+		"x-floor-creates":        createsServed.Sub(clock.start).Seconds() / createsFloor.Seconds(),
+		"failed":                 float64(failed),
+		"events/create-p50":      creates[n/2],
+		"events/create-max":      creates[n-1],
+		"events/delete":          deletes / float64(n),
+		"events/proxy":           float64(work.events) / float64(n),
+		"executions/proxy":       float64(work.executions()) / float64(n),
+		"x-ceiling-executions":   float64(work.executions()) / elapsed.Seconds() / ceiling.executionsPerSecond,
+		"x-ceiling-events":       float64(work.events) / elapsed.Seconds() / ceiling.eventsPerSecond,
+		"x-ceiling-server-cores": serverCores / ceiling.serverCores,
+		"process-cores":          processCores,
+		"max-concurrent-clones":  float64(cluster.MaxConcurrentClones("pve1", "local-lvm")),
 	}
 	if perStorage > 0 {
 		firstClone, turn := cloneTurns(cluster, clock.start, perStorage)
@@ -597,12 +602,13 @@ func TestSummarize_reportsTheMedianOfEachFigureAndTheWorstOfFailuresAndMaxima(t 
 		want fleetFigures
 	}{
 		{"one run is itself", []fleetFigures{{"x-floor": 1.2, "failed": 1}}, fleetFigures{"x-floor": 1.2, "failed": 1}},
-		{"three runs: the median, whatever their order", []fleetFigures{{"x-floor": 1.3}, {"x-floor": 1.1}, {"x-floor": 1.2}}, fleetFigures{"x-floor": 1.2}},
-		{"two runs: their mean", []fleetFigures{{"x-floor": 1.1}, {"x-floor": 1.3}}, fleetFigures{"x-floor": 1.2}},
+		{"three runs: the median, whatever their order, and the spread", []fleetFigures{{"x-floor": 1.3}, {"x-floor": 1.1}, {"x-floor": 1.2}}, fleetFigures{"x-floor": 1.2, "x-floor-min": 1.1, "x-floor-max": 1.3}},
+		{"two runs: their mean", []fleetFigures{{"x-floor": 1.1}, {"x-floor": 1.3}}, fleetFigures{"x-floor": 1.2, "x-floor-min": 1.1, "x-floor-max": 1.3}},
+		{"a figure that is no ratio has no spread", []fleetFigures{{"s/fleet": 30}, {"s/fleet": 31}, {"s/fleet": 29}}, fleetFigures{"s/fleet": 30}},
 		{"a failure in any run counts", []fleetFigures{{"failed": 0}, {"failed": 2}, {"failed": 0}}, fleetFigures{"failed": 2}},
 		{"the largest history of any run", []fleetFigures{{"events/create-max": 50}, {"events/create-max": 61}, {"events/create-max": 50}}, fleetFigures{"events/create-max": 61}},
 		{"the slowest first proxy", []fleetFigures{{"s/first-proxy": 4}, {"s/first-proxy": 70}, {"s/first-proxy": 3}}, fleetFigures{"s/first-proxy": 70}},
-		{"a figure only some runs have: the median of those", []fleetFigures{{"x-floor": 1.1}, {"x-floor": 1.2, "s/first-clone": 2}, {"x-floor": 1.3}}, fleetFigures{"x-floor": 1.2, "s/first-clone": 2}},
+		{"a figure only some runs have: the median of those", []fleetFigures{{"x-floor": 1.1}, {"x-floor": 1.2, "s/first-clone": 2}, {"x-floor": 1.3}}, fleetFigures{"x-floor": 1.2, "x-floor-min": 1.1, "x-floor-max": 1.3, "s/first-clone": 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

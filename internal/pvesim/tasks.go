@@ -153,3 +153,14 @@ func (c *Cluster) taskOn(node string, upid pve.UPID) (*task, error) {
 	}
 	return t, nil
 }
+
+// TaskDuration is how long a task of type typ runs on the cluster (Options.TaskDurations, or the
+// default): with AgentBootDelay, what a benchmark's floor is made of.
+func (c *Cluster) TaskDuration(typ string) time.Duration {
+	mustTaskType(typ)
+	return c.durations[typ]
+}
+
+// AgentBootDelay is how long a started VM runs before its guest agent answers
+// (Options.AgentBootDelay).
+func (c *Cluster) AgentBootDelay() time.Duration { return c.bootDelay }
