@@ -202,3 +202,45 @@ func TestHAManager_leavesAnIgnoredResourceToQemuServer(t *testing.T) {
 	assert.Equal(t, "qmstart", st.Type)
 	assert.True(t, running(t, c, newID))
 }
+
+func TestDestroy_withoutPurgeIsRefusedForAnHAResourceInAnyState(t *testing.T) {
+	for _, state := range []string{"started", "stopped", "ignored"} {
+		t.Run(state, func(t *testing.T) {
+			c, clk := newCluster(t)
+			createVM(t, c, clk, newID)
+			register(t, c, state)
+
+			_, err := c.DestroyWith(t.Context(), "pve1", newID, DestroyParams{})
+
+			var apiErr *pve.APIError
+			require.ErrorAs(t, err, &apiErr)
+			assert.Equal(t, 500, apiErr.Status)
+			assert.Equal(t, "unable to remove VM 123456 - used in HA resources and purge parameter not set.", apiErr.Message)
+			_, ok := vmByID(c, newID)
+			assert.True(t, ok)
+		})
+	}
+}
+
+func TestDestroy_withoutPurgeChecksHABeforeRunning(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	startVM(t, c, clk, newID)
+	register(t, c, "started")
+
+	_, err := c.DestroyWith(t.Context(), "pve1", newID, DestroyParams{})
+
+	assert.ErrorContains(t, err, "used in HA resources and purge parameter not set")
+}
+
+func TestDestroy_withoutPurgeOfAVMWithoutHAResourceDestroysIt(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+
+	upid, err := c.DestroyWith(t.Context(), "pve1", newID, DestroyParams{})
+	require.NoError(t, err)
+
+	assert.Equal(t, "OK", finish(t, c, clk, upid).ExitStatus)
+	_, ok := vmByID(c, newID)
+	assert.False(t, ok)
+}

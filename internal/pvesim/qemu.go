@@ -385,10 +385,24 @@ func (c *Cluster) Reboot(ctx context.Context, node string, vmid int) (pve.UPID, 
 	})
 }
 
-// Destroy removes a stopped VM and every disk it owns on its node's storages (purge and
-// destroy-unreferenced-disks); CD-ROM ISOs stay. The running check is synchronous, the locks
-// are the task's.
+// Destroy removes a stopped VM and every disk it owns on its node's storages, as the seam's
+// DELETE with purge and destroy-unreferenced-disks does (DestroyWith).
 func (c *Cluster) Destroy(ctx context.Context, node string, vmid int) (pve.UPID, error) {
+	return c.DestroyWith(ctx, node, vmid, DestroyParams{Purge: true})
+}
+
+// DestroyParams are destroy_vm's flags beyond the seam's, which always purges.
+type DestroyParams struct {
+	// Purge removes the VMID from the HA resources (and from backup and replication jobs,
+	// which the model has none of). Without it, PVE refuses to destroy an HA resource's VM.
+	Purge bool
+}
+
+// DestroyWith removes a stopped VM and every disk it owns on its node's storages
+// (destroy-unreferenced-disks); CD-ROM ISOs stay. Its checks are qemu-server's destroy_vm
+// $early_checks, synchronous and in their order: protection, an HA resource without purge
+// (service_is_configured: any state, ignored too), running. The locks are the task's.
+func (c *Cluster) DestroyWith(ctx context.Context, node string, vmid int, p DestroyParams) (pve.UPID, error) {
 	return call(c, ctx, Call{Method: "Destroy", Node: node, VMID: vmid}, func(now time.Time) (pve.UPID, error) {
 		if err := c.allow(vmPath(vmid), "VM.Allocate"); err != nil {
 			return "", err
@@ -399,6 +413,9 @@ func (c *Cluster) Destroy(ctx context.Context, node string, vmid int) (pve.UPID,
 		}
 		if g.cfg["protection"] == "1" {
 			return "", serverErr(fmt.Sprintf("can't remove VM %d - protection mode enabled", vmid))
+		}
+		if _, ha := c.ha.resources[haSID(vmid)]; ha && !p.Purge {
+			return "", serverErr(fmt.Sprintf("unable to remove VM %d - used in HA resources and purge parameter not set.", vmid))
 		}
 		if g.running {
 			return "", serverErr(fmt.Sprintf("VM %d is running - destroy failed", vmid))
@@ -427,7 +444,9 @@ func (c *Cluster) Destroy(ctx context.Context, node string, vmid int) (pve.UPID,
 				return
 			}
 			delete(c.vms, vmid)
-			c.forgetHA(vmid)
+			if p.Purge {
+				c.forgetHA(vmid)
+			}
 			if t.exit != "OK" && kept == nil {
 				return // the warnings are the disks it could not remove
 			}
