@@ -405,6 +405,25 @@ func TestVMStatus_waitRunningIsNotReadyUntilRunning(t *testing.T) {
 	assert.Equal(t, "running", st.Status)
 }
 
+func TestVMStatus_waitStoppedIsNotReadyWhileRunning(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	f.start(t, ref)
+	err := f.run(t, f.acts.VMStatus, nil, activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitStopped})
+	appErr := appError(t, err)
+	assert.Equal(t, activities.ErrNotReady, appErr.Type())
+	assert.False(t, appErr.NonRetryable())
+	assert.Contains(t, appErr.Message(), "VM 123456 on node pve1 runs, waiting for it to stop")
+
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Stop, &upid, ref))
+	_, err = f.waitTask(t, upid)
+	require.NoError(t, err)
+	var st pve.VMStatus
+	require.NoError(t, f.run(t, f.acts.VMStatus, &st, activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitStopped}))
+	assert.Equal(t, "stopped", st.Status)
+}
+
 func TestVMStatus_waitUnlockedIsNotReadyWhileCloning(t *testing.T) {
 	f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": time.Minute} })
 	var upid pve.UPID
