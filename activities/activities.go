@@ -443,6 +443,10 @@ func taskName(taskType string) string {
 		return "start"
 	case "qmstop":
 		return "stop"
+	case "hastart":
+		return "HA start request"
+	case "hastop":
+		return "HA stop request"
 	case "qmreboot":
 		return "reboot"
 	case "qmdestroy":
