@@ -241,6 +241,8 @@ const (
 	WaitNone = ""
 	// WaitRunning waits until the VM runs.
 	WaitRunning = "running"
+	// WaitStopped waits until the VM no longer runs.
+	WaitStopped = "stopped"
 	// WaitUnlocked waits until no lock (clone, backup, ...) is set on the VM.
 	WaitUnlocked = "unlocked"
 	// WaitOwnerKnown waits until a VM being cloned shows whose it is (proxy.OwnerOf): the
@@ -251,7 +253,7 @@ const (
 // VMStatusRequest is the input of VMStatus.
 type VMStatusRequest struct {
 	VMRef
-	// WaitFor is WaitNone, WaitRunning or WaitUnlocked.
+	// WaitFor is WaitNone, WaitRunning, WaitStopped or WaitUnlocked.
 	WaitFor string `json:"waitFor,omitempty"`
 	// Pace spaces the looks of a wait; without it, the retry policy does.
 	Pace *Pace `json:"pace,omitempty"`
@@ -270,6 +272,10 @@ func (a *Activities) VMStatus(ctx context.Context, req VMStatusRequest) (pve.VMS
 	case WaitRunning:
 		if s.Status != "running" {
 			return s, notReady(ErrNotReady, req.Pace.nextLook(a.now()), "%s is %s, waiting for it to run", req.VMRef, s.Status)
+		}
+	case WaitStopped:
+		if s.Status == "running" {
+			return s, notReady(ErrNotReady, req.Pace.nextLook(a.now()), "%s runs, waiting for it to stop", req.VMRef)
 		}
 	case WaitUnlocked:
 		if s.Lock != "" {
@@ -437,6 +443,10 @@ func taskName(taskType string) string {
 		return "start"
 	case "qmstop":
 		return "stop"
+	case "hastart":
+		return "HA start request"
+	case "hastop":
+		return "HA stop request"
 	case "qmreboot":
 		return "reboot"
 	case "qmdestroy":

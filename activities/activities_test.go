@@ -378,6 +378,18 @@ func TestReboot_stoppedVMIsNonRetryableNotRunning(t *testing.T) {
 	assert.Contains(t, appErr.Message(), "VM 123456 not running")
 }
 
+func TestTaskStatus_hastartTaskReadsHAStartRequest(t *testing.T) {
+	f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"hastart": 30 * time.Second} })
+	ref := f.clone(t)
+	require.NoError(t, f.cluster.AddHAResource(t.Context(), pve.HAResourceParams{SID: "vm:123456", State: "stopped"}))
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Start, &upid, ref))
+
+	err := f.run(t, f.acts.TaskStatus, nil, activities.TaskStatusRequest{UPID: upid})
+
+	assert.Contains(t, appError(t, err).Message(), "HA start request task "+string(upid)+" still running on node pve1")
+}
+
 func TestTaskStatus_rebootTaskReadsReboot(t *testing.T) {
 	f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmreboot": 30 * time.Second} })
 	ref := f.clone(t)
@@ -403,6 +415,25 @@ func TestVMStatus_waitRunningIsNotReadyUntilRunning(t *testing.T) {
 	var st pve.VMStatus
 	require.NoError(t, f.run(t, f.acts.VMStatus, &st, activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitRunning}))
 	assert.Equal(t, "running", st.Status)
+}
+
+func TestVMStatus_waitStoppedIsNotReadyWhileRunning(t *testing.T) {
+	f := newFixture(t)
+	ref := f.clone(t)
+	f.start(t, ref)
+	err := f.run(t, f.acts.VMStatus, nil, activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitStopped})
+	appErr := appError(t, err)
+	assert.Equal(t, activities.ErrNotReady, appErr.Type())
+	assert.False(t, appErr.NonRetryable())
+	assert.Contains(t, appErr.Message(), "VM 123456 on node pve1 runs, waiting for it to stop")
+
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Stop, &upid, ref))
+	_, err = f.waitTask(t, upid)
+	require.NoError(t, err)
+	var st pve.VMStatus
+	require.NoError(t, f.run(t, f.acts.VMStatus, &st, activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitStopped}))
+	assert.Equal(t, "stopped", st.Status)
 }
 
 func TestVMStatus_waitUnlockedIsNotReadyWhileCloning(t *testing.T) {

@@ -185,7 +185,10 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 				return summary, err
 			}
 			summary = "wait for stop of " + ref.String()
-			return summary, waitTask(d.ctx, d.s, d.t, localLooksFirst, upid, d.s.Budgets.Stop, summary)
+			if err := waitTask(d.ctx, d.s, d.t, localLooksFirst, upid, d.s.Budgets.Stop, summary); err != nil {
+				return summary, err
+			}
+			return d.awaitHAStop(ref, upid)
 		})
 		if notFound(err) {
 			return true, nil
@@ -213,6 +216,23 @@ func (d *deletion) stopAndDestroy(ref activities.VMRef, running bool) (vanished 
 		return false, fail(step, err)
 	}
 	return false, nil
+}
+
+// awaitHAStop waits, after a stop that PVE handed to its HA manager (a hastop task: qemu-server
+// API2/Qemu.pm vm_stop, which ends once the request is written down), until the manager has
+// stopped the VM, which PVE refuses to destroy while it runs. A VM the delete unregistered
+// first (unregisterHA) is stopped by a qmstop task, which ends with the VM stopped: this is for
+// a VM that is an HA resource while proxmox.ha is off, registered by hand or before ha was
+// turned off. The destroy's purge then removes its resource.
+func (d *deletion) awaitHAStop(ref activities.VMRef, stop pve.UPID) (step string, err error) {
+	if info, err := pve.ParseUPID(stop); err != nil || info.Type != "hastop" {
+		return "", nil
+	}
+	var a *activities.Activities
+	summary := "wait for PVE's HA manager to stop " + ref.String()
+	d.t.step(summary)
+	return summary, poll(d.ctx, d.s.waitOptions(d.s.Budgets.Stop, summary), a.VMStatus,
+		activities.VMStatusRequest{VMRef: ref, WaitFor: activities.WaitStopped, Pace: d.s.pace(d.ctx)}).Get(d.ctx, nil)
 }
 
 // notFound reports whether a call, or the task it started, did not find the VM it names.

@@ -79,8 +79,9 @@ type Proxmox struct {
 // vm:<vmid> once it is ready, and a delete removes it before it stops the VM.
 type HA struct {
 	Enabled bool `yaml:"enabled" json:"enabled,omitempty"`
-	// State is the resource's requested state: started (the default), stopped, disabled or
-	// ignored.
+	// State is the resource's requested state: started (the default), in which the HA manager
+	// keeps the proxy running, or ignored, in which it leaves the proxy alone. Stopped and
+	// disabled are refused: the HA manager would stop each proxy and keep it stopped.
 	State string `yaml:"state" json:"state,omitempty"`
 }
 

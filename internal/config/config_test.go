@@ -33,7 +33,7 @@ func full() Config {
 			InstallGuestAgent:     false,
 			Calls:                 Calls{PerSecond: 5.5, Concurrency: 2},
 			OnBoot:                false,
-			HA:                    HA{Enabled: true, State: "stopped"},
+			HA:                    HA{Enabled: true, State: "ignored"},
 		},
 		Clones: Clones{PerStorage: 2, HistoryEvents: 20000},
 		Budgets: Budgets{
@@ -457,7 +457,23 @@ func TestParse_onbootFalseIsKept(t *testing.T) {
 func TestParse_haStateMustBePVEs(t *testing.T) {
 	_, err := Parse([]byte(minimalYAML + "  ha: {enabled: true, state: running}\n"))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `proxmox.ha.state: "running" is not one of started, stopped, disabled, ignored`)
+	assert.Contains(t, err.Error(), `proxmox.ha.state: "running" is not one of started, ignored`)
+}
+
+func TestParse_haStatesThatKeepProxiesStoppedAreRefused(t *testing.T) {
+	for _, state := range []string{"stopped", "disabled"} {
+		t.Run(state, func(t *testing.T) {
+			_, err := Parse([]byte(minimalYAML + "  ha: {enabled: true, state: " + state + "}\n"))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), `proxmox.ha.state: "`+state+`" would have PVE's HA manager stop each proxy as soon as a create registers it, and keep it stopped`)
+		})
+	}
+}
+
+func TestParse_haStateIgnoredIsKept(t *testing.T) {
+	c, err := Parse([]byte(minimalYAML + "  ha: {enabled: true, state: ignored}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, HA{Enabled: true, State: "ignored"}, c.Proxmox.HA)
 }
 
 func TestParse_clonesPerStorageZeroIsKept(t *testing.T) {

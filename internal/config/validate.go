@@ -87,11 +87,23 @@ func (c Proxmox) validate(p *problems) {
 			p.add("proxmox.vendorData", "%v", err)
 		}
 	}
-	// PVE's enum for an HA resource's state, but for enabled, its alias of started.
-	if !slices.Contains([]string{"started", "stopped", "disabled", "ignored"}, c.HA.State) {
-		p.add("proxmox.ha.state", "%q is not one of started, stopped, disabled, ignored", c.HA.State)
-	}
+	c.HA.validate(p)
 	c.Calls.validate(p)
+}
+
+// validate takes PVE's enum for an HA resource's state, but for enabled, its alias of started,
+// and refuses the states in which the HA manager keeps the VM stopped: PVE's CRM adds such a
+// resource as request_stop (pve-ha-manager Manager.pm), so each proxy would be stopped right
+// after its create answered it ready, and kept stopped.
+func (h HA) validate(p *problems) {
+	switch h.State {
+	case "started", "ignored":
+	case "stopped", "disabled":
+		p.add("proxmox.ha.state", "%q would have PVE's HA manager stop each proxy as soon as a create registers it, and keep it stopped; "+
+			"use started (the HA manager keeps the proxy running), or ignored (registered, but left alone)", h.State)
+	default:
+		p.add("proxmox.ha.state", "%q is not one of started, ignored (stopped and disabled would keep proxies stopped)", h.State)
+	}
 }
 
 func (c Calls) validate(p *problems) {

@@ -17,6 +17,86 @@ import (
 type haState struct {
 	resources   map[string]pve.HAResourceParams
 	maintenance map[string]bool
+	// round is how long the manager takes to act on a requested state (Options.HARound).
+	round time.Duration
+}
+
+// defaultHARound is Options.HARound's default.
+const defaultHARound = 50 * time.Millisecond
+
+// The HA manager, in short. PVE's CRM (src/PVE/HA/Manager.pm) and each node's LRM
+// (src/PVE/HA/LRM.pm) loop every 10 s or so; between them they bring a resource's VM to the
+// state its config requests:
+//
+//   - started: the VM runs. The CRM hands the LRM a fresh command after each result while the
+//     state is started ("ensure service gets started again if it went unexpected down",
+//     next_state_started), and the LRM starts a VM that does not run (exec_resource_agent).
+//   - stopped and disabled: the VM is stopped (next_state_started requests the stop; the LRM
+//     shuts the VM down). They differ in what the simulator does not model: a stopped
+//     resource is recovered to another node when its node fails, a disabled one is not.
+//   - ignored: the manager drops the resource from its status and leaves the VM alone, and
+//     qemu-server starts and stops it as any other VM (PVE::HA::Config::vm_is_ha_managed).
+//
+// The simulator acts once per request, HARound after the requested state was set (a
+// registration, or the end of a hastart or hastop task), not in a loop: no VM of the model
+// goes down by itself. An action the VM's state forbids (a lock, a clone holding the VM, a
+// template) is not tried again: PVE's LRM fails it, and after its restart and relocation
+// tries the CRM puts the resource into its error state, which needs an operator.
+
+// haManaged reports whether vmid's start and stop go through the HA manager, as
+// PVE::HA::Config::vm_is_ha_managed decides: it is a resource whose state is not ignored.
+func (c *Cluster) haManaged(vmid int) bool {
+	p, ok := c.ha.resources[haSID(vmid)]
+	return ok && p.State != "ignored"
+}
+
+// requestHAState sets the requested state of vmid's resource at time at, and has the manager
+// act on it a round later.
+func (c *Cluster) requestHAState(vmid int, state string, at time.Time) {
+	sid := haSID(vmid)
+	p, ok := c.ha.resources[sid]
+	if !ok {
+		return
+	}
+	p.State = state
+	c.ha.resources[sid] = p
+	c.scheduleHARound(vmid, at)
+}
+
+// scheduleHARound has the manager bring vmid's VM to its resource's requested state a round
+// after at.
+func (c *Cluster) scheduleHARound(vmid int, at time.Time) {
+	round := at.Add(c.ha.round)
+	c.at(round, func() { c.applyHAState(vmid, round) })
+}
+
+// applyHAState is the manager's round for vmid at time at: it starts or stops the VM as its
+// resource's current requested state says; an empty state is PVE's default, started.
+func (c *Cluster) applyHAState(vmid int, at time.Time) {
+	p, ok := c.ha.resources[haSID(vmid)]
+	g := c.vms[vmid]
+	if !ok || g == nil {
+		return
+	}
+	switch p.State {
+	case "", "started":
+		if !g.running && c.startExit(g) == "OK" {
+			c.boot(g, at)
+		}
+	case "stopped", "disabled":
+		if g.running && !flockHeld(g) && g.cfg["lock"] == "" {
+			g.halt()
+		}
+	}
+}
+
+// HAState is the requested state of HA resource sid, and whether there is one.
+func (c *Cluster) HAState(sid string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(c.clock.Now())
+	p, ok := c.ha.resources[sid]
+	return p.State, ok
 }
 
 // SetNodeMaintenance puts node into HA maintenance mode, or takes it out, as `ha-manager
@@ -66,9 +146,11 @@ func (c *Cluster) HAManagerStatus(ctx context.Context) (pve.HAManagerStatus, err
 }
 
 // AddHAResource registers an HA resource as pve-ha-manager's create does
-// (src/PVE/API2/HA/Resources.pm): the VM must exist, and the sid must be new.
+// (src/PVE/API2/HA/Resources.pm): the VM must exist, and the sid must be new. The manager then
+// brings the VM to the requested state: the CRM adds a new resource as request_start when its
+// state is started, as request_stop otherwise (Manager.pm, "adding new service").
 func (c *Cluster) AddHAResource(ctx context.Context, p pve.HAResourceParams) error {
-	_, err := call(c, ctx, Call{Method: "AddHAResource"}, func(time.Time) (struct{}, error) {
+	_, err := call(c, ctx, Call{Method: "AddHAResource"}, func(now time.Time) (struct{}, error) {
 		if err := c.allow("/", "Sys.Console"); err != nil {
 			return struct{}{}, err
 		}
@@ -87,6 +169,7 @@ func (c *Cluster) AddHAResource(ctx context.Context, p pve.HAResourceParams) err
 		}
 		p.SID = sid
 		c.ha.resources[sid] = p
+		c.scheduleHARound(vmid, now)
 		return struct{}{}, nil
 	})
 	return err
@@ -125,5 +208,8 @@ func parseHASID(sid string) (string, int, error) {
 // forgetHA removes vmid from the HA resources, as a destroy with purge does ("NOTE: removed VM
 // <vmid> from HA resource configuration.").
 func (c *Cluster) forgetHA(vmid int) {
-	delete(c.ha.resources, "vm:"+strconv.Itoa(vmid))
+	delete(c.ha.resources, haSID(vmid))
 }
+
+// haSID is the sid of VM vmid's HA resource.
+func haSID(vmid int) string { return "vm:" + strconv.Itoa(vmid) }

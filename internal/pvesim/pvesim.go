@@ -17,6 +17,7 @@
 package pvesim
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"fmt"
@@ -43,9 +44,14 @@ type Options struct {
 	// Clock tells the time; nil is the real clock.
 	Clock Clock
 	// TaskDurations is how long a task of each type runs (qmclone, qmstart, qmstop,
-	// qmreboot, qmdestroy, resize, imgcopy, imgdel); a type left out keeps its default of tens of
-	// milliseconds. A worker that cannot take a VM's flock fails after its type's duration.
+	// qmreboot, qmdestroy, hastart, hastop, resize, imgcopy, imgdel); a type left out keeps its
+	// default of tens of milliseconds. A worker that cannot take a VM's flock fails after its
+	// type's duration.
 	TaskDurations map[string]time.Duration
+	// HARound is how long the HA manager takes to act on a resource's requested state once it
+	// was set (ha.go): PVE's CRM and LRM each loop about every 10 s. Zero is 50 ms, so that a
+	// hastart or hastop task is seen to end before the VM starts or stops.
+	HARound time.Duration
 	// AgentBootDelay is how long a VM runs before its guest agent answers.
 	AgentBootDelay time.Duration
 	// ResourcesLag is how often the status cache behind /cluster/resources is refreshed, as
@@ -254,6 +260,8 @@ var defaultTaskDurations = map[string]time.Duration{
 	"qmstop":    20 * time.Millisecond,
 	"qmreboot":  40 * time.Millisecond,
 	"qmdestroy": 30 * time.Millisecond,
+	"hastart":   10 * time.Millisecond,
+	"hastop":    10 * time.Millisecond,
 	"resize":    20 * time.Millisecond,
 	"imgcopy":   20 * time.Millisecond,
 	"imgdel":    10 * time.Millisecond,
@@ -286,6 +294,7 @@ func New(opts Options) *Cluster {
 		pid:        0x1000,
 		rng:        rand.New(rand.NewPCG(uint64(opts.Seed), 0x9e3779b97f4a7c15)),
 		faults:     newFaults(),
+		ha:         haState{round: cmp.Or(opts.HARound, defaultHARound)},
 	}
 	if c.clock == nil {
 		c.clock = realClock{}

@@ -250,7 +250,8 @@ func displayName(g *vm) string {
 }
 
 // Start starts a VM. Its task fails on a VM that a clone holds, a template, a locked VM, a
-// running VM, or one whose CD-ROM ISO is gone.
+// running VM, or one whose CD-ROM ISO is gone. An HA-managed VM's start is a hastart task
+// instead (haRequest).
 func (c *Cluster) Start(ctx context.Context, node string, vmid int) (pve.UPID, error) {
 	return call(c, ctx, Call{Method: "Start", Node: node, VMID: vmid}, func(now time.Time) (pve.UPID, error) {
 		if err := c.allow(vmPath(vmid), "VM.PowerMgmt"); err != nil {
@@ -259,6 +260,9 @@ func (c *Cluster) Start(ctx context.Context, node string, vmid int) (pve.UPID, e
 		g, err := c.vmOn(node, vmid)
 		if err != nil {
 			return "", err
+		}
+		if c.haManaged(vmid) {
+			return c.haRequest(now, node, vmid, "hastart", "Requesting HA start for VM %d", "started"), nil
 		}
 		t := c.startTask(now, node, "qmstart", strconv.Itoa(vmid), c.startExit(g))
 		if succeeded(t.exit) {
@@ -296,7 +300,7 @@ func (c *Cluster) startExit(g *vm) string {
 }
 
 // Stop stops a VM. Stopping a stopped VM is a task that ends OK, locked or not: PVE returns
-// before it looks at the lock.
+// before it looks at the lock. An HA-managed VM's stop is a hastop task instead (haRequest).
 func (c *Cluster) Stop(ctx context.Context, node string, vmid int) (pve.UPID, error) {
 	return call(c, ctx, Call{Method: "Stop", Node: node, VMID: vmid}, func(now time.Time) (pve.UPID, error) {
 		if err := c.allow(vmPath(vmid), "VM.PowerMgmt"); err != nil {
@@ -305,6 +309,9 @@ func (c *Cluster) Stop(ctx context.Context, node string, vmid int) (pve.UPID, er
 		g, err := c.vmOn(node, vmid)
 		if err != nil {
 			return "", err
+		}
+		if c.haManaged(vmid) {
+			return c.haRequest(now, node, vmid, "hastop", "Requesting HA stop for VM %d", "stopped"), nil
 		}
 		exit := "OK"
 		switch {
@@ -317,12 +324,30 @@ func (c *Cluster) Stop(ctx context.Context, node string, vmid int) (pve.UPID, er
 		if succeeded(t.exit) {
 			c.onEnd(t, func() {
 				if c.vms[vmid] == g {
-					g.running, g.pid, g.paused = false, 0, false
+					g.halt()
 				}
 			})
 		}
 		return t.upid, nil
 	})
+}
+
+// halt is the VM's QEMU gone.
+func (g *vm) halt() { g.running, g.pid, g.paused = false, 0, false }
+
+// haRequest is qemu-server's start or stop of an HA-managed VM (API2/Qemu.pm vm_start,
+// vm_stop): a task of type typ that logs line and runs ha-manager, which only writes the
+// request down: `ha-manager set vm:<vmid> --state started` for a start, `ha-manager
+// crm-command stop vm:<vmid> 0` for a stop, which the CRM turns into the requested state
+// stopped (Manager.pm next_state_started). The task ends OK without looking at the VM (running
+// already, locked, a template), before the manager acts on the request a round later.
+func (c *Cluster) haRequest(now time.Time, node string, vmid int, typ, line, state string) pve.UPID {
+	t := c.startTask(now, node, typ, strconv.Itoa(vmid), "OK")
+	if succeeded(t.exit) {
+		t.log = []string{fmt.Sprintf(line, vmid)}
+		c.onEnd(t, func() { c.requestHAState(vmid, state, t.end) })
+	}
+	return t.upid
 }
 
 // Reboot reboots a running VM as PVE's qmreboot task does: the guest shuts down and starts
@@ -360,10 +385,24 @@ func (c *Cluster) Reboot(ctx context.Context, node string, vmid int) (pve.UPID, 
 	})
 }
 
-// Destroy removes a stopped VM and every disk it owns on its node's storages (purge and
-// destroy-unreferenced-disks); CD-ROM ISOs stay. The running check is synchronous, the locks
-// are the task's.
+// Destroy removes a stopped VM and every disk it owns on its node's storages, as the seam's
+// DELETE with purge and destroy-unreferenced-disks does (DestroyWith).
 func (c *Cluster) Destroy(ctx context.Context, node string, vmid int) (pve.UPID, error) {
+	return c.DestroyWith(ctx, node, vmid, DestroyParams{Purge: true})
+}
+
+// DestroyParams are destroy_vm's flags beyond the seam's, which always purges.
+type DestroyParams struct {
+	// Purge removes the VMID from the HA resources (and from backup and replication jobs,
+	// which the model has none of). Without it, PVE refuses to destroy an HA resource's VM.
+	Purge bool
+}
+
+// DestroyWith removes a stopped VM and every disk it owns on its node's storages
+// (destroy-unreferenced-disks); CD-ROM ISOs stay. Its checks are qemu-server's destroy_vm
+// $early_checks, synchronous and in their order: protection, an HA resource without purge
+// (service_is_configured: any state, ignored too), running. The locks are the task's.
+func (c *Cluster) DestroyWith(ctx context.Context, node string, vmid int, p DestroyParams) (pve.UPID, error) {
 	return call(c, ctx, Call{Method: "Destroy", Node: node, VMID: vmid}, func(now time.Time) (pve.UPID, error) {
 		if err := c.allow(vmPath(vmid), "VM.Allocate"); err != nil {
 			return "", err
@@ -374,6 +413,9 @@ func (c *Cluster) Destroy(ctx context.Context, node string, vmid int) (pve.UPID,
 		}
 		if g.cfg["protection"] == "1" {
 			return "", serverErr(fmt.Sprintf("can't remove VM %d - protection mode enabled", vmid))
+		}
+		if _, ha := c.ha.resources[haSID(vmid)]; ha && !p.Purge {
+			return "", serverErr(fmt.Sprintf("unable to remove VM %d - used in HA resources and purge parameter not set.", vmid))
 		}
 		if g.running {
 			return "", serverErr(fmt.Sprintf("VM %d is running - destroy failed", vmid))
@@ -402,7 +444,9 @@ func (c *Cluster) Destroy(ctx context.Context, node string, vmid int) (pve.UPID,
 				return
 			}
 			delete(c.vms, vmid)
-			c.forgetHA(vmid)
+			if p.Purge {
+				c.forgetHA(vmid)
+			}
 			if t.exit != "OK" && kept == nil {
 				return // the warnings are the disks it could not remove
 			}

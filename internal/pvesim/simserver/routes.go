@@ -10,6 +10,7 @@ import (
 
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pveschema"
+	"github.com/pveflow/pveflow/internal/pvesim"
 )
 
 // An endpoint serves one seam method.
@@ -55,11 +56,7 @@ var endpoints = map[string]endpoint{
 	"GET /nodes/{node}/qemu/{vmid}/status/current": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
 		return result(api.VMStatus(ctx, c.node, c.vmid))
 	},
-	// The seam's Destroy always purges; the purge and destroy-unreferenced-disks flags are
-	// verified by the schema and otherwise taken as given.
-	"DELETE /nodes/{node}/qemu/{vmid}": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
-		return result(api.Destroy(ctx, c.node, c.vmid))
-	},
+	"DELETE /nodes/{node}/qemu/{vmid}": destroyVM,
 	"GET /nodes/{node}/tasks/{upid}/status": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
 		return result(api.TaskStatus(ctx, c.node, c.upid))
 	},
@@ -292,4 +289,23 @@ func boolParam(params url.Values, name string) (bool, error) {
 	default:
 		return false, paramError(name, fmt.Sprintf("type check ('boolean') failed - got '%s'", s))
 	}
+}
+
+// purgeChooser is an API that destroys a VM with or without purge; pvesim.Cluster is one.
+type purgeChooser interface {
+	DestroyWith(ctx context.Context, node string, vmid int, p pvesim.DestroyParams) (pve.UPID, error)
+}
+
+// destroyVM destroys a VM with the request's purge flag where the API can choose, and as the
+// seam's Destroy (with purge) otherwise. destroy-unreferenced-disks is verified by the schema
+// and otherwise taken as given: the model's destroy removes every disk of the VMID.
+func destroyVM(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+	purge, err := boolParam(c.params, "purge")
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := api.(purgeChooser); ok {
+		return result(d.DestroyWith(ctx, c.node, c.vmid, pvesim.DestroyParams{Purge: purge}))
+	}
+	return result(api.Destroy(ctx, c.node, c.vmid))
 }

@@ -538,3 +538,20 @@ func TestServer_setVMConfigPassesParametersAndAnswersNull(t *testing.T) {
 	defer api.mu.Unlock()
 	assert.Equal(t, pve.VMConfig{"cores": "4", "ide2": "local:iso/seed-123456.iso,media=cdrom", "delete": "tags"}, api.config)
 }
+
+func TestServer_destroyPassesPurgeOn(t *testing.T) {
+	cluster := pvesim.New(pvesim.Default())
+	s := startServer(t, cluster)
+	c := realClient(t, s)
+	const vmid = 123456
+	upid, err := c.Clone(t.Context(), "pve1", 9000, pve.CloneParams{NewID: vmid, Name: "proxy"})
+	require.NoError(t, err)
+	waitTask(t, t.Context(), c, upid)
+	require.NoError(t, cluster.AddHAResource(t.Context(), pve.HAResourceParams{SID: "vm:123456", State: "stopped"}))
+
+	resp, body := send(t, s, newRequest(t, s, http.MethodDelete, "/nodes/pve1/qemu/123456", nil))
+	assert.Equal(t, "500 unable to remove VM 123456 - used in HA resources and purge parameter not set.", resp.Status, body)
+
+	resp, body = send(t, s, newRequest(t, s, http.MethodDelete, "/nodes/pve1/qemu/123456?purge=1", nil))
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+}

@@ -35,7 +35,13 @@ var hostTaskDurations = map[string]time.Duration{
 	"resize":    time.Second,
 	"imgcopy":   500 * time.Millisecond,
 	"imgdel":    300 * time.Millisecond,
+	"hastart":   500 * time.Millisecond,
+	"hastop":    500 * time.Millisecond,
 }
+
+// hostHARound is about how long PVE's HA manager takes to act on a requested state: its CRM
+// and each node's LRM loop every 10 s or so.
+const hostHARound = 10 * time.Second
 
 func main() {
 	if err := run(); err != nil {
@@ -51,7 +57,7 @@ func run() error {
 	authDelay := flag.Duration("auth-delay", 3*time.Second, "how long a 401 is held back, as PVE does")
 	resourcesLag := flag.Duration("resources-lag", 10*time.Second, "how often the status cache behind /cluster/resources refreshes: names and statuses lag by up to this")
 	bootDelay := flag.Duration("agent-boot-delay", 5*time.Second, "how long a started VM runs before its guest agent answers")
-	taskScale := flag.Float64("task-scale", 1, "`factor` for task durations (1 is a small real host; 0.1 is a quick demo)")
+	taskScale := flag.Float64("task-scale", 1, "`factor` for task durations and the HA manager's round (1 is a small real host; 0.1 is a quick demo)")
 	stallClones := flag.Bool("stall-clones", false, "let every clone task run forever, as a clone stuck on its storage does")
 	storageLockHold := flag.Duration("storage-lock-hold", 0, "how long allocating a clone's disk holds its storage's lock; a clone that waits over 10 s for it fails as on PVE (0: no contention)")
 	pve82 := flag.Bool("pve82", false, "answer errors like PVE before 8.3: the message only in the reason phrase")
@@ -97,6 +103,7 @@ func run() error {
 	for typ, d := range hostTaskDurations {
 		opts.TaskDurations[typ] = time.Duration(float64(d) * *taskScale)
 	}
+	opts.HARound = time.Duration(float64(hostHARound) * *taskScale)
 
 	cluster := pvesim.New(opts)
 	srv, err := simserver.Start(simserver.Options{
