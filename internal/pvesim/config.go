@@ -146,6 +146,20 @@ func parseNet(value string) (model, mac string) {
 	return model, mac
 }
 
+// netNetwork is the network of a net[n] value: its bridge and VLAN tag.
+func netNetwork(value string) Network {
+	var n Network
+	for _, opt := range strings.Split(value, ",") {
+		switch k, v, _ := strings.Cut(opt, "="); k {
+		case "bridge":
+			n.Bridge = v
+		case "tag":
+			n.VLAN, _ = strconv.Atoi(v)
+		}
+	}
+	return n
+}
+
 // withNetMAC is a net[n] value in PVE's own form, "<model>=<MAC>,<other options>".
 func withNetMAC(value, mac string) string {
 	model, _ := parseNet(value)
