@@ -12,6 +12,7 @@ import (
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
+	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -110,7 +111,28 @@ func TestCreate_machineTypeNICsGetTheirBridgesAndVLANTags(t *testing.T) {
       macaddress: "`+net1MAC+`"
     set-name: net1
     dhcp4: true
-`)
+    optional: true
+`, "the boot waits for no further NIC: their networks may have no DHCP server")
+}
+
+func TestCreate_furtherNICsOnVLANsWithoutDHCPDoNotHoldTheBoot(t *testing.T) {
+	took := func(nics []config.NIC) time.Duration {
+		w := newWorld(t, func(o *pvesim.Options) {
+			o.NoDHCP = []pvesim.Network{{Bridge: "vmbr1", VLAN: 30}, {Bridge: "vmbr1", VLAN: 40}}
+		})
+		mt := w.cfg.Proxmox.MachineTypes["small"]
+		mt.NICs = nics
+		w.cfg.Proxmox.MachineTypes["small"] = mt
+		start := w.clock.Now()
+		_, err := w.create(createInput())
+		require.NoError(t, err)
+		return w.clock.Now().Sub(start)
+	}
+
+	net0Alone := took(nil)
+	threeNICs := took([]config.NIC{{}, {Bridge: "vmbr1", VLAN: 30}, {Bridge: "vmbr1", VLAN: 40}})
+
+	assert.Less(t, threeNICs, net0Alone+time.Minute, "systemd-networkd-wait-online's 120 s are not waited: net0 alone took %s", net0Alone)
 }
 
 func TestCreate_refusesInvalidAddressesBeforeAnyCall(t *testing.T) {

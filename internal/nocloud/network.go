@@ -21,6 +21,11 @@ type Ethernet struct {
 	MAC string `json:"mac"`
 	// DHCP4 takes an IPv4 address from DHCP.
 	DHCP4 bool `json:"dhcp4,omitempty"`
+	// Optional is netplan's optional: the boot does not wait for the NIC. systemd-networkd-wait-
+	// online, which the guest's network-online.target and so cloud-init's final stage wait
+	// for, waits for every other NIC to be configured, DHCP's lease included, for up to its
+	// timeout (120 s).
+	Optional bool `json:"optional,omitempty"`
 	// Addresses are static addresses, "address/prefix-length", IPv4 or IPv6.
 	Addresses []string `json:"addresses,omitempty"`
 	// Gateway4 and Gateway6 are the default routes of each family; empty adds none.
@@ -39,7 +44,8 @@ var (
 // Each is matched by MAC and renamed; the default routes are written as routes to "default",
 // since netplan deprecates gateway4 and gateway6. A NIC with a static IPv6 address takes no
 // other: DHCPv6 and router advertisements are off, so the guest has exactly the addresses given.
-// Every value is checked before it is written, so the file is YAML whatever the input.
+// An optional NIC is written "optional: true", any other without the key (netplan's default,
+// false). Every value is checked before it is written, so the file is YAML whatever the input.
 func NetworkConfig(ethernets []Ethernet) (string, error) {
 	var b strings.Builder
 	b.WriteString("version: 2\nethernets:\n")
@@ -49,6 +55,9 @@ func NetworkConfig(ethernets []Ethernet) (string, error) {
 		}
 		fmt.Fprintf(&b, "  %s:\n    match:\n      macaddress: %q\n    set-name: %s\n    dhcp4: %t\n",
 			e.Name, strings.ToLower(e.MAC), e.Name, e.DHCP4)
+		if e.Optional {
+			b.WriteString("    optional: true\n")
+		}
 		static6 := false
 		if len(e.Addresses) > 0 {
 			b.WriteString("    addresses:\n")

@@ -13,7 +13,7 @@ func TestWrite_staticAddressesGoIntoNetworkConfig(t *testing.T) {
 	s.Network = []Ethernet{
 		{Name: "net0", MAC: "BC:24:11:2E:C5:4A", Addresses: []string{"192.0.2.10/24", "2001:db8::10/64"}, Gateway4: "192.0.2.1", Gateway6: "fe80::1",
 			Nameservers: []string{"192.0.2.53", "2001:db8::53"}},
-		{Name: "net1", MAC: "BC:24:11:00:00:01", DHCP4: true},
+		{Name: "net1", MAC: "BC:24:11:00:00:01", DHCP4: true, Optional: true},
 	}
 
 	files := rootFiles(t, writeImage(t, s))
@@ -44,6 +44,7 @@ ethernets:
       macaddress: "bc:24:11:00:00:01"
     set-name: net1
     dhcp4: true
+    optional: true
 `, files["network-config"])
 }
 

@@ -169,8 +169,11 @@ func NICsOf(cfg pve.VMConfig) pve.VMConfig {
 // SeedNetwork is the guest's network for the seed's network-config, its NICs found by the MACs
 // of cfg (the VM's config once its NICs are written): net0 with a's addresses, and DHCP's IPv4
 // unless a has a static one or none, and the nameservers; each further NIC of nics with DHCP's
-// IPv4. It is nil, and the seed has no network-config, for DHCP on net0 alone: cloud-init's
-// fallback does that, and DHCP gives the nameservers.
+// IPv4, and optional: the readiness wait reads net0 alone (Addresses.Missing), and a further
+// NIC on a network without a DHCP server would otherwise hold the guest's boot, and with it the
+// agent that cloud-init installs, for systemd-networkd-wait-online's timeout. It is nil, and the
+// seed has no network-config, for DHCP on net0 alone: cloud-init's fallback does that, and DHCP
+// gives the nameservers.
 func SeedNetwork(cfg pve.VMConfig, a Addresses, nics []config.NIC, nameservers []string) []nocloud.Ethernet {
 	if a.IsZero() && len(nics) <= 1 {
 		return nil
@@ -185,7 +188,7 @@ func SeedNetwork(cfg pve.VMConfig, a Addresses, nics []config.NIC, nameservers [
 	out := []nocloud.Ethernet{net0}
 	for i := 1; i < len(nics); i++ {
 		key := fmt.Sprint("net", i)
-		out = append(out, nocloud.Ethernet{Name: key, MAC: MACFromNet(cfg[key]), DHCP4: true})
+		out = append(out, nocloud.Ethernet{Name: key, MAC: MACFromNet(cfg[key]), DHCP4: true, Optional: true})
 	}
 	return out
 }

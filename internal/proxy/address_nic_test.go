@@ -51,7 +51,7 @@ func TestSeedNetwork_net0sAddressesAndFurtherNICsByMAC(t *testing.T) {
 	assert.Equal(t, []nocloud.Ethernet{
 		{Name: "net0", MAC: "BC:24:11:2E:C5:4A", Addresses: []string{"192.0.2.10/24", "2001:db8::10/64"}, Gateway4: "192.0.2.1", Gateway6: "fe80::1",
 			Nameservers: []string{"192.0.2.53"}},
-		{Name: "net1", MAC: "BC:24:11:00:00:01", DHCP4: true},
+		{Name: "net1", MAC: "BC:24:11:00:00:01", DHCP4: true, Optional: true},
 	}, SeedNetwork(cfg, a, []config.NIC{{}, {Bridge: "vmbr1"}}, []string{"192.0.2.53"}))
 }
 

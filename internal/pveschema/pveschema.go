@@ -48,13 +48,31 @@ type Param struct {
 	Pattern string `json:"pattern,omitempty"`
 	// Format names a registered PVE format such as "pve-vmid" or "pve-tag-list"; it is empty for
 	// plain values and for property strings, whose sub-format apidata.js inlines.
-	Format    string   `json:"format,omitempty"`
-	Minimum   *float64 `json:"minimum,omitempty"`
-	Maximum   *float64 `json:"maximum,omitempty"`
-	MinLength *int     `json:"minLength,omitempty"`
-	MaxLength *int     `json:"maxLength,omitempty"`
+	Format string `json:"format,omitempty"`
+	// PropertyString names the value's property-string format in Schema.PropertyStrings: the
+	// parameter's base name for a format apidata.js inlines ("net" for net[n]), or a named one
+	// ("pve-qm-ipconfig"). Empty for any other value.
+	PropertyString string `json:"propertyString,omitempty"`
+	// Alias, in a property string's format, makes the key another's: "virtio=<MAC>" is
+	// "macaddr=<MAC>", and, with KeyAlias, "model=virtio" too.
+	Alias    string `json:"alias,omitempty"`
+	KeyAlias string `json:"keyAlias,omitempty"`
+	// DefaultKey marks the key of a property string's part that has no "key=".
+	DefaultKey bool     `json:"defaultKey,omitempty"`
+	Minimum    *float64 `json:"minimum,omitempty"`
+	Maximum    *float64 `json:"maximum,omitempty"`
+	MinLength  *int     `json:"minLength,omitempty"`
+	MaxLength  *int     `json:"maxLength,omitempty"`
 	// Requires names another parameter that must be present whenever this one is.
 	Requires string `json:"requires,omitempty"`
+}
+
+// Schema is schema.json: the endpoints, and the property-string formats their parameters name.
+type Schema struct {
+	Endpoints []Endpoint `json:"endpoints"`
+	// PropertyStrings are the formats of property strings by name (Param.PropertyString), a
+	// Param for each key.
+	PropertyStrings map[string]map[string]Param `json:"propertyStrings"`
 }
 
 //go:embed schema.json
@@ -67,27 +85,34 @@ type route struct {
 }
 
 type index struct {
-	routes   []route
-	patterns map[string]*regexp.Regexp
+	routes          []route
+	propertyStrings map[string]map[string]Param
+	patterns        map[string]*regexp.Regexp
 }
 
 // load parses schema.json on first use rather than at init, so that the extractor, which
 // shares the types, still runs when the file is broken.
 var load = sync.OnceValue(func() *index {
-	var eps []Endpoint
-	if err := json.Unmarshal(schemaJSON, &eps); err != nil {
+	var s Schema
+	if err := json.Unmarshal(schemaJSON, &s); err != nil {
 		panic("pveschema: schema.json: " + err.Error())
 	}
-	idx := &index{patterns: make(map[string]*regexp.Regexp)}
-	for _, ep := range eps {
-		idx.routes = append(idx.routes, route{Endpoint: ep, segments: splitPath(ep.Path)})
-		for _, p := range ep.Params {
+	idx := &index{propertyStrings: s.PropertyStrings, patterns: make(map[string]*regexp.Regexp)}
+	compile := func(params map[string]Param) {
+		for _, p := range params {
 			if p.Pattern != "" && idx.patterns[p.Pattern] == nil {
 				// PVE matches m/^$pattern$/: the anchors bind to the first and last
 				// alternative, not to the whole pattern.
 				idx.patterns[p.Pattern] = regexp.MustCompile("^" + p.Pattern + "$")
 			}
 		}
+	}
+	for _, ep := range s.Endpoints {
+		idx.routes = append(idx.routes, route{Endpoint: ep, segments: splitPath(ep.Path)})
+		compile(ep.Params)
+	}
+	for _, format := range s.PropertyStrings {
+		compile(format)
 	}
 	return idx
 })

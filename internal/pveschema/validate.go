@@ -43,10 +43,9 @@ func Validate(method, path string, params url.Values) *pve.APIError {
 	maps.Copy(values, ep.PathParams)
 
 	errs := make(paramErrors)
-	patterns := load().patterns
 	for _, name := range slices.Sorted(maps.Keys(ep.Params)) {
 		v, present := values[name]
-		if msg := check(ep.Params[name], v, present, patterns); msg != "" {
+		if msg := check(name, ep.Params[name], v, present); msg != "" {
 			errs.add(name, msg)
 		}
 	}
@@ -85,9 +84,20 @@ var (
 	numberRE  = regexp.MustCompile(`^[+-]?(\d+\.\d+|\d+\.|\.\d+|\d+)([eE][+-]?\d+)?$`)
 )
 
-// check is PVE's check_prop for one form value: the first failing check gives the message, ""
+// CheckValue is PVE's check of value v of the endpoint's parameter name (check_prop): "" when
+// it passes, else the parameter's message in the 400 PVE answers, as Validate gives it.
+func (ep Endpoint) CheckValue(name, v string) string {
+	p, ok := ep.Params[name]
+	if !ok {
+		return "property is not defined in schema and the schema does not allow additional properties"
+	}
+	return check(name, p, v, true)
+}
+
+// check is PVE's check_prop for one form value, or for the value of a key of a property string,
+// at path (the parameter's name, or "net0.tag"): the first failing check gives the message, ""
 // means the value passes.
-func check(p Param, v string, present bool, patterns map[string]*regexp.Regexp) string {
+func check(path string, p Param, v string, present bool) string {
 	if !present {
 		if p.Optional {
 			return ""
@@ -97,10 +107,15 @@ func check(p Param, v string, present bool, patterns map[string]*regexp.Regexp) 
 	if !typeOK(p.Type, v) {
 		return fmt.Sprintf("type check ('%s') failed - got '%s'", p.Type, v)
 	}
-	if msg := checkFormat(p.Format, v); msg != "" {
+	idx := load()
+	if p.PropertyString != "" {
+		if msg := checkPropertyString(path, idx.propertyStrings[p.PropertyString], v); msg != "" {
+			return "invalid format - " + msg
+		}
+	} else if msg := checkFormat(p.Format, v); msg != "" {
 		return "invalid format - " + msg
 	}
-	if p.Pattern != "" && !patterns[p.Pattern].MatchString(v) {
+	if p.Pattern != "" && !idx.patterns[p.Pattern].MatchString(v) {
 		return "value does not match the regex pattern"
 	}
 	if p.MaxLength != nil && utf8.RuneCountInString(v) > *p.MaxLength {

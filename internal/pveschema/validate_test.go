@@ -195,9 +195,63 @@ func TestValidate_rejectsWithPVEsAnswer(t *testing.T) {
 }
 
 func TestValidate_expandedNumberedKeysAccepted(t *testing.T) {
-	for _, key := range []string{"net0", "net31", "ide3", "scsi30", "virtio15", "sata5", "unused255", "ipconfig31", "usb13"} {
+	for key, value := range map[string]string{"net0": "virtio", "net31": "virtio", "ide3": "x", "scsi30": "x", "virtio15": "x", "sata5": "x",
+		"unused255": "x", "ipconfig31": "ip=dhcp", "usb13": "spice"} {
 		t.Run(key, func(t *testing.T) {
-			assert.Nil(t, pveschema.Validate(http.MethodPut, "/nodes/pve1/qemu/100/config", url.Values{key: {"x"}}))
+			assert.Nil(t, pveschema.Validate(http.MethodPut, "/nodes/pve1/qemu/100/config", url.Values{key: {value}}))
+		})
+	}
+}
+
+func TestValidate_acceptsPropertyStringsPVEParses(t *testing.T) {
+	for key, value := range map[string]string{
+		"net0":      "virtio=BC:24:11:2E:C5:4A,bridge=vmbr0,firewall=1,tag=20",
+		"net1":      "e1000=bc:24:11:00:00:01,bridge=vmbr1,link_down=yes,tag=4094",
+		"net2":      "model=virtio,macaddr=BC:24:11:00:00:02,bridge=vmbr2,",
+		"ipconfig0": "ip=192.0.2.10/24,gw=192.0.2.1,ip6=2001:db8::10/64,gw6=2001:db8::1",
+		"ipconfig1": "ip6=auto",
+		"ide2":      "local:iso/seed.iso,media=cdrom",
+		"scsi0":     "file=local-lvm:vm-100-disk-0,discard=on,size=32G,ssd=1",
+	} {
+		t.Run(key, func(t *testing.T) {
+			assert.Nil(t, pveschema.Validate(http.MethodPost, "/nodes/pve1/qemu/100/config", url.Values{key: {value}}))
+		})
+	}
+}
+
+// TestValidate_refusesPropertyStringsAsPVEDoes: pve-common's parse_property_string dies on a
+// part it cannot read, and with "format error" and a line for each key that fails its check;
+// check_prop puts "invalid format - " before either. A key's own format error ends in the
+// validator's newline, and the exception's line adds another.
+func TestValidate_refusesPropertyStringsAsPVEDoes(t *testing.T) {
+	for _, tc := range []struct {
+		name, key, value, msg string
+	}{
+		{"a tag above 4094", "net0", "virtio,bridge=vmbr0,tag=4095", "format error\nnet0.tag: value must have a maximum value of 4094\n"},
+		{"a tag of 0", "net1", "virtio,bridge=vmbr0,tag=0", "format error\nnet1.tag: value must have a minimum value of 1\n"},
+		{"a tag that is no number", "net0", "virtio,tag=x", "format error\nnet0.tag: type check ('integer') failed - got 'x'\n"},
+		{"a boolean PVE cannot read", "net0", "virtio,firewall=maybe", "format error\nnet0.firewall: type check ('boolean') failed - got 'maybe'\n"},
+		{"two keys fail", "net0", "virtio,firewall=2,tag=5000", "format error\nnet0.firewall: type check ('boolean') failed - got '2'\nnet0.tag: value must have a maximum value of 4094\n"},
+		{"no model", "net0", "bridge=vmbr0", "format error\nnet0.model: property is missing and it is not optional\n"},
+		{"a model PVE does not have", "net0", "virtio2,bridge=vmbr0", "format error\nnet0.model: value 'virtio2' does not have a value in the enumeration 'e1000, e1000-82540em, e1000-82544gc, e1000-82545em, e1000e, i82551, i82557b, i82559er, ne2k_isa, ne2k_pci, pcnet, rtl8139, virtio, vmxnet3'\n"},
+		{"a multicast MAC", "net0", "virtio=01:24:11:2E:C5:4A", "format error\nnet0.macaddr: invalid format - value does not look like a valid unicast MAC address\n\n"},
+		{"a bridge with a space", "net0", "virtio,bridge=vm br0", "format error\nnet0.bridge: invalid format - invalid bridge ID 'vm br0'\n\n"},
+		{"an unknown key", "net0", "virtio,vlan=20", "invalid key in comma-separated list property: vlan\n"},
+		{"a key twice", "net0", "virtio,bridge=vmbr0,bridge=vmbr1", "duplicate key in comma-separated list property: bridge\n"},
+		{"a model twice", "net0", "virtio,e1000=BC:24:11:2E:C5:4A", "key alias 'model' is already defined\n"},
+		{"a part without key", "net0", "virtio,=vmbr0", "missing key in comma-separated list property\n"},
+		{"a gateway without its address", "ipconfig0", "gw=192.0.2.1", "format error\nipconfig0.ip: missing property required by 'ipconfig0.gw'\n"},
+		{"an address without a prefix length", "ipconfig0", "ip=192.0.2.10", "format error\nipconfig0.ip: invalid format - value does not look like a valid ipv4 network configuration\n\n"},
+		{"a prefix length under 8", "ipconfig0", "ip6=2001:db8::10/7", "format error\nipconfig0.ip6: invalid format - value does not look like a valid ipv6 network configuration\n\n"},
+		{"an IPv6 gateway for IPv4", "ipconfig0", "ip=192.0.2.10/24,gw=2001:db8::1", "format error\nipconfig0.gw: invalid format - value does not look like a valid IPv4 address\n\n"},
+		{"no default key in ipconfig", "ipconfig0", "dhcp", "value without key, but schema does not define a default key\n"},
+		{"a drive without its volume", "ide2", "media=cdrom", "format error\nide2.file: property is missing and it is not optional\n"},
+		{"a drive's value outside its enumeration", "scsi0", "local-lvm:vm-100-disk-0,cache=fast", "format error\nscsi0.cache: value 'fast' does not have a value in the enumeration 'none, writethrough, writeback, unsafe, directsync'\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := pveschema.Validate(http.MethodPost, "/nodes/pve1/qemu/100/config", url.Values{tc.key: {tc.value}})
+			const badParams = "Parameter verification failed."
+			assert.Equal(t, &pve.APIError{Status: 400, Reason: badParams, Message: badParams, Errors: map[string]string{tc.key: "invalid format - " + tc.msg}}, got)
 		})
 	}
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // AgentNetworkInterfaces answers for the guest agent in PVE's order of checks: an agent in the
-// config, a running VM, an agent that answers (AgentBootDelay after the start, never after
+// config, a running VM, an agent that answers (AgentBootDelay after the start, later when
+// systemd-networkd-wait-online held the boot that installed it (Cluster.boot), never after
 // StallAgent, not while the VM is paused). The guest has lo and an interface for each NIC, with
 // the NIC's MAC in lower case and the addresses its network-config gives (nicInterface).
 func (c *Cluster) AgentNetworkInterfaces(ctx context.Context, node string, vmid int) ([]pve.AgentInterface, error) {
@@ -28,14 +29,14 @@ func (c *Cluster) AgentNetworkInterfaces(ctx context.Context, node string, vmid 
 			return nil, serverErr("No QEMU guest agent configured")
 		case !g.running:
 			return nil, serverErr(fmt.Sprintf("VM %d is not running", vmid))
-		case c.faults.stallAgent[vmid] || g.paused || now.Sub(g.startedAt) < c.bootDelay:
+		case c.faults.stallAgent[vmid] || g.paused || now.Sub(g.startedAt) < c.bootDelay+g.agentLate:
 			return nil, serverErr("QEMU guest agent is not running")
 		}
-		return guestInterfaces(g), nil
+		return c.guestInterfaces(g), nil
 	})
 }
 
-func guestInterfaces(g *vm) []pve.AgentInterface {
+func (c *Cluster) guestInterfaces(g *vm) []pve.AgentInterface {
 	ifaces := []pve.AgentInterface{{
 		Name:            "lo",
 		HardwareAddress: "00:00:00:00:00:00",
@@ -45,7 +46,7 @@ func guestInterfaces(g *vm) []pve.AgentInterface {
 		},
 	}}
 	for _, nic := range guestNICs(g.cfg) {
-		ifaces = append(ifaces, g.nicInterface(nic.index, nic.mac))
+		ifaces = append(ifaces, g.nicInterface(nic, !c.noDHCP[nic.network]))
 	}
 	return ifaces
 }

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/pveschema"
 )
 
 // PVE's VMID range (pve-vmid).
@@ -42,14 +45,11 @@ func splitList(s string) []string {
 
 var (
 	diskKeyRE = regexp.MustCompile(`^(ide[0-3]|sata[0-5]|scsi([0-9]|[12][0-9]|30)|virtio([0-9]|1[0-5])|efidisk0|tpmstate0)$`)
-	ideKeyRE  = regexp.MustCompile(`^ide[0-3]$`)
 	netKeyRE  = regexp.MustCompile(`^net([0-9]|[12][0-9]|3[01])$`)
 	// dnsNameRE is PVE's dns-name format: no underscores.
 	dnsNameRE = regexp.MustCompile(`^(([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)\.)*([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)$`)
-	tagRE     = regexp.MustCompile(`^(?i)[a-z0-9_][a-z0-9_\-+.]*$`)
 	// sizeRE is PVE's size string; a leading + makes a resize relative.
 	sizeRE = regexp.MustCompile(`^(\+)?(\d+(?:\.\d+)?)([KMGT])?$`)
-	macRE  = regexp.MustCompile(`^(?i)[0-9a-f]{2}(:[0-9a-f]{2}){5}$`)
 )
 
 func isDiskKey(key string) bool { return diskKeyRE.MatchString(key) }
@@ -144,6 +144,20 @@ func parseNet(value string) (model, mac string) {
 		}
 	}
 	return model, mac
+}
+
+// netNetwork is the network of a net[n] value: its bridge and VLAN tag.
+func netNetwork(value string) Network {
+	var n Network
+	for _, opt := range strings.Split(value, ",") {
+		switch k, v, _ := strings.Cut(opt, "="); k {
+		case "bridge":
+			n.Bridge = v
+		case "tag":
+			n.VLAN, _ = strconv.Atoi(v)
+		}
+	}
+	return n
 }
 
 // withNetMAC is a net[n] value in PVE's own form, "<model>=<MAC>,<other options>".
@@ -248,33 +262,36 @@ func description(s string) string {
 	return s + "\n"
 }
 
-// A configCheck validates one parameter of a config write as PVE's schema does. It returns
-// the value as PVE stores it (empty removes the key), or the message for the 400's errors.
-type configCheck func(key, value string) (stored, msg string)
-
-var configChecks = map[string]configCheck{
-	"name":        checkName,
-	"description": func(_, v string) (string, string) { return description(v), "" },
-	"cores":       checkPositive,
-	"sockets":     checkPositive,
-	"memory":      checkMemory,
-	"agent":       checkAgent,
-	"tags":        checkTags,
-	"boot":        func(_, v string) (string, string) { return v, "" },
-	"onboot":      checkBool,
-	"protection":  checkBool,
-	"ostype":      func(_, v string) (string, string) { return v, "" },
-}
-
-func checkFor(key string) configCheck {
-	switch {
-	case ideKeyRE.MatchString(key):
-		return checkDrive
-	case netKeyRE.MatchString(key):
-		return checkNet
+// configSchema is PVE's schema of a config write (PUT .../config), whose checks every config
+// write passes first, property strings included (pveschema.Endpoint.CheckValue).
+var configSchema = sync.OnceValue(func() pveschema.Endpoint {
+	ep, ok := pveschema.Lookup(http.MethodPut, "/nodes/pve1/qemu/100/config")
+	if !ok {
+		panic("pvesim: no schema for a config write")
 	}
-	return configChecks[key]
+	return ep
+})
+
+// configKeys are the config keys the model takes, each with how PVE stores a value that passed
+// the schema, where that is not as given (nil). A key the schema has but the model lacks is
+// refused as the schema refuses an unknown one, so that a write the model cannot follow fails
+// its test.
+var configKeys = map[string]func(string) string{
+	"name":        nil,
+	"description": description,
+	"cores":       canonicalInt,
+	"sockets":     canonicalInt,
+	"memory":      nil,
+	"agent":       nil,
+	"tags":        uniqueTags,
+	"boot":        nil,
+	"onboot":      nil,
+	"protection":  nil,
+	"ostype":      nil,
 }
+
+// configKeyRE are the numbered config keys the model takes, stored as given.
+var configKeyRE = regexp.MustCompile(`^(ide[0-3]|scsi([0-9]|[12][0-9]|30)|(net|ipconfig)([0-9]|[12][0-9]|3[01]))$`)
 
 func checkName(_, v string) (string, string) {
 	if !dnsNameRE.MatchString(v) {
@@ -283,81 +300,21 @@ func checkName(_, v string) (string, string) {
 	return v, ""
 }
 
-func checkPositive(_, v string) (string, string) {
-	n, err := strconv.Atoi(v)
-	switch {
-	case err != nil:
-		return "", fmt.Sprintf("type check ('integer') failed - got '%s'", v)
-	case n < 1:
-		return "", "value must have a minimum value of 1"
-	}
-	return strconv.Itoa(n), ""
+// canonicalInt is an integer the schema took, as Perl's number.
+func canonicalInt(v string) string {
+	n, _ := strconv.Atoi(v)
+	return strconv.Itoa(n)
 }
 
-func checkBool(_, v string) (string, string) {
-	if v != "0" && v != "1" {
-		return "", fmt.Sprintf("type check ('boolean') failed - got '%s'", v)
-	}
-	return v, ""
-}
-
-// propErr is the message of a property string that fails its format.
-func propErr(key, sub, msg string) string {
-	return fmt.Sprintf("invalid format - format error\n%s.%s: %s\n", key, sub, msg)
-}
-
-func checkMemory(key, v string) (string, string) {
-	first, _, _ := strings.Cut(v, ",")
-	current := strings.TrimPrefix(first, "current=")
-	n, err := strconv.Atoi(current)
-	switch {
-	case err != nil:
-		return "", propErr(key, "current", fmt.Sprintf("type check ('integer') failed - got '%s'", current))
-	case n < 16:
-		return "", propErr(key, "current", "value must have a minimum value of 16")
-	}
-	return v, ""
-}
-
-func checkAgent(key, v string) (string, string) {
-	first, _, _ := strings.Cut(v, ",")
-	enabled := strings.TrimPrefix(first, "enabled=")
-	if _, ok := parseBool(enabled); !ok {
-		return "", propErr(key, "enabled", fmt.Sprintf("type check ('boolean') failed - got '%s'", enabled))
-	}
-	return v, ""
-}
-
-// checkTags is PVE's pve-tag-list followed by get_unique_tags: lower-cased, sorted,
-// de-duplicated, joined with ';'.
-func checkTags(_, v string) (string, string) {
+// uniqueTags is PVE's get_unique_tags of a pve-tag-list: lower-cased, sorted, de-duplicated,
+// joined with ';'.
+func uniqueTags(v string) string {
 	var tags []string
 	for _, t := range splitList(v) {
-		if !tagRE.MatchString(t) {
-			return "", "invalid format - invalid characters in tag\n"
-		}
 		tags = append(tags, strings.ToLower(t))
 	}
 	slices.Sort(tags)
-	return strings.Join(slices.Compact(tags), ";"), ""
-}
-
-func checkDrive(key, v string) (string, string) {
-	if driveVolID(v) == "" {
-		return "", propErr(key, "file", "property is missing and it is not optional")
-	}
-	return v, ""
-}
-
-func checkNet(key, v string) (string, string) {
-	model, mac := parseNet(v)
-	switch {
-	case model == "":
-		return "", propErr(key, "model", "property is missing and it is not optional")
-	case mac != "" && !macRE.MatchString(mac):
-		return "", propErr(key, "macaddr", "value does not match the regex pattern")
-	}
-	return v, ""
+	return strings.Join(slices.Compact(tags), ";")
 }
 
 // configUpdate is a config write whose parameters passed the schema.
@@ -372,6 +329,10 @@ func parseConfigUpdate(params pve.VMConfig) (configUpdate, error) {
 	u := configUpdate{set: pve.VMConfig{}}
 	errs := make(map[string]string)
 	for key, value := range params {
+		if msg := configSchema().CheckValue(key, value); msg != "" {
+			errs[key] = msg
+			continue
+		}
 		switch key {
 		case "delete":
 			u.delete = splitList(value)
@@ -380,17 +341,15 @@ func parseConfigUpdate(params pve.VMConfig) (configUpdate, error) {
 			u.digest = value
 			continue
 		}
-		check := checkFor(key)
-		if check == nil {
+		store, known := configKeys[key]
+		switch {
+		case !known && !configKeyRE.MatchString(key):
 			errs[key] = "property is not defined in schema and the schema does not allow additional properties"
 			continue
+		case store != nil:
+			value = store(value)
 		}
-		stored, msg := check(key, value)
-		if msg != "" {
-			errs[key] = msg
-			continue
-		}
-		u.set[key] = stored
+		u.set[key] = value
 	}
 	for _, key := range u.delete {
 		if _, ok := params[key]; ok {

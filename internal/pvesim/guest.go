@@ -25,14 +25,17 @@ type guest struct {
 // boot is the guest booting with seed, the NoCloud seed attached now (nil: none). cloud-init
 // applies a network config only when the boot begins a new instance (NoCloud's default update
 // event, boot-new-instance): the instance's network outlives its seed, and a new instance
-// without one, DataSourceNone's, gets the fallback.
-func (gs *guest) boot(seed map[string]string) {
+// without one, DataSourceNone's, gets the fallback. newInstance says whether this boot began
+// one.
+func (gs *guest) boot(seed map[string]string) (newInstance bool) {
 	gs.seed = seed
 	before := gs.cloudInit.newInstances
 	gs.cloudInit.boot(seed)
-	if gs.cloudInit.newInstances != before {
+	newInstance = gs.cloudInit.newInstances != before
+	if newInstance {
 		gs.network = parseNetworkConfig(seed["network-config"])
 	}
+	return newInstance
 }
 
 // seedLabel is the volume label cloud-init's NoCloud datasource looks for.

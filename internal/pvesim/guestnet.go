@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -20,9 +21,11 @@ type guestNetwork struct {
 
 // guestEthernet is one entry of network-config's ethernets.
 type guestEthernet struct {
-	mac       string // lower case
-	setName   string
-	dhcp4     bool
+	mac     string // lower case
+	setName string
+	dhcp4   bool
+	// optional is netplan's optional: systemd-networkd-wait-online does not wait for the NIC.
+	optional  bool
 	addresses []netip.Prefix
 }
 
@@ -36,6 +39,7 @@ func parseNetworkConfig(text string) *guestNetwork {
 		} `yaml:"match"`
 		SetName   string   `yaml:"set-name"`
 		DHCP4     bool     `yaml:"dhcp4"`
+		Optional  bool     `yaml:"optional"`
 		Addresses []string `yaml:"addresses"`
 	}
 	type v2 struct {
@@ -58,7 +62,7 @@ func parseNetworkConfig(text string) *guestNetwork {
 	}
 	n := &guestNetwork{}
 	for _, e := range cfg.Ethernets {
-		ge := guestEthernet{mac: strings.ToLower(e.Match.MACAddress), setName: e.SetName, dhcp4: e.DHCP4}
+		ge := guestEthernet{mac: strings.ToLower(e.Match.MACAddress), setName: e.SetName, dhcp4: e.DHCP4, optional: e.Optional}
 		for _, a := range e.Addresses {
 			if p, err := netip.ParsePrefix(a); err == nil {
 				ge.addresses = append(ge.addresses, p)
@@ -82,21 +86,45 @@ func (n *guestNetwork) ethernet(mac string) (guestEthernet, bool) {
 	return guestEthernet{}, false
 }
 
-// nicInterface is the interface the guest has for NIC net<index> with MAC hw: named ens<18+index>
-// (its PCI slot) unless network-config renames it; with an IPv4 link-local and a 10.x or 172.x
-// address from DHCP (derived from the VMID and the index) when DHCP is on, which the fallback
-// turns on for net0 alone; its network-config's static addresses; and an IPv6 link-local.
-func (g *vm) nicInterface(index int, hw net.HardwareAddr) pve.AgentInterface {
-	mac := hw.String()
-	iface := pve.AgentInterface{Name: fmt.Sprint("ens", 18+index), HardwareAddress: mac}
-	e, configured := g.guest.network.ethernet(mac)
-	dhcp4 := index == 0 && g.guest.network == nil || configured && e.dhcp4
+// configured is what cloud-init configured for nic, and whether it configured it at all: its
+// entry of network-config, or, under the fallback, DHCP on net0 (generate_fallback_config in
+// cloudinit/net/__init__.py, which marks nothing optional).
+func (n *guestNetwork) configured(nic guestNIC) (guestEthernet, bool) {
+	if n == nil {
+		return guestEthernet{mac: nic.mac.String(), dhcp4: true}, nic.index == 0
+	}
+	return n.ethernet(nic.mac.String())
+}
+
+// waitOnline is how long systemd-networkd-wait-online holds the boot of g: its timeout when a
+// NIC it waits for, one cloud-init configured and did not mark optional, asks DHCP on a network
+// without a DHCP server (netplan's gen-networkd.c waits for such a NIC to be routable, and a
+// static address alone makes it so); no time otherwise. After the timeout wait-online fails
+// and the boot goes on.
+func (c *Cluster) waitOnline(g *vm) time.Duration {
+	for _, nic := range guestNICs(g.cfg) {
+		if e, ok := g.guest.network.configured(nic); ok && !e.optional && e.dhcp4 && c.noDHCP[nic.network] {
+			return c.waitOnlineTimeout
+		}
+	}
+	return 0
+}
+
+// nicInterface is the interface the guest has for nic: named ens<18+index> (its PCI slot)
+// unless network-config renames it; with an IPv4 link-local and a 10.x or 172.x address from
+// DHCP (derived from the VMID and the index) when DHCP is on, which the fallback turns on for
+// net0 alone, and a DHCP server answers on the NIC's network; its network-config's static
+// addresses; and an IPv6 link-local.
+func (g *vm) nicInterface(nic guestNIC, dhcpServer bool) pve.AgentInterface {
+	index, hw := nic.index, nic.mac
+	iface := pve.AgentInterface{Name: fmt.Sprint("ens", 18+index), HardwareAddress: hw.String()}
+	e, configured := g.guest.network.configured(nic)
 	if configured && e.setName != "" {
 		iface.Name = e.setName
 	}
 	host := g.id%250 + 2
 	net24 := g.id / 250
-	if dhcp4 {
+	if configured && e.dhcp4 && dhcpServer {
 		routable := fmt.Sprintf("10.%d.%d.%d", net24/256%256, net24%256, host)
 		if index > 0 {
 			routable = fmt.Sprintf("172.%d.%d.%d", 16+index%16, net24%256, host)
@@ -116,19 +144,21 @@ func (g *vm) nicInterface(index int, hw net.HardwareAddr) pve.AgentInterface {
 	return iface
 }
 
-// guestNIC is one of a VM's NICs: net<index>, with its MAC.
+// guestNIC is one of a VM's NICs: net<index>, with its MAC, on its network.
 type guestNIC struct {
-	index int
-	mac   net.HardwareAddr
+	index   int
+	mac     net.HardwareAddr
+	network Network
 }
 
 // guestNICs are the VM's NICs that have a MAC, in index order.
 func guestNICs(cfg pve.VMConfig) []guestNIC {
 	var out []guestNIC
 	for i := range 32 {
-		_, mac := parseNet(cfg[fmt.Sprint("net", i)])
+		value := cfg[fmt.Sprint("net", i)]
+		_, mac := parseNet(value)
 		if hw, err := net.ParseMAC(mac); err == nil {
-			out = append(out, guestNIC{i, hw})
+			out = append(out, guestNIC{i, hw, netNetwork(value)})
 		}
 	}
 	return out

@@ -156,3 +156,83 @@ func TestState_saysWhatTheGuestRunsWithBesideItsConfig(t *testing.T) {
 		Addresses: []string{"192.0.2.10/24", "2001:db8::10/64"}}, st.Guests[newID])
 	assert.Equal(t, fmt.Sprint(cores+2), st.VMs[slices.IndexFunc(st.VMs, func(vm VM) bool { return vm.VMID == newID })].Config["cores"])
 }
+
+// vlanWithoutDHCP is the network of TestAgent_isLateByWaitOnlinesTimeout's further NIC: VLAN 30
+// on vmbr1, with no DHCP server.
+var vlanWithoutDHCP = Network{Bridge: "vmbr1", VLAN: 30}
+
+func TestAgent_isLateByWaitOnlinesTimeoutWhenTheBootWaitsForANICWithoutDHCP(t *testing.T) {
+	pveflows, err := nocloud.VendorData("", false)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		// net0 and net1 are the NICs' network-config entries, without their MACs; net0 nil is
+		// no network-config, cloud-init's fallback.
+		net0, net1 *nocloud.Ethernet
+		net0NoDHCP bool
+		late       bool
+	}{
+		{name: "a further NIC asking DHCP, not optional", net0: &nocloud.Ethernet{DHCP4: true}, net1: &nocloud.Ethernet{DHCP4: true}, late: true},
+		{name: "a further NIC asking DHCP, optional", net0: &nocloud.Ethernet{DHCP4: true}, net1: &nocloud.Ethernet{DHCP4: true, Optional: true}},
+		{name: "a further NIC with a static address", net0: &nocloud.Ethernet{DHCP4: true}, net1: &nocloud.Ethernet{Addresses: []string{"198.51.100.10/24"}}},
+		{name: "a further NIC network-config leaves out", net0: &nocloud.Ethernet{DHCP4: true}},
+		{name: "the fallback's DHCP on net0", net0NoDHCP: true, late: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			noDHCP := []Network{vlanWithoutDHCP}
+			if tc.net0NoDHCP {
+				noDHCP = append(noDHCP, Network{Bridge: "vmbr0"})
+			}
+			c, clk := newCluster(t, func(o *Options) { o.AgentBootDelay, o.NoDHCP = 30*time.Second, noDHCP })
+			finish(t, c, clk, startClone(t, c, newID))
+			require.NoError(t, c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"net1": "virtio,bridge=vmbr1,tag=30"}))
+			seed := nocloud.Seed{InstanceID: "iid-1", Hostname: "proxy-a", VendorData: pveflows}
+			for key, e := range map[string]*nocloud.Ethernet{"net0": tc.net0, "net1": tc.net1} {
+				if e != nil {
+					e.Name = key
+					_, e.MAC = parseNet(c.vms[newID].cfg[key])
+					seed.Network = append(seed.Network, *e)
+				}
+			}
+			slices.SortFunc(seed.Network, func(a, b nocloud.Ethernet) int { return strings.Compare(a.Name, b.Name) })
+			var img bytes.Buffer
+			_, err := nocloud.Write(&img, seed)
+			require.NoError(t, err)
+			bootClonedWithSeed(t, c, clk, img.Bytes())
+
+			clk.Advance(30 * time.Second)
+			_, err = c.AgentNetworkInterfaces(t.Context(), "pve1", newID)
+			if !tc.late {
+				require.NoError(t, err, "the agent answers after AgentBootDelay")
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, "QEMU guest agent is not running", err.(*pve.APIError).Message)
+			clk.Advance(2 * time.Minute)
+			_, err = c.AgentNetworkInterfaces(t.Context(), "pve1", newID)
+			assert.NoError(t, err, "wait-online gave up after its 120 s and the boot went on")
+		})
+	}
+}
+
+func TestAgent_answersOnTimeInABootAfterTheInstancesFirst(t *testing.T) {
+	c, clk := newCluster(t, func(o *Options) {
+		o.AgentBootDelay, o.NoDHCP, o.WaitOnlineTimeout = 30*time.Second, []Network{vlanWithoutDHCP}, 5*time.Minute
+	})
+	finish(t, c, clk, startClone(t, c, newID))
+	require.NoError(t, c.SetVMConfig(t.Context(), "pve1", newID, pve.VMConfig{"net1": "virtio,bridge=vmbr1,tag=30"}))
+	_, mac0 := parseNet(c.vms[newID].cfg["net0"])
+	_, mac1 := parseNet(c.vms[newID].cfg["net1"])
+	bootClonedWithSeed(t, c, clk, seedWithNetwork(t, []nocloud.Ethernet{{Name: "net0", MAC: mac0, DHCP4: true}, {Name: "net1", MAC: mac1, DHCP4: true}}))
+	clk.Advance(5*time.Minute + 30*time.Second)
+	net1 := agentInterfaceOf(t, c, clk, "net1")
+	assert.Len(t, net1.IPAddresses, 1, "no DHCP server answered: an IPv6 link-local alone: %v", net1.IPAddresses)
+
+	upid, err := c.Reboot(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	finish(t, c, clk, upid)
+	clk.Advance(30 * time.Second)
+
+	_, err = c.AgentNetworkInterfaces(t.Context(), "pve1", newID)
+	assert.NoError(t, err, "the agent installed in the first boot starts without waiting for the network")
+}

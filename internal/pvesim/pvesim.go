@@ -54,6 +54,15 @@ type Options struct {
 	HARound time.Duration
 	// AgentBootDelay is how long a VM runs before its guest agent answers.
 	AgentBootDelay time.Duration
+	// NoDHCP are the networks no DHCP server answers on: a guest's NIC there takes no address
+	// from DHCP. When the network-config asks DHCP of such a NIC and does not mark it optional
+	// (or cloud-init's fallback asks it of net0), systemd-networkd-wait-online holds the boot
+	// for WaitOnlineTimeout, and the guest agent cloud-init installs in that boot comes as much
+	// later (Cluster.waitOnline).
+	NoDHCP []Network
+	// WaitOnlineTimeout is systemd-networkd-wait-online's timeout in the guests; zero is its
+	// default, 120 s.
+	WaitOnlineTimeout time.Duration
 	// ResourcesLag is how often the status cache behind /cluster/resources is refreshed, as
 	// pvestatd does about every 10 s on a real cluster. The refreshes fall at multiples of it
 	// since the nodes booted. Between two, a VM's name, status, template flag, uptime and sizes
@@ -106,6 +115,13 @@ type Container struct {
 	Name    string
 	Tags    string
 	Running bool
+}
+
+// Network is where a NIC is, as its net[n] value gives it: a bridge, and a VLAN tag (0:
+// untagged).
+type Network struct {
+	Bridge string
+	VLAN   int
 }
 
 // Node is a cluster member and its storages.
@@ -170,6 +186,10 @@ type Cluster struct {
 	drop      float64
 	faultRate float64
 	epoch     time.Time // the nodes' boot time, for uptimes and pstart
+
+	// noDHCP and waitOnlineTimeout are Options.NoDHCP and Options.WaitOnlineTimeout.
+	noDHCP            map[Network]bool
+	waitOnlineTimeout time.Duration
 
 	mu         sync.Mutex
 	nodes      map[string]*node
@@ -251,6 +271,8 @@ type vm struct {
 	paused bool
 	// guest is the guest OS's own state.
 	guest guest
+	// agentLate is how much later than AgentBootDelay the guest agent answers in this boot.
+	agentLate time.Duration
 }
 
 // defaultTaskDurations keep a test suite fast while still letting a poll see a task running.
@@ -301,6 +323,11 @@ func New(opts Options) *Cluster {
 	}
 	if c.user == "" {
 		c.user = "pveflow@pve!sim"
+	}
+	c.waitOnlineTimeout = cmp.Or(opts.WaitOnlineTimeout, 120*time.Second)
+	c.noDHCP = make(map[Network]bool, len(opts.NoDHCP))
+	for _, n := range opts.NoDHCP {
+		c.noDHCP[n] = true
 	}
 	for typ, d := range opts.TaskDurations {
 		mustTaskType(typ)

@@ -218,12 +218,19 @@ func (c *Cluster) VMStatus(ctx context.Context, node string, vmid int) (pve.VMSt
 }
 
 // boot is the VM starting now, as QEMU process pid: it runs with the config's cores and memory,
-// and its guest reads the NoCloud seed it finds.
+// and its guest reads the NoCloud seed it finds. In a boot that begins a new instance, the
+// guest agent is the one pveflow's vendor-data installs and starts: cloud-init's final stage
+// runs those modules, after network-online.target (cloud-final.service), which waits for
+// systemd-networkd-wait-online; so the agent is as late as wait-online held the boot. In a later
+// boot the installed agent starts without waiting for the network.
 func (c *Cluster) boot(g *vm, at time.Time) {
 	c.pid++
 	g.running, g.paused, g.pid, g.startedAt = true, false, c.pid, at
 	g.bootCPUs, g.bootMemMiB = cpus(g.cfg), memoryMiB(g.cfg)
-	g.guest.boot(c.seedAtBoot(g))
+	g.agentLate = 0
+	if g.guest.boot(c.seedAtBoot(g)) {
+		g.agentLate = c.waitOnline(g)
+	}
 }
 
 // cpus and memoryMiB are the VM's cores and memory in effect: those it started with while it

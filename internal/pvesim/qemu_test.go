@@ -106,6 +106,12 @@ func TestSetVMConfig_parameterErrorsNamedPerParameter(t *testing.T) {
 		{"name", "proxy_1", "invalid format - value does not look like a valid DNS name\n"},
 		{"tags", "-bad", "invalid format - invalid characters in tag\n"},
 		{"net0", "bridge=vmbr0", "invalid format - format error\nnet0.model: property is missing and it is not optional\n"},
+		{"net1", "virtio,bridge=vmbr1,tag=4095", "invalid format - format error\nnet1.tag: value must have a maximum value of 4094\n"},
+		{"net1", "virtio=01:24:11:00:00:01,bridge=vmbr1", "invalid format - format error\nnet1.macaddr: invalid format - value does not look like a valid unicast MAC address\n\n"},
+		{"net1", "virtio,bridge=vmbr1,vlan=20", "invalid format - invalid key in comma-separated list property: vlan\n"},
+		{"ide2", "media=cdrom", "invalid format - format error\nide2.file: property is missing and it is not optional\n"},
+		{"scsi1", "local-lvm:vm-1-disk-1,cache=fast", "invalid format - format error\nscsi1.cache: value 'fast' does not have a value in the enumeration 'none, writethrough, writeback, unsafe, directsync'\n"},
+		{"ipconfig0", "gw=192.0.2.1", "invalid format - format error\nipconfig0.ip: missing property required by 'ipconfig0.gw'\n"},
 		{"onboot", "yes", "type check ('boolean') failed - got 'yes'"},
 		{"hostpci0", "0000:01:00.0", "property is not defined in schema and the schema does not allow additional properties"},
 	}
@@ -117,6 +123,18 @@ func TestSetVMConfig_parameterErrorsNamedPerParameter(t *testing.T) {
 			assert.Equal(t, paramErr(map[string]string{tt.param: tt.want}), err)
 		})
 	}
+}
+
+func TestSetVMConfig_storesPropertyStringsThatPassTheSchema(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	set := pve.VMConfig{"ipconfig0": "ip=192.0.2.10/24,gw=192.0.2.1", "net1": "virtio=BC:24:11:00:00:01,bridge=vmbr1,firewall=yes,tag=4094"}
+
+	require.NoError(t, c.SetVMConfig(t.Context(), "pve1", newID, set))
+
+	vm, _ := vmByID(c, newID)
+	assert.Equal(t, set["ipconfig0"], vm.Config["ipconfig0"])
+	assert.Equal(t, set["net1"], vm.Config["net1"])
 }
 
 func TestSetVMConfig_net0WithoutMACGetsOne(t *testing.T) {

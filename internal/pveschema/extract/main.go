@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -73,6 +74,18 @@ var numbered = map[string]int{
 
 var statedRange = regexp.MustCompile(`\(n is 0 to (\d+)\)`)
 
+// namedPropertyStrings are the property-string formats PVE registers by name (register_format
+// with a hash), which apidata.js names but does not describe.
+var namedPropertyStrings = map[string]map[string]pveschema.Param{
+	// qemu-server src/PVE/QemuServer/Network.pm, $ipconfig_fmt.
+	"pve-qm-ipconfig": {
+		"ip":  {Type: "string", Format: "pve-ipv4-config", Optional: true},
+		"gw":  {Type: "string", Format: "ipv4", Optional: true, Requires: "ip"},
+		"ip6": {Type: "string", Format: "pve-ipv6-config", Optional: true},
+		"gw6": {Type: "string", Format: "ipv6", Optional: true, Requires: "ip6"},
+	},
+}
+
 // node is one path of apidata.js's tree. Its methods are decoded only for the kept paths:
 // elsewhere apidata.js is looser than what method expects.
 type node struct {
@@ -108,6 +121,10 @@ type property struct {
 	MinLength *int            `json:"minLength"`
 	MaxLength *int            `json:"maxLength"`
 	Requires  string          `json:"requires"`
+	// Alias, KeyAlias and DefaultKey are keys' attributes in a property string's format.
+	Alias      string `json:"alias"`
+	KeyAlias   string `json:"keyAlias"`
+	DefaultKey int    `json:"default_key"`
 }
 
 // perlNumber is a number apidata.js may give as a JSON string ("minimum": "0").
@@ -156,15 +173,22 @@ func run(in, out string) error {
 	walk(tree)
 
 	var eps []pveschema.Endpoint
+	formats := make(map[string]map[string]pveschema.Param)
 	for _, p := range paths {
 		n, ok := byPath[p]
 		if !ok || len(n.Info) == 0 {
 			return fmt.Errorf("%s: no path %s", in, p)
 		}
 		for m, raw := range n.Info {
-			ep, err := endpoint(m, p, raw)
+			ep, epFormats, err := endpoint(m, p, raw)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", m, p, err)
+			}
+			for name, format := range epFormats {
+				if prev, ok := formats[name]; ok && !reflect.DeepEqual(prev, format) {
+					return fmt.Errorf("%s %s: property string %s differs from another endpoint's", m, p, name)
+				}
+				formats[name] = format
 			}
 			eps = append(eps, ep)
 		}
@@ -180,21 +204,22 @@ func run(in, out string) error {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(eps); err != nil {
+	if err := enc.Encode(pveschema.Schema{Endpoints: eps, PropertyStrings: formats}); err != nil {
 		return err
 	}
 	return os.WriteFile(out, buf.Bytes(), 0o644)
 }
 
-func endpoint(m, path string, raw json.RawMessage) (pveschema.Endpoint, error) {
+// endpoint is one method of a path, and the property-string formats its parameters name.
+func endpoint(m, path string, raw json.RawMessage) (pveschema.Endpoint, map[string]map[string]pveschema.Param, error) {
 	var info method
 	if err := json.Unmarshal(raw, &info); err != nil {
-		return pveschema.Endpoint{}, err
+		return pveschema.Endpoint{}, nil, err
 	}
 	// pveschema.Validate treats every parameter it does not know as an error, which only holds
 	// for methods that forbid additional properties.
 	if ap := info.Parameters.AdditionalProperties; ap == nil || *ap != 0 {
-		return pveschema.Endpoint{}, errors.New("allows additional properties")
+		return pveschema.Endpoint{}, nil, errors.New("allows additional properties")
 	}
 	ep := pveschema.Endpoint{
 		Method:      m,
@@ -206,28 +231,63 @@ func endpoint(m, path string, raw json.RawMessage) (pveschema.Endpoint, error) {
 		Returns:     info.Returns.Type,
 		Params:      make(map[string]pveschema.Param),
 	}
+	formats := make(map[string]map[string]pveschema.Param)
 	for name, prop := range info.Parameters.Properties {
-		p, err := param(prop)
-		if err != nil {
-			return ep, fmt.Errorf("parameter %s: %w", name, err)
-		}
 		base, isNumbered := strings.CutSuffix(name, "[n]")
+		p, err := param(prop)
+		if err == nil {
+			err = propertyString(base, &p, prop, formats)
+		}
+		if err != nil {
+			return ep, nil, fmt.Errorf("parameter %s: %w", name, err)
+		}
 		if !isNumbered {
 			ep.Params[name] = p
 			continue
 		}
 		count, ok := numbered[base]
 		if !ok {
-			return ep, fmt.Errorf("parameter %s: no known range", name)
+			return ep, nil, fmt.Errorf("parameter %s: no known range", name)
 		}
 		if m := statedRange.FindStringSubmatch(prop.Description); m != nil && m[1] != strconv.Itoa(count-1) {
-			return ep, fmt.Errorf("parameter %s: described as 0 to %s, expected 0 to %d", name, m[1], count-1)
+			return ep, nil, fmt.Errorf("parameter %s: described as 0 to %s, expected 0 to %d", name, m[1], count-1)
 		}
 		for i := range count {
 			ep.Params[base+strconv.Itoa(i)] = p
 		}
 	}
-	return ep, nil
+	return ep, formats, nil
+}
+
+// propertyString names p's property-string format, if it has one, and adds the format to
+// formats: an inlined one under the parameter's base name, a named one under its name.
+func propertyString(base string, p *pveschema.Param, prop property, formats map[string]map[string]pveschema.Param) error {
+	if named, ok := namedPropertyStrings[p.Format]; ok {
+		p.PropertyString = p.Format
+		formats[p.Format] = named
+		return nil
+	}
+	if len(prop.Format) == 0 || prop.Format[0] != '{' {
+		return nil
+	}
+	var keys map[string]property
+	if err := json.Unmarshal(prop.Format, &keys); err != nil {
+		return fmt.Errorf("property string: %w", err)
+	}
+	format := make(map[string]pveschema.Param, len(keys))
+	for key, kp := range keys {
+		if len(kp.Format) > 0 && kp.Format[0] == '{' {
+			return fmt.Errorf("property string: key %s is a property string itself", key)
+		}
+		sub, err := param(kp)
+		if err != nil {
+			return fmt.Errorf("property string: key %s: %w", key, err)
+		}
+		format[key] = sub
+	}
+	p.PropertyString = base
+	formats[base] = format
+	return nil
 }
 
 // goPattern is a Perl pattern as Go's regexp reads it. A Perl qr// interpolated into another
@@ -239,15 +299,18 @@ func goPattern(perl string) string {
 
 func param(prop property) (pveschema.Param, error) {
 	p := pveschema.Param{
-		Type:      prop.Type,
-		Optional:  prop.Optional != 0,
-		Enum:      prop.Enum,
-		Pattern:   goPattern(prop.Pattern),
-		Minimum:   prop.Minimum.v,
-		Maximum:   prop.Maximum.v,
-		MinLength: prop.MinLength,
-		MaxLength: prop.MaxLength,
-		Requires:  prop.Requires,
+		Type:       prop.Type,
+		Optional:   prop.Optional != 0,
+		Enum:       prop.Enum,
+		Pattern:    goPattern(prop.Pattern),
+		Minimum:    prop.Minimum.v,
+		Maximum:    prop.Maximum.v,
+		MinLength:  prop.MinLength,
+		MaxLength:  prop.MaxLength,
+		Requires:   prop.Requires,
+		Alias:      prop.Alias,
+		KeyAlias:   prop.KeyAlias,
+		DefaultKey: prop.DefaultKey != 0,
 	}
 	if len(prop.Format) > 0 && prop.Format[0] == '"' {
 		if err := json.Unmarshal(prop.Format, &p.Format); err != nil {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pveflow/pveflow/internal/pveschema"
 )
 
 func TestEndpoint_expandsNumberedKeys(t *testing.T) {
@@ -13,7 +15,7 @@ func TestEndpoint_expandsNumberedKeys(t *testing.T) {
 		"ide[n]":{"type":"string","optional":1,"description":"Use volume as IDE hard disk or CD-ROM (n is 0 to 3)."},
 		"cores":{"type":"integer","optional":1,"minimum":1}}}}`)
 
-	ep, err := endpoint("PUT", "/nodes/{node}/qemu/{vmid}/config", raw)
+	ep, _, err := endpoint("PUT", "/nodes/{node}/qemu/{vmid}/config", raw)
 	require.NoError(t, err)
 
 	assert.Len(t, ep.Params, 5)
@@ -27,7 +29,7 @@ func TestEndpoint_rejectsARangeThatDisagreesWithPVE(t *testing.T) {
 	raw := json.RawMessage(`{"parameters":{"additionalProperties":0,"properties":{
 		"ide[n]":{"type":"string","description":"(n is 0 to 5)"}}}}`)
 
-	_, err := endpoint("PUT", "/x", raw)
+	_, _, err := endpoint("PUT", "/x", raw)
 
 	assert.ErrorContains(t, err, "described as 0 to 5, expected 0 to 3")
 }
@@ -35,7 +37,7 @@ func TestEndpoint_rejectsARangeThatDisagreesWithPVE(t *testing.T) {
 func TestEndpoint_rejectsUnknownNumberedKeys(t *testing.T) {
 	raw := json.RawMessage(`{"parameters":{"additionalProperties":0,"properties":{"mp[n]":{"type":"string"}}}}`)
 
-	_, err := endpoint("PUT", "/x", raw)
+	_, _, err := endpoint("PUT", "/x", raw)
 
 	assert.ErrorContains(t, err, "mp[n]: no known range")
 }
@@ -43,7 +45,7 @@ func TestEndpoint_rejectsUnknownNumberedKeys(t *testing.T) {
 func TestEndpoint_rejectsAdditionalProperties(t *testing.T) {
 	raw := json.RawMessage(`{"parameters":{"additionalProperties":1,"properties":{}}}`)
 
-	_, err := endpoint("POST", "/x", raw)
+	_, _, err := endpoint("POST", "/x", raw)
 
 	assert.ErrorContains(t, err, "allows additional properties")
 }
@@ -59,7 +61,7 @@ func TestEndpoint_keepsCheckedAttributes(t *testing.T) {
 		"checksum":{"type":"string","requires":"checksum-algorithm"},
 		"newid":{"type":"integer","format":"pve-vmid","minimum":100,"maximum":999999999}}}}`)
 
-	ep, err := endpoint("POST", "/nodes/{node}/qemu/{vmid}/clone", raw)
+	ep, formats, err := endpoint("POST", "/nodes/{node}/qemu/{vmid}/clone", raw)
 	require.NoError(t, err)
 
 	assert.Equal(t, "clone_vm", ep.Name)
@@ -74,7 +76,28 @@ func TestEndpoint_keepsCheckedAttributes(t *testing.T) {
 	require.NotNil(t, ep.Params["size"].MaxLength)
 	assert.Equal(t, 20, *ep.Params["size"].MaxLength)
 	assert.Empty(t, ep.Params["net"].Format, "an inline property-string format has no name")
+	assert.Equal(t, "net", ep.Params["net"].PropertyString, "it is named after its parameter")
+	assert.Equal(t, map[string]pveschema.Param{"bridge": {Type: "string"}}, formats["net"])
 	assert.Equal(t, "checksum-algorithm", ep.Params["checksum"].Requires)
 	assert.Equal(t, "pve-vmid", ep.Params["newid"].Format)
 	assert.Equal(t, 999999999.0, *ep.Params["newid"].Maximum)
+}
+
+func TestEndpoint_keepsPropertyStringKeysAndNamedFormats(t *testing.T) {
+	raw := json.RawMessage(`{"parameters":{"additionalProperties":0,"properties":{
+		"net[n]":{"type":"string","optional":1,"format":{
+			"model":{"type":"string","default_key":1,"enum":["virtio","e1000"]},
+			"virtio":{"alias":"macaddr","keyAlias":"model"},
+			"tag":{"type":"integer","optional":1,"minimum":1,"maximum":4094}}},
+		"ipconfig[n]":{"type":"string","optional":1,"format":"pve-qm-ipconfig"}}}}`)
+
+	ep, formats, err := endpoint("POST", "/nodes/{node}/qemu/{vmid}/config", raw)
+	require.NoError(t, err)
+
+	assert.Equal(t, "net", ep.Params["net31"].PropertyString)
+	assert.True(t, formats["net"]["model"].DefaultKey)
+	assert.Equal(t, pveschema.Param{Alias: "macaddr", KeyAlias: "model"}, formats["net"]["virtio"])
+	assert.Equal(t, 4094.0, *formats["net"]["tag"].Maximum)
+	assert.Equal(t, "pve-qm-ipconfig", ep.Params["ipconfig0"].PropertyString, "a format PVE registers by name")
+	assert.Equal(t, "ip", formats["pve-qm-ipconfig"]["gw"].Requires)
 }
