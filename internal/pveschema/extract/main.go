@@ -50,6 +50,7 @@ var paths = []string{
 	"/cluster/ha/status/manager_status",
 	"/cluster/ha/resources",
 	"/cluster/ha/resources/{sid}",
+	"/cluster/sdn/vnets",
 }
 
 // numbered is how many keys each of apidata.js's compressed "name[n]" parameters stands for:
@@ -232,9 +233,10 @@ func endpoint(m, path string, raw json.RawMessage) (pveschema.Endpoint, error) {
 
 // goPattern is a Perl pattern as Go's regexp reads it. A Perl qr// interpolated into another
 // pattern stringifies as "(?^:...)", a group with the default flags, which is a plain
-// non-capturing group (access-control's userid pattern is made so).
+// non-capturing group (access-control's userid pattern is made so); "(?^i:...)" adds its own
+// flags to them (pve-network's vnet alias), as Go's "(?i:...)" does.
 func goPattern(perl string) string {
-	return strings.ReplaceAll(perl, "(?^:", "(?:")
+	return strings.ReplaceAll(perl, "(?^", "(?")
 }
 
 func param(prop property) (pveschema.Param, error) {
