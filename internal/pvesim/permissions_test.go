@@ -101,7 +101,9 @@ func TestPermissions_aPrivsepTokenHoldsWhatItAndItsUserBothHold(t *testing.T) {
 
 func TestSDNVnets_listsTheVnetsTheTokenAudits(t *testing.T) {
 	c, _ := newCluster(t, withAccess(ACE{Path: "/sdn/zones/zone1", User: simUser, Role: "Everything", Propagate: true}),
-		func(o *Options) { o.Vnets = []pve.SDNVnet{{Vnet: "vnet1", Zone: "zone1"}, {Vnet: "vnet2", Zone: "zone2"}} })
+		func(o *Options) {
+			o.Vnets = []pve.SDNVnet{{Vnet: "vnet1", Zone: "zone1"}, {Vnet: "vnet2", Zone: "zone2"}}
+		})
 
 	vnets, err := c.SDNVnets(t.Context())
 
