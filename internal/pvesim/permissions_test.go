@@ -147,3 +147,31 @@ func TestSetVMConfig_replacingANICNeedsSDNUseOnTheNICItReplaces(t *testing.T) {
 
 	assert.Equal(t, apiErr(403, "Permission check failed (/sdn/zones/localnetwork/vmbr2, SDN.Use)"), err)
 }
+
+func TestPermissions_aPoolsRolesHoldOnItsStorages(t *testing.T) {
+	c, _ := newCluster(t, func(o *Options) {
+		o.Pools = []string{"proxies"}
+		o.Access = &Access{
+			Roles:        map[string][]string{"DatastoreUser": {"Datastore.AllocateSpace"}},
+			ACL:          []ACE{{Path: "/pool/proxies", User: simUser, Role: "DatastoreUser", Propagate: true}},
+			PoolStorages: map[string][]string{"proxies": {"local-lvm"}},
+		}
+	})
+
+	member, err := c.Permissions(t.Context(), "/storage/local-lvm")
+	require.NoError(t, err)
+	other, err := c.Permissions(t.Context(), "/storage/local")
+	require.NoError(t, err)
+
+	assert.Equal(t, pve.Privileges{"Datastore.AllocateSpace": false}, member)
+	assert.Empty(t, other)
+}
+
+func TestPermissions_noAccessTakesEveryPrivilege(t *testing.T) {
+	c, _ := newCluster(t, withAccess(ACE{Path: "/vms/9000", User: simUser, Role: "NoAccess"}))
+
+	privs, err := c.Permissions(t.Context(), "/vms/9000")
+
+	require.NoError(t, err)
+	assert.Empty(t, privs)
+}
