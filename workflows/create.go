@@ -412,22 +412,20 @@ func (c *create) clone(h holdings) error {
 // preflight refuses a create whose API token lacks a privilege the proxy needs on its node,
 // cloning onto storage, before anything is made: the message is the one `pveflow check` gives
 // the node (pve.MissingMessage). A PVE that answers 403 after the clone would leave a VM half
-// made.
+// made. The template's NICs, from tmplNode, and the vnets' zones are read first: PVE checks
+// SDN.Use on their paths.
 func (c *create) preflight(tmplNode, storage string) error {
 	var a *activities.Activities
-	var net *activities.NetworkAccess
-	if workflow.GetVersion(c.ctx, networkAccessChange, workflow.DefaultVersion, networkAccessRead) == networkAccessRead {
-		step := "read the template's NICs and the SDN vnets"
-		c.t.step(step)
-		net = &activities.NetworkAccess{}
-		req := activities.NetworkAccessRequest{Templates: []activities.VMRef{{Node: tmplNode, VMID: c.p.TemplateVMID}}}
-		if err := call(c.ctx, c.s.callOptions(step), a.NetworkAccess, req).Get(c.ctx, net); err != nil {
-			return fail(step, err)
-		}
+	step := "read the template's NICs and the SDN vnets"
+	c.t.step(step)
+	var net activities.NetworkAccess
+	req := activities.NetworkAccessRequest{Templates: []activities.VMRef{{Node: tmplNode, VMID: c.p.TemplateVMID}}}
+	if err := call(c.ctx, c.s.callOptions(step), a.NetworkAccess, req).Get(c.ctx, &net); err != nil {
+		return fail(step, err)
 	}
 	nicSets := [][]config.NIC{c.s.nics(c.in.NICs, c.in.MachineType)}
 	required := c.s.privilegeTarget(c.p.Node, nicSets, net, []int{c.p.TemplateVMID}, storage).Required()
-	step := "read the API token's permissions"
+	step = "read the API token's permissions"
 	c.t.step(step)
 	var held map[string]pve.Privileges
 	if err := call(c.ctx, c.s.callOptions(step), a.Permissions, activities.PermissionsRequest{Paths: requiredPaths(required)}).Get(c.ctx, &held); err != nil {

@@ -105,7 +105,7 @@ func healthSettingsOf(c config.Config) healthSettings {
 				target.Templates = append(target.Templates, templateRef{Image: image, VMID: vmid, OnNode: len(t.Nodes) > 0})
 			}
 		}
-		target.Required = hs.Settings.privilegeTarget(node, hs.Settings.nicSets(), nil, target.templateVMIDs(), hs.Settings.Storage).Required()
+		target.Required = hs.Settings.privilegeTarget(node, hs.Settings.nicSets(), activities.NetworkAccess{}, target.templateVMIDs(), hs.Settings.Storage).Required()
 		hs.Targets = append(hs.Targets, target)
 	}
 	return hs
@@ -133,16 +133,11 @@ func (t healthTarget) templateVMIDs() []int {
 
 // privilegeTarget is what fills pve.PrivilegeRules in for a proxy on node with one of nicSets,
 // cloned from templates onto cloneStorages; an empty one (the template's, not known yet) is
-// left out. net holds the templates' NICs and the vnets' zones: the NICs written are those
-// proxy.NICValues gives a clone of each template. A nil net is a run recorded before
-// NetworkAccess (networkAccessChange), which read each bridge's own path in localnetwork.
-func (s settings) privilegeTarget(node string, nicSets [][]config.NIC, net *activities.NetworkAccess, templates []int, cloneStorages ...string) pve.PrivilegeTarget {
-	t := pve.PrivilegeTarget{Node: node, ISOStorage: s.ISOStorage, Pool: s.Pool, Templates: templates, HA: s.HA.Enabled}
+// left out. net holds the templates' NICs and the vnets' zones, when read: the NICs written
+// are those proxy.NICValues gives a clone of each template.
+func (s settings) privilegeTarget(node string, nicSets [][]config.NIC, net activities.NetworkAccess, templates []int, cloneStorages ...string) pve.PrivilegeTarget {
+	t := pve.PrivilegeTarget{Node: node, ISOStorage: s.ISOStorage, Pool: s.Pool, Templates: templates, HA: s.HA.Enabled, Zones: net.Zones}
 	t.Network = s.Bridge != "" || slices.ContainsFunc(nicSets, func(nics []config.NIC) bool { return len(nics) > 0 })
-	if net == nil {
-		net = &activities.NetworkAccess{}
-	}
-	t.Zones = net.Zones
 	for _, vmid := range templates {
 		tmpl := net.TemplateNICs[vmid]
 		t.TemplateNICs = appendNetworks(t.TemplateNICs, tmpl)
@@ -152,12 +147,6 @@ func (s settings) privilegeTarget(node string, nicSets [][]config.NIC, net *acti
 		for _, nics := range nicSets {
 			t.NICs = appendNetworks(t.NICs, proxy.NICValues(tmpl, s.Bridge, nics))
 		}
-	}
-	if net.TemplateNICs == nil {
-		for i := range t.NICs {
-			t.NICs[i] = pve.NICNetwork{Bridge: t.NICs[i].Bridge}
-		}
-		t.NICs = slices.Compact(t.NICs)
 	}
 	for _, storage := range cloneStorages {
 		if storage != "" && !slices.Contains(t.CloneStorages, storage) {
@@ -262,9 +251,10 @@ type privilegeCheck struct {
 	Held map[string]pve.Privileges
 }
 
-// readPrivileges reads the token's privileges on every path a target needs them on. With no
-// proxmox.storage, a clone allocates on its template's boot disk's storage: the templates'
-// configs are read for it first, those the cluster resources list as templates.
+// readPrivileges reads the token's privileges on every path a target needs them on. The paths
+// of SDN.Use come from the templates' NICs and the vnets' zones (NetworkAccess), of the
+// templates the cluster resources list as templates; with no proxmox.storage, a clone
+// allocates on its template's boot disk's storage, and their configs are read for it too.
 func readPrivileges(ctx workflow.Context, hs healthSettings, resources workflow.Future, readStep func(string, any, ...any) workflow.Future) (privilegeCheck, error) {
 	var a *activities.Activities
 	pc := privilegeCheck{Required: make([][]pve.PathPrivileges, len(hs.Targets))}
@@ -272,19 +262,17 @@ func readPrivileges(ctx workflow.Context, hs healthSettings, resources workflow.
 		pc.Required[i] = t.Required
 	}
 	var rs []pve.VMResource
-	var net *activities.NetworkAccess
-	if workflow.GetVersion(ctx, networkAccessChange, workflow.DefaultVersion, networkAccessRead) == networkAccessRead && resources.Get(ctx, &rs) == nil {
-		net = &activities.NetworkAccess{}
+	if resources.Get(ctx, &rs) == nil {
 		req := activities.NetworkAccessRequest{Templates: templateRefs(hs.Targets, rs)}
-		if err := readStep("read the templates' NICs and the SDN vnets", a.NetworkAccess, req).Get(ctx, net); err != nil {
+		networkRead := readStep("read the templates' NICs and the SDN vnets", a.NetworkAccess, req)
+		var storages map[int]string
+		if hs.Settings.Storage == "" {
+			storages = templateStorages(ctx, hs.Targets, rs, readStep)
+		}
+		var net activities.NetworkAccess
+		if err := networkRead.Get(ctx, &net); err != nil {
 			return pc, err
 		}
-	}
-	var storages map[int]string
-	if hs.Settings.Storage == "" && resources.Get(ctx, &rs) == nil {
-		storages = templateStorages(ctx, hs.Targets, rs, readStep)
-	}
-	if storages != nil || net != nil {
 		for i, t := range hs.Targets {
 			cloneStorages := []string{hs.Settings.Storage}
 			for _, vmid := range t.templateVMIDs() {
@@ -337,13 +325,6 @@ func templateRefs(targets []healthTarget, rs []pve.VMResource) []activities.VMRe
 	}
 	return refs
 }
-
-// networkAccessChange is the change that reads the templates' NICs and the SDN vnets' zones
-// before the privileges (NetworkAccess): the runs recorded before it replay without the read.
-const (
-	networkAccessChange = "network-access"
-	networkAccessRead   = 1
-)
 
 // judge waits for every call of the node's check and judges them in order: version, node
 // status, ISO storage, templates, privileges. The first that fails gives the reason.
