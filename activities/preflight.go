@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
@@ -128,4 +129,39 @@ func (r *privilegeRead) finished() bool {
 	default:
 		return false
 	}
+}
+
+// NetworkAccessRequest is the input of NetworkAccess: the templates whose NICs a clone copies.
+type NetworkAccessRequest struct {
+	Templates []VMRef `json:"templates"`
+}
+
+// NetworkAccess is what PVE's bridge check reads besides the NICs pveflow writes: the
+// templates' NICs, which their clone copies, and the zones of the SDN vnets.
+type NetworkAccess struct {
+	// TemplateNICs are each template's net[n] values, by VMID.
+	TemplateNICs map[int]pve.VMConfig `json:"templateNICs"`
+	// Zones are the zones of the vnets GET /cluster/sdn/vnets lists, by vnet: those the token
+	// holds SDN.Audit or SDN.Allocate on.
+	Zones map[string]string `json:"zones,omitempty"`
+}
+
+// NetworkAccess reads the templates' NICs and the SDN vnets' zones.
+func (a *Activities) NetworkAccess(ctx context.Context, req NetworkAccessRequest) (NetworkAccess, error) {
+	out := NetworkAccess{TemplateNICs: map[int]pve.VMConfig{}, Zones: map[string]string{}}
+	for _, ref := range req.Templates {
+		cfg, err := a.API.VMConfig(ctx, ref.Node, ref.VMID)
+		if err != nil {
+			return NetworkAccess{}, failure("read config of template "+ref.String(), err)
+		}
+		out.TemplateNICs[ref.VMID] = proxy.NICsOf(cfg)
+	}
+	vnets, err := a.API.SDNVnets(ctx)
+	if err != nil {
+		return NetworkAccess{}, failure("read the SDN vnets", err)
+	}
+	for _, v := range vnets {
+		out.Zones[v.Vnet] = v.Zone
+	}
+	return out, nil
 }

@@ -92,3 +92,14 @@ func TestPermissions_aReadOlderThanTheTTLOrAFreshRequestReadsAgain(t *testing.T)
 	read(activities.PermissionsRequest{Paths: req.Paths, Fresh: true})
 	assert.Equal(t, 3, f.cluster.CallCount("Permissions"), "a fresh request, as the health check's, reads past the cache")
 }
+
+func TestNetworkAccess_readsTheTemplatesNICsAndTheVnetsZones(t *testing.T) {
+	f := newFixture(t, func(o *pvesim.Options) { o.Vnets = []pve.SDNVnet{{Vnet: "vnet1", Zone: "zone1"}} })
+
+	var got activities.NetworkAccess
+	require.NoError(t, f.run(t, f.acts.NetworkAccess, &got, activities.NetworkAccessRequest{Templates: []activities.VMRef{{Node: "pve1", VMID: 9000}}}))
+
+	require.Len(t, got.TemplateNICs, 1)
+	assert.Contains(t, got.TemplateNICs[9000]["net0"], "bridge=vmbr0")
+	assert.Equal(t, map[string]string{"vnet1": "zone1"}, got.Zones)
+}

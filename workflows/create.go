@@ -339,7 +339,7 @@ func (c *create) clone(h holdings) error {
 	if err != nil {
 		return err
 	}
-	if err := c.preflight(storage); err != nil {
+	if err := c.preflight(tmplNode, storage); err != nil {
 		return err
 	}
 	if tmplNode != c.p.Node && !shared {
@@ -412,11 +412,20 @@ func (c *create) clone(h holdings) error {
 // preflight refuses a create whose API token lacks a privilege the proxy needs on its node,
 // cloning onto storage, before anything is made: the message is the one `pveflow check` gives
 // the node (pve.MissingMessage). A PVE that answers 403 after the clone would leave a VM half
-// made.
-func (c *create) preflight(storage string) error {
+// made. The template's NICs, from tmplNode, and the vnets' zones are read first: PVE checks
+// SDN.Use on their paths.
+func (c *create) preflight(tmplNode, storage string) error {
 	var a *activities.Activities
-	required := c.s.privilegeTarget(c.p.Node, c.s.nics(c.in.NICs, c.in.MachineType), []int{c.p.TemplateVMID}, storage).Required()
-	step := "read the API token's permissions"
+	step := "read the template's NICs and the SDN vnets"
+	c.t.step(step)
+	var net activities.NetworkAccess
+	req := activities.NetworkAccessRequest{Templates: []activities.VMRef{{Node: tmplNode, VMID: c.p.TemplateVMID}}}
+	if err := call(c.ctx, c.s.callOptions(step), a.NetworkAccess, req).Get(c.ctx, &net); err != nil {
+		return fail(step, err)
+	}
+	nicSets := [][]config.NIC{c.s.nics(c.in.NICs, c.in.MachineType)}
+	required := c.s.privilegeTarget(c.p.Node, nicSets, net, []int{c.p.TemplateVMID}, storage).Required()
+	step = "read the API token's permissions"
 	c.t.step(step)
 	var held map[string]pve.Privileges
 	if err := call(c.ctx, c.s.callOptions(step), a.Permissions, activities.PermissionsRequest{Paths: requiredPaths(required)}).Get(c.ctx, &held); err != nil {

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/config"
+	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
@@ -103,27 +105,18 @@ func healthSettingsOf(c config.Config) healthSettings {
 				target.Templates = append(target.Templates, templateRef{Image: image, VMID: vmid, OnNode: len(t.Nodes) > 0})
 			}
 		}
-		target.Required = hs.Settings.privilegeTarget(node, hs.Settings.allNICs(), target.templateVMIDs(), hs.Settings.Storage).Required()
+		target.Required = hs.Settings.privilegeTarget(node, hs.Settings.nicSets(), activities.NetworkAccess{}, target.templateVMIDs(), hs.Settings.Storage).Required()
 		hs.Targets = append(hs.Targets, target)
 	}
 	return hs
 }
 
-// bridgesOf are the bridges of nics, in order.
-func bridgesOf(nics []config.NIC) []string {
-	var out []string
-	for _, n := range nics {
-		out = append(out, n.Bridge)
-	}
-	return out
-}
-
-// allNICs are the NICs of every machine type, in the order of their names: what the health
+// nicSets are the NICs of every machine type, in the order of their names: what the health
 // check reads the privileges for.
-func (s settings) allNICs() []config.NIC {
-	var out []config.NIC
+func (s settings) nicSets() [][]config.NIC {
+	var out [][]config.NIC
 	for _, name := range workflow.DeterministicKeys(s.MachineTypes) {
-		out = append(out, s.MachineTypes[name].NICs...)
+		out = append(out, s.MachineTypes[name].NICs)
 	}
 	return out
 }
@@ -138,14 +131,21 @@ func (t healthTarget) templateVMIDs() []int {
 	return slices.Compact(vmids)
 }
 
-// privilegeTarget is what fills pve.PrivilegeRules in for a proxy on node with nics, cloned from
-// templates onto cloneStorages; an empty one (the template's, not known yet) is left out.
-func (s settings) privilegeTarget(node string, nics []config.NIC, templates []int, cloneStorages ...string) pve.PrivilegeTarget {
-	t := pve.PrivilegeTarget{Node: node, ISOStorage: s.ISOStorage, Pool: s.Pool, Templates: templates, HA: s.HA.Enabled}
-	t.Network = s.Bridge != "" || len(nics) > 0
-	for _, b := range append([]string{s.Bridge}, bridgesOf(nics)...) {
-		if b != "" && !slices.Contains(t.Bridges, b) {
-			t.Bridges = append(t.Bridges, b)
+// privilegeTarget is what fills pve.PrivilegeRules in for a proxy on node with one of nicSets,
+// cloned from templates onto cloneStorages; an empty one (the template's, not known yet) is
+// left out. net holds the templates' NICs and the vnets' zones, when read: the NICs written
+// are those proxy.NICValues gives a clone of each template.
+func (s settings) privilegeTarget(node string, nicSets [][]config.NIC, net activities.NetworkAccess, templates []int, cloneStorages ...string) pve.PrivilegeTarget {
+	t := pve.PrivilegeTarget{Node: node, ISOStorage: s.ISOStorage, Pool: s.Pool, Templates: templates, HA: s.HA.Enabled, Zones: net.Zones}
+	t.Network = s.Bridge != "" || slices.ContainsFunc(nicSets, func(nics []config.NIC) bool { return len(nics) > 0 })
+	for _, vmid := range templates {
+		tmpl := net.TemplateNICs[vmid]
+		t.TemplateNICs = appendNetworks(t.TemplateNICs, tmpl)
+		if !t.Network {
+			continue
+		}
+		for _, nics := range nicSets {
+			t.NICs = appendNetworks(t.NICs, proxy.NICValues(tmpl, s.Bridge, nics))
 		}
 	}
 	for _, storage := range cloneStorages {
@@ -154,6 +154,17 @@ func (s settings) privilegeTarget(node string, nics []config.NIC, templates []in
 		}
 	}
 	return t
+}
+
+// appendNetworks appends the networks of the net[n] values of nets, in key order, that dst
+// does not hold yet.
+func appendNetworks(dst []pve.NICNetwork, nets pve.VMConfig) []pve.NICNetwork {
+	for _, key := range slices.Sorted(maps.Keys(nets)) {
+		if n, ok := pve.NetworkOf(nets[key]); ok && !slices.Contains(dst, n) {
+			dst = append(dst, n)
+		}
+	}
+	return dst
 }
 
 // requiredPaths are the paths of required, each once, in order.
@@ -240,9 +251,10 @@ type privilegeCheck struct {
 	Held map[string]pve.Privileges
 }
 
-// readPrivileges reads the token's privileges on every path a target needs them on. With no
-// proxmox.storage, a clone allocates on its template's boot disk's storage: the templates'
-// configs are read for it first, those the cluster resources list as templates.
+// readPrivileges reads the token's privileges on every path a target needs them on. The paths
+// of SDN.Use come from the templates' NICs and the vnets' zones (NetworkAccess), of the
+// templates the cluster resources list as templates; with no proxmox.storage, a clone
+// allocates on its template's boot disk's storage, and their configs are read for it too.
 func readPrivileges(ctx workflow.Context, hs healthSettings, resources workflow.Future, readStep func(string, any, ...any) workflow.Future) (privilegeCheck, error) {
 	var a *activities.Activities
 	pc := privilegeCheck{Required: make([][]pve.PathPrivileges, len(hs.Targets))}
@@ -250,16 +262,25 @@ func readPrivileges(ctx workflow.Context, hs healthSettings, resources workflow.
 		pc.Required[i] = t.Required
 	}
 	var rs []pve.VMResource
-	if hs.Settings.Storage == "" && resources.Get(ctx, &rs) == nil {
-		storages := templateStorages(ctx, hs.Targets, rs, readStep)
+	if resources.Get(ctx, &rs) == nil {
+		req := activities.NetworkAccessRequest{Templates: templateRefs(hs.Targets, rs)}
+		networkRead := readStep("read the templates' NICs and the SDN vnets", a.NetworkAccess, req)
+		var storages map[int]string
+		if hs.Settings.Storage == "" {
+			storages = templateStorages(ctx, hs.Targets, rs, readStep)
+		}
+		var net activities.NetworkAccess
+		if err := networkRead.Get(ctx, &net); err != nil {
+			return pc, err
+		}
 		for i, t := range hs.Targets {
-			var cloneStorages []string
+			cloneStorages := []string{hs.Settings.Storage}
 			for _, vmid := range t.templateVMIDs() {
 				if s, ok := storages[vmid]; ok {
 					cloneStorages = append(cloneStorages, s)
 				}
 			}
-			pc.Required[i] = hs.Settings.privilegeTarget(t.Node, hs.Settings.allNICs(), t.templateVMIDs(), cloneStorages...).Required()
+			pc.Required[i] = hs.Settings.privilegeTarget(t.Node, hs.Settings.nicSets(), net, t.templateVMIDs(), cloneStorages...).Required()
 		}
 	}
 	err := readStep("read the API token's permissions", a.Permissions, activities.PermissionsRequest{Paths: requiredPaths(pc.Required...), Fresh: true}).Get(ctx, &pc.Held)
@@ -273,16 +294,9 @@ func templateStorages(ctx workflow.Context, targets []healthTarget, rs []pve.VMR
 	var a *activities.Activities
 	configs := map[int]workflow.Future{}
 	var vmids []int
-	for _, t := range targets {
-		for _, vmid := range t.templateVMIDs() {
-			i := slices.IndexFunc(rs, func(r pve.VMResource) bool { return r.Type == "qemu" && r.VMID == vmid && r.Template })
-			if i < 0 || configs[vmid] != nil {
-				continue
-			}
-			ref := activities.VMRef{Node: rs[i].Node, VMID: vmid}
-			configs[vmid] = readStep("read config of template "+ref.String(), a.VMConfig, activities.VMConfigRequest{VMRef: ref})
-			vmids = append(vmids, vmid)
-		}
+	for _, ref := range templateRefs(targets, rs) {
+		configs[ref.VMID] = readStep("read config of template "+ref.String(), a.VMConfig, activities.VMConfigRequest{VMRef: ref})
+		vmids = append(vmids, ref.VMID)
 	}
 	storages := map[int]string{}
 	for _, vmid := range vmids {
@@ -295,6 +309,21 @@ func templateStorages(ctx workflow.Context, targets []healthTarget, rs []pve.VMR
 		}
 	}
 	return storages
+}
+
+// templateRefs are the targets' templates that rs lists as templates, each once, in the
+// targets' order.
+func templateRefs(targets []healthTarget, rs []pve.VMResource) []activities.VMRef {
+	var refs []activities.VMRef
+	for _, t := range targets {
+		for _, vmid := range t.templateVMIDs() {
+			i := slices.IndexFunc(rs, func(r pve.VMResource) bool { return r.Type == "qemu" && r.VMID == vmid && r.Template })
+			if i >= 0 && !slices.ContainsFunc(refs, func(r activities.VMRef) bool { return r.VMID == vmid }) {
+				refs = append(refs, activities.VMRef{Node: rs[i].Node, VMID: vmid})
+			}
+		}
+	}
+	return refs
 }
 
 // judge waits for every call of the node's check and judges them in order: version, node

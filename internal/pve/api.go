@@ -73,6 +73,9 @@ type API interface {
 	// HAManagerStatus reads GET /cluster/ha/status/manager_status: the HA manager's view of the
 	// nodes, maintenance mode among them.
 	HAManagerStatus(ctx context.Context) (HAManagerStatus, error)
+	// SDNVnets reads GET /cluster/sdn/vnets: the SDN vnets of the configuration PVE's bridge
+	// check reads (not the running one), those the token holds SDN.Audit or SDN.Allocate on.
+	SDNVnets(ctx context.Context) ([]SDNVnet, error)
 	// AddHAResource writes POST /cluster/ha/resources (synchronous): the HA manager looks after
 	// the resource from then on.
 	AddHAResource(ctx context.Context, p HAResourceParams) error
@@ -285,6 +288,13 @@ type MigrateParams struct {
 	// WithLocalDisks lets a running VM's disks on storage that is not shared be copied along
 	// (live storage migration); an offline migration copies them anyway.
 	WithLocalDisks bool
+}
+
+// SDNVnet is the part of an entry of GET /cluster/sdn/vnets that pveflow reads.
+type SDNVnet struct {
+	Vnet string `json:"vnet"`
+	// Zone is the SDN zone the vnet is in, whose path PVE checks SDN.Use on for a NIC on it.
+	Zone string `json:"zone"`
 }
 
 // HAManagerStatus is the part of GET /cluster/ha/status/manager_status that pveflow reads. A

@@ -727,6 +727,13 @@ func (c *Client) HAManagerStatus(ctx context.Context) (HAManagerStatus, error) {
 	return s, err
 }
 
+// SDNVnets reads GET /cluster/sdn/vnets.
+func (c *Client) SDNVnets(ctx context.Context) ([]SDNVnet, error) {
+	var vnets []SDNVnet
+	err := c.call(ctx, "SDNVnets", "SDN vnets", http.MethodGet, endpoint{template: "/cluster/sdn/vnets"}, nil, &vnets)
+	return vnets, err
+}
+
 // AddHAResource writes POST /cluster/ha/resources.
 func (c *Client) AddHAResource(ctx context.Context, p HAResourceParams) error {
 	form := url.Values{"sid": {p.SID}}

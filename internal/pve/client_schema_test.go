@@ -158,6 +158,7 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			return err
 		},
 		"HAManagerStatus": func(ctx context.Context) error { _, err := c.HAManagerStatus(ctx); return err },
+		"SDNVnets":        func(ctx context.Context) error { _, err := c.SDNVnets(ctx); return err },
 		"AddHAResource": func(ctx context.Context) error {
 			return c.AddHAResource(ctx, pve.HAResourceParams{SID: "vm:123456", State: "started", Comment: "pveflow proxy"})
 		},

@@ -3,6 +3,7 @@ package pve
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -53,8 +54,89 @@ var PrivilegeRules = []PrivilegeRule{
 		Why: "upload, delete and list seed ISOs"},
 	{Path: "/storage/<clone storage>", When: Always, Privileges: []string{"Datastore.AllocateSpace"},
 		Why: "the clone's disks: proxmox.storage, else the template's boot disk's storage"},
-	{Path: "/sdn/zones/localnetwork/<bridge>", When: WithNetwork, Privileges: []string{"SDN.Use"},
-		Why: "each bridge a NIC is put on: proxmox.bridge, the NICs' (a plain Linux bridge is in the zone localnetwork)"},
+	{Path: TemplateSDNPath, When: Always, Privileges: []string{"SDN.Use"},
+		Why: "each NIC of the template, which the clone copies"},
+	{Path: SDNPath, When: WithNetwork, Privileges: []string{"SDN.Use"},
+		Why: "each NIC written (proxmox.bridge, the NICs'), and the template's it replaces; a vnet's zone is the one GET /cluster/sdn/vnets lists it in, a Linux bridge's localnetwork; a tagged NIC's path is its VLAN's"},
+}
+
+// The path patterns of the SDN.Use PVE checks for a NIC (NICNetwork.SDNUsePaths): of the
+// template's NICs, which a clone copies, and of the NICs pveflow writes.
+const (
+	TemplateSDNPath = "/sdn/zones/<zone>/<template's bridge>[/<tag>]"
+	SDNPath         = "/sdn/zones/<zone>/<bridge>[/<tag>]"
+)
+
+// LocalNetwork is the SDN zone of a bridge that is no SDN vnet: pve-guest-common's
+// check_vnet_access starts from it and takes the vnet's zone only for a bridge that is one.
+const LocalNetwork = "localnetwork"
+
+// NICNetwork is what PVE's bridge check reads of a NIC (qemu-server's check_bridge_access):
+// the bridge, a Linux bridge or an SDN vnet, the VLAN tag (0: none) and the trunks ("10;20-30").
+type NICNetwork struct {
+	Bridge string `json:"bridge"`
+	Tag    int    `json:"tag,omitempty"`
+	Trunks string `json:"trunks,omitempty"`
+}
+
+// NetworkOf reads a net[n] value's network; ok is false for one without a bridge, which PVE's
+// check passes over.
+func NetworkOf(net string) (n NICNetwork, ok bool) {
+	for part := range strings.SplitSeq(net, ",") {
+		k, v, _ := strings.Cut(part, "=")
+		switch k {
+		case "bridge":
+			n.Bridge = v
+		case "tag":
+			n.Tag, _ = strconv.Atoi(v)
+		case "trunks":
+			n.Trunks = v
+		}
+	}
+	return n, n.Bridge != ""
+}
+
+// SDNUsePaths are the paths PVE checks SDN.Use on for a NIC on n, its bridge in zone, in PVE's
+// order (pve-guest-common GuestHelpers.pm check_vnet_access): a tagged NIC's VLAN path
+// /sdn/zones/<zone>/<bridge>/<tag>, then each trunk VLAN's path (a range "20-30" each of its
+// VLANs, in Perl's string order of the keys), and the bridge's own path only for a NIC with
+// neither. A grant on the bridge reaches a VLAN's path only when it propagates.
+func (n NICNetwork) SDNUsePaths(zone string) []string {
+	base := "/sdn/zones/" + zone + "/" + n.Bridge
+	var out []string
+	if n.Tag != 0 {
+		out = append(out, base+"/"+strconv.Itoa(n.Tag))
+	}
+	for _, tag := range trunkTags(n.Trunks) {
+		out = append(out, base+"/"+tag)
+	}
+	if n.Tag == 0 && n.Trunks == "" {
+		out = append(out, base)
+	}
+	return out
+}
+
+// trunkTags are the VLANs of a trunks value, each once, sorted as strings: get_tags_from_trunk
+// makes a hash of them, sorted by its keys.
+func trunkTags(trunks string) []string {
+	var tags []string
+	for trunk := range strings.SplitSeq(trunks, ";") {
+		if trunk == "" {
+			continue
+		}
+		first, last, _ := strings.Cut(trunk, "-")
+		from, _ := strconv.Atoi(first)
+		to, _ := strconv.Atoi(last)
+		if to <= from {
+			tags = append(tags, first)
+			continue
+		}
+		for t := from; t <= to; t++ {
+			tags = append(tags, strconv.Itoa(t))
+		}
+	}
+	slices.Sort(tags)
+	return slices.Compact(tags)
 }
 
 // KnownPrivileges are every privilege of PrivilegeRules, sorted.
@@ -74,10 +156,16 @@ type PrivilegeTarget struct {
 	// CloneStorages are the storages the node's clones allocate on; empty when not known.
 	CloneStorages []string
 	Pool          string
-	// Network says that the VM's NICs are written: proxmox.bridge or NICs are set. Bridges are
-	// the bridges they are put on, each once; a NIC that keeps its template's is not among them.
+	// Network says that the VM's NICs are written: proxmox.bridge or NICs are set. NICs are the
+	// networks of the NICs written.
 	Network bool
-	Bridges []string
+	NICs    []NICNetwork
+	// TemplateNICs are the networks of the templates' NICs, which the clone copies; none when
+	// not known.
+	TemplateNICs []NICNetwork
+	// Zones are the SDN zones of the vnets among the NICs' bridges, by vnet, as GET
+	// /cluster/sdn/vnets lists them; a bridge not among them is in LocalNetwork.
+	Zones map[string]string
 	// HA says that proxies are registered as HA resources.
 	HA bool
 	// Templates are the VMIDs of the templates the node clones from.
@@ -88,6 +176,10 @@ type PrivilegeTarget struct {
 type PathPrivileges struct {
 	Path       string   `json:"path"`
 	Privileges []string `json:"privileges"`
+	// Propagate says that Path stands for the paths below it, as /vms for the VMs pveflow makes:
+	// a privilege counts only if it propagates, as PVE's ACL without propagate grants its roles
+	// on its own path only (pve-access-control AccessControl.pm roles).
+	Propagate bool `json:"propagate,omitempty"`
 }
 
 // Required are the privileges t needs, one entry per path, in the order of PrivilegeRules.
@@ -96,7 +188,7 @@ func (t PrivilegeTarget) Required() []PathPrivileges {
 	need := func(path string, privs []string) {
 		i := slices.IndexFunc(out, func(p PathPrivileges) bool { return p.Path == path })
 		if i < 0 {
-			out = append(out, PathPrivileges{Path: path})
+			out = append(out, PathPrivileges{Path: path, Propagate: path == "/vms"})
 			i = len(out) - 1
 		}
 		out[i].Privileges = append(out[i].Privileges, privs...)
@@ -154,32 +246,51 @@ func (t PrivilegeTarget) paths(pattern string) []string {
 			out = append(out, "/storage/"+s)
 		}
 		return out
-	case "/sdn/zones/localnetwork/<bridge>":
-		var out []string
-		for _, b := range t.Bridges {
-			out = append(out, "/sdn/zones/localnetwork/"+b)
-		}
-		return out
+	case TemplateSDNPath:
+		return t.sdnUsePaths(t.TemplateNICs)
+	case SDNPath:
+		return t.sdnUsePaths(t.NICs)
 	}
 	panic(fmt.Sprintf("pve: unknown path pattern %q", pattern))
 }
 
-// MissingPrivilege is a privilege needed on a path that the token does not hold there.
+func (t PrivilegeTarget) sdnUsePaths(nics []NICNetwork) []string {
+	var out []string
+	for _, n := range nics {
+		zone, ok := t.Zones[n.Bridge]
+		if !ok {
+			zone = LocalNetwork
+		}
+		out = append(out, n.SDNUsePaths(zone)...)
+	}
+	return out
+}
+
+// MissingPrivilege is a privilege needed on a path that the token does not hold there, or
+// holds without the propagate the path needs.
 type MissingPrivilege struct {
 	Path      string `json:"path"`
 	Privilege string `json:"privilege"`
+	// Unpropagated says that the token holds it on Path, but not on the paths below.
+	Unpropagated bool `json:"unpropagated,omitempty"`
 }
 
-func (m MissingPrivilege) String() string { return m.Privilege + " on " + m.Path }
+func (m MissingPrivilege) String() string {
+	if m.Unpropagated {
+		return m.Privilege + " on " + m.Path + " (granted without propagate: the paths below do not inherit it)"
+	}
+	return m.Privilege + " on " + m.Path
+}
 
 // Missing are the privileges of required that held, the token's privileges per path, lacks,
-// in required's order.
+// in required's order: a privilege held without propagate where the path needs it is missing.
 func Missing(required []PathPrivileges, held map[string]Privileges) []MissingPrivilege {
 	var out []MissingPrivilege
 	for _, r := range required {
 		for _, p := range r.Privileges {
-			if _, ok := held[r.Path][p]; !ok {
-				out = append(out, MissingPrivilege{Path: r.Path, Privilege: p})
+			propagates, ok := held[r.Path][p]
+			if !ok || r.Propagate && !propagates {
+				out = append(out, MissingPrivilege{Path: r.Path, Privilege: p, Unpropagated: ok})
 			}
 		}
 	}

@@ -163,9 +163,8 @@ func (c *Cluster) checkClone(node string, vmid int, p pve.CloneParams) (*vm, []c
 	if err := c.allow(vmPath(vmid), "VM.Clone"); err != nil {
 		return nil, nil, err
 	}
-	if c.denied["VM.Allocate"] {
-		// VM.Allocate on the new VMID or on the pool is an "or" check: PVE names neither.
-		return nil, nil, apiErr(http.StatusForbidden, "Permission check failed")
+	if err := c.allowAllocate(p.NewID, p.Pool); err != nil {
+		return nil, nil, err
 	}
 	nd, err := c.nodeNamed(node)
 	if err != nil {
@@ -216,6 +215,10 @@ func (c *Cluster) checkClone(node string, vmid int, p pve.CloneParams) (*vm, []c
 		if err := c.allow("/storage/"+d.st.ID, "Datastore.AllocateSpace"); err != nil {
 			return nil, nil, err
 		}
+	}
+	// clone_vm checks the bridges of the config it copies, after its storages.
+	if err := c.allowBridges(src.cfg); err != nil {
+		return nil, nil, err
 	}
 	if p.Target != "" && p.Target != node && !c.sharedClone(nd, src, disks) {
 		return nil, nil, serverErr(fmt.Sprintf("can't clone VM to node '%s' (VM uses local storage)", p.Target))

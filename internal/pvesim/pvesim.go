@@ -101,8 +101,15 @@ type Options struct {
 	// Pools are the cluster's resource pools; a clone may join one of them.
 	Pools []string
 	// DenyPrivileges are privileges the token lacks everywhere, such as "VM.Clone": calls that
-	// need one fail with 403, and /cluster/resources hides VMs without VM.Audit.
+	// need one fail with 403, and /cluster/resources hides VMs without VM.Audit. It is the
+	// default Access, whose one role holds every privilege the model checks but these, granted
+	// on / with propagate; with Access set it must be empty.
 	DenyPrivileges []string
+	// Access is the token's roles, groups and ACL entries; nil is the default DenyPrivileges
+	// describes.
+	Access *Access
+	// Vnets are the cluster's SDN vnets, each in its zone.
+	Vnets []pve.SDNVnet
 	// Containers are LXC guests. The model only lists them in /cluster/resources, where they
 	// share the VMIDs with the VMs; no qemu endpoint finds them, as on PVE.
 	Containers []Container
@@ -180,7 +187,8 @@ type Cluster struct {
 	pve82     bool
 	stall     bool
 	lockHold  time.Duration
-	denied    map[string]bool
+	access    *Access
+	vnets     []pve.SDNVnet
 	pools     map[string]bool
 	transient float64
 	drop      float64
@@ -303,7 +311,8 @@ func New(opts Options) *Cluster {
 		pve82:      opts.PVE82,
 		stall:      opts.StallClones,
 		lockHold:   opts.StorageLockHold,
-		denied:     make(map[string]bool),
+		access:     opts.Access,
+		vnets:      slices.Clone(opts.Vnets),
 		pools:      make(map[string]bool),
 		transient:  opts.TransientErrorRate,
 		drop:       opts.DropConnectionRate,
@@ -333,8 +342,10 @@ func New(opts Options) *Cluster {
 		mustTaskType(typ)
 		c.durations[typ] = d
 	}
-	for _, p := range opts.DenyPrivileges {
-		c.denied[p] = true
+	if c.access == nil {
+		c.access = defaultAccess(c.user, opts.DenyPrivileges)
+	} else if len(opts.DenyPrivileges) > 0 {
+		panic("pvesim: DenyPrivileges is the default Access: set one or the other")
 	}
 	for _, p := range opts.Pools {
 		c.pools[p] = true
@@ -689,15 +700,4 @@ func (c *Cluster) vmOn(node string, vmid int) (*vm, error) {
 		return nil, serverErr(noConfigText(node, vmid))
 	}
 	return g, nil
-}
-
-// allow is the privilege check of a method: it fails when the token lacks every one of privs
-// on path (PVE's check with "any"; a single privilege is the plain check).
-func (c *Cluster) allow(path string, privs ...string) error {
-	for _, p := range privs {
-		if !c.denied[p] {
-			return nil
-		}
-	}
-	return permErr(path, privs...)
 }

@@ -90,6 +90,10 @@ func (c *Cluster) setVMConfig(node string, vmid int, params pve.VMConfig) error 
 			return err
 		}
 	}
+	// update_vm checks the bridges of the NICs written before it locks the config ...
+	if err := c.allowBridges(u.set); err != nil {
+		return err
+	}
 	// The early check reads the lock property; the flock is taken after it.
 	if lock := g.cfg["lock"]; lock != "" {
 		return serverErr(lockedText(lock))
@@ -99,6 +103,16 @@ func (c *Cluster) setVMConfig(node string, vmid int, params pve.VMConfig) error 
 	}
 	if u.digest != "" && u.digest != digest(g.cfg) {
 		return serverErr("detected modified configuration - file changed by other user? Try again.")
+	}
+	// ... and, under the lock, those of the NICs it replaces or deletes.
+	replaced := map[string]string{}
+	for _, key := range append(slices.Collect(maps.Keys(u.set)), u.delete...) {
+		if old, ok := g.cfg[key]; ok && netKeyRE.MatchString(key) {
+			replaced[key] = old
+		}
+	}
+	if err := c.allowBridges(replaced); err != nil {
+		return err
 	}
 	for _, key := range keys {
 		value := u.set[key]

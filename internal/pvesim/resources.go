@@ -79,10 +79,10 @@ func (c *Cluster) refresh(at time.Time) {
 func (c *Cluster) ClusterResources(ctx context.Context) ([]pve.VMResource, error) {
 	return call(c, ctx, Call{Method: "ClusterResources"}, func(now time.Time) ([]pve.VMResource, error) {
 		out := []pve.VMResource{}
-		if c.denied["VM.Audit"] {
-			return out, nil
-		}
 		for _, id := range slices.Sorted(maps.Keys(c.vms)) {
+			if c.allow(vmPath(id), "VM.Audit") != nil {
+				continue
+			}
 			g := c.vms[id]
 			r := pve.VMResource{
 				ID:     fmt.Sprintf("qemu/%d", id),

@@ -51,6 +51,7 @@ var paths = []string{
 	"/cluster/ha/status/manager_status",
 	"/cluster/ha/resources",
 	"/cluster/ha/resources/{sid}",
+	"/cluster/sdn/vnets",
 }
 
 // numbered is how many keys each of apidata.js's compressed "name[n]" parameters stands for:
@@ -292,9 +293,10 @@ func propertyString(base string, p *pveschema.Param, prop property, formats map[
 
 // goPattern is a Perl pattern as Go's regexp reads it. A Perl qr// interpolated into another
 // pattern stringifies as "(?^:...)", a group with the default flags, which is a plain
-// non-capturing group (access-control's userid pattern is made so).
+// non-capturing group (access-control's userid pattern is made so); "(?^i:...)" adds its own
+// flags to them (pve-network's vnet alias), as Go's "(?i:...)" does.
 func goPattern(perl string) string {
-	return strings.ReplaceAll(perl, "(?^:", "(?:")
+	return strings.ReplaceAll(perl, "(?^", "(?")
 }
 
 func param(prop property) (pveschema.Param, error) {

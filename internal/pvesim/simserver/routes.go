@@ -68,6 +68,7 @@ var endpoints = map[string]endpoint{
 	},
 	"GET /nodes/{node}/tasks/{upid}/log": taskLog,
 	"GET /access/permissions":            permissions,
+	"GET /cluster/sdn/vnets":             sdnVnets,
 }
 
 // result adapts a seam method's typed result to an endpoint's.
@@ -160,6 +161,20 @@ func permissions(ctx context.Context, api pve.API, c *apiCall) (any, error) {
 		}
 	}
 	return answer, nil
+}
+
+// sdnVnets answers /cluster/sdn/vnets with each vnet's section as PVE lists it: its type, name
+// and zone.
+func sdnVnets(ctx context.Context, api pve.API, _ *apiCall) (any, error) {
+	vnets, err := api.SDNVnets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]map[string]string, len(vnets))
+	for i, v := range vnets {
+		out[i] = map[string]string{"type": "vnet", "vnet": v.Vnet, "zone": v.Zone}
+	}
+	return out, nil
 }
 
 func resize(ctx context.Context, api pve.API, c *apiCall) (any, error) {

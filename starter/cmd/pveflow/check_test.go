@@ -27,6 +27,16 @@ func TestPrintHealth_listsEachMissingPrivilegeByNodeAndPath(t *testing.T) {
 	assert.Regexp(t, `\n\nNODE +PATH +MISSING PRIVILEGE\npve1 +/vms/9000 +VM\.Clone\npve1 +/storage/local-lvm +Datastore\.AllocateSpace\n$`, out.String())
 }
 
+func TestPrintHealth_aPrivilegeGrantedWithoutPropagateIsListedSo(t *testing.T) {
+	missing := []pve.MissingPrivilege{{Path: "/vms", Privilege: "VM.Allocate", Unpropagated: true}}
+	res := workflows.CheckHealthResult{Nodes: []workflows.NodeHealth{{Name: "pve1", Reason: workflows.ReasonMissingPrivilege, MissingPrivileges: missing}}}
+	var out bytes.Buffer
+
+	require.NoError(t, (&cli{stdout: &out}).printHealth(res))
+
+	assert.Regexp(t, `\npve1 +/vms +VM\.Allocate \(granted without propagate\)\n$`, out.String())
+}
+
 func TestPrintHealth_noMissingPrivilegesNoList(t *testing.T) {
 	res := workflows.CheckHealthResult{Nodes: []workflows.NodeHealth{{Name: "pve1", Healthy: true}}}
 	var out bytes.Buffer

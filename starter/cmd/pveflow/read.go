@@ -241,7 +241,11 @@ func (c *cli) printMissingPrivileges(nodes []workflows.NodeHealth) error {
 	fmt.Fprintln(tw, "NODE\tPATH\tMISSING PRIVILEGE")
 	for _, n := range nodes {
 		for _, m := range n.MissingPrivileges {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", n.Name, m.Path, m.Privilege)
+			priv := m.Privilege
+			if m.Unpropagated {
+				priv += " (granted without propagate)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", n.Name, m.Path, priv)
 		}
 	}
 	return tw.Flush()
