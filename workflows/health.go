@@ -3,7 +3,6 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,11 +155,15 @@ func (s settings) privilegeTarget(node string, nicSets [][]config.NIC, net activ
 	return t
 }
 
-// appendNetworks appends the networks of the net[n] values of nets, in key order, that dst
-// does not hold yet.
+// appendNetworks appends the networks of the net[n] values of nets, net0 first, that dst does
+// not hold yet.
 func appendNetworks(dst []pve.NICNetwork, nets pve.VMConfig) []pve.NICNetwork {
-	for _, key := range slices.Sorted(maps.Keys(nets)) {
-		if n, ok := pve.NetworkOf(nets[key]); ok && !slices.Contains(dst, n) {
+	for i := range config.MaxNICs {
+		value, set := nets[fmt.Sprint("net", i)]
+		if !set {
+			continue
+		}
+		if n, ok := pve.NetworkOf(value); ok && !slices.Contains(dst, n) {
 			dst = append(dst, n)
 		}
 	}
