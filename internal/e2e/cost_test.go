@@ -202,13 +202,17 @@ func localActivityAttempts(tb testing.TB, m *historypb.MarkerRecordedEventAttrib
 	return max(data.Attempt, 1)
 }
 
-// executions are every run of every workflow s's server holds, open or closed.
+// executions are every run of every workflow s's server holds, open or closed. A page is
+// given a minute: the SDK's default of 10 s is too short for the embedded server's SQLite
+// visibility to list a page of a three-hundred-proxy fleet.
 func executions(tb testing.TB, s *stack) []*workflowpb.WorkflowExecutionInfo {
 	tb.Helper()
 	var out []*workflowpb.WorkflowExecutionInfo
 	var token []byte
 	for {
-		resp, err := s.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{NextPageToken: token, PageSize: 1000})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		resp, err := s.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{NextPageToken: token, PageSize: 200})
+		cancel()
 		require.NoError(tb, err)
 		out = append(out, resp.GetExecutions()...)
 		if token = resp.GetNextPageToken(); len(token) == 0 {

@@ -357,13 +357,16 @@ func (c *Cluster) planDisks(nd *node, src *vm, newid int, dest *storage, full bo
 // freeDiskName is PVE's find_free_diskname: the first vm-<vmid>-disk-N no volume on the
 // storage (a linked clone's included) and no disk of this clone uses.
 func freeDiskName(st *storage, vmid int, taken map[string]bool) string {
+	prefix := fmt.Sprintf("vm-%d-disk-", vmid)
 	used := make(map[string]bool)
 	for name := range st.volumes {
 		_, base, ok := strings.Cut(name, "/")
 		if !ok {
 			base = name
 		}
-		used[base] = true
+		if strings.HasPrefix(base, prefix) {
+			used[base] = true
+		}
 	}
 	for n := 0; ; n++ {
 		name := fmt.Sprintf("vm-%d-disk-%d", vmid, n)

@@ -86,19 +86,8 @@ func (c *Cluster) privileges(path string) pve.Privileges {
 // its pools' roles: a role propagates if the ACL entry that gave it does, and a privilege if
 // any of its roles that hold it does.
 func (c *Cluster) principalPrivileges(id, path string) pve.Privileges {
-	roles := c.roles(id, path)
-	if _, none := roles["NoAccess"]; !none {
-		for role := range c.poolRoles(id, path) {
-			if _, ok := roles[role]; !ok {
-				roles[role] = false // pool-derived roles never propagate
-			}
-		}
-	}
 	out := pve.Privileges{}
-	for role, propagate := range roles {
-		if role == "NoAccess" {
-			return pve.Privileges{}
-		}
+	for role, propagate := range c.principalRoles(id, path) {
 		for _, p := range c.access.Roles[role] {
 			out[p] = out[p] || propagate
 		}
@@ -106,35 +95,78 @@ func (c *Cluster) principalPrivileges(id, path string) pve.Privileges {
 	return out
 }
 
+// principalHolds reports whether a user or token holds priv on path: principalPrivileges's
+// answer for one privilege, without building the whole set, as a listing asks it of every VM.
+func (c *Cluster) principalHolds(id, path, priv string) bool {
+	for role := range c.principalRoles(id, path) {
+		if slices.Contains(c.access.Roles[role], priv) {
+			return true
+		}
+	}
+	return false
+}
+
+// principalRoles are the roles of a user or token on path with their propagate flags, its
+// pools' among them (which never propagate); none where NoAccess applies.
+func (c *Cluster) principalRoles(id, path string) map[string]bool {
+	roles := c.roles(id, path)
+	if _, none := roles["NoAccess"]; none {
+		return nil
+	}
+	for role := range c.poolRoles(id, path) {
+		if _, ok := roles[role]; !ok {
+			if roles == nil {
+				roles = map[string]bool{}
+			}
+			roles[role] = false // pool-derived roles never propagate
+		}
+	}
+	if _, none := roles["NoAccess"]; none {
+		return nil
+	}
+	return roles
+}
+
 // roles are the roles of a user or token on path, with their propagate flags, as
 // AccessControl.pm roles computes them: walking from / down to path, the entries on each path
 // that apply (on path itself, or propagating) replace those found above, the token's or user's
 // own before its groups'.
 func (c *Cluster) roles(id, path string) map[string]bool {
-	roles := map[string]bool{}
+	var roles map[string]bool
 	steps := aclAncestors(path)
 	for i, p := range steps {
 		final := i == len(steps)-1
-		for _, applies := range []func(ACE) bool{
-			func(e ACE) bool { return e.Token != "" && e.Token == id },
-			func(e ACE) bool { return e.User != "" && e.User == id },
-			func(e ACE) bool { return e.Group != "" && slices.Contains(c.access.Groups[e.Group], id) },
-		} {
-			found := map[string]bool{}
-			for _, e := range c.access.ACL {
-				if e.Path == p && applies(e) && (final || e.Propagate) {
-					found[e.Role] = e.Propagate
-				}
+		var own, groups map[string]bool
+		for _, e := range c.access.ACL {
+			if e.Path != p || !(final || e.Propagate) {
+				continue
 			}
-			if len(found) > 0 {
-				roles = found
-				break
+			switch {
+			case (e.Token != "" && e.Token == id) || (e.User != "" && e.User == id):
+				own = withRole(own, e)
+			case e.Group != "" && slices.Contains(c.access.Groups[e.Group], id):
+				groups = withRole(groups, e)
 			}
+		}
+		switch {
+		case own != nil:
+			roles = own
+		case groups != nil:
+			roles = groups
 		}
 	}
 	if propagate, ok := roles["NoAccess"]; ok {
 		return map[string]bool{"NoAccess": propagate}
 	}
+	return roles
+}
+
+// withRole is roles with e's role, and its propagate flag, added.
+func withRole(roles map[string]bool, e ACE) map[string]bool {
+	if roles == nil {
+		roles = map[string]bool{}
+	}
+	roles[e.Role] = e.Propagate
 	return roles
 }
 
@@ -154,9 +186,12 @@ func (c *Cluster) poolRoles(id, path string) map[string]bool {
 			}
 		}
 	}
-	out := map[string]bool{}
+	var out map[string]bool
 	for _, pool := range pools {
 		for role := range c.roles(id, "/pool/"+pool) {
+			if out == nil {
+				out = map[string]bool{}
+			}
 			out[role] = false
 		}
 	}
@@ -180,22 +215,25 @@ func aclAncestors(path string) []string {
 // allow is the privilege check of a method: it fails when the token lacks every one of privs
 // on path (PVE's check with "any"; a single privilege is the plain check).
 func (c *Cluster) allow(path string, privs ...string) error {
-	held := c.privileges(path)
-	for _, p := range privs {
-		if _, ok := held[p]; ok {
-			return nil
-		}
+	if slices.ContainsFunc(privs, func(p string) bool { return c.holds(path, p) }) {
+		return nil
 	}
 	return permErr(path, privs...)
+}
+
+// holds reports whether the token holds priv on path, as privileges would list it.
+func (c *Cluster) holds(path, priv string) bool {
+	owner, _, _ := strings.Cut(c.user, "!")
+	return c.principalHolds(owner, path, priv) && (!c.access.Privsep || c.principalHolds(c.user, path, priv))
 }
 
 // allowAllocate is the clone's check of VM.Allocate on the new VMID or on the pool the clone
 // joins, an "or" check whose 403 names neither.
 func (c *Cluster) allowAllocate(newid int, pool string) error {
-	if _, ok := c.privileges(vmPath(newid))["VM.Allocate"]; ok {
+	if c.holds(vmPath(newid), "VM.Allocate") {
 		return nil
 	}
-	if _, ok := c.privileges("/pool/" + pool)["VM.Allocate"]; ok && pool != "" {
+	if pool != "" && c.holds("/pool/"+pool, "VM.Allocate") {
 		return nil
 	}
 	return apiErr(http.StatusForbidden, "Permission check failed")
