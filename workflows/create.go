@@ -424,7 +424,8 @@ func (c *create) preflight(tmplNode, storage string) error {
 		return fail(step, err)
 	}
 	nicSets := [][]config.NIC{c.s.nics(c.in.NICs, c.in.MachineType)}
-	required := c.s.privilegeTarget(c.p.Node, nicSets, net, []int{c.p.TemplateVMID}, storage).Required()
+	cloudInit := c.s.MachineTypes[c.in.MachineType].WaitsForCloudInit()
+	required := c.s.privilegeTarget(c.p.Node, nicSets, cloudInit, net, []int{c.p.TemplateVMID}, storage).Required()
 	step = "read the API token's permissions"
 	c.t.step(step)
 	var held map[string]pve.Privileges
