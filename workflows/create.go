@@ -707,7 +707,7 @@ func (c *create) resize() error {
 
 // waitReady waits until the VM runs and its guest agent reports every address net0 is to have.
 func (c *create) waitReady() (CreateProxyResult, error) {
-	agent, err := c.awaitReady(&c.vm, c.in.Addresses)
+	agent, err := c.awaitReady(&c.vm, c.in.Addresses, c.in.MachineType)
 	if err != nil {
 		return CreateProxyResult{}, err
 	}
