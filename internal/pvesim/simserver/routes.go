@@ -236,26 +236,20 @@ func agentFileRead(ctx context.Context, api pve.API, c *apiCall) (any, error) {
 		return nil, err
 	}
 	data := []byte(content)[min(offset, len(content)):]
-	answer := agentFile{}
+	// A map, not a struct: PVE sets truncated only when the read stopped short.
+	answer := map[string]any{}
 	if len(data) > count {
-		data, answer.Truncated = data[:count], 1
+		data, answer["truncated"] = data[:count], 1
 	}
-	answer.BytesRead, answer.Content = len(data), string(data)
+	answer["bytes-read"], answer["content"] = len(data), string(data)
 	if !decode {
-		answer.Content = base64.StdEncoding.EncodeToString(data)
+		answer["content"] = base64.StdEncoding.EncodeToString(data)
 	}
 	return answer, nil
 }
 
 // maxAgentRead is PVE's $MAX_READ_SIZE, file-read's default and largest count.
 const maxAgentRead = 16 * 1024 * 1024
-
-// agentFile is file-read's answer.
-type agentFile struct {
-	Content   string `json:"content"`
-	BytesRead int    `json:"bytes-read"`
-	Truncated int    `json:"truncated,omitempty"`
-}
 
 func uploadISO(ctx context.Context, api pve.API, c *apiCall) (any, error) {
 	if content := c.params.Get("content"); content != "iso" {

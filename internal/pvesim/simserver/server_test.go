@@ -379,7 +379,7 @@ func TestServer_agentFileReadAnswersContentAndBytesRead(t *testing.T) {
 	resp, body := send(t, s, newRequest(t, s, http.MethodGet, "/nodes/pve1/qemu/123456/agent/file-read?file=%2Frun%2Fcloud-init%2Fresult.json", nil))
 
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.JSONEq(t, `{"data":{"content":"{\"v1\": {\"errors\": []}}","bytes-read":21}}`, body)
+	assert.JSONEq(t, `{"data":{"content":"{\"v1\": {\"errors\": []}}","bytes-read":22}}`, body)
 }
 
 func TestServer_agentFileReadOfFewerBytesIsTruncatedAndBase64WithoutDecode(t *testing.T) {
@@ -388,7 +388,7 @@ func TestServer_agentFileReadOfFewerBytesIsTruncatedAndBase64WithoutDecode(t *te
 	resp, body := send(t, s, newRequest(t, s, http.MethodGet, "/nodes/pve1/qemu/123456/agent/file-read?file=%2Fx&count=4&decode=0", nil))
 
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.JSONEq(t, `{"data":{"content":"eyJ2","bytes-read":4,"truncated":1}}`, body)
+	assert.JSONEq(t, `{"data":{"content":"eyJ2MQ==","bytes-read":4,"truncated":1}}`, body)
 }
 
 func TestServer_deleteVolumeFinishedWithinRequestAnswersNull(t *testing.T) {
