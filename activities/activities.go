@@ -591,10 +591,12 @@ type CloudInitErrors struct {
 // there: qemu-ga's file-open failing with ENOENT, which PVE passes on as "Agent error: ..."
 // (qemu-server src/PVE/QemuServer/Agent.pm check_agent_error).
 func cloudInitNotDone(err error) bool {
-	// The text, not Message alone: PVE before 8.3 puts it in the reason phrase only.
+	// The text, not Message alone: PVE before 8.3 puts it in the reason phrase only. qemu-ga
+	// says "failed to open file '<path>' (mode: 'r')" (qga/commands-posix.c guest_file_open); a
+	// patch on its list had "Failed to open file '<path>'", so the case is not relied on.
 	_, ok := errors.AsType[*pve.APIError](err)
-	text := err.Error()
-	return ok && strings.Contains(text, "Agent error: failed to open file") && strings.Contains(text, "No such file or directory")
+	text := strings.ToLower(err.Error())
+	return ok && strings.Contains(text, "agent error: failed to open file") && strings.Contains(text, "no such file or directory")
 }
 
 // StorageContentRequest is the input of StorageContent.

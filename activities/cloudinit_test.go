@@ -115,3 +115,20 @@ type fileAPI struct {
 func (a fileAPI) AgentFileRead(context.Context, string, int, string) (string, error) {
 	return a.content, nil
 }
+
+func TestCloudInitResult_qemuGAsOtherWordingOfAMissingFileIsNotReadyToo(t *testing.T) {
+	f := newFixture(t)
+	f.acts.API = missingFileAPI{API: f.cluster}
+
+	err := f.run(t, f.acts.CloudInitResult, nil, activities.CloudInitRequest{VMRef: activities.VMRef{Node: "pve1", VMID: 123456}})
+
+	assert.Equal(t, activities.ErrNotReady, appError(t, err).Type())
+}
+
+// missingFileAPI answers every file read as a qemu-ga that words its error otherwise.
+type missingFileAPI struct{ pve.API }
+
+func (missingFileAPI) AgentFileRead(context.Context, string, int, string) (string, error) {
+	msg := "Agent error: Failed to open file '/run/cloud-init/result.json': No such file or directory"
+	return "", &pve.APIError{Status: 500, Reason: msg, Message: msg}
+}
