@@ -4,7 +4,8 @@
 // ReconcileAddresses, which send them to address pools (addresspools.go), maps one to one to a method of the
 // pve.API seam, so a workflow history and the Temporal UI read like the Proxmox calls they are;
 // Permissions makes its one call per path, TaskStatus reads a task's log too when the task
-// ended with warnings (preflight.go), and ObserveVMs compares the one list it reads with what
+// ended with warnings (preflight.go), CloudInitResult reads one file through AgentFileRead and
+// returns what it says, never the file, and ObserveVMs compares the one list it reads with what
 // the observer saw before (observe.go).
 //
 // The method names are recorded in workflow histories as activity types: renaming one breaks the
@@ -24,6 +25,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -31,6 +33,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
@@ -512,6 +515,88 @@ func (a *Activities) AgentNetworkInterfaces(ctx context.Context, req AgentReques
 		return res, notReady(ErrNotReady, req.Pace.nextLook(a.now()), "guest agent of %s does not report yet on net0 (MAC %s): %s", req.VMRef, cmp.Or(req.MAC, "unknown"), strings.Join(missing, ", "))
 	}
 	return res, nil
+}
+
+// CloudInitResultPath is where cloud-init writes its result once it has run all its stages in
+// this boot (cloudinit/cmd/main.py status_wrapper, after modules-final). /run is a tmpfs, so the
+// file is absent from every boot's start until cloud-init is done.
+const CloudInitResultPath = "/run/cloud-init/result.json"
+
+// CloudInitRequest is the input of CloudInitResult.
+type CloudInitRequest struct {
+	VMRef
+	// Pace spaces the looks while cloud-init has not finished, or the agent does not answer
+	// yet; without it, the retry policy does.
+	Pace *Pace `json:"pace,omitempty"`
+}
+
+// CloudInitDone is what cloud-init's result says of a run that finished without errors.
+type CloudInitDone struct {
+	// Datasource is the datasource cloud-init used, as it names it: "DataSourceNoCloud
+	// [seed=/dev/sr0]".
+	Datasource string `json:"datasource"`
+}
+
+// cloudInitResult is /run/cloud-init/result.json: {"v1": {"datasource": ..., "errors": [...]}}.
+type cloudInitResult struct {
+	V1 *struct {
+		Datasource string   `json:"datasource"`
+		Errors     []string `json:"errors"`
+	} `json:"v1"`
+}
+
+// CloudInitResult reads cloud-init's result through the guest agent (AgentFileRead of
+// CloudInitResultPath), and is the one activity that reads a guest's file: what it returns is
+// what the file says, never the file, so nothing of the guest lands in history but the
+// datasource's name and cloud-init's errors. A file not there yet (cloud-init still runs) and an
+// agent that does not answer yet are retryable, to be looked at again at the wait's pace; a
+// result with errors is a Permanent failure whose message and details carry them: cloud-init
+// will not run its stages again in this boot, so waiting on cannot fix it. cloud-init's errors
+// name the module and exception that failed, not the user-data's text.
+func (a *Activities) CloudInitResult(ctx context.Context, req CloudInitRequest) (CloudInitDone, error) {
+	req.annotate(ctx)
+	step := "read cloud-init's result of " + req.VMRef.String()
+	content, err := a.API.AgentFileRead(ctx, req.Node, req.VMID, CloudInitResultPath)
+	switch {
+	case err != nil && cloudInitNotDone(err):
+		return CloudInitDone{}, notReady(ErrNotReady, req.Pace.nextLook(a.now()), "cloud-init of %s has not finished yet: %s is not there", req.VMRef, CloudInitResultPath)
+	case err != nil:
+		var next time.Duration
+		if pve.Classify(err) == pve.AgentNotRunning {
+			next = req.Pace.nextLook(a.now())
+		}
+		return CloudInitDone{}, failureLookingAgainIn(step, err, next)
+	}
+	var r cloudInitResult
+	if err := json.Unmarshal([]byte(content), &r); err != nil || r.V1 == nil {
+		// A file being written is renamed into place whole (atomic_helper.write_json), so one
+		// that does not parse is not cloud-init's: say so, without quoting it.
+		return CloudInitDone{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %s is not cloud-init's result (%d bytes that are not {\"v1\": {...}})", step, CloudInitResultPath, len(content)), ErrPermanent, nil)
+	}
+	if len(r.V1.Errors) > 0 {
+		return CloudInitDone{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("cloud-init of %s finished with %d error(s): %s", req.VMRef, len(r.V1.Errors), strings.Join(r.V1.Errors, "; ")),
+			ErrPermanent, nil, CloudInitErrors{Errors: r.V1.Errors})
+	}
+	return CloudInitDone{Datasource: r.V1.Datasource}, nil
+}
+
+// CloudInitErrors is the detail of CloudInitResult's failure: cloud-init's errors, as its
+// result lists them.
+type CloudInitErrors struct {
+	Errors []string `json:"errors"`
+}
+
+// cloudInitNotDone reports whether err is the agent's answer for a result.json that is not
+// there: qemu-ga's file-open failing with ENOENT, which PVE passes on as "Agent error: ..."
+// (qemu-server src/PVE/QemuServer/Agent.pm check_agent_error).
+func cloudInitNotDone(err error) bool {
+	// The text, not Message alone: PVE before 8.3 puts it in the reason phrase only. qemu-ga
+	// says "failed to open file '<path>' (mode: 'r')" (qga/commands-posix.c guest_file_open); a
+	// patch on its list had "Failed to open file '<path>'", so the case is not relied on.
+	_, ok := errors.AsType[*pve.APIError](err)
+	text := strings.ToLower(err.Error())
+	return ok && strings.Contains(text, "agent error: failed to open file") && strings.Contains(text, "no such file or directory")
 }
 
 // StorageContentRequest is the input of StorageContent.

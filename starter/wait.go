@@ -32,7 +32,7 @@ type WaitRef struct {
 
 // waitTypes are the activities that wait by failing until what they wait for has happened (see
 // workflows.waitOptions): the ones to pick among several pending activities.
-var waitTypes = []string{"TaskStatus", "VMStatus", "AgentNetworkInterfaces", "VMConfig"}
+var waitTypes = []string{"TaskStatus", "VMStatus", "AgentNetworkInterfaces", "CloudInitResult", "VMConfig"}
 
 // RetryWait makes the wait try again now, with its attempt count back at one and its budget
 // unchanged (Temporal's ResetActivity). An attempt that runs goes on; the reset takes effect

@@ -162,7 +162,7 @@ func (c *change) run() (ChangeProxyResult, error) {
 	if err != nil {
 		return ChangeProxyResult{}, err
 	}
-	agent, err := c.awaitReady(&c.vm, c.in.Addresses)
+	agent, err := c.awaitReady(&c.vm, c.in.Addresses, c.in.MachineType)
 	if err != nil {
 		return ChangeProxyResult{}, err
 	}

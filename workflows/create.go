@@ -424,7 +424,8 @@ func (c *create) preflight(tmplNode, storage string) error {
 		return fail(step, err)
 	}
 	nicSets := [][]config.NIC{c.s.nics(c.in.NICs, c.in.MachineType)}
-	required := c.s.privilegeTarget(c.p.Node, nicSets, net, []int{c.p.TemplateVMID}, storage).Required()
+	cloudInit := c.s.MachineTypes[c.in.MachineType].WaitsForCloudInit()
+	required := c.s.privilegeTarget(c.p.Node, nicSets, cloudInit, net, []int{c.p.TemplateVMID}, storage).Required()
 	step = "read the API token's permissions"
 	c.t.step(step)
 	var held map[string]pve.Privileges
@@ -706,7 +707,7 @@ func (c *create) resize() error {
 
 // waitReady waits until the VM runs and its guest agent reports every address net0 is to have.
 func (c *create) waitReady() (CreateProxyResult, error) {
-	agent, err := c.awaitReady(&c.vm, c.in.Addresses)
+	agent, err := c.awaitReady(&c.vm, c.in.Addresses, c.in.MachineType)
 	if err != nil {
 		return CreateProxyResult{}, err
 	}

@@ -916,9 +916,12 @@ func (e *entity) check(rewatch bool) {
 		switch {
 		case got.State == proxy.Stopped:
 			e.heal(fmt.Sprintf("check: VM %d on node %s was stopped", got.VMID, got.Node))
-		case e.st.Applied == nil && e.matches(got):
+		case e.st.Applied == nil && e.matches(got) && !(e.st.NeedsPerson && e.s.MachineTypes[e.st.Spec.MachineType].WaitsForCloudInit()):
 			// What was made is not known (the last operation failed, or another entity's ran), and
 			// the VM is the spec's after all: a create that failed late, its guest slow to report.
+			// Not after a Permanent failure of a machine type that waits for cloud-init: running
+			// with its address, the VM may be one whose cloud-init failed, which a check cannot
+			// tell and a person looks at before it counts as present.
 			workflow.GetLogger(e.ctx).Info("the proxy's VM is its spec's: present", "uid", e.uid, "vmid", got.VMID)
 			e.st.Applied, e.st.Blocked, e.st.NeedsPerson = withoutUserData(e.st.Spec), false, false
 			e.st.FailedHeals, e.st.NextHealAt = 0, time.Time{}

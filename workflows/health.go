@@ -104,7 +104,7 @@ func healthSettingsOf(c config.Config) healthSettings {
 				target.Templates = append(target.Templates, templateRef{Image: image, VMID: vmid, OnNode: len(t.Nodes) > 0})
 			}
 		}
-		target.Required = hs.Settings.privilegeTarget(node, hs.Settings.nicSets(), activities.NetworkAccess{}, target.templateVMIDs(), hs.Settings.Storage).Required()
+		target.Required = hs.Settings.privilegeTarget(node, hs.Settings.nicSets(), hs.Settings.anyWaitsForCloudInit(), activities.NetworkAccess{}, target.templateVMIDs(), hs.Settings.Storage).Required()
 		hs.Targets = append(hs.Targets, target)
 	}
 	return hs
@@ -120,6 +120,17 @@ func (s settings) nicSets() [][]config.NIC {
 	return out
 }
 
+// anyWaitsForCloudInit says whether a machine type waits for cloud-init: the health check
+// then reads the privilege to read its result through the guest agent.
+func (s settings) anyWaitsForCloudInit() bool {
+	for _, name := range workflow.DeterministicKeys(s.MachineTypes) {
+		if s.MachineTypes[name].WaitsForCloudInit() {
+			return true
+		}
+	}
+	return false
+}
+
 // templateVMIDs are the VMIDs of the templates the node clones from, each once.
 func (t healthTarget) templateVMIDs() []int {
 	var vmids []int
@@ -131,11 +142,11 @@ func (t healthTarget) templateVMIDs() []int {
 }
 
 // privilegeTarget is what fills pve.PrivilegeRules in for a proxy on node with one of nicSets,
-// cloned from templates onto cloneStorages; an empty one (the template's, not known yet) is
+// waiting for cloud-init when cloudInit says so, cloned from templates onto cloneStorages; an empty one (the template's, not known yet) is
 // left out. net holds the templates' NICs and the vnets' zones, when read: the NICs written
 // are those proxy.NICValues gives a clone of each template.
-func (s settings) privilegeTarget(node string, nicSets [][]config.NIC, net activities.NetworkAccess, templates []int, cloneStorages ...string) pve.PrivilegeTarget {
-	t := pve.PrivilegeTarget{Node: node, ISOStorage: s.ISOStorage, Pool: s.Pool, Templates: templates, HA: s.HA.Enabled, Zones: net.Zones}
+func (s settings) privilegeTarget(node string, nicSets [][]config.NIC, cloudInit bool, net activities.NetworkAccess, templates []int, cloneStorages ...string) pve.PrivilegeTarget {
+	t := pve.PrivilegeTarget{Node: node, ISOStorage: s.ISOStorage, Pool: s.Pool, Templates: templates, HA: s.HA.Enabled, CloudInit: cloudInit, Zones: net.Zones}
 	t.Network = s.Bridge != "" || slices.ContainsFunc(nicSets, func(nics []config.NIC) bool { return len(nics) > 0 })
 	for _, vmid := range templates {
 		tmpl := net.TemplateNICs[vmid]
@@ -283,7 +294,7 @@ func readPrivileges(ctx workflow.Context, hs healthSettings, resources workflow.
 					cloneStorages = append(cloneStorages, s)
 				}
 			}
-			pc.Required[i] = hs.Settings.privilegeTarget(t.Node, hs.Settings.nicSets(), net, t.templateVMIDs(), cloneStorages...).Required()
+			pc.Required[i] = hs.Settings.privilegeTarget(t.Node, hs.Settings.nicSets(), hs.Settings.anyWaitsForCloudInit(), net, t.templateVMIDs(), cloneStorages...).Required()
 		}
 	}
 	err := readStep("read the API token's permissions", a.Permissions, activities.PermissionsRequest{Paths: requiredPaths(pc.Required...), Fresh: true}).Get(ctx, &pc.Held)

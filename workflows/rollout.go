@@ -276,9 +276,10 @@ func (s settings) deleteBudget() time.Duration { return 2 * s.deleteWaits() }
 
 // changeBudget bounds a request to change a proxy, generously: a rebuild, which is a delete
 // and then a create's clone, seed upload, resize, start and waits for the VM to run and report
-// its IPv4, twice over, as the entity may first finish an operation it runs (a heal, an earlier
-// change).
+// its IPv4 (and cloud-init's end, for a machine type that waits for it: counted for all, as
+// the bound is generous anyway), twice over, as the entity may first finish an operation it runs
+// (a heal, an earlier change).
 func (s settings) changeBudget() time.Duration {
 	b := s.Budgets
-	return 2 * (s.deleteWaits() + b.Clone + b.Upload + b.Resize + b.Start + b.Running + b.Agent)
+	return 2 * (s.deleteWaits() + b.Clone + b.Upload + b.Resize + b.Start + b.Running + b.Agent + b.CloudInit)
 }

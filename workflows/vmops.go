@@ -3,10 +3,12 @@ package workflows
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/activities"
@@ -241,9 +243,10 @@ func (o *proxyOps) sleepOutLock(what string, begun time.Time, budget time.Durati
 }
 
 // awaitReady waits until VM v runs and its guest agent reports on net0 every address of a (the
-// static ones exactly, a routable IPv4 for DHCP), and returns what it reports there. It reads
-// v's config for net0's MAC unless v holds it.
-func (o *proxyOps) awaitReady(v *vm, addrs proxy.Addresses) (activities.AgentResult, error) {
+// static ones exactly, a routable IPv4 for DHCP), and, for a machine type whose readiness is
+// cloud-init, until cloud-init has finished (awaitCloudInit); it returns what the agent reports
+// on net0. It reads v's config for net0's MAC unless v holds it.
+func (o *proxyOps) awaitReady(v *vm, addrs proxy.Addresses, machineType string) (activities.AgentResult, error) {
 	var a *activities.Activities
 	ref := v.ref()
 	o.t.phase(PhaseBooting, "wait for the VM to run")
@@ -265,5 +268,34 @@ func (o *proxyOps) awaitReady(v *vm, addrs proxy.Addresses) (activities.AgentRes
 		activities.AgentRequest{VMRef: ref, WaitReady: true, MAC: proxy.MACFromNet(v.Config["net0"]), Addresses: addrs, Pace: o.s.pace(o.ctx)}).Get(o.ctx, &agent); err != nil {
 		return activities.AgentResult{}, fail(summary, err)
 	}
+	if o.s.MachineTypes[machineType].WaitsForCloudInit() {
+		if err := o.awaitCloudInit(ref); err != nil {
+			return activities.AgentResult{}, err
+		}
+	}
 	return agent, nil
+}
+
+// awaitCloudInit waits, within budgets.cloudInit, until cloud-init in VM ref has finished all
+// its stages, as its result file says, read through the guest agent. An address alone says the
+// network is up, not that the user-data's packages and runcmd have run; a proxy is answered
+// ready only once they have. A cloud-init that finished with errors fails the operation as
+// Permanent, with cloud-init's errors in the message and as the failure's details
+// (activities.CloudInitErrors): the guest will not run them again in this boot.
+func (o *proxyOps) awaitCloudInit(ref activities.VMRef) error {
+	var a *activities.Activities
+	summary := "wait for cloud-init of " + ref.String() + " to finish"
+	o.t.step(summary)
+	var done activities.CloudInitDone
+	err := poll(o.ctx, o.s.waitOptions(o.s.Budgets.CloudInit, summary), a.CloudInitResult,
+		activities.CloudInitRequest{VMRef: ref, Pace: o.s.pace(o.ctx)}).Get(o.ctx, &done)
+	var appErr *temporal.ApplicationError
+	var ci activities.CloudInitErrors
+	if errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&ci) == nil && len(ci.Errors) > 0 {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("proxy %s: %s", o.name, appErr.Message()), FailPermanent, nil, ci)
+	}
+	if err != nil {
+		return fail(summary, err)
+	}
+	return nil
 }

@@ -154,6 +154,12 @@ func (a *crashAPI) AgentNetworkInterfaces(ctx context.Context, node string, vmid
 	return v, err
 }
 
+func (a *crashAPI) AgentFileRead(ctx context.Context, node string, vmid int, file string) (string, error) {
+	v, err := a.API.AgentFileRead(ctx, node, vmid, file)
+	a.after("AgentFileRead")
+	return v, err
+}
+
 func (a *crashAPI) UploadISO(ctx context.Context, node, storage, filename string, r io.Reader, size int64) (pve.UPID, error) {
 	v, err := a.API.UploadISO(ctx, node, storage, filename, r, size)
 	a.after("UploadISO")

@@ -122,7 +122,25 @@ type MachineType struct {
 	// NICs are the VM's network devices, net0 first (see NIC), and all of them: a create or
 	// change removes the VM's others. Empty is the template's net0 alone, on proxmox.bridge.
 	NICs []NIC `yaml:"nics,omitempty" json:"nics,omitempty"`
+	// Readiness is what a create, heal or change waits for before it answers the proxy ready:
+	// ReadinessAddress (empty) is the guest agent reporting net0's addresses, ReadinessCloudInit
+	// that and cloud-init having finished (read through the agent, which needs
+	// VM.GuestAgent.FileRead).
+	Readiness string `yaml:"readiness,omitempty" json:"readiness,omitempty"`
 }
+
+// The values of MachineType.Readiness.
+const (
+	// ReadinessAddress: ready once the guest agent reports net0's addresses. The default.
+	ReadinessAddress = "address"
+	// ReadinessCloudInit: ready once, besides, cloud-init has finished all its stages without
+	// errors (/run/cloud-init/result.json).
+	ReadinessCloudInit = "cloud-init"
+)
+
+// WaitsForCloudInit reports whether a proxy of this machine type is ready only once cloud-init
+// has finished.
+func (m MachineType) WaitsForCloudInit() bool { return m.Readiness == ReadinessCloudInit }
 
 // Entity is how a proxy's entity workflow (Proxy) looks after its proxy between requests.
 type Entity struct {
@@ -170,6 +188,9 @@ type Budgets struct {
 	Running time.Duration `yaml:"running" json:"running"`
 	// Agent is the wait for the guest agent to report a routable IPv4 address.
 	Agent time.Duration `yaml:"agent" json:"agent"`
+	// CloudInit is the wait, after Agent's, for cloud-init to finish, for the machine types
+	// whose readiness is cloud-init.
+	CloudInit time.Duration `yaml:"cloudInit" json:"cloudInit,omitempty"`
 	// Unlock is the wait for a lock left by another operation (a clone, a backup) to go.
 	Unlock time.Duration `yaml:"unlock" json:"unlock"`
 	// Request bounds one attempt of one call.
@@ -250,8 +271,12 @@ func Default() Config {
 			Destroy: 5 * time.Minute,
 			Running: 60 * time.Second,
 			Agent:   5 * time.Minute,
-			Unlock:  10 * time.Minute,
-			Request: 30 * time.Second,
+			// cloud-init's final stage runs the user's runcmd and package installs, which
+			// take minutes on a slow mirror; ten leaves room for that without waiting
+			// forever for a guest that never finishes.
+			CloudInit: 10 * time.Minute,
+			Unlock:    10 * time.Minute,
+			Request:   30 * time.Second,
 		},
 		Entity: Entity{
 			CheckInterval:    5 * time.Minute,

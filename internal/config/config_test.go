@@ -27,7 +27,7 @@ func full() Config {
 			Tags:                  []string{"proxy", "team-a"},
 			VMIDRange:             VMIDRange{Min: 200000, Max: 299999},
 			Templates:             map[string]Template{"debian13": {VMID: 9000}, "alpine": {Nodes: map[string]int{"pve1": 9001, "pve-2": 9002}}},
-			MachineTypes:          map[string]MachineType{"small": {Cores: 2, MemoryMiB: 2048, DiskGiB: 20}},
+			MachineTypes:          map[string]MachineType{"small": {Cores: 2, MemoryMiB: 2048, DiskGiB: 20, Readiness: ReadinessCloudInit}},
 			RequestTimeoutSeconds: 45,
 			VendorData:            "#cloud-config\ntimezone: Etc/UTC\n",
 			InstallGuestAgent:     false,
@@ -39,7 +39,7 @@ func full() Config {
 		Budgets: Budgets{
 			Clone: 11 * time.Minute, Upload: 3 * time.Minute, Resize: 3 * time.Minute, Start: 4 * time.Minute,
 			Stop: 5 * time.Minute, Destroy: 6 * time.Minute, Running: 70 * time.Second,
-			Agent: 8 * time.Minute, Unlock: 9 * time.Minute, Request: 40 * time.Second,
+			Agent: 8 * time.Minute, CloudInit: 12 * time.Minute, Unlock: 9 * time.Minute, Request: 40 * time.Second,
 		},
 		Poll:   Poll{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: 20 * time.Second},
 		Entity: Entity{CheckInterval: 7 * time.Minute, CheckJitter: 30 * time.Second, FixDrift: true, CloseAfter: 2 * time.Hour, HistoryEvents: 3000},
@@ -284,6 +284,18 @@ func TestParse_table(t *testing.T) {
 			name:    "negative diskGiB",
 			yaml:    fullWith(t, func(c *Config) { c.Proxmox.MachineTypes["tiny"] = MachineType{Cores: 1, MemoryMiB: 512, DiskGiB: -1} }),
 			wantErr: "proxmox.machineTypes.tiny.diskGiB: -1 is negative",
+		},
+		{
+			name: "unknown readiness",
+			yaml: fullWith(t, func(c *Config) {
+				c.Proxmox.MachineTypes["tiny"] = MachineType{Cores: 1, MemoryMiB: 512, Readiness: "cloudinit"}
+			}),
+			wantErr: `proxmox.machineTypes.tiny.readiness: "cloudinit" is not one of address (the default), cloud-init`,
+		},
+		{
+			name:    "cloudInit budget zero",
+			yaml:    fullWith(t, func(c *Config) { c.Budgets.CloudInit = 0 }),
+			wantErr: "budgets.cloudInit: 0s is not positive",
 		},
 		{
 			name:    "negative requestTimeoutSeconds",
@@ -567,9 +579,10 @@ func TestLoad_exampleFileCommentedFieldsAreValid(t *testing.T) {
 	require.NoError(t, err)
 	text := string(data)
 	for old, new := range map[string]string{
-		"  # pool: ": "  pool: ",
-		"  # tags: ": "  tags: ",
-		"  # ha: ":   "  ha: ",
+		"  # pool: ":  "  pool: ",
+		"  # tags: ":  "  tags: ",
+		"  # ha: ":    "  ha: ",
+		"    # app: ": "    app: ",
 		"    debian13: {nodes: {pve1: 9000, pve2: 9001}}": "",
 		"    # debian13: {vmid: 9000}":                    "    debian13: {vmid: 9000}",
 		"  # addressPools:\n  #   egress:\n  #     ipv4:": "  addressPools:\n    egress:\n      ipv4:",
@@ -583,6 +596,7 @@ func TestLoad_exampleFileCommentedFieldsAreValid(t *testing.T) {
 	assert.Equal(t, []string{"proxy", "team-a"}, c.Proxmox.Tags)
 	assert.Equal(t, Template{VMID: 9000}, c.Proxmox.Templates["debian13"])
 	assert.Equal(t, HA{Enabled: true, State: "started"}, c.Proxmox.HA)
+	assert.True(t, c.Proxmox.MachineTypes["app"].WaitsForCloudInit())
 	assert.Equal(t, 200, c.Proxmox.AddressPools["egress"].Size())
 }
 

@@ -251,6 +251,11 @@ func validateMachineTypes(p *problems, types map[string]MachineType) {
 			p.add(path+".diskGiB", "%d is negative", mt.DiskGiB)
 		}
 		validateNICs(p, path+".nics", mt.NICs)
+		switch mt.Readiness {
+		case "", ReadinessAddress, ReadinessCloudInit:
+		default:
+			p.add(path+".readiness", "%q is not one of %s (the default), %s", mt.Readiness, ReadinessAddress, ReadinessCloudInit)
+		}
 	}
 }
 
@@ -320,6 +325,7 @@ func (b Budgets) validate(p *problems) {
 		{"destroy", b.Destroy},
 		{"running", b.Running},
 		{"agent", b.Agent},
+		{"cloudInit", b.CloudInit},
 		{"unlock", b.Unlock},
 		{"request", b.Request},
 	} {

@@ -275,6 +275,11 @@ func TestRecordHistories(t *testing.T) {
 			writeHistory(t, s, "delete-stops-running-create.create", s.operation(uid, workflows.OpCreate))
 			return del
 		}},
+		{name: "create-waits-for-cloud-init", config: waitingForCloudInit, cluster: func(o *pvesim.Options) {
+			o.CloudInitDuration = 3 * time.Second // looked at more than once
+		}, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
+			return created(t, s, createInput(uid))
+		}},
 		{name: "create-userdata-once", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			// UploadISO reads the user-data from the run's start event.
 			return created(t, s, createInput(uid))
@@ -446,6 +451,14 @@ func withPoolAndNICs(c *config.Config) {
 	c.Proxmox.HA = config.HA{Enabled: true, State: "started"}
 	for name, mt := range c.Proxmox.MachineTypes {
 		mt.NICs = []config.NIC{{}, {Bridge: "vmbr1", VLAN: 20}}
+		c.Proxmox.MachineTypes[name] = mt
+	}
+}
+
+// waitingForCloudInit has every machine type wait for cloud-init to finish.
+func waitingForCloudInit(c *config.Config) {
+	for name, mt := range c.Proxmox.MachineTypes {
+		mt.Readiness = config.ReadinessCloudInit
 		c.Proxmox.MachineTypes[name] = mt
 	}
 }

@@ -50,6 +50,11 @@ type API interface {
 	TaskStatus(ctx context.Context, node string, upid UPID) (TaskStatus, error)
 	// AgentNetworkInterfaces reads GET /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces.
 	AgentNetworkInterfaces(ctx context.Context, node string, vmid int) ([]AgentInterface, error)
+	// AgentFileRead reads GET /nodes/{node}/qemu/{vmid}/agent/file-read?file=<path>: the
+	// file's content as the guest agent reads it (PVE decodes its base64), up to PVE's 16 MiB.
+	// A file the agent cannot open is PVE's agent error ("Agent error: failed to open file
+	// '<path>' ...: No such file or directory"), a 500 as the agent's other errors.
+	AgentFileRead(ctx context.Context, node string, vmid int, file string) (string, error)
 	// UploadISO starts POST /nodes/{node}/storage/{storage}/upload with content=iso. The body is
 	// read from r, which must yield exactly size bytes: PVE refuses uploads without a
 	// Content-Length.

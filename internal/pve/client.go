@@ -314,6 +314,17 @@ func (c *Client) AgentNetworkInterfaces(ctx context.Context, node string, vmid i
 	return answer.Result, err
 }
 
+// AgentFileRead reads GET /nodes/{node}/qemu/{vmid}/agent/file-read?file=<file>. Only file is
+// sent: PVE's defaults read the whole file (up to 16 MiB) from its start, decoded.
+func (c *Client) AgentFileRead(ctx context.Context, node string, vmid int, file string) (string, error) {
+	var answer struct {
+		Content string `json:"content"`
+	}
+	op := vmOp("read of "+file+" through the guest agent", node, vmid)
+	err := c.call(ctx, "AgentFileRead", op, http.MethodGet, vmEndpoint("agent/file-read", node, vmid), url.Values{"file": {file}}, &answer)
+	return answer.Content, err
+}
+
 // UploadISO starts POST /nodes/{node}/storage/{storage}/upload. The body streams r between the
 // multipart head and tail, so the ISO is not buffered, under the exact Content-Length PVE
 // requires; r must yield exactly size bytes.

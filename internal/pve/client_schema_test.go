@@ -137,6 +137,10 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			_, err := c.AgentNetworkInterfaces(ctx, node, vmid)
 			return err
 		},
+		"AgentFileRead": func(ctx context.Context) error {
+			_, err := c.AgentFileRead(ctx, node, vmid, "/run/cloud-init/result.json")
+			return err
+		},
 		"UploadISO": func(ctx context.Context) error {
 			_, err := c.UploadISO(ctx, node, "local", "proxy-1-seed.iso", strings.NewReader(iso), int64(len(iso)))
 			return err

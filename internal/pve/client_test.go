@@ -333,6 +333,33 @@ func TestClient_agentInterfacesAreTheResult(t *testing.T) {
 	}, got[1])
 }
 
+func TestClient_agentFileReadAsksForTheFileAndReturnsItsContent(t *testing.T) {
+	var query url.Values
+	ts := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		query = r.URL.Query()
+		serveFixture(t, "agent_file_read_result")(w, r)
+	})
+	c := newClient(t, ts)
+
+	got, err := c.AgentFileRead(t.Context(), "pve1", 123456, "/run/cloud-init/result.json")
+
+	require.NoError(t, err)
+	assert.Equal(t, url.Values{"file": {"/run/cloud-init/result.json"}}, query)
+	assert.JSONEq(t, `{"v1": {"datasource": "DataSourceNoCloud [seed=/dev/sr0]", "errors": []}}`, got)
+}
+
+func TestClient_agentFileReadOfAMissingFileIsPVEsAgentError(t *testing.T) {
+	ts := newServer(t, serveFixture(t, "err_agent_file_missing"))
+	c := newClient(t, ts)
+
+	_, err := c.AgentFileRead(t.Context(), "pve1", 123456, "/run/cloud-init/result.json")
+
+	var apiErr *pve.APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, pvefixture.Load(t, "err_agent_file_missing").APIError(), apiErr)
+	assert.Equal(t, "read of /run/cloud-init/result.json through the guest agent of VM 123456 on node pve1: "+apiErr.Error(), err.Error())
+}
+
 func TestClient_formEncodesWritesWithBooleansAsDigits(t *testing.T) {
 	type request struct {
 		method, contentType string

@@ -12,6 +12,8 @@ const (
 	Always      = "always"
 	WithNetwork = "with proxmox.bridge or NICs"
 	WithHA      = "with proxmox.ha.enabled"
+	// WithCloudInit: a machine type waits for cloud-init (readiness: cloud-init).
+	WithCloudInit = "with machineTypes.*.readiness: cloud-init"
 )
 
 // ProxiesPath is the path pattern of the proxies' VMs: with proxmox.pool their privileges come
@@ -46,6 +48,8 @@ var PrivilegeRules = []PrivilegeRule{
 		"VM.Allocate", "VM.Audit", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Disk",
 		"VM.Config.Memory", "VM.Config.Options", "VM.GuestAgent.Audit", "VM.PowerMgmt",
 	}, Why: "the clone's new VM; configure, resize, start, stop, reboot and destroy it; read its guest agent"},
+	{Path: ProxiesPath, When: WithCloudInit, Privileges: []string{"VM.GuestAgent.FileRead"},
+		Why: "read cloud-init's result (/run/cloud-init/result.json) through the guest agent; the least that reads a file, where VM.GuestAgent.Unrestricted would let the agent run commands"},
 	{Path: ProxiesPath, When: WithNetwork, Privileges: []string{"VM.Config.Network"},
 		Why: "net0 moved to a bridge or tagged, further NICs added"},
 	{Path: "/vms/<template>", When: Always, Privileges: []string{"VM.Audit", "VM.Clone"},
@@ -168,6 +172,9 @@ type PrivilegeTarget struct {
 	Zones map[string]string
 	// HA says that proxies are registered as HA resources.
 	HA bool
+	// CloudInit says that a machine type waits for cloud-init, which is read through the guest
+	// agent.
+	CloudInit bool
 	// Templates are the VMIDs of the templates the node clones from.
 	Templates []int
 }
@@ -214,6 +221,8 @@ func (t PrivilegeTarget) applies(when string) bool {
 		return t.Network
 	case WithHA:
 		return t.HA
+	case WithCloudInit:
+		return t.CloudInit
 	}
 	panic(fmt.Sprintf("pve: unknown condition %q", when))
 }

@@ -52,6 +52,26 @@ func TestPrivilegeTarget_aPoolABridgeAndHAMoveTheVMPrivilegesAndAddTheirs(t *tes
 	}, got)
 }
 
+func TestPrivilegeTarget_cloudInitReadinessAddsFileReadOnTheProxiesVMsAlone(t *testing.T) {
+	base := pve.PrivilegeTarget{Node: "pve1", ISOStorage: "local", Pool: "proxies", Templates: []int{9000}}
+	with := base
+	with.CloudInit = true
+
+	proxies := func(req []pve.PathPrivileges) []string {
+		for _, p := range req {
+			if p.Path == "/pool/proxies" {
+				return p.Privileges
+			}
+		}
+		return nil
+	}
+
+	assert.NotContains(t, proxies(base.Required()), "VM.GuestAgent.FileRead")
+	assert.Contains(t, proxies(with.Required()), "VM.GuestAgent.FileRead")
+	assert.NotContains(t, proxies(with.Required()), "VM.GuestAgent.Unrestricted", "FileRead is the least that reads a file")
+	assert.Len(t, with.Required(), len(base.Required()), "no other path")
+}
+
 func TestMissing_isEachRequiredPrivilegeNotHeldOnItsPath(t *testing.T) {
 	required := []pve.PathPrivileges{
 		{Path: "/vms/9000", Privileges: []string{"VM.Audit", "VM.Clone"}},

@@ -53,6 +53,7 @@ func TestValidate_acceptsEverySeamCall(t *testing.T) {
 		{"Destroy", http.MethodDelete, "/nodes/pve1/qemu/100", url.Values{"purge": {"1"}, "destroy-unreferenced-disks": {"1"}}},
 		{"TaskStatus", http.MethodGet, "/nodes/pve1/tasks/" + url.PathEscape(upid) + "/status", nil},
 		{"AgentNetworkInterfaces", http.MethodGet, "/nodes/pve1/qemu/100/agent/network-get-interfaces", nil},
+		{"AgentFileRead", http.MethodGet, "/nodes/pve1/qemu/100/agent/file-read", url.Values{"file": {"/run/cloud-init/result.json"}}},
 		{"UploadISO", http.MethodPost, "/nodes/pve1/storage/local/upload", url.Values{"content": {"iso"}, "filename": {"egress-1-seed.iso"}}},
 		{"DeleteVolume", http.MethodDelete, "/nodes/pve1/storage/local/content/local:iso%2Fegress-1-seed.iso", nil},
 	}

@@ -120,3 +120,81 @@ func TestPause_refusesAStoppedVM(t *testing.T) {
 
 	assert.Error(t, c.Pause(newID))
 }
+
+func TestAgentFileRead_cloudInitResultAppearsCloudInitDurationAfterTheAgentAnswers(t *testing.T) {
+	c, clk := newCluster(t, func(o *Options) { o.AgentBootDelay, o.CloudInitDuration = 10*time.Second, 20*time.Second })
+	createVM(t, c, clk, newID)
+	startVM(t, c, clk, newID)
+
+	_, err := c.AgentFileRead(t.Context(), "pve1", newID, CloudInitResultPath)
+	requireFixtureError(t, "err_agent_not_running", err)
+
+	clk.Advance(10 * time.Second)
+	_, err = c.AgentFileRead(t.Context(), "pve1", newID, CloudInitResultPath)
+	requireFixtureError(t, "err_agent_file_missing", err)
+
+	clk.Advance(20 * time.Second)
+	content, err := c.AgentFileRead(t.Context(), "pve1", newID, CloudInitResultPath)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"v1": {"datasource": "DataSourceNone", "errors": []}}`, content)
+}
+
+func TestAgentFileRead_failedCloudInitListsItsErrors(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	c.FailCloudInit(newID, "('scripts_user', RuntimeError('Runparts: 1 failures (runcmd) in 1 attempted commands'))")
+	startVM(t, c, clk, newID)
+	clk.Advance(time.Minute)
+
+	content, err := c.AgentFileRead(t.Context(), "pve1", newID, CloudInitResultPath)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"v1": {"datasource": "DataSourceNone", "errors": ["('scripts_user', RuntimeError('Runparts: 1 failures (runcmd) in 1 attempted commands'))"]}}`, content)
+}
+
+func TestAgentFileRead_stalledCloudInitNeverWritesItsResult(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	c.StallCloudInit(newID)
+	startVM(t, c, clk, newID)
+	clk.Advance(time.Hour)
+
+	_, err := c.AgentFileRead(t.Context(), "pve1", newID, CloudInitResultPath)
+	requireFixtureError(t, "err_agent_file_missing", err)
+}
+
+func TestAgentFileRead_anotherFileCannotBeOpenedAsPVESays(t *testing.T) {
+	c, clk := newCluster(t)
+	createVM(t, c, clk, newID)
+	startVM(t, c, clk, newID)
+	clk.Advance(time.Minute)
+
+	_, err := c.AgentFileRead(t.Context(), "pve1", newID, "/etc/shadow")
+	var apiErr *pve.APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, 500, apiErr.Status)
+	assert.Equal(t, "Agent error: failed to open file '/etc/shadow' (mode: 'r'): No such file or directory", apiErr.Message)
+}
+
+func TestAgentFileRead_needsFileReadOrUnrestrictedBeforeAnythingElse(t *testing.T) {
+	c, _ := newCluster(t, func(o *Options) { o.DenyPrivileges = []string{"VM.GuestAgent.FileRead"} })
+
+	// The permission check comes before the VM is looked up: a VM that does not exist is
+	// refused the same way.
+	_, err := c.AgentFileRead(t.Context(), "pve1", newID, CloudInitResultPath)
+	var apiErr *pve.APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, 403, apiErr.Status)
+	assert.Equal(t, "Permission check failed (/vms/123456, VM.GuestAgent.FileRead|VM.GuestAgent.Unrestricted)", apiErr.Message)
+}
+
+func TestAgentFileRead_auditAloneDoesNotRead(t *testing.T) {
+	c, clk := newCluster(t, func(o *Options) { o.DenyPrivileges = []string{"VM.GuestAgent.FileRead"} })
+	createVM(t, c, clk, newID)
+	startVM(t, c, clk, newID)
+	clk.Advance(time.Minute)
+
+	_, err := c.AgentNetworkInterfaces(t.Context(), "pve1", newID)
+	require.NoError(t, err, "VM.GuestAgent.Audit reads the interfaces")
+	_, err = c.AgentFileRead(t.Context(), "pve1", newID, CloudInitResultPath)
+	assert.Equal(t, pve.Permanent, pve.Classify(err))
+}

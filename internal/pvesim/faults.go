@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/pveflow/pveflow/internal/pve"
@@ -28,6 +29,10 @@ type faults struct {
 	stallClone map[int]bool
 	crashClone map[int]bool
 	stallAgent map[int]bool
+	// stallCloudInit are the VMs whose cloud-init never finishes; cloudInitErrors, those whose
+	// cloud-init finishes with these errors.
+	stallCloudInit  map[int]bool
+	cloudInitErrors map[int][]string
 	// busyVolumes are the volume IDs a destroy cannot remove (BusyVolume).
 	busyVolumes map[string]bool
 	// taskLock is the exit status a random lock fault gives the task of the call that runs,
@@ -39,13 +44,15 @@ type faults struct {
 
 func newFaults() faults {
 	return faults{
-		blocks:      make(map[string]chan struct{}),
-		failNext:    make(map[string][]error),
-		failTask:    make(map[string][]string),
-		stallClone:  make(map[int]bool),
-		crashClone:  make(map[int]bool),
-		stallAgent:  make(map[int]bool),
-		busyVolumes: make(map[string]bool),
+		blocks:          make(map[string]chan struct{}),
+		failNext:        make(map[string][]error),
+		failTask:        make(map[string][]string),
+		stallClone:      make(map[int]bool),
+		crashClone:      make(map[int]bool),
+		stallAgent:      make(map[int]bool),
+		stallCloudInit:  make(map[int]bool),
+		cloudInitErrors: make(map[int][]string),
+		busyVolumes:     make(map[string]bool),
 	}
 }
 
@@ -116,6 +123,23 @@ func (c *Cluster) StallAgent(vmid int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.faults.stallAgent[vmid] = true
+}
+
+// StallCloudInit makes the cloud-init of vmid never finish: its result.json is never written,
+// as with a stage that hangs on a network that does not come up.
+func (c *Cluster) StallCloudInit(vmid int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults.stallCloudInit[vmid] = true
+}
+
+// FailCloudInit makes the cloud-init of vmid finish with errs in its result.json, as cloud-init
+// lists a failed module: "('scripts_user', RuntimeError('Runparts: 1 failures (runcmd) in 1
+// attempted commands'))".
+func (c *Cluster) FailCloudInit(vmid int, errs ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults.cloudInitErrors[vmid] = slices.Clone(errs)
 }
 
 // Pause pauses a running VM as `qm suspend` does: QEMU stops running guest code, PVE still

@@ -215,6 +215,7 @@ func TestCalls_recordEveryMethodByItsName(t *testing.T) {
 	_, _ = c.Destroy(ctx, "pve1", tmplID)
 	_, _ = c.TaskStatus(ctx, "pve1", "UPID:nonsense")
 	_, _ = c.AgentNetworkInterfaces(ctx, "pve1", tmplID)
+	_, _ = c.AgentFileRead(ctx, "pve1", tmplID, CloudInitResultPath)
 	_, _ = c.UploadISO(ctx, "pve1", "local", "seed.iso", bytes.NewReader(nil), 0)
 	_, _ = c.DeleteVolume(ctx, "pve1", "local", "iso/seed.iso")
 	_, _ = c.StorageContent(ctx, "pve1", "local", "iso")

@@ -54,6 +54,12 @@ type Options struct {
 	HARound time.Duration
 	// AgentBootDelay is how long a VM runs before its guest agent answers.
 	AgentBootDelay time.Duration
+	// CloudInitDuration is how long cloud-init runs on after the guest agent first answers in a
+	// boot before it has finished all its stages and written /run/cloud-init/result.json
+	// (AgentFileRead). pveflow's vendor-data starts the agent in cloud-init's final stage, so
+	// on a real guest this is what the stage does after that: the user's runcmd, scripts,
+	// package installs.
+	CloudInitDuration time.Duration
 	// NoDHCP are the networks no DHCP server answers on: a guest's NIC there takes no address
 	// from DHCP. When the network-config asks DHCP of such a NIC and does not mark it optional
 	// (or cloud-init's fallback asks it of net0), systemd-networkd-wait-online holds the boot
@@ -183,17 +189,19 @@ type Cluster struct {
 	user      string
 	durations map[string]time.Duration
 	bootDelay time.Duration
-	lag       time.Duration
-	pve82     bool
-	stall     bool
-	lockHold  time.Duration
-	access    *Access
-	vnets     []pve.SDNVnet
-	pools     map[string]bool
-	transient float64
-	drop      float64
-	faultRate float64
-	epoch     time.Time // the nodes' boot time, for uptimes and pstart
+	// cloudInitDuration is Options.CloudInitDuration.
+	cloudInitDuration time.Duration
+	lag               time.Duration
+	pve82             bool
+	stall             bool
+	lockHold          time.Duration
+	access            *Access
+	vnets             []pve.SDNVnet
+	pools             map[string]bool
+	transient         float64
+	drop              float64
+	faultRate         float64
+	epoch             time.Time // the nodes' boot time, for uptimes and pstart
 
 	// noDHCP and waitOnlineTimeout are Options.NoDHCP and Options.WaitOnlineTimeout.
 	noDHCP            map[Network]bool
@@ -303,29 +311,30 @@ var defaultTaskDurations = map[string]time.Duration{
 // unknown task type. Those are mistakes in a test's setup, not conditions to handle.
 func New(opts Options) *Cluster {
 	c := &Cluster{
-		clock:      opts.Clock,
-		user:       opts.TokenUser,
-		durations:  maps.Clone(defaultTaskDurations),
-		bootDelay:  opts.AgentBootDelay,
-		lag:        opts.ResourcesLag,
-		pve82:      opts.PVE82,
-		stall:      opts.StallClones,
-		lockHold:   opts.StorageLockHold,
-		access:     opts.Access,
-		vnets:      slices.Clone(opts.Vnets),
-		pools:      make(map[string]bool),
-		transient:  opts.TransientErrorRate,
-		drop:       opts.DropConnectionRate,
-		faultRate:  opts.FaultRate,
-		nodes:      make(map[string]*node),
-		vms:        make(map[int]*vm),
-		containers: make(map[int]Container),
-		tasks:      make(map[pve.UPID]*task),
-		cache:      make(map[int]cachedStatus),
-		pid:        0x1000,
-		rng:        rand.New(rand.NewPCG(uint64(opts.Seed), 0x9e3779b97f4a7c15)),
-		faults:     newFaults(),
-		ha:         haState{round: cmp.Or(opts.HARound, defaultHARound)},
+		clock:             opts.Clock,
+		user:              opts.TokenUser,
+		durations:         maps.Clone(defaultTaskDurations),
+		bootDelay:         opts.AgentBootDelay,
+		cloudInitDuration: opts.CloudInitDuration,
+		lag:               opts.ResourcesLag,
+		pve82:             opts.PVE82,
+		stall:             opts.StallClones,
+		lockHold:          opts.StorageLockHold,
+		access:            opts.Access,
+		vnets:             slices.Clone(opts.Vnets),
+		pools:             make(map[string]bool),
+		transient:         opts.TransientErrorRate,
+		drop:              opts.DropConnectionRate,
+		faultRate:         opts.FaultRate,
+		nodes:             make(map[string]*node),
+		vms:               make(map[int]*vm),
+		containers:        make(map[int]Container),
+		tasks:             make(map[pve.UPID]*task),
+		cache:             make(map[int]cachedStatus),
+		pid:               0x1000,
+		rng:               rand.New(rand.NewPCG(uint64(opts.Seed), 0x9e3779b97f4a7c15)),
+		faults:            newFaults(),
+		ha:                haState{round: cmp.Or(opts.HARound, defaultHARound)},
 	}
 	if c.clock == nil {
 		c.clock = realClock{}
@@ -411,6 +420,8 @@ func Default() Options {
 		Nodes:          []Node{{Name: "pve1", Storages: storages}, {Name: "pve2", Storages: storages}},
 		VMs:            []VM{Template(defaultTemplateID, "pve1", 2)},
 		AgentBootDelay: 50 * time.Millisecond,
+		// Enough for a wait to see cloud-init not done yet, little enough for fast tests.
+		CloudInitDuration: 50 * time.Millisecond,
 	}
 }
 

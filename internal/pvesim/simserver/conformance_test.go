@@ -116,6 +116,15 @@ func TestConformance_modelAndRESTServerAgree(t *testing.T) {
 		{"agent", func(ctx context.Context, api pve.API) (any, error) {
 			return api.AgentNetworkInterfaces(ctx, node, vmid)
 		}, 0},
+		{"cloud-init running", func(ctx context.Context, api pve.API) (any, error) {
+			return api.AgentFileRead(ctx, node, vmid, pvesim.CloudInitResultPath)
+		}, time.Minute},
+		{"cloud-init done", func(ctx context.Context, api pve.API) (any, error) {
+			return api.AgentFileRead(ctx, node, vmid, pvesim.CloudInitResultPath)
+		}, 0},
+		{"a file the guest does not have", func(ctx context.Context, api pve.API) (any, error) {
+			return api.AgentFileRead(ctx, node, vmid, "/etc/nope")
+		}, 0},
 		{"reboot", task("reboot", func(ctx context.Context, api pve.API) (pve.UPID, error) { return api.Reboot(ctx, node, vmid) }), 0},
 		{"reboot running", status("reboot"), time.Minute},
 		{"reboot done", status("reboot"), 0},
@@ -185,6 +194,7 @@ func TestConformance_modelAndRESTServerAgree(t *testing.T) {
 		opts := pvesim.Default()
 		opts.Clock = clock
 		opts.AgentBootDelay = 90 * time.Second
+		opts.CloudInitDuration = 45 * time.Second
 		return pvesim.New(opts), clock
 	}
 

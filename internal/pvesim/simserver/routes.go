@@ -3,6 +3,7 @@ package simserver
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -61,6 +62,7 @@ var endpoints = map[string]endpoint{
 		return result(api.TaskStatus(ctx, c.node, c.upid))
 	},
 	"GET /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces": agentInterfaces,
+	"GET /nodes/{node}/qemu/{vmid}/agent/file-read":              agentFileRead,
 	"POST /nodes/{node}/storage/{storage}/upload":                uploadISO,
 	"DELETE /nodes/{node}/storage/{storage}/content/{volume}":    deleteVolume,
 	"GET /nodes/{node}/storage/{storage}/content": func(ctx context.Context, api pve.API, c *apiCall) (any, error) {
@@ -204,6 +206,50 @@ func agentInterfaces(ctx context.Context, api pve.API, c *apiCall) (any, error) 
 type agentResult struct {
 	Result []pve.AgentInterface `json:"result"`
 }
+
+// agentFileRead answers file-read as PVE does: count bytes from offset (defaults: 16 MiB from
+// the start), base64 when decode is 0, bytes-read, and truncated when the read stopped short of
+// the end (qemu-server src/PVE/API2/Qemu/Agent.pm file-read).
+func agentFileRead(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+	file, err := stringParam(c.params, "file")
+	if err != nil {
+		return nil, err
+	}
+	count, offset, decode := maxAgentRead, 0, true
+	if c.params.Has("count") {
+		if count, err = intParam(c.params, "count"); err != nil {
+			return nil, err
+		}
+	}
+	if c.params.Has("offset") {
+		if offset, err = intParam(c.params, "offset"); err != nil {
+			return nil, err
+		}
+	}
+	if c.params.Has("decode") {
+		if decode, err = boolParam(c.params, "decode"); err != nil {
+			return nil, err
+		}
+	}
+	content, err := api.AgentFileRead(ctx, c.node, c.vmid, file)
+	if err != nil {
+		return nil, err
+	}
+	data := []byte(content)[min(offset, len(content)):]
+	// A map, not a struct: PVE sets truncated only when the read stopped short.
+	answer := map[string]any{}
+	if len(data) > count {
+		data, answer["truncated"] = data[:count], 1
+	}
+	answer["bytes-read"], answer["content"] = len(data), string(data)
+	if !decode {
+		answer["content"] = base64.StdEncoding.EncodeToString(data)
+	}
+	return answer, nil
+}
+
+// maxAgentRead is PVE's $MAX_READ_SIZE, file-read's default and largest count.
+const maxAgentRead = 16 * 1024 * 1024
 
 func uploadISO(ctx context.Context, api pve.API, c *apiCall) (any, error) {
 	if content := c.params.Get("content"); content != "iso" {

@@ -131,6 +131,10 @@ func (fixedAPI) AgentNetworkInterfaces(context.Context, string, int) ([]pve.Agen
 	}, nil
 }
 
+func (fixedAPI) AgentFileRead(context.Context, string, int, string) (string, error) {
+	return `{"v1": {"errors": []}}`, nil
+}
+
 func (fixedAPI) DeleteVolume(context.Context, string, string, string) (pve.UPID, error) {
 	return "", nil
 }
@@ -367,6 +371,24 @@ func TestServer_agentInterfacesAreWrappedInResult(t *testing.T) {
 	assert.JSONEq(t, `{"data":{"result":[
 		{"name":"lo","hardware-address":"00:00:00:00:00:00","ip-addresses":[{"ip-address":"127.0.0.1","ip-address-type":"ipv4","prefix":8}]},
 		{"name":"ens19"}]}}`, body)
+}
+
+func TestServer_agentFileReadAnswersContentAndBytesRead(t *testing.T) {
+	s := startServer(t, fixedAPI{})
+
+	resp, body := send(t, s, newRequest(t, s, http.MethodGet, "/nodes/pve1/qemu/123456/agent/file-read?file=%2Frun%2Fcloud-init%2Fresult.json", nil))
+
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.JSONEq(t, `{"data":{"content":"{\"v1\": {\"errors\": []}}","bytes-read":22}}`, body)
+}
+
+func TestServer_agentFileReadOfFewerBytesIsTruncatedAndBase64WithoutDecode(t *testing.T) {
+	s := startServer(t, fixedAPI{})
+
+	resp, body := send(t, s, newRequest(t, s, http.MethodGet, "/nodes/pve1/qemu/123456/agent/file-read?file=%2Fx&count=4&decode=0", nil))
+
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.JSONEq(t, `{"data":{"content":"eyJ2MQ==","bytes-read":4,"truncated":1}}`, body)
 }
 
 func TestServer_deleteVolumeFinishedWithinRequestAnswersNull(t *testing.T) {

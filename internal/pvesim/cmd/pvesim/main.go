@@ -57,6 +57,7 @@ func run() error {
 	authDelay := flag.Duration("auth-delay", 3*time.Second, "how long a 401 is held back, as PVE does")
 	resourcesLag := flag.Duration("resources-lag", 10*time.Second, "how often the status cache behind /cluster/resources refreshes: names and statuses lag by up to this")
 	bootDelay := flag.Duration("agent-boot-delay", 5*time.Second, "how long a started VM runs before its guest agent answers")
+	cloudInit := flag.Duration("cloud-init-duration", 10*time.Second, "how long cloud-init runs on after the guest agent answers before it writes /run/cloud-init/result.json")
 	taskScale := flag.Float64("task-scale", 1, "`factor` for task durations and the HA manager's round (1 is a small real host; 0.1 is a quick demo)")
 	stallClones := flag.Bool("stall-clones", false, "let every clone task run forever, as a clone stuck on its storage does")
 	storageLockHold := flag.Duration("storage-lock-hold", 0, "how long allocating a clone's disk holds its storage's lock; a clone that waits over 10 s for it fails as on PVE (0: no contention)")
@@ -92,6 +93,7 @@ func run() error {
 	opts.TokenUser = *tokenUser
 	opts.ResourcesLag = *resourcesLag
 	opts.AgentBootDelay = *bootDelay
+	opts.CloudInitDuration = *cloudInit
 	opts.StallClones = *stallClones
 	opts.StorageLockHold = *storageLockHold
 	opts.PVE82 = *pve82
