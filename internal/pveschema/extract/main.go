@@ -40,6 +40,7 @@ var paths = []string{
 	"/nodes/{node}/qemu/{vmid}/status/current",
 	"/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces",
 	"/nodes/{node}/qemu/{vmid}/agent/ping",
+	"/nodes/{node}/tasks",
 	"/nodes/{node}/tasks/{upid}",
 	"/nodes/{node}/tasks/{upid}/status",
 	"/nodes/{node}/tasks/{upid}/log",
