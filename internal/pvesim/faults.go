@@ -27,6 +27,7 @@ type faults struct {
 	failTask   map[string][]string
 	stallClone map[int]bool
 	crashClone map[int]bool
+	leakClone  map[int]bool
 	stallAgent map[int]bool
 	// busyVolumes are the volume IDs a destroy cannot remove (BusyVolume).
 	busyVolumes map[string]bool
@@ -44,6 +45,7 @@ func newFaults() faults {
 		failTask:    make(map[string][]string),
 		stallClone:  make(map[int]bool),
 		crashClone:  make(map[int]bool),
+		leakClone:   make(map[int]bool),
 		stallAgent:  make(map[int]bool),
 		busyVolumes: make(map[string]bool),
 	}
@@ -109,6 +111,17 @@ func (c *Cluster) CrashClone(newid int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.faults.crashClone[newid] = true
+}
+
+// LeakClone makes a clone to newid fail once it has allocated its disks, as a clone task
+// stopped by a signal does ("clone failed: interrupted by signal"), and fail to free them:
+// qemu-server's clone_vm frees each new volume with vdisk_free in an eval and only warns when
+// that fails, then unlinks the new VM's config (src/PVE/API2/Qemu.pm). The VM is gone, and its
+// disks stay on their storage with no VM, as a storage that could not remove them leaves them.
+func (c *Cluster) LeakClone(newid int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults.leakClone[newid] = true
 }
 
 // StallAgent makes the guest agent of vmid never answer.
