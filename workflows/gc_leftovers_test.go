@@ -245,3 +245,41 @@ func TestGC_deletesTheDisksAFailedCloneCouldNotFree(t *testing.T) {
 	}
 	assert.Equal(t, templateVolumes(), w.disks())
 }
+
+func TestGC_collectsTheVMOfAStaleCloneLockOnceTheOperatorUnlockedIt(t *testing.T) {
+	w := newWorld(t)
+	vmid := crashedClone(t, w)
+	// Past the grace for the mark's creation time too, which cloneInProgress takes from the
+	// wall clock.
+	w.advance(7 * 24 * time.Hour)
+	require.NoError(t, w.cluster.Unlock(vmid))
+
+	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+
+	require.NoError(t, err)
+	assert.Empty(t, res.CloneLocks)
+	require.Len(t, res.VMs, 1)
+	assert.Equal(t, vmid, res.VMs[0].VMID)
+	assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome, res.VMs[0].Detail)
+	require.Len(t, w.proxies.deleted(), 1)
+	assert.Equal(t, otherUID, w.proxies.deleted()[0].UID)
+}
+
+func TestGC_reportsAnUnmarkedCloneLockOfItsRangeAsNeverTakenAndLeavesOneOutsideIt(t *testing.T) {
+	w := newWorld(t)
+	temporary := pve.VMConfig{"description": " qmclone temporary file\n", "lock": "clone"}
+	w.add(pvesim.VM{Node: "pve1", VMID: inRange, Config: temporary}, pvesim.VM{Node: "pve1", VMID: 4000, Config: temporary})
+	w.advance(2 * workflows.DefaultGrace)
+
+	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+
+	require.NoError(t, err)
+	require.Len(t, res.CloneLocks, 1)
+	l := res.CloneLocks[0]
+	assert.Equal(t, inRange, l.VMID)
+	assert.Empty(t, l.UID)
+	assert.True(t, l.Stale)
+	assert.Zero(t, l.Age, "no clone task ever ran: how long is not known")
+	assert.Contains(t, l.Detail, "it carries no mark, so pveflow never takes it")
+	assert.Empty(t, res.VMs)
+}

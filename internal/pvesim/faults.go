@@ -113,6 +113,21 @@ func (c *Cluster) CrashClone(newid int) {
 	c.faults.crashClone[newid] = true
 }
 
+// Unlock removes VM vmid's lock, as `qm unlock <vmid>` does as root on its node: the
+// operator's way to clear a lock a crashed clone left, which the API gives an API token no
+// way to (skiplock is root@pam's alone).
+func (c *Cluster) Unlock(vmid int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(c.clock.Now())
+	g := c.vms[vmid]
+	if g == nil {
+		return fmt.Errorf("pvesim: unlock VM %d: no such VM", vmid)
+	}
+	delete(g.cfg, "lock")
+	return nil
+}
+
 // LeakClone makes a clone to newid fail once it has allocated its disks, as a clone task
 // stopped by a signal does ("clone failed: interrupted by signal"), and fail to free them:
 // qemu-server's clone_vm frees each new volume with vdisk_free in an eval and only warns when

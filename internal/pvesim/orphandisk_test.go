@@ -126,3 +126,15 @@ func TestLeakClone_failsAfterItsDisksAndLeavesThemWithNoVM(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, volIDs(vols), "local-lvm:vm-123456-disk-0")
 }
+
+func TestUnlock_clearsTheLockACrashedCloneLeft(t *testing.T) {
+	c, clk := newCluster(t)
+	c.CrashClone(newID)
+	finish(t, c, clk, startClone(t, c, newID))
+
+	require.NoError(t, c.Unlock(newID))
+
+	cfg, err := c.VMConfig(t.Context(), "pve1", newID)
+	require.NoError(t, err)
+	assert.Empty(t, cfg["lock"])
+}
