@@ -616,6 +616,27 @@ func (a *Activities) StorageContent(ctx context.Context, req StorageContentReque
 	return vs, nil
 }
 
+// NodeTasksRequest is the input of NodeTasks.
+type NodeTasksRequest struct {
+	Node string `json:"node"`
+	// Source is "archive", "active" or "all"; empty is PVE's default, archive.
+	Source string `json:"source,omitempty"`
+	// TypeFilter keeps one type of task, such as "qmclone".
+	TypeFilter string `json:"typeFilter,omitempty"`
+	// Limit is how many to list; 0 is PVE's 50.
+	Limit int `json:"limit,omitempty"`
+}
+
+// NodeTasks lists a node's tasks, newest first.
+func (a *Activities) NodeTasks(ctx context.Context, req NodeTasksRequest) ([]pve.TaskListEntry, error) {
+	telemetry.PVETarget{Node: req.Node}.Annotate(ctx)
+	ts, err := a.API.NodeTasks(ctx, req.Node, pve.TaskListParams{Source: req.Source, TypeFilter: req.TypeFilter, Limit: req.Limit})
+	if err != nil {
+		return nil, failure("list the tasks of node "+req.Node, err)
+	}
+	return ts, nil
+}
+
 // DeleteVolumeRequest is the input of DeleteVolume.
 type DeleteVolumeRequest struct {
 	StorageRef

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -119,6 +120,15 @@ type CollectGarbageResult struct {
 	YoungISOs []GarbageISO `json:"youngISOs,omitempty"`
 	// Pools are the configured address pools, each reconciled with the VMs' marks.
 	Pools []GarbagePool `json:"pools,omitempty"`
+	// Disks are the orphan disks of VMIDs in pveflow's range, older than the grace; YoungDisks
+	// would be, but are younger (GarbageSkipped, each with its age).
+	Disks      []GarbageDisk `json:"disks,omitempty"`
+	YoungDisks []GarbageDisk `json:"youngDisks,omitempty"`
+	// UnlistedStorages are the storages whose disks could not be listed, each with why.
+	UnlistedStorages []string `json:"unlistedStorages,omitempty"`
+	// CloneLocks are pveflow's VMs that PVE shows with "lock: clone": the stale ones, with the
+	// command that clears them, are for the operator (an API token cannot clear a lock).
+	CloneLocks []CloneLock `json:"cloneLocks,omitempty"`
 }
 
 // Failed reports whether deleting any piece of garbage, or reconciling any address pool,
@@ -126,6 +136,7 @@ type CollectGarbageResult struct {
 func (r CollectGarbageResult) Failed() bool {
 	return slices.ContainsFunc(r.VMs, func(v GarbageVM) bool { return v.Outcome == GarbageFailed }) ||
 		slices.ContainsFunc(r.ISOs, func(i GarbageISO) bool { return i.Outcome == GarbageFailed }) ||
+		slices.ContainsFunc(r.Disks, func(d GarbageDisk) bool { return d.Outcome == GarbageFailed }) ||
 		slices.ContainsFunc(r.Pools, func(p GarbagePool) bool { return p.Error != "" })
 }
 
@@ -146,6 +157,12 @@ func (r CollectGarbageResult) Failed() bool {
 //     older than the grace, is freed when the UID is not kept, its entity does not run, and
 //     every VM's config could be read. This comes before the deletes, on the same reading of
 //     the cluster: the deletes free their proxies' addresses themselves.
+//   - orphan disks (leftoverFinder.find): disk images of a VMID in proxmox.vmidRange that no VM
+//     has, older than the grace; each goes with DeleteVolume, after the ISOs, only if a fresh
+//     listing shows it as it was listed and its VMID still has no VM.
+//   - VMs of pveflow's with "lock: clone" are reported in CloneLocks; a stale one (no clone
+//     task, past the grace) with the command that clears it. The token cannot clear it, and its
+//     VM is left until then (GarbageSkipped): its destroy would meet the lock.
 //
 // Every VM's config is read for the mark, whatever its name and tags. Nothing younger than the
 // grace period is taken. Everything is listed before anything is deleted: a list call failing
@@ -180,6 +197,9 @@ func (w *Workflows) CollectGarbage(ctx workflow.Context, in CollectGarbageInput)
 	if err := g.deleteISOs(res.ISOs); err != nil {
 		return CollectGarbageResult{}, err
 	}
+	if err := g.deleteDisks(res.Disks); err != nil {
+		return CollectGarbageResult{}, err
+	}
 	return res, nil
 }
 
@@ -191,7 +211,7 @@ func logCollection(ctx workflow.Context, res CollectGarbageResult, err error) {
 		workflow.GetLogger(ctx).Info("gc failed", "duration", took, "error", err)
 		return
 	}
-	count := func(outcome string) (vms, isos int) {
+	count := func(outcome string) (vms, isos, disks int) {
 		for _, v := range res.VMs {
 			if v.Outcome == outcome {
 				vms++
@@ -202,11 +222,22 @@ func logCollection(ctx workflow.Context, res CollectGarbageResult, err error) {
 				isos++
 			}
 		}
-		return vms, isos
+		for _, d := range res.Disks {
+			if d.Outcome == outcome {
+				disks++
+			}
+		}
+		return vms, isos, disks
 	}
-	foundVMs, foundISOs := count(GarbageFound)
-	deletedVMs, deletedISOs := count(GarbageDeleted)
-	failedVMs, failedISOs := count(GarbageFailed)
+	foundVMs, foundISOs, foundDisks := count(GarbageFound)
+	deletedVMs, deletedISOs, deletedDisks := count(GarbageDeleted)
+	failedVMs, failedISOs, failedDisks := count(GarbageFailed)
+	staleLocks := 0
+	for _, l := range res.CloneLocks {
+		if l.Stale {
+			staleLocks++
+		}
+	}
 	var restored, freed, conflicts int
 	for _, p := range res.Pools {
 		restored, freed, conflicts = restored+len(p.Restored), freed+len(p.Freed), conflicts+len(p.Conflicts)
@@ -214,8 +245,12 @@ func logCollection(ctx workflow.Context, res CollectGarbageResult, err error) {
 	workflow.GetLogger(ctx).Info("gc completed", "dryRun", res.DryRun, "duration", took,
 		"vmsFound", foundVMs, "isosFound", foundISOs, "vmsDeleted", deletedVMs, "isosDeleted", deletedISOs,
 		"vmsFailed", failedVMs, "isosFailed", failedISOs,
+		"disksFound", foundDisks, "disksDeleted", deletedDisks, "disksFailed", failedDisks, "staleCloneLocks", staleLocks,
 		"addressesRestored", restored, "addressesFreed", freed, "addressConflicts", conflicts)
 }
+
+// lockedDetail starts the Detail of a VM left for its stale clone lock.
+const lockedDetail = "locked by a clone no task runs: "
 
 type collector struct {
 	ctx workflow.Context
@@ -248,6 +283,12 @@ func (g *collector) find() (CollectGarbageResult, cluster, error) {
 			young[p.UID] = true
 		}
 	}
+	lf := leftoverFinder{ctx: g.ctx, s: g.s, resources: c.Resources, cutoff: g.cutoff, step: g.t.step}
+	left, err := lf.find()
+	if err != nil {
+		return res, c, err
+	}
+	res.Disks, res.YoungDisks, res.UnlistedStorages, res.CloneLocks = left.Disks, left.YoungDisks, left.Unlisted, left.CloneLocks
 	now := workflow.Now(g.ctx)
 	creating := make(map[string]bool)
 	for _, p := range c.Proxies {
@@ -255,6 +296,11 @@ func (g *collector) find() (CollectGarbageResult, cluster, error) {
 			continue
 		}
 		v := GarbageVM{UID: p.UID, VMID: p.VMID, Node: p.Node, Name: p.Name, Outcome: GarbageFound}
+		if i := slices.IndexFunc(res.CloneLocks, func(l CloneLock) bool { return l.VMID == p.VMID }); i >= 0 && res.CloneLocks[i].Stale {
+			v.Outcome, v.Detail = GarbageSkipped, lockedDetail+res.CloneLocks[i].Detail
+			res.VMs = append(res.VMs, v)
+			continue
+		}
 		if young[p.UID] {
 			v.Outcome, v.Detail, v.Age = GarbageSkipped, "younger than the grace period", now.Sub(p.CreatedAt)
 			if !p.CreatedAt.After(g.cutoff) {
@@ -279,6 +325,18 @@ func (g *collector) find() (CollectGarbageResult, cluster, error) {
 			v.Outcome, v.Detail = GarbageSkipped, CreateWorkflowID(p.UID)+" runs"
 		}
 		res.VMs = append(res.VMs, v)
+	}
+	// The delete of a UID destroys every VM with its mark: one that a stale clone lock holds
+	// would fail it, so the UID's other VMs wait for the unlock too.
+	for _, locked := range res.VMs {
+		if !strings.HasPrefix(locked.Detail, lockedDetail) {
+			continue
+		}
+		for i := range res.VMs {
+			if v := &res.VMs[i]; v.UID == locked.UID && v.Outcome == GarbageFound {
+				v.Outcome, v.Detail = GarbageSkipped, fmt.Sprintf("VM %d of its UID is %s", locked.VMID, locked.Detail)
+			}
+		}
 	}
 	owners := g.seedOwners(c)
 	for _, iso := range isos {
@@ -611,6 +669,72 @@ func (g *collector) deleteISOs(isos []GarbageISO) error {
 			iso.Outcome, iso.Detail = GarbageFailed, err.Error()
 		default:
 			iso.Outcome = GarbageDeleted
+		}
+	}
+	return nil
+}
+
+// deleteDisks deletes the orphan disks found. Each goes only while a fresh listing of its
+// storage shows it with the ctime it was listed with, and the config of its VMID still reads
+// as absent on every configured node: a clone onto that VMID since would have written its
+// config first. A disk already gone is no failure.
+func (g *collector) deleteDisks(disks []GarbageDisk) error {
+	var a *activities.Activities
+	lf := leftoverFinder{ctx: g.ctx, s: g.s, cutoff: g.cutoff, step: g.t.step}
+	for i := range disks {
+		d := &disks[i]
+		if d.Outcome != GarbageFound {
+			continue
+		}
+		summary := fmt.Sprintf("list disk images on storage %s on node %s", d.Storage, d.Node)
+		g.t.step(summary)
+		var vols []pve.StorageVolume
+		err := execute(g.ctx, g.s.readOptions(summary), a.StorageContent,
+			activities.StorageContentRequest{StorageRef: activities.StorageRef{Node: d.Node, Storage: d.Storage}, Content: "images"}).Get(g.ctx, &vols)
+		j := slices.IndexFunc(vols, func(v pve.StorageVolume) bool { return v.VolID == d.VolID })
+		switch {
+		case temporal.IsCanceledError(err):
+			return err
+		case err != nil:
+			d.Outcome, d.Detail = GarbageFailed, failureText(summary, err)
+			continue
+		case j < 0:
+			d.Outcome, d.Detail = GarbageSkipped, "gone since it was listed"
+			continue
+		case !time.Unix(vols[j].CTime, 0).UTC().Equal(d.CreatedAt):
+			d.Outcome, d.Detail = GarbageSkipped, "made again since it was listed: a clone onto VM "+fmt.Sprint(d.VMID)+" allocated it"
+			continue
+		}
+		why, err := lf.noVM(d.VMID)
+		switch {
+		case err != nil:
+			return err
+		case why != "":
+			d.Outcome, d.Detail = GarbageSkipped, why
+			continue
+		}
+		summary = fmt.Sprintf("delete orphan disk %s of VM %d on node %s", d.VolID, d.VMID, d.Node)
+		g.t.step(summary)
+		var upid pve.UPID
+		err = call(g.ctx, g.s.callOptions(summary), a.DeleteVolume,
+			activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: d.Node, Storage: d.Storage}, VolID: d.VolID}).Get(g.ctx, &upid)
+		switch {
+		case isType(err, activities.ErrNotFound):
+			err = nil
+		case err != nil:
+			err = fail(summary, err)
+		case upid != "":
+			if err = waitTask(g.ctx, g.s, g.t, localLooksFirst, upid, g.s.Budgets.Request, "wait for "+summary); err != nil {
+				err = fail("wait for "+summary, err)
+			}
+		}
+		switch {
+		case temporal.IsCanceledError(err):
+			return err
+		case err != nil:
+			d.Outcome, d.Detail = GarbageFailed, err.Error()
+		default:
+			d.Outcome = GarbageDeleted
 		}
 	}
 	return nil

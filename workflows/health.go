@@ -59,6 +59,14 @@ type CheckHealthResult struct {
 	CheckedAt time.Time `json:"checkedAt"`
 	// Nodes are the configured nodes, in config order.
 	Nodes []NodeHealth `json:"nodes"`
+	// OrphanDisks are the disks of VMIDs in pveflow's range that no VM has, older than
+	// DefaultGrace, which `pveflow gc` deletes (GarbageSkipped ones it leaves, saying why);
+	// CloneLocks are pveflow's VMs with "lock: clone", the stale ones with the command that
+	// clears them. Neither makes a node unhealthy.
+	OrphanDisks []GarbageDisk `json:"orphanDisks,omitempty"`
+	CloneLocks  []CloneLock   `json:"cloneLocks,omitempty"`
+	// UnlistedStorages are the storages whose disks could not be listed, each with why.
+	UnlistedStorages []string `json:"unlistedStorages,omitempty"`
 }
 
 // Healthy reports whether every node is healthy.
@@ -242,6 +250,16 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 	wg.Wait(ctx)
 	if ctx.Err() != nil {
 		return CheckHealthResult{}, temporal.NewCanceledError("the health check was cancelled")
+	}
+	var rs []pve.VMResource
+	if resources.Get(ctx, &rs) == nil {
+		// What failed clones and destroys left, as a collection would find it.
+		lf := leftoverFinder{ctx: ctx, s: s, resources: rs, cutoff: workflow.Now(ctx).Add(-DefaultGrace), step: func(string) {}}
+		left, err := lf.find()
+		if err != nil {
+			return CheckHealthResult{}, err
+		}
+		res.OrphanDisks, res.CloneLocks, res.UnlistedStorages = left.Disks, left.CloneLocks, left.Unlisted
 	}
 	logger := workflow.GetLogger(ctx)
 	for _, n := range res.Nodes {

@@ -68,6 +68,9 @@ type API interface {
 	// TaskLog reads GET /nodes/{node}/tasks/{upid}/log: the whole log, in order. Its last line,
 	// once the task stopped, is "TASK OK", "TASK WARNINGS: N" or "TASK ERROR: ...".
 	TaskLog(ctx context.Context, node string, upid UPID) ([]TaskLogLine, error)
+	// NodeTasks reads GET /nodes/{node}/tasks: the node's tasks that the token may see (its own,
+	// and every task with Sys.Audit on /nodes/{node}), newest first, as p filters them.
+	NodeTasks(ctx context.Context, node string, p TaskListParams) ([]TaskListEntry, error)
 	// Permissions reads GET /access/permissions?path=<path>: the token's effective privileges on
 	// path, with PVE's propagation and pools already applied.
 	Permissions(ctx context.Context, path string) (Privileges, error)
@@ -252,6 +255,36 @@ type CloneParams struct {
 	Storage string
 	Pool    string
 }
+
+// TaskListParams filters GET /nodes/{node}/tasks; zero values are PVE's defaults.
+type TaskListParams struct {
+	// Source is "archive" (PVE's default: finished tasks), "active" or "all".
+	Source string
+	// TypeFilter keeps the tasks of one type, such as "qmclone".
+	TypeFilter string
+	// VMID keeps the tasks whose ID is this VMID. A clone's task carries its source's VMID
+	// (qemu-server src/PVE/API2/Qemu.pm clone_vm: fork_worker('qmclone', $vmid, ...)), not
+	// the new VM's.
+	VMID int
+	// Limit is how many to list; 0 is PVE's default, 50.
+	Limit int
+}
+
+// TaskListEntry is one entry of GET /nodes/{node}/tasks. A task that still runs has no
+// EndTime and no Status.
+type TaskListEntry struct {
+	UPID      UPID   `json:"upid"`
+	Node      string `json:"node"`
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	User      string `json:"user"`
+	StartTime int64  `json:"starttime"`
+	EndTime   int64  `json:"endtime,omitempty"`
+	Status    string `json:"status,omitempty"`
+}
+
+// Running reports whether the task had not ended when the list was read.
+func (e TaskListEntry) Running() bool { return e.EndTime == 0 && e.Status == "" }
 
 // TaskLogLine is one line of GET /nodes/{node}/tasks/{upid}/log.
 type TaskLogLine struct {

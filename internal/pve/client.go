@@ -382,6 +382,27 @@ func (c *Client) StorageContent(ctx context.Context, node, storage, content stri
 	return vs, err
 }
 
+// NodeTasks reads GET /nodes/{node}/tasks.
+func (c *Client) NodeTasks(ctx context.Context, node string, p TaskListParams) ([]TaskListEntry, error) {
+	var ts []TaskListEntry
+	op := "task list of node " + node
+	params := url.Values{}
+	if p.Source != "" {
+		params.Set("source", p.Source)
+	}
+	if p.TypeFilter != "" {
+		params.Set("typefilter", p.TypeFilter)
+	}
+	if p.VMID != 0 {
+		params.Set("vmid", strconv.Itoa(p.VMID))
+	}
+	if p.Limit != 0 {
+		params.Set("limit", strconv.Itoa(p.Limit))
+	}
+	err := c.call(ctx, "NodeTasks", op, http.MethodGet, endpoint{template: "/nodes/{node}/tasks", node: node}, params, &ts)
+	return ts, err
+}
+
 // task makes a call whose answer is a task's UPID.
 func (c *Client) task(ctx context.Context, apiMethod, op, method string, ep endpoint, params url.Values) (UPID, error) {
 	var upid UPID

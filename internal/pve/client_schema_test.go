@@ -161,6 +161,10 @@ func TestClient_sendsOnlySchemaParameters(t *testing.T) {
 			_, err := c.Permissions(ctx, "/vms/9000")
 			return err
 		},
+		"NodeTasks": func(ctx context.Context) error {
+			_, err := c.NodeTasks(ctx, node, pve.TaskListParams{Source: "all", TypeFilter: "qmclone", VMID: vmid, Limit: 10})
+			return err
+		},
 		"HAManagerStatus": func(ctx context.Context) error { _, err := c.HAManagerStatus(ctx); return err },
 		"SDNVnets":        func(ctx context.Context) error { _, err := c.SDNVnets(ctx); return err },
 		"AddHAResource": func(ctx context.Context) error {

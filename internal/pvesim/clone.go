@@ -38,7 +38,8 @@ import (
 //     "already exists"; an iSCSI storage allocates nothing and fails it at its first disk;
 //   - a stalled clone never gets past the temporary config; a crashed one ends with the full
 //     config and the lock left;
-//   - a clone that fails removes the new VM and the disks it allocated when it ends. One that
+//   - a clone that fails removes the new VM and the disks it allocated when it ends, but the
+//     disks of one made to leak them (LeakClone), which stay with no VM. One that
 //     fails for lack of space or by FailTask knows it from the start: it allocates nothing and
 //     takes no storage lock, and ends after its duration.
 //
@@ -232,7 +233,9 @@ func (c *Cluster) checkClone(node string, vmid int, p pve.CloneParams) (*vm, []c
 func (c *Cluster) runClone(t *task, from time.Time, src *vm, p pve.CloneParams, disks []cloneDisk) {
 	crashed := c.faults.crashClone[p.NewID] && succeeded(t.exit)
 	stalled := (c.stall || c.faults.stallClone[p.NewID]) && succeeded(t.exit)
+	leaked := c.faults.leakClone[p.NewID] && succeeded(t.exit) && !crashed && !stalled
 	delete(c.faults.crashClone, p.NewID)
+	delete(c.faults.leakClone, p.NewID)
 	delete(c.faults.stallClone, p.NewID)
 	if crashed {
 		t.exit = crashedExit
@@ -249,7 +252,7 @@ func (c *Cluster) runClone(t *task, from time.Time, src *vm, p pve.CloneParams, 
 	src.cloneSources++
 	full := cloneConfig(src, p, disks)
 	full["lock"] = "clone"
-	r := &cloneRun{t: t, src: src, g: g, p: p, disks: disks, from: from, crashed: crashed}
+	r := &cloneRun{t: t, src: src, g: g, p: p, disks: disks, from: from, crashed: crashed, leaked: leaked && len(disks) > 0}
 	switch {
 	case stalled:
 		// Stuck on its storage after allocating: the task never ends.
@@ -279,7 +282,7 @@ func (c *Cluster) endClone(r *cloneRun, full pve.VMConfig) {
 		}
 	}
 	failed := !succeeded(r.t.exit) && !r.crashed
-	if failed {
+	if failed && !r.leaked {
 		for _, d := range r.disks[:r.allocated] {
 			delete(d.st.volumes, d.name)
 		}

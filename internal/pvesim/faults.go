@@ -28,6 +28,7 @@ type faults struct {
 	failTask   map[string][]string
 	stallClone map[int]bool
 	crashClone map[int]bool
+	leakClone  map[int]bool
 	stallAgent map[int]bool
 	// stallCloudInit are the VMs whose cloud-init never finishes; cloudInitErrors, those whose
 	// cloud-init finishes with these errors.
@@ -49,6 +50,7 @@ func newFaults() faults {
 		failTask:        make(map[string][]string),
 		stallClone:      make(map[int]bool),
 		crashClone:      make(map[int]bool),
+		leakClone:       make(map[int]bool),
 		stallAgent:      make(map[int]bool),
 		stallCloudInit:  make(map[int]bool),
 		cloudInitErrors: make(map[int][]string),
@@ -116,6 +118,32 @@ func (c *Cluster) CrashClone(newid int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.faults.crashClone[newid] = true
+}
+
+// Unlock removes VM vmid's lock, as `qm unlock <vmid>` does as root on its node: the
+// operator's way to clear a lock a crashed clone left, which the API gives an API token no
+// way to (skiplock is root@pam's alone).
+func (c *Cluster) Unlock(vmid int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(c.clock.Now())
+	g := c.vms[vmid]
+	if g == nil {
+		return fmt.Errorf("pvesim: unlock VM %d: no such VM", vmid)
+	}
+	delete(g.cfg, "lock")
+	return nil
+}
+
+// LeakClone makes a clone to newid fail once it has allocated its disks, as a clone task
+// stopped by a signal does ("clone failed: interrupted by signal"), and fail to free them:
+// qemu-server's clone_vm frees each new volume with vdisk_free in an eval and only warns when
+// that fails, then unlinks the new VM's config (src/PVE/API2/Qemu.pm). The VM is gone, and its
+// disks stay on their storage with no VM, as a storage that could not remove them leaves them.
+func (c *Cluster) LeakClone(newid int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults.leakClone[newid] = true
 }
 
 // StallAgent makes the guest agent of vmid never answer.

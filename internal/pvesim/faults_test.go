@@ -224,6 +224,7 @@ func TestCalls_recordEveryMethodByItsName(t *testing.T) {
 	_, _ = c.Migrate(ctx, "pve1", tmplID, pve.MigrateParams{Target: "pve2"})
 	_, _ = c.HAManagerStatus(ctx)
 	_, _ = c.SDNVnets(ctx)
+	_, _ = c.NodeTasks(ctx, "pve1", pve.TaskListParams{})
 	_ = c.AddHAResource(ctx, pve.HAResourceParams{SID: "vm:9000"})
 	_ = c.DeleteHAResource(ctx, "vm:9000")
 

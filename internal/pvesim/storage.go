@@ -191,7 +191,9 @@ func readBody(r io.Reader, size int64) ([]byte, error) {
 
 // StorageContent lists a storage's volumes, by volume ID, as the node sees them; content, when
 // set, keeps those of one content type ("iso", "images"). PVE lists nothing of a content type
-// the storage does not hold, and so does the model.
+// the storage does not hold, and so does the model. As PVE, it leaves out each volume the token
+// may not access (volumeAccess): a disk image of a VMID the token holds nothing on is not
+// listed without Datastore.Allocate on the storage.
 func (c *Cluster) StorageContent(ctx context.Context, node, storage, content string) ([]pve.StorageVolume, error) {
 	return call(c, ctx, Call{Method: "StorageContent", Node: node}, func(time.Time) ([]pve.StorageVolume, error) {
 		if _, err := c.nodeNamed(node); err != nil {
@@ -211,7 +213,7 @@ func (c *Cluster) StorageContent(ctx context.Context, node, storage, content str
 			if strings.HasPrefix(name, "iso/") {
 				sv.Content, sv.Format = "iso", "iso"
 			}
-			if content == "" || content == sv.Content {
+			if (content == "" || content == sv.Content) && c.volumeAccess(storage, sv) == nil {
 				out = append(out, sv)
 			}
 		}
@@ -219,11 +221,34 @@ func (c *Cluster) StorageContent(ctx context.Context, node, storage, content str
 	})
 }
 
+// volumeAccess is pve-storage's check_volume_access (src/PVE/Storage.pm) for a listed volume:
+// Datastore.Allocate on the storage gives every volume; otherwise an ISO needs
+// Datastore.AllocateSpace or Datastore.Audit on it, and a disk image of VMID n both
+// Datastore.Audit on the storage and VM.Config.Disk on /vms/n, whether or not VM n exists.
+func (c *Cluster) volumeAccess(storage string, v pve.StorageVolume) error {
+	if c.allow("/storage/"+storage, "Datastore.Allocate") == nil {
+		return nil
+	}
+	switch {
+	case v.Content == "iso":
+		return c.allow("/storage/"+storage, "Datastore.AllocateSpace", "Datastore.Audit")
+	case v.VMID != 0:
+		if err := c.allow("/storage/"+storage, "Datastore.Audit"); err != nil {
+			return err
+		}
+		return c.allow(vmPath(v.VMID), "VM.Config.Disk")
+	}
+	return serverErr(fmt.Sprintf("missing privileges to access %s\n", v.VolID))
+}
+
 // DeleteVolume deletes a volume with an imgdel task. volid is a full volume ID
 // ("local:iso/seed.iso") or one relative to storage ("iso/seed.iso"). A volume that does not
 // exist is no error: the task ends OK. A volume ID PVE cannot parse is a 400, and on a
 // directory-based storage a name its plugin cannot parse (an ISO without its extension) is a
 // 500, before the task; the model names disks on any storage as on LVM, so names it holds pass.
+// It needs Datastore.Allocate on the storage for any volume but a backup (pve-storage
+// src/PVE/API2/Storage/Content.pm delete): a disk image of a VMID that has no VM is no
+// exception, and PVE checks nothing on /vms for it.
 func (c *Cluster) DeleteVolume(ctx context.Context, node, storage, volid string) (pve.UPID, error) {
 	return call(c, ctx, Call{Method: "DeleteVolume", Node: node}, func(now time.Time) (pve.UPID, error) {
 		if _, err := c.nodeNamed(node); err != nil {

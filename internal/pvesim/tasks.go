@@ -5,6 +5,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -164,3 +165,49 @@ func (c *Cluster) TaskDuration(typ string) time.Duration {
 // AgentBootDelay is how long a started VM runs before its guest agent answers
 // (Options.AgentBootDelay).
 func (c *Cluster) AgentBootDelay() time.Duration { return c.bootDelay }
+
+// NodeTasks lists the node's tasks as GET /nodes/{node}/tasks does (pve-manager
+// PVE/API2/Tasks.pm node_tasks): newest first, the finished ones ("archive", PVE's default
+// source), the running ones ("active") or both ("all"), of one type and one VMID (a task's
+// ID) when p says, at most p.Limit (50 by default). Every task of the model is the token's
+// own, which PVE always lists; others' need Sys.Audit on /nodes/{node}.
+func (c *Cluster) NodeTasks(ctx context.Context, node string, p pve.TaskListParams) ([]pve.TaskListEntry, error) {
+	return call(c, ctx, Call{Method: "NodeTasks", Node: node, VMID: p.VMID}, func(now time.Time) ([]pve.TaskListEntry, error) {
+		if _, err := c.nodeNamed(node); err != nil {
+			return nil, err
+		}
+		switch p.Source {
+		case "", "archive", "active", "all":
+		default:
+			return nil, paramErr(map[string]string{"source": "value '" + p.Source + "' does not have a value in the enumeration 'archive, active, all'"})
+		}
+		limit := p.Limit
+		if limit == 0 {
+			limit = 50
+		}
+		tasks := slices.SortedFunc(maps.Values(c.tasks), func(a, b *task) int {
+			return cmp.Or(b.start.Compare(a.start), cmp.Compare(b.info.PID, a.info.PID))
+		})
+		out := []pve.TaskListEntry{}
+		for _, t := range tasks {
+			done := t.done(now)
+			switch {
+			case t.info.Node != node,
+				p.TypeFilter != "" && t.info.Type != p.TypeFilter,
+				p.VMID != 0 && t.info.ID != strconv.Itoa(p.VMID),
+				(p.Source == "" || p.Source == "archive") && !done,
+				p.Source == "active" && done,
+				t.info.User != c.user && c.allow("/nodes/"+node, "Sys.Audit") != nil:
+				continue
+			}
+			e := pve.TaskListEntry{UPID: t.upid, Node: node, Type: t.info.Type, ID: t.info.ID, User: t.info.User, StartTime: t.info.StartTime}
+			if done {
+				e.EndTime, e.Status = t.end.Unix(), t.exit
+			}
+			if out = append(out, e); len(out) == limit {
+				break
+			}
+		}
+		return out, nil
+	})
+}

@@ -51,6 +51,8 @@ type cloneRun struct {
 	allocated int
 	// crashed is a clone that ends as if its host crashed, unless it fails first.
 	crashed bool
+	// leaked is a clone that fails after its last disk and cannot free its disks (LeakClone).
+	leaked bool
 }
 
 // plan spreads span over the disks and reserves their space, so that other clones see it taken
@@ -115,6 +117,10 @@ func (c *Cluster) allocate(r *cloneRun, i int, asked, grant time.Time) {
 		}
 	})
 	if i == len(r.disks)-1 {
+		if r.leaked {
+			c.failClone(r, done, "interrupted by signal")
+			return
+		}
 		c.setEnd(r.t, done)
 		return
 	}

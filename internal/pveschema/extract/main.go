@@ -41,6 +41,7 @@ var paths = []string{
 	"/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces",
 	"/nodes/{node}/qemu/{vmid}/agent/ping",
 	"/nodes/{node}/qemu/{vmid}/agent/file-read",
+	"/nodes/{node}/tasks",
 	"/nodes/{node}/tasks/{upid}",
 	"/nodes/{node}/tasks/{upid}/status",
 	"/nodes/{node}/tasks/{upid}/log",

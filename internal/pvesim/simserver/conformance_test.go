@@ -146,6 +146,9 @@ func TestConformance_modelAndRESTServerAgree(t *testing.T) {
 		{"migration aborted", status("migrate"), 0},
 		{"HA status", func(ctx context.Context, api pve.API) (any, error) { return api.HAManagerStatus(ctx) }, 0},
 		{"SDN vnets", func(ctx context.Context, api pve.API) (any, error) { return api.SDNVnets(ctx) }, 0},
+		{"clone tasks", func(ctx context.Context, api pve.API) (any, error) {
+			return api.NodeTasks(ctx, node, pve.TaskListParams{Source: "all", TypeFilter: "qmclone"})
+		}, 0},
 		{"add HA resource", func(ctx context.Context, api pve.API) (any, error) {
 			return nil, api.AddHAResource(ctx, pve.HAResourceParams{SID: "vm:123456", State: "started"})
 		}, 0},

@@ -69,6 +69,7 @@ var endpoints = map[string]endpoint{
 		return result(api.StorageContent(ctx, c.node, c.storage, c.params.Get("content")))
 	},
 	"GET /nodes/{node}/tasks/{upid}/log": taskLog,
+	"GET /nodes/{node}/tasks":            nodeTasks,
 	"GET /access/permissions":            permissions,
 	"GET /cluster/sdn/vnets":             sdnVnets,
 }
@@ -76,6 +77,20 @@ var endpoints = map[string]endpoint{
 // result adapts a seam method's typed result to an endpoint's.
 func result[T any](v T, err error) (any, error) {
 	return v, err
+}
+
+func nodeTasks(ctx context.Context, api pve.API, c *apiCall) (any, error) {
+	p := pve.TaskListParams{Source: c.params.Get("source"), TypeFilter: c.params.Get("typefilter")}
+	for key, to := range map[string]*int{"vmid": &p.VMID, "limit": &p.Limit} {
+		if v := c.params.Get(key); v != "" {
+			n, err := parseInt(key, v)
+			if err != nil {
+				return nil, err
+			}
+			*to = n
+		}
+	}
+	return result(api.NodeTasks(ctx, c.node, p))
 }
 
 func clusterResources(ctx context.Context, api pve.API, c *apiCall) (any, error) {

@@ -55,3 +55,28 @@ func TestPrintDeleted_listsTheWarningsOfItsTasks(t *testing.T) {
 
 	assert.Equal(t, "proxy deleted: 0f5b1c9e\n  warning: "+warning+"\n", out.String())
 }
+
+func TestPrintHealth_listsAnOrphanDiskAndAStaleCloneLockWithItsCommand(t *testing.T) {
+	res := workflows.CheckHealthResult{Nodes: []workflows.NodeHealth{{Name: "pve1", Healthy: true}},
+		OrphanDisks: []workflows.GarbageDisk{{VolID: "local-lvm:vm-150000-disk-0", Node: "pve1", VMID: 150000, Outcome: workflows.GarbageFound,
+			CreatedAt: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}},
+		CloneLocks: []workflows.CloneLock{{VMID: 124973, Node: "pve1", UID: "7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f", Stale: true,
+			Age: 3 * time.Hour, Command: "qm unlock 124973", Detail: "no clone task runs"}},
+	}
+	var out bytes.Buffer
+
+	require.NoError(t, (&cli{stdout: &out}).printHealth(res))
+
+	assert.Regexp(t, `\n\nORPHAN DISK +NODE +VMID +CREATED +DETAIL\nlocal-lvm:vm-150000-disk-0 +pve1 +150000 +\S+ \S+ +no VM has it: 'pveflow gc' deletes it\n`, out.String())
+	assert.Regexp(t, `\n\nCLONE LOCK +NODE +UID +STALE +WITHOUT A CLONE TASK +RUN ON THE NODE +DETAIL\nVM 124973 +pve1 +7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f +yes +at least 3h0m0s +qm unlock 124973 +no clone task runs\n$`, out.String())
+}
+
+func TestPrintHealth_noLeftoversNoLists(t *testing.T) {
+	res := workflows.CheckHealthResult{Nodes: []workflows.NodeHealth{{Name: "pve1", Healthy: true}}}
+	var out bytes.Buffer
+
+	require.NoError(t, (&cli{stdout: &out}).printHealth(res))
+
+	assert.NotContains(t, out.String(), "ORPHAN DISK")
+	assert.NotContains(t, out.String(), "CLONE LOCK")
+}

@@ -151,7 +151,7 @@ func (c *cli) printGarbage(res workflows.CollectGarbageResult) error {
 		return c.printJSON(res)
 	}
 	addresses := addressRows(res)
-	if len(res.VMs)+len(res.ISOs)+len(addresses) == 0 {
+	if len(res.VMs)+len(res.ISOs)+len(res.Disks)+len(addresses) == 0 {
 		fmt.Fprintln(c.stdout, "no garbage found")
 	} else {
 		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
@@ -162,6 +162,9 @@ func (c *cli) printGarbage(res workflows.CollectGarbageResult) error {
 		for _, iso := range res.ISOs {
 			fmt.Fprintf(tw, "iso\t%s\t%s\t-\t%s\t%s\n", iso.VolID, iso.Node, iso.Outcome, orDash(iso.Detail))
 		}
+		for _, d := range res.Disks {
+			fmt.Fprintf(tw, "disk\t%s\t%s\t-\t%s\t%s\n", d.VolID, d.Node, d.Outcome, orDash(d.Detail))
+		}
 		for _, row := range addresses {
 			fmt.Fprintln(tw, row)
 		}
@@ -170,10 +173,39 @@ func (c *cli) printGarbage(res workflows.CollectGarbageResult) error {
 		}
 	}
 	if young := youngLine(res); young != "" {
-		_, err := fmt.Fprintln(c.stdout, young)
-		return err
+		if _, err := fmt.Fprintln(c.stdout, young); err != nil {
+			return err
+		}
 	}
-	return nil
+	for _, u := range res.UnlistedStorages {
+		if _, err := fmt.Fprintf(c.stdout, "not listed: %s\n", u); err != nil {
+			return err
+		}
+	}
+	return c.printCloneLocks(res.CloneLocks)
+}
+
+// printCloneLocks lists pveflow's VMs with "lock: clone", after a blank line: a stale one with
+// the command that clears it, which an API token cannot run; nothing when there is none.
+func (c *cli) printCloneLocks(locks []workflows.CloneLock) error {
+	if len(locks) == 0 {
+		return nil
+	}
+	fmt.Fprintln(c.stdout)
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLONE LOCK\tNODE\tUID\tSTALE\tWITHOUT A CLONE TASK\tRUN ON THE NODE\tDETAIL")
+	for _, l := range locks {
+		stale, age := "no", "-"
+		if l.Stale {
+			stale = "yes"
+			age = "unknown"
+			if l.Age > 0 {
+				age = "at least " + l.Age.Round(time.Second).String()
+			}
+		}
+		fmt.Fprintf(tw, "VM %d\t%s\t%s\t%s\t%s\t%s\t%s\n", l.VMID, l.Node, orDash(l.UID), stale, age, orDash(l.Command), orDash(l.Detail))
+	}
+	return tw.Flush()
 }
 
 // addressRows are the table's rows of what the run did, or would do, in the address pools:
@@ -225,6 +257,9 @@ func youngLine(res workflows.CollectGarbageResult) string {
 	}
 	for _, iso := range res.YoungISOs {
 		items = append(items, fmt.Sprintf("%s on %s (%s old)", iso.VolID, iso.Node, iso.Age.Round(time.Second)))
+	}
+	for _, d := range res.YoungDisks {
+		items = append(items, fmt.Sprintf("%s on %s (%s old)", d.VolID, d.Node, d.Age.Round(time.Second)))
 	}
 	switch len(items) {
 	case 0:

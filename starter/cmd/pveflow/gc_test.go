@@ -156,3 +156,16 @@ func TestPrintGarbage_listsWhatTheRunDidInTheAddressPools(t *testing.T) {
 	assert.Contains(t, stdout.String(), "to restore")
 	assert.Contains(t, stdout.String(), "to free")
 }
+
+func TestPrintGarbage_listsAnOrphanDiskAndAStaleCloneLockAfterTheTable(t *testing.T) {
+	res := workflows.CollectGarbageResult{Grace: time.Hour,
+		Disks:      []workflows.GarbageDisk{{VolID: "local-lvm:vm-150000-disk-0", Node: "pve1", VMID: 150000, Outcome: workflows.GarbageDeleted}},
+		CloneLocks: []workflows.CloneLock{{VMID: 124973, Node: "pve1", Stale: true, Command: "qm unlock 124973", Detail: "no clone task runs"}},
+	}
+	var stdout strings.Builder
+
+	require.NoError(t, (&cli{stdout: &stdout}).printGarbage(res))
+
+	assert.Regexp(t, `\ndisk +local-lvm:vm-150000-disk-0 +pve1 +- +deleted +-\n`, stdout.String())
+	assert.Regexp(t, `\n\nCLONE LOCK .*\nVM 124973 +pve1 +- +yes +unknown +qm unlock 124973 +no clone task runs\n$`, stdout.String())
+}

@@ -215,7 +215,36 @@ func (c *cli) printHealth(res workflows.CheckHealthResult) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return c.printMissingPrivileges(res.Nodes)
+	if err := c.printMissingPrivileges(res.Nodes); err != nil {
+		return err
+	}
+	return c.printLeftovers(res)
+}
+
+// printLeftovers lists, after the nodes, the orphan disks 'pveflow gc' deletes (or leaves,
+// saying why) and pveflow's VMs with "lock: clone"; nothing when there are none.
+func (c *cli) printLeftovers(res workflows.CheckHealthResult) error {
+	if len(res.OrphanDisks) > 0 {
+		fmt.Fprintln(c.stdout)
+		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ORPHAN DISK\tNODE\tVMID\tCREATED\tDETAIL")
+		for _, d := range res.OrphanDisks {
+			detail := d.Detail
+			if d.Outcome == workflows.GarbageFound {
+				detail = "no VM has it: 'pveflow gc' deletes it"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", d.VolID, d.Node, d.VMID, timeOrDash(d.CreatedAt), detail)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	for _, u := range res.UnlistedStorages {
+		if _, err := fmt.Fprintf(c.stdout, "not listed: %s\n", u); err != nil {
+			return err
+		}
+	}
+	return c.printCloneLocks(res.CloneLocks)
 }
 
 // printWarnings lists the warnings of the Proxmox tasks an operation ran, one a line under its
