@@ -74,7 +74,7 @@ func (c *cli) gcCommand() *cobra.Command {
 	var grace time.Duration
 	cmd := &cobra.Command{
 		Use:   "gc (--keep UID | --keep-file F | --keep-command CMD)... | --all [--dry-run] [--grace D]",
-		Short: "Delete the VMs with pveflow's mark whose UID is not kept, and the orphan seed ISOs",
+		Short: "Delete the VMs with pveflow's mark whose UID is not kept, and the orphan seed ISOs and disks",
 		Long: `Deletes the VMs with pveflow's mark whose UID is not kept, each through a delete request to the
 entity of its UID, and the seed ISOs that no VM refers to and whose UID no VM carries (a VM
 whose config cannot be read keeps every seed ISO). --keep, --keep-file (one UID a line,
@@ -82,6 +82,9 @@ whose config cannot be read keeps every seed ISO). --keep, --keep-file (one UID 
 kept set is read just before the run. An empty kept set is refused: --all keeps none. --dry-run
 lists what would be deleted. Nothing younger than --grace is taken; a UID whose create runs, or
 that was created or changed again since the run began, is skipped.
+Disks of pveflow's VMID range that no VM has (vm-<vmid>-disk-N, left by a failed clone) are
+deleted too, and a VM still locked by a clone task that is gone is listed with the command that
+unlocks it: PVE lets no API token clear a lock (docs/proxmox.md).
 Every address pool is reconciled with the VMs' marks: an allocation a VM holds that the pool
 lost is restored (one the pool gives another proxy meanwhile is listed as a conflict), and one
 older than --grace of a proxy with no VM, not kept, whose entity does not run, is freed.
