@@ -2,9 +2,17 @@ package chaos
 
 import (
 	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"reflect"
 	"slices"
 	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/pveflow/pveflow/internal/pve"
 )
@@ -154,6 +162,18 @@ func (a *crashAPI) AgentNetworkInterfaces(ctx context.Context, node string, vmid
 	return v, err
 }
 
+func (a *crashAPI) SDNVnets(ctx context.Context) ([]pve.SDNVnet, error) {
+	v, err := a.API.SDNVnets(ctx)
+	a.after("SDNVnets")
+	return v, err
+}
+
+func (a *crashAPI) NodeTasks(ctx context.Context, node string, p pve.TaskListParams) ([]pve.TaskListEntry, error) {
+	v, err := a.API.NodeTasks(ctx, node, p)
+	a.after("NodeTasks")
+	return v, err
+}
+
 func (a *crashAPI) AgentFileRead(ctx context.Context, node string, vmid int, file string) (string, error) {
 	v, err := a.API.AgentFileRead(ctx, node, vmid, file)
 	a.after("AgentFileRead")
@@ -212,4 +232,23 @@ func (a *crashAPI) DeleteHAResource(ctx context.Context, sid string) error {
 	err := a.API.DeleteHAResource(ctx, sid)
 	a.after("DeleteHAResource")
 	return err
+}
+
+// TestCrashAPI_hooksEveryMethodOfTheSeam: a method crashAPI does not declare itself passes
+// through the embedded API uncounted, so a crash point after one of its calls is never reached
+// (SDNVnets once was).
+func TestCrashAPI_hooksEveryMethodOfTheSeam(t *testing.T) {
+	file, err := parser.ParseFile(token.NewFileSet(), "crashapi_test.go", nil, 0)
+	require.NoError(t, err)
+	declared := map[string]bool{}
+	for _, d := range file.Decls {
+		if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil {
+			declared[fn.Name.Name] = true
+		}
+	}
+	seam := reflect.TypeFor[pve.API]()
+	for i := range seam.NumMethod() {
+		name := seam.Method(i).Name
+		assert.True(t, declared[name], "crashAPI does not hook %s", name)
+	}
 }

@@ -58,7 +58,7 @@ func fastConfig(t testing.TB) config.Config {
 	cfg.Budgets = config.Budgets{
 		Clone: 30 * time.Second, Upload: 10 * time.Second, Resize: 10 * time.Second,
 		Start: 10 * time.Second, Stop: 10 * time.Second, Destroy: 10 * time.Second,
-		Running: 10 * time.Second, Agent: 20 * time.Second, Unlock: 30 * time.Second,
+		Running: 10 * time.Second, Agent: 20 * time.Second, CloudInit: 20 * time.Second, Unlock: 30 * time.Second,
 		Request: 10 * time.Second,
 	}
 	cfg.Poll = config.Poll{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.2, MaximumInterval: time.Second}
