@@ -627,7 +627,6 @@ func vmOutcome(v GarbageVM, out activities.ProxyDeleteOutcome, err error) (outco
 // file, with a new ctime), and before that cloned the VM: an ISO deleted before that upload is
 // made again by it. What remains is the moment between the fresh listing and the delete.
 func (g *collector) deleteISOs(isos []GarbageISO) error {
-	var a *activities.Activities
 	for i := range isos {
 		iso := &isos[i]
 		if iso.Outcome != GarbageFound {
@@ -649,29 +648,37 @@ func (g *collector) deleteISOs(isos []GarbageISO) error {
 			continue
 		}
 		summary := fmt.Sprintf("delete seed ISO %s on %s", iso.VolID, iso.Node)
-		var upid pve.UPID
-		err = call(g.ctx, g.s.callOptions(summary), a.DeleteVolume,
-			activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: iso.Node, Storage: iso.Storage}, VolID: iso.VolID}).Get(g.ctx, &upid)
-		switch {
-		case isType(err, activities.ErrNotFound):
-			err = nil
-		case err != nil:
-			err = fail(summary, err)
-		case upid != "":
-			if err = waitTask(g.ctx, g.s, g.t, localLooksFirst, upid, g.s.Budgets.Request, "wait for "+summary); err != nil {
-				err = fail("wait for "+summary, err)
-			}
-		}
-		switch {
-		case temporal.IsCanceledError(err):
+		if iso.Outcome, iso.Detail, err = g.deleteVolume(activities.StorageRef{Node: iso.Node, Storage: iso.Storage}, iso.VolID, summary); err != nil {
 			return err
-		case err != nil:
-			iso.Outcome, iso.Detail = GarbageFailed, err.Error()
-		default:
-			iso.Outcome = GarbageDeleted
 		}
 	}
 	return nil
+}
+
+// deleteVolume deletes the volume volID of ref and waits for its task, and says what became of
+// it: a volume already gone counts as deleted. Only a cancel is returned as an error.
+func (g *collector) deleteVolume(ref activities.StorageRef, volID, summary string) (outcome, detail string, err error) {
+	var a *activities.Activities
+	var upid pve.UPID
+	err = call(g.ctx, g.s.callOptions(summary), a.DeleteVolume,
+		activities.DeleteVolumeRequest{StorageRef: ref, VolID: volID}).Get(g.ctx, &upid)
+	switch {
+	case isType(err, activities.ErrNotFound):
+		err = nil
+	case err != nil:
+		err = fail(summary, err)
+	case upid != "":
+		if err = waitTask(g.ctx, g.s, g.t, localLooksFirst, upid, g.s.Budgets.Request, "wait for "+summary); err != nil {
+			err = fail("wait for "+summary, err)
+		}
+	}
+	switch {
+	case temporal.IsCanceledError(err):
+		return "", "", err
+	case err != nil:
+		return GarbageFailed, err.Error(), nil
+	}
+	return GarbageDeleted, "", nil
 }
 
 // deleteDisks deletes the orphan disks found. Each goes only while a fresh listing of its
@@ -715,26 +722,8 @@ func (g *collector) deleteDisks(disks []GarbageDisk) error {
 		}
 		summary = fmt.Sprintf("delete orphan disk %s of VM %d on node %s", d.VolID, d.VMID, d.Node)
 		g.t.step(summary)
-		var upid pve.UPID
-		err = call(g.ctx, g.s.callOptions(summary), a.DeleteVolume,
-			activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: d.Node, Storage: d.Storage}, VolID: d.VolID}).Get(g.ctx, &upid)
-		switch {
-		case isType(err, activities.ErrNotFound):
-			err = nil
-		case err != nil:
-			err = fail(summary, err)
-		case upid != "":
-			if err = waitTask(g.ctx, g.s, g.t, localLooksFirst, upid, g.s.Budgets.Request, "wait for "+summary); err != nil {
-				err = fail("wait for "+summary, err)
-			}
-		}
-		switch {
-		case temporal.IsCanceledError(err):
+		if d.Outcome, d.Detail, err = g.deleteVolume(activities.StorageRef{Node: d.Node, Storage: d.Storage}, d.VolID, summary); err != nil {
 			return err
-		case err != nil:
-			d.Outcome, d.Detail = GarbageFailed, err.Error()
-		default:
-			d.Outcome = GarbageDeleted
 		}
 	}
 	return nil
