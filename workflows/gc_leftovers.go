@@ -179,17 +179,12 @@ func (f *leftoverFinder) diskStorages() ([]string, error) {
 	if f.s.Storage != "" {
 		return []string{f.s.Storage}, nil
 	}
-	var a *activities.Activities
 	var storages []string
 	for _, r := range f.resources {
 		if r.Type != "qemu" || !r.Template {
 			continue
 		}
-		ref := activities.VMRef{Node: r.Node, VMID: r.VMID}
-		summary := "read config of template " + ref.String()
-		f.step(summary)
-		var cfg pve.VMConfig
-		err := execute(f.ctx, f.s.readOptions(summary), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(f.ctx, &cfg)
+		cfg, _, err := f.readConfig(activities.VMRef{Node: r.Node, VMID: r.VMID}, "read config of template ")
 		if temporal.IsCanceledError(err) {
 			return nil, err
 		}
@@ -204,16 +199,22 @@ func (f *leftoverFinder) diskStorages() ([]string, error) {
 	return storages, nil
 }
 
+// readConfig reads the config of ref as a step named what and ref, and returns that name for
+// the caller's messages.
+func (f *leftoverFinder) readConfig(ref activities.VMRef, what string) (pve.VMConfig, string, error) {
+	var a *activities.Activities
+	summary := what + ref.String()
+	f.step(summary)
+	var cfg pve.VMConfig
+	err := execute(f.ctx, f.s.readOptions(summary), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(f.ctx, &cfg)
+	return cfg, summary, err
+}
+
 // noVM reads the config of vmid on every configured node: "" when it is absent on each, else
 // why the disks of vmid are not taken.
 func (f *leftoverFinder) noVM(vmid int) (string, error) {
-	var a *activities.Activities
 	for _, node := range f.s.Nodes {
-		ref := activities.VMRef{Node: node, VMID: vmid}
-		summary := "read config of " + ref.String()
-		f.step(summary)
-		var cfg pve.VMConfig
-		err := execute(f.ctx, f.s.readOptions(summary), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(f.ctx, &cfg)
+		_, summary, err := f.readConfig(activities.VMRef{Node: node, VMID: vmid}, "read config of ")
 		switch {
 		case temporal.IsCanceledError(err):
 			return "", err
@@ -235,18 +236,13 @@ func (f *leftoverFinder) noVM(vmid int) (string, error) {
 // from being stale. The task lists show the token's own tasks, and others' only with
 // Sys.Audit on the node.
 func (f *leftoverFinder) cloneLocks() ([]CloneLock, error) {
-	var a *activities.Activities
 	var locks []CloneLock
 	nodes := slices.Clone(f.s.Nodes)
 	for _, r := range f.resources {
 		if r.Type != "qemu" || r.Lock != "clone" {
 			continue
 		}
-		ref := activities.VMRef{Node: r.Node, VMID: r.VMID}
-		summary := "read config of " + ref.String()
-		f.step(summary)
-		var cfg pve.VMConfig
-		err := execute(f.ctx, f.s.readOptions(summary), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(f.ctx, &cfg)
+		cfg, summary, err := f.readConfig(activities.VMRef{Node: r.Node, VMID: r.VMID}, "read config of ")
 		switch {
 		case temporal.IsCanceledError(err):
 			return nil, err
