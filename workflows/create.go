@@ -335,11 +335,11 @@ func (c *create) clone(h holdings) error {
 	if !ok {
 		return permanentf("create proxy %s: template %d (image %q) not found in the cluster", c.in.Name, c.p.TemplateVMID, c.p.Image)
 	}
-	storage, shared, err := c.cloneTarget(tmplNode)
+	storage, shared, tmplCfg, err := c.cloneTarget(tmplNode)
 	if err != nil {
 		return err
 	}
-	if err := c.preflight(tmplNode, storage); err != nil {
+	if err := c.preflight(tmplNode, tmplCfg, storage); err != nil {
 		return err
 	}
 	if tmplNode != c.p.Node && !shared {
@@ -412,16 +412,22 @@ func (c *create) clone(h holdings) error {
 // preflight refuses a create whose API token lacks a privilege the proxy needs on its node,
 // cloning onto storage, before anything is made: the message is the one `pveflow check` gives
 // the node (pve.MissingMessage). A PVE that answers 403 after the clone would leave a VM half
-// made. The template's NICs, from tmplNode, and the vnets' zones are read first: PVE checks
-// SDN.Use on their paths.
-func (c *create) preflight(tmplNode, storage string) error {
+// made. The template's NICs, from tmplNode unless tmplCfg holds its config already, and the
+// vnets' zones are read first: PVE checks SDN.Use on their paths.
+func (c *create) preflight(tmplNode string, tmplCfg pve.VMConfig, storage string) error {
 	var a *activities.Activities
 	step := "read the template's NICs and the SDN vnets"
 	c.t.step(step)
 	var net activities.NetworkAccess
-	req := activities.NetworkAccessRequest{Templates: []activities.VMRef{{Node: tmplNode, VMID: c.p.TemplateVMID}}}
+	var req activities.NetworkAccessRequest
+	if tmplCfg == nil {
+		req.Templates = []activities.VMRef{{Node: tmplNode, VMID: c.p.TemplateVMID}}
+	}
 	if err := call(c.ctx, c.s.callOptions(step), a.NetworkAccess, req).Get(c.ctx, &net); err != nil {
 		return fail(step, err)
+	}
+	if tmplCfg != nil {
+		net.TemplateNICs = map[int]pve.VMConfig{c.p.TemplateVMID: proxy.NICsOf(tmplCfg)}
 	}
 	nicSets := [][]config.NIC{c.s.nics(c.in.NICs, c.in.MachineType)}
 	cloudInit := c.s.MachineTypes[c.in.MachineType].WaitsForCloudInit()
@@ -458,19 +464,19 @@ func (c *create) backOffFromLock(vmid int, begun time.Time) (again bool, err err
 }
 
 // cloneTarget is the storage a clone allocates its volumes on, the configured target or else
-// the template's boot disk's, and whether it is shared among the nodes.
-func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, err error) {
+// the template's boot disk's, and whether it is shared among the nodes; and the template's
+// config when it was read for that (nil otherwise), so that the preflight reads it no more.
+func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, tmplCfg pve.VMConfig, err error) {
 	var a *activities.Activities
 	storage = c.s.Storage
 	if storage == "" {
 		ref := activities.VMRef{Node: tmplNode, VMID: c.p.TemplateVMID}
-		var cfg pve.VMConfig
 		step := "read config of template " + ref.String()
-		if err := call(c.ctx, c.s.callOptions(step), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &cfg); err != nil {
-			return "", false, fail(step, err)
+		if err := call(c.ctx, c.s.callOptions(step), a.VMConfig, activities.VMConfigRequest{VMRef: ref}).Get(c.ctx, &tmplCfg); err != nil {
+			return "", false, nil, fail(step, err)
 		}
-		if storage, err = bootStorage(cfg); err != nil {
-			return "", false, permanentf("create proxy %s: template %d: %v", c.in.Name, c.p.TemplateVMID, err)
+		if storage, err = bootStorage(tmplCfg); err != nil {
+			return "", false, nil, permanentf("create proxy %s: template %d: %v", c.in.Name, c.p.TemplateVMID, err)
 		}
 	}
 	step := fmt.Sprintf("read status of storage %s on node %s", storage, tmplNode)
@@ -478,9 +484,9 @@ func (c *create) cloneTarget(tmplNode string) (storage string, shared bool, err 
 	err = call(c.ctx, c.s.callOptions(step), a.StorageStatus,
 		activities.StorageRef{Node: tmplNode, Storage: storage}).Get(c.ctx, &st)
 	if err != nil {
-		return "", false, fail(step, err)
+		return "", false, nil, fail(step, err)
 	}
-	return storage, st.Shared, nil
+	return storage, st.Shared, tmplCfg, nil
 }
 
 // bootStorage is the storage of cfg's boot disk, which a clone without a target storage
