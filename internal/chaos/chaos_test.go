@@ -50,6 +50,11 @@ type scenario struct {
 	// faultRate is the share of Proxmox calls that fail; taskScale scales the simulator's task
 	// durations (1 is a small real host's).
 	faultRate, taskScale float64
+	// shipped runs what a default install gets instead of the chaos configuration: the workers
+	// with every default (poll, call cap, clone slots, budgets, care) and only the simulator's
+	// cluster configured (shippedConfig), the simulator with its own defaults (its status
+	// cache's lag, its guests' boot).
+	shipped bool
 }
 
 var (
@@ -212,17 +217,21 @@ func newRun(t testing.TB, sc scenario, seed uint64, cluster bool) *run {
 	address := strings.Join(addresses, ",")
 
 	simDir := filepath.Join(dir, "pvesim")
-	r.sim = &proc{name: "pvesim", bin: filepath.Join(bin, "pvesim"), log: filepath.Join(dir, "pvesim.log"),
-		args: []string{"-listen", "127.0.0.1:0", "-dir", simDir, "-auth-delay", "0s", "-resources-lag", "2s",
-			"-agent-boot-delay", "1s", "-task-scale", strconv.FormatFloat(sc.taskScale, 'f', -1, 64), "-fault-rate", strconv.FormatFloat(sc.faultRate, 'f', -1, 64),
-			"-fault-seed", strconv.FormatUint(seed, 10), "-state-listen", "127.0.0.1:0"}}
+	simArgs := []string{"-listen", "127.0.0.1:0", "-dir", simDir, "-task-scale", strconv.FormatFloat(sc.taskScale, 'f', -1, 64),
+		"-fault-rate", strconv.FormatFloat(sc.faultRate, 'f', -1, 64), "-fault-seed", strconv.FormatUint(seed, 10), "-state-listen", "127.0.0.1:0"}
+	configOf := shippedConfig
+	if !sc.shipped {
+		simArgs = append(simArgs, "-auth-delay", "0s", "-resources-lag", "2s", "-agent-boot-delay", "1s")
+		configOf = workerConfig
+	}
+	r.sim = &proc{name: "pvesim", bin: filepath.Join(bin, "pvesim"), log: filepath.Join(dir, "pvesim.log"), args: simArgs}
 	line := r.sim.mustStart(t, "pvesim serves the Proxmox VE API at ")
 	t.Cleanup(r.sim.stop)
 	simURL := strings.TrimSuffix(strings.TrimPrefix(line, "pvesim serves the Proxmox VE API at "), "/api2/json")
 	r.stateURL = r.waitForStateURL()
 
 	cfg := filepath.Join(dir, "config.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(workerConfig(simURL, simDir)), 0o600))
+	require.NoError(t, os.WriteFile(cfg, []byte(configOf(simURL, simDir)), 0o600))
 	env := []string{"TEMPORAL_ADDRESS=" + address, "TEMPORAL_NAMESPACE=default", "HOME=" + dir, "XDG_RUNTIME_DIR=" + dir}
 	for i := range r.workers {
 		w := &proc{name: fmt.Sprintf("worker-%d", i+1), bin: filepath.Join(bin, "worker"), env: env,
@@ -283,6 +292,21 @@ budgets: {clone: 3m, upload: 1m, resize: 1m, start: 1m, stop: 1m, destroy: 2m, r
 poll: {initialInterval: 500ms, backoffCoefficient: 1.3, maximumInterval: 3s}
 entity: {checkInterval: 1m, checkJitter: 15s, closeAfter: 20s}
 `, url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token"), types, pools, perStorage)
+}
+
+// shippedConfig is a default install's configuration of the simulator's cluster: its address,
+// nodes, storages, template and a machine type, and nothing else.
+func shippedConfig(url, simDir string) string {
+	return fmt.Sprintf(`proxmox:
+  url: %s
+  caFile: %q
+  tokenFile: %q
+  nodes: [pve1]
+  isoStorage: local
+  storage: local-lvm
+  templates: {debian13: {vmid: 9000}}
+  machineTypes: {small: {cores: 2, memoryMiB: 2048, diskGiB: 10}}
+`, url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token"))
 }
 
 // between draws a duration in [lo, hi) from src.

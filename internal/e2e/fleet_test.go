@@ -315,7 +315,7 @@ func (s *scope) close() {
 // measureFleet creates n proxies at once on s, and deletes each as soon as its create is
 // served, and returns how long the fleet took against its floor, how hard it drove the server
 // against the server's ceiling, and what the fleet cost per proxy. The floor is the simulator's
-// task times alone, with no time of pveflow's in it (proxyFloor): the clones perStorage at a
+// task times alone, with no time of pveflow's in it (pvesim.Pace.ProxyFloor): the clones perStorage at a
 // time, then the last clone's create's other tasks and its delete's. Without admission there is
 // no clone limit, and the floor is one proxy's create and delete. The creates alone are also
 // returned against theirs (the clone turns and one create's other tasks). What the fleet cost
@@ -335,7 +335,7 @@ func measureFleet(tb testing.TB, s *stack, cluster *pvesim.Cluster, n int) fleet
 	firstProxy(tb, s)
 	firstTook := time.Since(first)
 
-	aloneCreate, aloneDelete := proxyFloor(cluster)
+	aloneCreate, aloneDelete := cluster.Pace().ProxyFloor()
 	floor, createsFloor := aloneCreate+aloneDelete, aloneCreate
 	perStorage := s.cfg.Clones.PerStorage
 	if perStorage > 0 {

@@ -23,21 +23,6 @@ var paceDurations = map[string]time.Duration{
 // paceBoot is how long the simulated guest takes from its start to its agent's first answer.
 const paceBoot = 20 * time.Second
 
-// proxyFloor is the least one proxy's create and delete can take on cluster, its task times
-// alone, with no time of pveflow's in it: the tasks they wait for, one after another, and the
-// guest's boot. The create runs a clone, the seed's upload, the resize, the start and the seed's
-// release; the delete a stop, a destroy and the seed's deletion, which finds it gone.
-func proxyFloor(cluster *pvesim.Cluster) (create, del time.Duration) {
-	create = cluster.AgentBootDelay()
-	for _, typ := range []string{"qmclone", "imgcopy", "resize", "qmstart", "imgdel"} {
-		create += cluster.TaskDuration(typ)
-	}
-	for _, typ := range []string{"qmstop", "qmdestroy", "imgdel"} {
-		del += cluster.TaskDuration(typ)
-	}
-	return create, del
-}
-
 // paceCluster is a simulator at that pace.
 func paceCluster() *pvesim.Cluster {
 	return newCluster(func(o *pvesim.Options) {
@@ -82,7 +67,7 @@ func BenchmarkProxy_createAndDeleteAtTheSimulatorsPace(b *testing.B) {
 		b.ReportMetric(elapsed.Seconds(), "s/create+delete")
 		b.ReportMetric(plainElapsed.Seconds(), "s/plain-program")
 		b.ReportMetric(elapsed.Seconds()/plainElapsed.Seconds(), "x-plain")
-		createFloor, deleteFloor := proxyFloor(cluster)
+		createFloor, deleteFloor := cluster.Pace().ProxyFloor()
 		b.ReportMetric(elapsed.Seconds()/(createFloor+deleteFloor).Seconds(), "x-floor")
 		b.ReportMetric(float64(c.events), "events/create")
 		b.ReportMetric(float64(d.events), "events/delete")

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"time"
 )
 
 // State is the cluster as a chaos run's checker reads it afterwards (docs/reliability.md):
@@ -23,6 +24,31 @@ type State struct {
 	Faults map[string]int `json:"faults"`
 	// Guests are what each VM's guest runs with, by VMID: what no config shows.
 	Guests map[int]Guest `json:"guests"`
+	// Pace is how long the cluster's tasks and guests' boots take (Options.TaskDurations and
+	// Options.AgentBootDelay): what a benchmark's floor is made of.
+	Pace Pace `json:"pace"`
+}
+
+// Pace is how long a cluster's tasks take, by type, and how long a started guest runs before
+// its agent answers.
+type Pace struct {
+	TaskDurations  map[string]time.Duration `json:"taskDurations"`
+	AgentBootDelay time.Duration            `json:"agentBootDelay"`
+}
+
+// ProxyFloor is the least one proxy's create and delete can take at this pace, its task times
+// alone, with no time of pveflow's in it: the tasks they wait for, one after another, and the
+// guest's boot. The create runs a clone, the seed's upload, the resize, the start and the seed's
+// release; the delete a stop, a destroy and the seed's deletion, which finds it gone.
+func (p Pace) ProxyFloor() (create, del time.Duration) {
+	create = p.AgentBootDelay
+	for _, typ := range []string{"qmclone", "imgcopy", "resize", "qmstart", "imgdel"} {
+		create += p.TaskDurations[typ]
+	}
+	for _, typ := range []string{"qmstop", "qmdestroy", "imgdel"} {
+		del += p.TaskDurations[typ]
+	}
+	return create, del
 }
 
 // Guest is what a VM runs with, as its QEMU and its guest OS have it rather than as its config
@@ -50,6 +76,7 @@ func (c *Cluster) State() State {
 		MaxConcurrentClones: make(map[string]int),
 		Faults:              make(map[string]int),
 		Guests:              make(map[int]Guest),
+		Pace:                c.Pace(),
 	}
 	for i := range st.Volumes {
 		st.Volumes[i].Data = nil

@@ -166,6 +166,11 @@ func (c *Cluster) TaskDuration(typ string) time.Duration {
 // (Options.AgentBootDelay).
 func (c *Cluster) AgentBootDelay() time.Duration { return c.bootDelay }
 
+// Pace is the cluster's task durations and its guests' boot delay.
+func (c *Cluster) Pace() Pace {
+	return Pace{TaskDurations: maps.Clone(c.durations), AgentBootDelay: c.bootDelay}
+}
+
 // NodeTasks lists the node's tasks as GET /nodes/{node}/tasks does (pve-manager
 // PVE/API2/Tasks.pm node_tasks): newest first, the finished ones ("archive", PVE's default
 // source), the running ones ("active") or both ("all"), of one type and one VMID (a task's
