@@ -256,8 +256,9 @@ func Default() Config {
 			InstallGuestAgent:     true,
 			// pveproxy and pvedaemon each run 3 worker processes by default (pve-manager
 			// PVE/Service/pveproxy.pm and pvedaemon.pm, max_workers => 3): pveflow keeps no
-			// more requests in flight than one of them can work on.
-			Calls:  Calls{PerSecond: 20, Concurrency: 3},
+			// more requests in flight than one of them can work on. The rate lets a fleet's
+			// creates go at the pace of their clone slots (docs/proxmox.md, The call cap).
+			Calls:  Calls{PerSecond: 50, Concurrency: 3},
 			OnBoot: true,
 			HA:     HA{State: "started"},
 		},

@@ -497,7 +497,7 @@ func TestParse_clonesPerStorageZeroIsKept(t *testing.T) {
 func TestParse_callCapDefaultsToPveproxysWorkers(t *testing.T) {
 	c, err := Parse([]byte(minimalYAML))
 	require.NoError(t, err)
-	assert.Equal(t, Calls{PerSecond: 20, Concurrency: 3}, c.Proxmox.Calls)
+	assert.Equal(t, Calls{PerSecond: 50, Concurrency: 3}, c.Proxmox.Calls)
 }
 
 func TestParse_callCapZeroIsNoLimit(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 
 // BenchmarkProxy_oneProxyBelowTheCallCap creates and deletes one proxy at the simulator's pace
 // (clone 30 s, boot 20 s, the default poll cadence and budgets) over the simulator's REST API,
-// as a worker reaches Proxmox: once with the default call cap (proxmox.calls: 20 requests a
+// as a worker reaches Proxmox: once with the default call cap (proxmox.calls: 50 requests a
 // second, 3 in flight), once with none, each on a stack of its own. A cap the load stays below
 // must not cost it time, though a create makes some calls back to back: it reports the capped
 // run's wall time against the uncapped one's, the requests a second the proxy sent, and how many
