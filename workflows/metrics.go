@@ -19,6 +19,8 @@ const (
 	changeDurationMetric = "pveflow_proxy_change_duration"
 	clonesQueuedMetric   = "pveflow_clones_queued"
 	clonesRunningMetric  = "pveflow_clones_running"
+	proxyChecksMetric    = "pveflow_proxy_checks"
+	proxyHealsMetric     = "pveflow_proxy_heals"
 )
 
 // Outcomes of a CreateProxy, ChangeProxy or DeleteProxy, as the workflow itself ends. A run that is
@@ -72,4 +74,23 @@ func outcomeOf(err error) (outcome, failureType string) {
 		return outcomeFailed, appErr.Type()
 	}
 	return outcomeFailed, "Unclassified"
+}
+
+// recordCheck counts an entity's check of its VM by what it found: the VM's state (running,
+// stopped), absent when the proxy has no VM, unknown when the check could not tell.
+func recordCheck(ctx workflow.Context, got GetProxyResult, err error) {
+	found := string(got.State)
+	switch {
+	case isType(err, FailNotFound):
+		found = "absent"
+	case err != nil:
+		found = "unknown"
+	}
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"found": found}).Counter(proxyChecksMetric).Inc(1)
+}
+
+// recordHeal counts an operation a check started (a create of a VM found stopped or gone, a
+// change putting drift back) by its kind and how it closed.
+func recordHeal(ctx workflow.Context, rec OperationRecord) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"kind": rec.Kind, "outcome": rec.Outcome}).Counter(proxyHealsMetric).Inc(1)
 }
