@@ -21,7 +21,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
@@ -197,13 +196,7 @@ func TestRun_everyDashboardPanelShowsSeriesOfTheWorkerAndTheServer(t *testing.T)
 	del, err := s.Delete(ctx, workflows.DeleteProxyInput{UID: uids[0]})
 	require.NoError(t, err)
 	require.NoError(t, del.Get(ctx, nil), w.stderr.String())
-	simURL, err := os.ReadFile(filepath.Join(w.simDir, "url"))
-	require.NoError(t, err)
-	api, err := pve.NewClient(pve.ClientConfig{URL: strings.TrimSpace(string(simURL)),
-		CAFile: filepath.Join(w.simDir, "ca.pem"), TokenFile: filepath.Join(w.simDir, "token")})
-	require.NoError(t, err)
-	_, err = api.Stop(ctx, second.Node, second.VMID)
-	require.NoError(t, err)
+	stopVM(t, w.simDir, second.Node, second.VMID)
 
 	// Each query selects a series once Prometheus has scraped what it counts: the heal's
 	// after it ended.

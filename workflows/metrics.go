@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -76,15 +77,16 @@ func outcomeOf(err error) (outcome, failureType string) {
 	return outcomeFailed, "Unclassified"
 }
 
-// recordCheck counts an entity's check of its VM by what it found: the VM's state (running,
-// stopped), absent when the proxy has no VM, unknown when the check could not tell.
+// recordCheck counts an entity's check of its VM by what it found: the VM's state in lower
+// case (running, provisioning, stopped, unknown), absent when the proxy has no VM, error when
+// the check failed.
 func recordCheck(ctx workflow.Context, got GetProxyResult, err error) {
-	found := string(got.State)
+	found := strings.ToLower(string(got.State))
 	switch {
 	case isType(err, FailNotFound):
 		found = "absent"
 	case err != nil:
-		found = "unknown"
+		found = "error"
 	}
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"found": found}).Counter(proxyChecksMetric).Inc(1)
 }
