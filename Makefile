@@ -56,11 +56,14 @@ test-integration-proxmox: $(TEMPORAL_BIN)
 	$(GO) test -race -tags=integration -count=1 -v -timeout 30m -run TestProxmox ./internal/integration/
 
 # No Docker engine runs here: docker-compose.yaml is validated, never run, with Debian's
-# docker-compose (1.29), which knows profiles and depends_on conditions. What it cannot check
-# (README and search attributes in step with the file) compose/compose_test.go does.
+# docker-compose (1.29), which knows profiles and depends_on conditions, and the Prometheus
+# configuration it mounts with Debian's promtool. What they cannot check (README, search
+# attributes and mounted files in step with the file) compose/compose_test.go does.
 compose-check:
 	@command -v docker-compose >/dev/null || { echo "compose-check needs docker-compose: apt-get install -y docker-compose"; exit 1; }
+	@command -v promtool >/dev/null || { echo "compose-check needs promtool: apt-get install -y prometheus"; exit 1; }
 	docker-compose -f docker-compose.yaml --profile proxmox --profile simulator config -q
+	promtool check config compose/prometheus.yml
 
 lint: fmt-check vet staticcheck workflowcheck
 

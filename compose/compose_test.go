@@ -6,6 +6,7 @@ package compose
 
 import (
 	"bufio"
+	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
@@ -33,6 +34,7 @@ type composeService struct {
 	Build    any      `yaml:"build"`
 	Ports    []string `yaml:"ports"`
 	Profiles []string `yaml:"profiles"`
+	Volumes  []string `yaml:"volumes"`
 }
 
 type composeFile struct {
@@ -42,10 +44,8 @@ type composeFile struct {
 
 func loadCompose(t *testing.T) composeFile {
 	t.Helper()
-	data, err := os.ReadFile(composePath)
-	require.NoError(t, err)
 	var f composeFile
-	require.NoError(t, yaml.Unmarshal(data, &f))
+	readYAML(t, composePath, &f)
 	require.NotEmpty(t, f.Services)
 	return f
 }
@@ -176,6 +176,65 @@ func TestComposeFile_citesEveryImageTagItPulls(t *testing.T) {
 		require.Contains(t, s.Image, ":", "service %s pins no tag", name)
 		assert.Contains(t, header.String(), s.Image, "service %s: its image is not cited in the header", name)
 	}
+}
+
+// operatorDir is the directory of the operator's files, which is never committed.
+const operatorDir = "./deploy"
+
+// Every file or directory of the repository that a service mounts exists: docker-compose
+// config does not look, and Docker would mount an empty directory in the place of a missing one.
+func TestComposeFile_mountsOnlyFilesTheRepositoryHolds(t *testing.T) {
+	c := loadCompose(t)
+	mounts := 0
+	for name, s := range c.Services {
+		for _, v := range s.Volumes {
+			source, _, _ := strings.Cut(v, ":")
+			if !strings.HasPrefix(source, "./") || source == operatorDir {
+				continue // a named volume, or the operator's files
+			}
+			mounts++
+			_, err := os.Stat(filepath.Join("..", source))
+			assert.NoError(t, err, "service %s mounts %s", name, source)
+		}
+	}
+	assert.NotZero(t, mounts, "no service mounts a file of the repository")
+}
+
+// Grafana shows the dashboard only when the provider's path is where the dashboards are
+// mounted, and each panel's data only when it names the provisioned datasource: neither fails
+// Grafana's start. (worker/dashboard_test.go checks the panels' queries.)
+func TestGrafana_findsTheDashboardsAndTheirDatasource(t *testing.T) {
+	var providers struct {
+		Providers []struct {
+			Options struct{ Path string }
+		}
+	}
+	readYAML(t, filepath.Join("grafana", "dashboards.yaml"), &providers)
+	require.Len(t, providers.Providers, 1)
+	assert.Contains(t, loadCompose(t).Services["grafana"].Volumes,
+		"./compose/grafana/dashboards:"+providers.Providers[0].Options.Path+":ro", "the dashboards' mount")
+
+	var datasources struct{ Datasources []struct{ Name string } }
+	readYAML(t, filepath.Join("grafana", "datasource.yaml"), &datasources)
+	require.Len(t, datasources.Datasources, 1)
+	data, err := os.ReadFile(filepath.Join("grafana", "dashboards", "pveflow.json"))
+	require.NoError(t, err)
+	var dashboard struct {
+		Panels []struct{ Type, Title, Datasource string }
+	}
+	require.NoError(t, json.Unmarshal(data, &dashboard))
+	for _, p := range dashboard.Panels {
+		if p.Type != "row" {
+			assert.Equal(t, datasources.Datasources[0].Name, p.Datasource, "datasource of panel %q", p.Title)
+		}
+	}
+}
+
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(data, v), path)
 }
 
 var registerLine = regexp.MustCompile(`(?m)^register (\S+) (\S+)$`)

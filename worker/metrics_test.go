@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/syncbuf"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
@@ -88,13 +90,26 @@ func metricsURL(t *testing.T, log *syncbuf.Buffer) string {
 	return ""
 }
 
-func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t *testing.T) {
+// stopVM stops a VM of the simulator whose directory is simDir, as a person would in PVE's UI.
+func stopVM(t *testing.T, simDir, node string, vmid int) {
+	t.Helper()
+	url, err := os.ReadFile(filepath.Join(simDir, "url"))
+	require.NoError(t, err)
+	api, err := pve.NewClient(pve.ClientConfig{URL: strings.TrimSpace(string(url)),
+		CAFile: filepath.Join(simDir, "ca.pem"), TokenFile: filepath.Join(simDir, "token")})
+	require.NoError(t, err)
+	_, err = api.Stop(t.Context(), node, vmid)
+	require.NoError(t, err)
+}
+
+func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsClonesChecksAndHealsWithTheSDKsOwn(t *testing.T) {
 	server := testserver.New(t)
-	// One clone at a time onto a storage, so that of two creates one queues.
+	// One clone at a time onto a storage, so that of two creates one queues; checks every
+	// second, so that a VM stopped is healed at once.
 	sim, err := os.ReadFile(simulatorYAML)
 	require.NoError(t, err)
 	configPath := filepath.Join(t.TempDir(), "config.yaml")
-	require.NoError(t, os.WriteFile(configPath, append(sim, "clones: {perStorage: 1}\n"...), 0o600))
+	require.NoError(t, os.WriteFile(configPath, append(sim, "clones: {perStorage: 1}\nentity: {checkInterval: 1s, checkJitter: 0s}\n"...), 0o600))
 	w := runSimWorker(t, server, "--config", configPath, "--simulator-clone-time", "1s", "--metrics-listen", "127.0.0.1:0")
 	url := metricsURL(t, w.stderr)
 	s := starter.New(server.Client(), "worker-test")
@@ -112,8 +127,9 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 	waitCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	created := make(chan error, len(uids))
-	for _, req := range reqs {
-		go func() { created <- req.Get(waitCtx, nil) }()
+	results := make([]workflows.CreateProxyResult, len(uids))
+	for i, req := range reqs {
+		go func() { created <- req.Get(waitCtx, &results[i]) }()
 	}
 
 	// While the creates run, the admission of their storage shows one clone running and the
@@ -135,6 +151,13 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 	del, err := s.Delete(context.Background(), workflows.DeleteProxyInput{UID: uids[0]})
 	require.NoError(t, err)
 	require.NoError(t, del.Get(waitCtx, nil), w.stderr.String())
+	// The second proxy's VM stopped behind pveflow's back: a check finds it, a heal starts it.
+	stopVM(t, w.simDir, results[1].Node, results[1].VMID)
+	healed := map[string]string{"kind": "create", "outcome": "completed"}
+	require.Eventually(t, func() bool {
+		_, ok := scrape(t, url).value("pveflow_proxy_heals_total", healed)
+		return ok
+	}, time.Minute, 100*time.Millisecond, "no heal counted:\n%s", w.stderr)
 	m := scrape(t, url)
 
 	assert.Equal(t, 1.0, mostQueued, "clones queued")
@@ -144,20 +167,22 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsAndClonesWithTheSDKsOwn(t
 		labels map[string]string
 		want   float64
 	}{
-		{"pveflow_proxies_created_total", map[string]string{"outcome": "completed", "failure_type": ""}, 2},
+		{"pveflow_proxies_created_total", map[string]string{"outcome": "completed", "failure_type": ""}, 3},
 		{"pveflow_proxies_deleted_total", map[string]string{"outcome": "completed", "failure_type": ""}, 1},
-		{"pveflow_proxy_create_duration_seconds", map[string]string{"outcome": "completed"}, 2},
+		{"pveflow_proxy_create_duration_seconds", map[string]string{"outcome": "completed"}, 3},
 		{"pveflow_proxy_delete_duration_seconds", map[string]string{"outcome": "completed"}, 1},
 		{"pveflow_proxmox_request_duration_seconds", map[string]string{"method": "Clone", "status_class": "2xx"}, 2},
-		{"pveflow_proxmox_request_duration_seconds", map[string]string{"method": "UploadISO", "status_class": "2xx"}, 2},
+		{"pveflow_proxmox_request_duration_seconds", map[string]string{"method": "UploadISO", "status_class": "2xx"}, 3},
 		{"pveflow_proxmox_request_duration_seconds", map[string]string{"method": "Destroy", "status_class": "2xx"}, 1},
 		{"pveflow_task_wait_duration_seconds", map[string]string{"task_type": "qmclone"}, 2},
-		{"pveflow_task_wait_duration_seconds", map[string]string{"task_type": "imgcopy"}, 2},
-		{"pveflow_task_wait_duration_seconds", map[string]string{"task_type": "qmstart"}, 2},
+		{"pveflow_task_wait_duration_seconds", map[string]string{"task_type": "imgcopy"}, 3},
+		{"pveflow_task_wait_duration_seconds", map[string]string{"task_type": "qmstart"}, 3},
 		{"pveflow_task_wait_duration_seconds", map[string]string{"task_type": "qmstop"}, 1},
 		{"pveflow_task_wait_duration_seconds", map[string]string{"task_type": "qmdestroy"}, 1},
 		{"pveflow_clones_queued", map[string]string{"storage": storage}, 0},
 		{"pveflow_clones_running", map[string]string{"storage": storage}, 0},
+		{"pveflow_proxy_checks_total", map[string]string{"found": "stopped"}, 1},
+		{"pveflow_proxy_heals_total", healed, 1},
 	}
 	for _, tt := range tests {
 		got, ok := m.value(tt.name, tt.labels)

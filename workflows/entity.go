@@ -751,6 +751,9 @@ func (e *entity) finish() {
 		op.rec.Outcome, op.rec.Error = "failed", op.err.Error()
 	}
 	e.record(*op.rec)
+	if op.rec.isHeal() {
+		recordHeal(e.ctx, *op.rec)
+	}
 	if op.err != nil {
 		e.failed(op)
 		return
@@ -807,7 +810,7 @@ func (e *entity) failed(op *runningOp) {
 	}
 	e.st.LastFailure = op.rec.Error
 	e.st.NeedsPerson = isType(op.err, FailPermanent)
-	if strings.HasPrefix(op.rec.Reason, "check:") {
+	if op.rec.isHeal() {
 		// A VM that fails again at every heal (it stops at every boot, its storage is gone) is
 		// healed ever less often, not made again at every check.
 		e.st.FailedHeals++
@@ -898,6 +901,7 @@ func (e *entity) check(rewatch bool) {
 	workflow.SetCurrentDetails(e.ctx, e.phase()+": check the VM")
 	var got GetProxyResult
 	err := workflow.ExecuteChildWorkflow(ctx, GetProxyName, GetProxyInput{UID: e.uid}).Get(ctx, &got)
+	recordCheck(e.ctx, got, err)
 	if e.version != seen || e.st.Spec == nil {
 		return // a request came meanwhile: it decides
 	}

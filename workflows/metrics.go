@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -19,6 +20,8 @@ const (
 	changeDurationMetric = "pveflow_proxy_change_duration"
 	clonesQueuedMetric   = "pveflow_clones_queued"
 	clonesRunningMetric  = "pveflow_clones_running"
+	proxyChecksMetric    = "pveflow_proxy_checks"
+	proxyHealsMetric     = "pveflow_proxy_heals"
 )
 
 // Outcomes of a CreateProxy, ChangeProxy or DeleteProxy, as the workflow itself ends. A run that is
@@ -72,4 +75,24 @@ func outcomeOf(err error) (outcome, failureType string) {
 		return outcomeFailed, appErr.Type()
 	}
 	return outcomeFailed, "Unclassified"
+}
+
+// recordCheck counts an entity's check of its VM by what it found: the VM's state in lower
+// case (running, provisioning, stopped, unknown), absent when the proxy has no VM, error when
+// the check failed.
+func recordCheck(ctx workflow.Context, got GetProxyResult, err error) {
+	found := strings.ToLower(string(got.State))
+	switch {
+	case isType(err, FailNotFound):
+		found = "absent"
+	case err != nil:
+		found = "error"
+	}
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"found": found}).Counter(proxyChecksMetric).Inc(1)
+}
+
+// recordHeal counts an operation a check started (a create of a VM found stopped or gone, a
+// change putting drift back) by its kind and how it closed.
+func recordHeal(ctx workflow.Context, rec OperationRecord) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"kind": rec.Kind, "outcome": rec.Outcome}).Counter(proxyHealsMetric).Inc(1)
 }

@@ -1,6 +1,9 @@
 package workflows
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // ChangeRequest is the argument of the change Update: what to change in a present proxy. An
 // empty field leaves that part as it is.
@@ -96,6 +99,9 @@ type OperationRecord struct {
 	Outcome string `json:"outcome,omitempty"`
 	Error   string `json:"error,omitempty"`
 }
+
+// isHeal reports whether the operation is one a check started, whose reason says what it found.
+func (r OperationRecord) isHeal() bool { return strings.HasPrefix(r.Reason, "check:") }
 
 // ProxyInput is the input of a Proxy entity: its UID when a request starts it, and its state
 // as well when it continues as new.

@@ -38,6 +38,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/metrics"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -72,6 +73,10 @@ type Options struct {
 	// UI's server) post payloads to for decoding, such as http://127.0.0.1:8081; "" for none.
 	// The codec server must allow the UI's origin, UIURL.
 	UICodecEndpoint string
+	// MetricsPort is the port, on IP, of the server's Prometheus metrics (/metrics), served as
+	// the compose file's server serves them (PROMETHEUS_ENDPOINT), so that the dashboard's
+	// panels of the server can be tested against them; 0 serves none.
+	MetricsPort int
 }
 
 // Postgres is where a server's state is on PostgreSQL, and the cluster it joins there.
@@ -118,14 +123,15 @@ func (pg Postgres) withDefaults(frontend string) *Postgres {
 
 // A Server is a running Temporal server, and its Web UI unless disabled.
 type Server struct {
-	temporal  temporal.Server
-	ui        *uiserver.Server
-	lock      *os.File
-	frontend  string
-	history   string
-	uiURL     string
-	namespace string
-	logLevel  slog.LevelVar // the least level of the server's logs passed on
+	temporal   temporal.Server
+	ui         *uiserver.Server
+	lock       *os.File
+	frontend   string
+	history    string
+	uiURL      string
+	metricsURL string
+	namespace  string
+	logLevel   slog.LevelVar // the least level of the server's logs passed on
 
 	stopOnce sync.Once
 	stopErr  error
@@ -210,6 +216,11 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		}
 		cfg = serverConfig(opts.IP, p, sqlCfg)
 		hosts = temporal.WithStaticHosts(staticHosts(opts.IP, p))
+	}
+	if opts.MetricsPort != 0 {
+		cfg.Global.Metrics = &metrics.Config{Prometheus: &metrics.PrometheusConfig{
+			TimerType: "histogram", ListenAddress: hostPort(opts.IP, opts.MetricsPort)}}
+		s.metricsURL = "http://" + hostPort(opts.IP, opts.MetricsPort) + "/metrics"
 	}
 
 	logger := opts.Logger
@@ -309,6 +320,9 @@ func (s *Server) HistoryAddress() string { return s.history }
 
 // UIURL returns the Web UI's base URL, or "" when the UI is disabled.
 func (s *Server) UIURL() string { return s.uiURL }
+
+// MetricsURL returns the URL of the server's Prometheus metrics, or "" when it serves none.
+func (s *Server) MetricsURL() string { return s.metricsURL }
 
 // Namespace returns the namespace Start registered.
 func (s *Server) Namespace() string { return s.namespace }

@@ -58,6 +58,24 @@ func TestStart_uiTellsTheBrowserItsCodecEndpoint(t *testing.T) {
 	assert.Equal(t, "http://127.0.0.1:8081", settings.Codec.Endpoint)
 }
 
+func TestStart_servesPrometheusMetricsOnMetricsPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	s := start(t, devserver.Options{DBFile: dbFile(t), UIPort: -1, MetricsPort: port})
+	require.Equal(t, "http://127.0.0.1:"+strconv.Itoa(port)+"/metrics", s.MetricsURL())
+
+	resp, err := http.Get(s.MetricsURL())
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	// The frontend's requests by operation, which the dashboard's panels of the server show.
+	assert.Contains(t, string(body), "service_requests{")
+}
+
 func TestStart_refusesACodecEndpointThatIsNoURL(t *testing.T) {
 	for _, endpoint := range []string{"127.0.0.1:8081", "ftp://127.0.0.1:8081", "http://"} {
 		t.Run(endpoint, func(t *testing.T) {

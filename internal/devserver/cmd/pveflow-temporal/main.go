@@ -72,6 +72,7 @@ func run() error {
 	codecEndpoint := flag.String("ui-codec-endpoint", "", "`URL` of a codec server (pveflow codec-server) the Web UI decodes payloads with, such as http://127.0.0.1:8081")
 	flag.Var(searchAttrs, "search-attribute", "search attribute `NAME=TYPE` to register besides pveflow's (repeatable)")
 	servicePorts := flag.Int("service-ports", 0, "first `port` of the 8 consecutive ones of the other services: frontend HTTP, history, matching, worker, then their membership ports (-postgres only); 0 picks free ones")
+	metricsPort := flag.Int("metrics-port", 0, "`port` to serve the server's Prometheus metrics on (/metrics), at -ip, as the compose file's server does; 0 serves none")
 	usePostgres := flag.Bool("postgres", false, "keep the state in PostgreSQL rather than in -db, as one host of the cluster on that database")
 	var pg devserver.Postgres
 	flag.StringVar(&pg.Host, "pg-host", "127.0.0.1", "PostgreSQL `host` (with -postgres)")
@@ -120,6 +121,7 @@ func run() error {
 		SearchAttributes: searchAttrs,
 		Logger:           slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		UICodecEndpoint:  *codecEndpoint,
+		MetricsPort:      *metricsPort,
 		OnFatal:          onFatal,
 	})
 	if err != nil {
@@ -131,6 +133,9 @@ func run() error {
 		if *codecEndpoint != "" {
 			fmt.Println("Temporal UI codec endpoint:", *codecEndpoint)
 		}
+	}
+	if url := srv.MetricsURL(); url != "" {
+		fmt.Println("Temporal metrics:", url)
 	}
 	if postgres != nil {
 		fmt.Printf("Temporal cluster: PostgreSQL %s:%d, databases %s and %s\n", pg.Host, pg.Port, pg.Database, pg.VisibilityDatabase)
