@@ -48,8 +48,11 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 		{"long flag with one dash", []string{"create", "-uid", "x"}, "pveflow: create: -uid: long flags take two dashes: --uid\n"},
 		{"unknown word with one dash", []string{"ls", "-bogus"}, "pveflow: ls: unknown flag: -bogus\n"},
 		{"stray argument", []string{"delete", "--uid", "x", "now"}, `delete: unexpected arguments ["now"]`},
-		{"unknown global flag", []string{"--verbose", "list"}, "unknown flag: --verbose"},
+		{"unknown global flag", []string{"--verbose", "list"}, "pveflow: unknown flag: --verbose\n"},
 		{"misspelt command", []string{"stauts"}, `unknown command "stauts"; did you mean status?`},
+		{"misspelt command with a flag of the command meant", []string{"craete", "--uid", "x"}, "pveflow: unknown command \"craete\"; did you mean create?\n"},
+		{"misspelt command after a global flag", []string{"--json", "craete", "--uid", "x"}, "pveflow: unknown command \"craete\"; did you mean create?\n"},
+		{"global flag without its value", []string{"--task-queue"}, "pveflow: flag needs an argument: --task-queue\n"},
 		{"unknown help topic", []string{"help", "resize"}, `help: unknown command "resize"`},
 		{"unknown shell", []string{"completion", "tcsh"}, `completion: want bash or zsh, not "tcsh"`},
 		{"bad duration", []string{"gc", "--all", "--grace", "soon"}, `gc: invalid argument "soon" for "--grace" flag`},
@@ -71,6 +74,7 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 			assert.Equal(t, exitUsage, code)
 			assert.Contains(t, stderr, tt.want)
 			assert.Regexp(t, `^pveflow: [^\n]+\nRun 'pveflow help' for usage.\n$`, stderr, "one line naming the mistake, then where help is")
+			assert.NotContains(t, stderr, "pveflow: pveflow:", "the program's name once")
 			assert.Empty(t, stdout)
 		})
 	}

@@ -83,10 +83,7 @@ func (c *cli) command() *cobra.Command {
 			if len(args) == 0 {
 				return nil
 			}
-			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-				return usageError{fmt.Errorf("unknown command %q; did you mean %s?", args[0], s[0])}
-			}
-			return usageError{fmt.Errorf("unknown command %q", args[0])}
+			return unknownCommand(cmd, args[0])
 		},
 		RunE: func(*cobra.Command, []string) error {
 			return usageError{errors.New("no command given")}
@@ -100,7 +97,17 @@ func (c *cli) command() *cobra.Command {
 	root.SetErr(c.stderr)
 	root.SetHelpTemplate(helpTemplate)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usageError{fmt.Errorf("%s: %w", cmd.Name(), cliflag.Explain(cmd.Flags(), err))}
+		if cmd.HasParent() {
+			return usageError{fmt.Errorf("%s: %w", cmd.Name(), cliflag.Explain(cmd.Flags(), err))}
+		}
+		// cobra hands the root a command line whose first word is no command, and the root
+		// knows none of that command's flags: the word is the mistake, not the flag
+		// (`pveflow craete --uid x`). Without such a word the flag is one pveflow lacks, and
+		// the root's name would only repeat run's "pveflow: ".
+		if words := cmd.Flags().Args(); len(words) > 0 {
+			return unknownCommand(cmd, words[0])
+		}
+		return usageError{cliflag.Explain(cmd.Flags(), err)}
 	})
 	root.PersistentFlags().BoolVar(&c.json, "json", false, "print results as JSON on stdout")
 	root.PersistentFlags().StringVar(&c.taskQueue, "task-queue", cmp.Or(c.getenv("PVEFLOW_TASK_QUEUE"), workflows.DefaultTaskQueue),
@@ -112,6 +119,15 @@ func (c *cli) command() *cobra.Command {
 	)
 	root.SetHelpCommand(helpCommand(root))
 	return root
+}
+
+// unknownCommand is the usage error of a first word that is no command of root, with the
+// command it is closest to.
+func unknownCommand(root *cobra.Command, word string) error {
+	if s := root.SuggestionsFor(word); len(s) > 0 {
+		return usageError{fmt.Errorf("unknown command %q; did you mean %s?", word, s[0])}
+	}
+	return usageError{fmt.Errorf("unknown command %q", word)}
 }
 
 // noArgs is the Args of a command that takes flags only.
