@@ -119,7 +119,9 @@ run-stalled: announce build
 cluster: announce build
 	internal/demo/run.sh cluster
 
+# Before the build: a second stack says at once that one runs, and leaves its files alone.
 announce:
+	@internal/demo/run.sh check
 	@echo "Building pveflow; the first build compiles the Temporal server and takes several minutes."
 
 clean:

@@ -18,6 +18,7 @@
 # Each runs as its own process, so the worker can be killed and started again mid-clone
 # (PVEFLOW_CODEC_KEY_FILE=.run/codec.key bin/worker --config .run/config.yaml) and the workflow
 # goes on. It stays up until Ctrl-C. Logs are in .run/.
+# `run.sh check` only checks that no stack runs (below), as make does before it builds.
 set -euo pipefail
 mode=${1:-demo}
 cd "$(dirname "$0")/../.."
@@ -25,20 +26,66 @@ bin=bin
 run=.run
 ui=http://127.0.0.1:8233
 codec=http://127.0.0.1:8081
-mkdir -p "$run"
 
+# What each mode listens on: a port taken means another stack (or another program) is there.
+ports=("127.0.0.1:8081 the codec server" "127.0.0.1:7233 Temporal's frontend" "127.0.0.1:8233 the Web UI"
+  "127.0.0.1:8006 the Proxmox simulator")
 case $mode in
-demo | stalled | cluster) ;;
+check | demo | stalled) ;;
+cluster)
+  ports+=("127.0.0.1:7243 the second Temporal frontend" "127.0.0.1:5433 PostgreSQL")
+  for p in $(seq 7300 7307) $(seq 7310 7317); do
+    ports+=("127.0.0.1:$p Temporal's services")
+  done
+  ;;
 *)
-  echo "usage: $0 [demo|stalled|cluster]" >&2
+  echo "usage: $0 [demo|stalled|cluster|check]" >&2
   exit 2
   ;;
 esac
+
+# A second stack would fail on the first port the running one holds, having overwritten its
+# logs on the way. So before anything is written: a live run.sh named by .run/stack.pid, or
+# any port of the stack taken, and this stops, touching nothing.
+stack_pid=$run/stack.pid
+if [ -r "$stack_pid" ]; then
+  read -r pid running <"$stack_pid" || true
+  # The pid must still be a run.sh: a pid file a crash left behind may name a pid reused since.
+  if [ -n "${pid:-}" ] && grep -qa run.sh "/proc/$pid/cmdline" 2>/dev/null; then
+    case ${running:-} in
+    stalled) target="make run-stalled" ;;
+    cluster) target="make cluster" ;;
+    *) target="make run" ;;
+    esac
+    echo "A pveflow stack already runs from this checkout: $target (internal/demo/run.sh, pid $pid, logs in $run/)." >&2
+    echo "Stop it first: Ctrl-C in its shell, or kill $pid." >&2
+    exit 1
+  fi
+fi
+taken=()
+for p in "${ports[@]}"; do
+  addr=${p%% *}
+  if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then
+    taken+=("$addr (${p#* })")
+  fi
+done
+if [ ${#taken[@]} -gt 0 ]; then
+  echo "Ports of the stack are taken, by a stack of another checkout or another program:" >&2
+  printf '  %s\n' "${taken[@]}" >&2
+  echo "Stop what listens there (ss -ltnp shows it) and run again." >&2
+  exit 1
+fi
+if [ "$mode" = check ]; then
+  exit 0
+fi
+mkdir -p "$run"
+echo "$$ $mode" >"$stack_pid"
 
 pids=()
 postgres_started=
 stop() {
   trap - EXIT
+  rm -f "$stack_pid"
   if [ ${#pids[@]} -gt 0 ]; then
     echo "Stopping the worker, the simulator, Temporal and the codec server..."
     kill "${pids[@]}" 2>/dev/null || true
