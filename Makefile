@@ -124,5 +124,7 @@ announce:
 	@internal/demo/run.sh check
 	@echo "Building pveflow; the first build compiles the Temporal server and takes several minutes."
 
+# .run is make run's: Temporal's database, the simulator's cluster, the codec key and the logs.
 clean:
-	rm -rf $(BIN) .run
+	@for d in $(BIN) .run; do [ ! -e $$d ] || echo "make clean: removing $$d/"; done
+	@rm -rf $(BIN) .run

@@ -7,7 +7,8 @@
 #      .run/postgres, internal/demo/postgres.sh), Temporal's schemas set up or upgraded on it by
 #      Temporal's SQL tool (`pveflow-temporal sql-tool`), and two Temporal server processes on
 #      it as one cluster: frontends on 127.0.0.1:7233 (with the Web UI) and 127.0.0.1:7243,
-#   3. the Proxmox simulator's REST API on 127.0.0.1:8006,
+#   3. the Proxmox simulator's REST API on 127.0.0.1:8006, its cluster kept in
+#      .run/pvesim/cluster.json across restarts, as Temporal keeps its workflows,
 #   4. the worker, talking to the simulator through the same HTTP client a real cluster gets,
 #   5. `demo` and `cluster`: a proxy created and deleted with live progress; `stalled`: a create
 #      whose clone never finishes, to look at in the UI (docs/operations.md).
@@ -160,7 +161,7 @@ else
   echo "Temporal server 2: 127.0.0.1:7243, other services on 7310-7317, log $run/temporal-2.log (pid $server2)"
 fi
 
-sim_flags=(-listen 127.0.0.1:8006 -dir "$run/pvesim" -task-scale 1.5)
+sim_flags=(-listen 127.0.0.1:8006 -dir "$run/pvesim" -state-file "$run/pvesim/cluster.json" -task-scale 1.5)
 if [ "$mode" = stalled ]; then
   sim_flags+=(-stall-clones)
 fi
