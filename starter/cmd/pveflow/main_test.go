@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/pveflow/pveflow/internal/buildinfo"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
@@ -386,7 +387,7 @@ func TestRun_versionNamesTheModuleAndTheSDK(t *testing.T) {
 	code, stdout, stderr := runCLI(nil, "--json", "version")
 
 	require.Equal(t, exitOK, code, stderr)
-	var v versionInfo
+	var v buildinfo.Info
 	require.NoError(t, json.Unmarshal([]byte(stdout), &v))
 	assert.Equal(t, "github.com/pveflow/pveflow", v.Module)
 	assert.Equal(t, "v1.50.0", v.TemporalSDK)

@@ -179,7 +179,9 @@ func completionCommand(root *cobra.Command) *cobra.Command {
   source <(pveflow completion zsh)
 
 or write it where the shell looks for completions, such as
-/etc/bash_completion.d/pveflow or a directory of $fpath as _pveflow.`,
+/etc/bash_completion.d/pveflow or a directory of $fpath as _pveflow. The bash script needs the
+bash-completion package (apt-get install bash-completion) loaded in the shell: without it each
+Tab says "_get_comp_words_by_ref: command not found".`,
 		ValidArgs: []cobra.Completion{"bash", "zsh"},
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 || (args[0] != "bash" && args[0] != "zsh") {

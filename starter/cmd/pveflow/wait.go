@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pveflow/pveflow/internal/buildinfo"
 	"github.com/pveflow/pveflow/starter"
 )
 
@@ -119,50 +118,12 @@ func (c *cli) versionCommand() *cobra.Command {
 
 // version prints pveflow's module version and build, and the Temporal SDK it was built with.
 func (c *cli) version() error {
-	info, ok := debug.ReadBuildInfo()
+	v, ok := buildinfo.Read()
 	if !ok {
 		return errors.New("version: this binary carries no build information")
-	}
-	v := versionInfo{Module: info.Main.Path, Version: info.Main.Version, GoVersion: info.GoVersion}
-	for _, dep := range info.Deps {
-		if dep.Path == "go.temporal.io/sdk" {
-			v.TemporalSDK = dep.Version
-		}
-	}
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.Revision = s.Value
-		case "vcs.time":
-			v.RevisionTime = s.Value
-		case "vcs.modified":
-			v.Modified = s.Value == "true"
-		}
 	}
 	if c.json {
 		return c.printJSON(v)
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "pveflow\t%s %s\n", v.Module, v.Version)
-	if v.Revision != "" {
-		modified := ""
-		if v.Modified {
-			modified = " (modified)"
-		}
-		fmt.Fprintf(tw, "revision\t%s %s%s\n", v.Revision, v.RevisionTime, modified)
-	}
-	fmt.Fprintf(tw, "go\t%s\n", v.GoVersion)
-	fmt.Fprintf(tw, "temporal sdk\t%s\n", v.TemporalSDK)
-	return tw.Flush()
-}
-
-// versionInfo is what `pveflow version` prints.
-type versionInfo struct {
-	Module       string `json:"module"`
-	Version      string `json:"version"`
-	Revision     string `json:"revision,omitempty"`
-	RevisionTime string `json:"revisionTime,omitempty"`
-	Modified     bool   `json:"modified,omitempty"`
-	GoVersion    string `json:"goVersion"`
-	TemporalSDK  string `json:"temporalSDK"`
+	return v.Write(c.stdout, "pveflow")
 }
