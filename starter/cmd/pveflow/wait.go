@@ -22,9 +22,10 @@ func (c *cli) waitCommand() *cobra.Command {
 		Long: `Acts on the wait the create (or, with --delete, the delete; with --change, the change) of UID
 is in, with Temporal's activity operations, also with no worker running: --retry-now polls
 again now with its attempts back at one; --pause stops its polls until --resume.
---activity-id names the activity when several are pending. A wait that needs more time than
-its budget fails the run Transient, and a new create resumes on the same VM (see
-docs/operations.md).`,
+--activity-id names the activity when several are pending. --retry-now when nothing waits
+(the operation has ended, or is between two steps) says that the wait has ended and exits 0:
+nothing is held back. A wait that needs more time than its budget fails the run Transient, and
+a new create resumes on the same VM (see docs/operations.md).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkUID(cmd, ref.UID); err != nil {
@@ -52,7 +53,13 @@ docs/operations.md).`,
 			return c.wait(cmd.Context(), ref, func(ctx context.Context) (starter.Wait, error) {
 				switch {
 				case retryNow:
-					return c.starter.RetryWait(ctx, ref)
+					w, err := c.starter.RetryWait(ctx, ref)
+					if ref.ActivityID == "" && errors.Is(err, starter.ErrNoPendingWait) {
+						// What --retry-now asks for, that nothing waits, holds already. A named
+						// activity that is not pending stays an error: the name is wrong.
+						return starter.Wait{}, nil
+					}
+					return w, err
 				case pause:
 					return c.starter.PauseWait(ctx, ref, reason)
 				}
