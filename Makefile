@@ -133,7 +133,7 @@ announce:
 	@internal/demo/run.sh check
 	@echo "Building pveflow; the first build compiles the Temporal server and takes several minutes."
 
-# .run is make run's: Temporal's database, the simulator's cluster, the codec key and the logs.
 clean:
-	@for d in $(BIN) .run; do [ ! -e $$d ] || echo "make clean: removing $$d/"; done
+	@[ ! -e $(BIN) ] || echo "make clean: removing $(BIN)/ (the binaries)"
+	@[ ! -e .run ] || echo "make clean: removing $(CURDIR)/.run/ (make run's Temporal database, simulated cluster, codec key and logs)"
 	@rm -rf $(BIN) .run
