@@ -55,6 +55,7 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 		{"misspelt command after a global flag", []string{"--json", "craete", "--uid", "x"}, "pveflow: unknown command \"craete\"; did you mean create?\n"},
 		{"global flag without its value", []string{"--task-queue"}, "pveflow: flag needs an argument: --task-queue\n"},
 		{"unknown help topic", []string{"help", "resize"}, `help: unknown command "resize"`},
+		{"misspelt help topic", []string{"help", "craete"}, "pveflow: help: unknown command \"craete\"; did you mean create?\n"},
 		{"unknown shell", []string{"completion", "tcsh"}, `completion: want bash or zsh, not "tcsh"`},
 		{"bad duration", []string{"gc", "--all", "--grace", "soon"}, `gc: invalid argument "soon" for "--grace" flag`},
 		{"name that is not a DNS label", []string{"create", "--uid", "x", "--name", "egress.eu-1"}, `create: --name: name "egress.eu-1" is not a DNS label`},

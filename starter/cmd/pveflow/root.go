@@ -160,7 +160,7 @@ func helpCommand(root *cobra.Command) *cobra.Command {
 		RunE: func(_ *cobra.Command, args []string) error {
 			cmd, rest, err := root.Find(args)
 			if err != nil || len(rest) > 0 {
-				return usageError{fmt.Errorf("help: unknown command %q", strings.Join(args, " "))}
+				return usageError{fmt.Errorf("help: %w", unknownCommand(root, strings.Join(args, " ")))}
 			}
 			cmd.InitDefaultHelpFlag() // as `COMMAND --help` shows it
 			return cmd.Help()
