@@ -29,12 +29,14 @@ ui=http://127.0.0.1:8233
 codec=http://127.0.0.1:8081
 
 # What each mode listens on: a port taken means another stack (or another program) is there.
+# Not PostgreSQL's 5433: a cluster stack that crashed leaves this checkout's running, which
+# postgres.sh takes up again.
 ports=("127.0.0.1:8081 the codec server" "127.0.0.1:7233 Temporal's frontend" "127.0.0.1:8233 the Web UI"
   "127.0.0.1:8006 the Proxmox simulator")
 case $mode in
 check | demo | stalled) ;;
 cluster)
-  ports+=("127.0.0.1:7243 the second Temporal frontend" "127.0.0.1:5433 PostgreSQL")
+  ports+=("127.0.0.1:7243 the second Temporal frontend")
   for p in $(seq 7300 7307) $(seq 7310 7317); do
     ports+=("127.0.0.1:$p Temporal's services")
   done
