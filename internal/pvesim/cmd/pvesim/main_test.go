@@ -117,10 +117,12 @@ func TestLoadState_aBrokenFileIsNamedWithWhatToDo(t *testing.T) {
 
 func TestLoadState_noFileIsTheDefaultCluster(t *testing.T) {
 	cluster := pvesim.New(pvesim.Default())
+	path := filepath.Join(t.TempDir(), "pvesim", "cluster.json")
 
-	restored, err := loadState(cluster, filepath.Join(t.TempDir(), "cluster.json"))
+	restored, err := loadState(cluster, path)
 
 	require.NoError(t, err)
 	assert.False(t, restored)
 	assert.Len(t, cluster.VMs(), 1, "the template")
+	assert.DirExists(t, filepath.Dir(path), "made for the first save")
 }

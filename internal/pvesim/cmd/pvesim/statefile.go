@@ -23,6 +23,10 @@ const saveEvery = time.Second
 // loadState restores cluster from the state file at path, if there is one, and reports
 // whether there was.
 func loadState(cluster *pvesim.Cluster, path string) (bool, error) {
+	// The directory is made now, so that the first save does not fail on it.
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return false, err
+	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
