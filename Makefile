@@ -24,7 +24,16 @@ all: build test
 
 build: $(TEMPORAL_BIN)
 	$(GO) build ./...
-	$(GO) build -o $(BIN)/ ./worker ./starter/cmd/pveflow ./internal/pvesim/cmd/pvesim
+	$(GO) build -ldflags '$(VCS_LDFLAGS)' -o $(BIN)/ ./worker ./starter/cmd/pveflow ./internal/pvesim/cmd/pvesim
+
+# The commit the binaries are built from, for `pveflow version`, `worker --version` and the
+# worker's build ID (internal/buildinfo): stamped here because go build's own stamp is off
+# wherever -buildvcs=false is set (a go env file, a build machine). Empty outside a git checkout.
+BUILDINFO := github.com/pveflow/pveflow/internal/buildinfo
+VCS_LDFLAGS = $(shell git rev-parse HEAD >/dev/null 2>&1 && \
+	echo "-X $(BUILDINFO).revision=$$(git rev-parse HEAD)" \
+		"-X $(BUILDINFO).revisionTime=$$(TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd)" \
+		"-X $(BUILDINFO).modified=$$(test -z "$$(git status --porcelain)" && echo false || echo true)")
 
 # Always handed to go build, which knows whether anything changed.
 $(TEMPORAL_BIN):
@@ -122,8 +131,12 @@ run-stalled: announce build
 cluster: announce build
 	internal/demo/run.sh cluster
 
+# Before the build: a second stack says at once that one runs, and leaves its files alone.
 announce:
+	@internal/demo/run.sh check
 	@echo "Building pveflow; the first build compiles the Temporal server and takes several minutes."
 
 clean:
-	rm -rf $(BIN) .run
+	@[ ! -e $(BIN) ] || echo "make clean: removing $(BIN)/ (the binaries)"
+	@[ ! -e .run ] || echo "make clean: removing $(CURDIR)/.run/ (make run's Temporal database, simulated cluster, codec key and logs)"
+	@rm -rf $(BIN) .run

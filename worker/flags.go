@@ -101,12 +101,20 @@ func flagSet(o *options, logFormat, logLevel *string) *pflag.FlagSet {
 	fs.BoolVar(&o.sim.stallClones, "simulator-stall-clones", false, "let every simulated clone run forever, as a clone stuck on its storage does")
 	fs.VisitAll(func(f *pflag.Flag) { f.Usage += " ($" + flagEnv(f.Name) + ")" })
 	fs.BoolP("help", "h", false, "show this help")
+	fs.Bool("version", false, "print this build: module version, commit, Go and Temporal SDK")
 	return fs
 }
 
+// actions are the flags that do something at once instead of setting an option: no variable
+// sets them.
+var actions = map[string]bool{"help": true, "version": true}
+
+// errVersion is parseFlags' answer to --version.
+var errVersion = errors.New("worker: --version")
+
 // parseFlags reads the command line, and the PVEFLOW_* variable of each flag it leaves out. A
 // usage error has been reported on stderr, in one line, when it returns errUsage; -h has
-// written the help there when it returns pflag.ErrHelp.
+// written the help there when it returns pflag.ErrHelp; --version returns errVersion.
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	var o options
 	var logFormat, logLevel string
@@ -120,6 +128,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if help, _ := fs.GetBool("help"); help && problem == nil {
 		fs.Usage()
 		return options{}, pflag.ErrHelp
+	}
+	if version, _ := fs.GetBool("version"); version && problem == nil {
+		return options{}, errVersion
 	}
 	if problem == nil {
 		problem = setFromEnv(fs, getenv)
@@ -146,7 +157,7 @@ func setFromEnv(fs *pflag.FlagSet, getenv func(string) string) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
 		v := getenv(flagEnv(f.Name))
-		if err != nil || f.Changed || v == "" || f.Name == "help" {
+		if err != nil || f.Changed || v == "" || actions[f.Name] {
 			return
 		}
 		if setErr := f.Value.Set(v); setErr != nil {

@@ -34,6 +34,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/buildinfo"
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
@@ -49,7 +50,7 @@ func main() {
 		<-ctx.Done()
 		stop() // the next signal kills the process, should stopping hang
 	}()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr))
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
 // workerProgram names the worker in its client identity, workerProgram@host:pid, which the
@@ -68,11 +69,17 @@ const (
 )
 
 // run runs the worker until ctx is done and returns the exit code. Start-up errors are written
-// to stderr one line each; logs go there too.
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+// to stderr one line each; logs go there too. Only --version writes to stdout.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	opts, err := parseFlags(args, getenv, stderr)
 	switch {
 	case errors.Is(err, pflag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errVersion):
+		v, _ := buildinfo.Read()
+		if err := v.Write(stdout, "worker"); err != nil {
+			return exitError
+		}
 		return exitOK
 	case err != nil:
 		return exitUsage

@@ -142,7 +142,7 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr bytes.Buffer
 
-			code := run(context.Background(), tt.args, envOf(tt.env), &stderr)
+			code := run(context.Background(), tt.args, envOf(tt.env), io.Discard, &stderr)
 
 			assert.Equal(t, exitError, code)
 			assert.Contains(t, stderr.String(), tt.want)
@@ -178,7 +178,7 @@ func TestRun_usageErrorsExit2WithOneLine(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr bytes.Buffer
 
-			code := run(context.Background(), tt.args, envOf(tt.env), &stderr)
+			code := run(context.Background(), tt.args, envOf(tt.env), io.Discard, &stderr)
 
 			assert.Equal(t, exitUsage, code)
 			assert.Equal(t, "worker: "+tt.want+"; run 'worker --help' for usage\n", stderr.String())
@@ -186,16 +186,27 @@ func TestRun_usageErrorsExit2WithOneLine(t *testing.T) {
 	}
 }
 
+func TestRun_versionPrintsTheBuildOnStdout(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+
+	code := run(context.Background(), []string{"--version"}, envOf(nil), &stdout, &stderr)
+
+	assert.Equal(t, exitOK, code)
+	assert.Regexp(t, `^worker  +github.com/pveflow/pveflow \S+\n`, stdout.String())
+	assert.Contains(t, stdout.String(), "temporal sdk  v1.50.0\n")
+	assert.Empty(t, stderr.String())
+}
+
 func TestRun_helpListsEveryFlagWithItsVariable(t *testing.T) {
 	var stderr bytes.Buffer
 
-	code := run(context.Background(), []string{"--help"}, envOf(nil), &stderr)
+	code := run(context.Background(), []string{"--help"}, envOf(nil), io.Discard, &stderr)
 
 	assert.Equal(t, exitOK, code)
 	var o options
 	var logFormat, logLevel string
 	flagSet(&o, &logFormat, &logLevel).VisitAll(func(f *pflag.Flag) {
-		if f.Name != "help" {
+		if !actions[f.Name] {
 			assert.Regexp(t, `(?m)^      --`+f.Name+` .*\(\$`+flagEnv(f.Name)+`\)`, stderr.String())
 		}
 	})
@@ -246,7 +257,7 @@ func runWorker(t *testing.T, server *testserver.Server, args ...string) workerRu
 			"TEMPORAL_ADDRESS":   server.Address(),
 			"TEMPORAL_NAMESPACE": server.Namespace(),
 			"XDG_RUNTIME_DIR":    t.TempDir(), // its worker slot
-		}), w.stderr)
+		}), io.Discard, w.stderr)
 	}()
 	var code int
 	stopped := false

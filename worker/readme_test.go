@@ -21,7 +21,7 @@ func flagReference() string {
 	var b strings.Builder
 	b.WriteString("| flag | variable | default | what it sets |\n| --- | --- | --- | --- |\n")
 	flagSet(&o, &logFormat, &logLevel).VisitAll(func(f *pflag.Flag) {
-		if f.Name == "help" {
+		if actions[f.Name] {
 			return
 		}
 		name, usage := pflag.UnquoteUsage(f)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,7 +69,7 @@ func TestSecrets_userDataAndTokenAppearInNoLogErrorOrHistory(t *testing.T) {
 			done <- run(ctx, []string{
 				"--config", writeSimConfig(t, sim, tokenFile), "--task-queue", "secrets",
 				"--log-level", "debug", "--log-format", "json",
-			}, envOf(env(server)), &logs)
+			}, envOf(env(server)), io.Discard, &logs)
 		}()
 		return func() {
 			cancel()

@@ -1088,6 +1088,8 @@ func (e *entity) continueAsNew() error {
 func (e *entity) schedule() {
 	e.cancelTimer()
 	var d time.Duration
+	// The timer's summary is what the UI shows for it, where workflow.Sleep's would read "Sleep".
+	var summary string
 	switch {
 	case e.op != nil:
 		return
@@ -1095,17 +1097,17 @@ func (e *entity) schedule() {
 		if e.s.Entity.CheckInterval <= 0 {
 			return
 		}
-		d = e.s.Entity.CheckInterval + e.jitter()
+		d, summary = e.s.Entity.CheckInterval+e.jitter(), "next check"
 		if e.st.Watched != 0 {
 			d = e.backstop()
 		}
 	default:
-		d = e.s.Entity.CloseAfter
+		d, summary = e.s.Entity.CloseAfter, "close if no request comes"
 	}
 	ctx, cancel := workflow.WithCancel(e.ctx)
 	e.stopTimer = cancel
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		if workflow.Sleep(ctx, d) == nil {
+		if workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: summary}).Get(ctx, nil) == nil {
 			e.woken = true
 		}
 	})

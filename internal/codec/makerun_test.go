@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pveflow/pveflow/internal/docsection"
 )
 
 // The errors send a user to MakeRunKeyFile, and the README's CLI block, run against make run's
@@ -21,10 +23,7 @@ func TestMakeRunKeyFile_isRunShsAndTheREADMEsCLIBlockExportsIt(t *testing.T) {
 	require.NotNil(t, exported, "run.sh exports PVEFLOW_CODEC_KEY_FILE for its worker")
 	assert.Equal(t, MakeRunKeyFile, strings.ReplaceAll(string(exported[1]), "$run", string(dir[1])))
 
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	block := regexp.MustCompile("(?s)```sh\n([^`]*?bin/pveflow create [^`]*?)```").FindSubmatch(readme)
-	require.NotNil(t, block, "README.md has a sh block with bin/pveflow create")
-	first, _, _ := strings.Cut(string(block[1]), "\n")
+	block := docsection.Block(t, "../../README.md", "sh", "bin/pveflow create ")
+	first, _, _ := strings.Cut(block, "\n")
 	assert.True(t, strings.HasPrefix(first, "export PVEFLOW_CODEC_KEY_FILE=$PWD/"+MakeRunKeyFile+" "), first)
 }

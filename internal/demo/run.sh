@@ -7,7 +7,8 @@
 #      .run/postgres, internal/demo/postgres.sh), Temporal's schemas set up or upgraded on it by
 #      Temporal's SQL tool (`pveflow-temporal sql-tool`), and two Temporal server processes on
 #      it as one cluster: frontends on 127.0.0.1:7233 (with the Web UI) and 127.0.0.1:7243,
-#   3. the Proxmox simulator's REST API on 127.0.0.1:8006,
+#   3. the Proxmox simulator's REST API on 127.0.0.1:8006, its cluster kept in
+#      .run/pvesim/cluster.json across restarts, as Temporal keeps its workflows,
 #   4. the worker, talking to the simulator through the same HTTP client a real cluster gets,
 #   5. `demo` and `cluster`: a proxy created and deleted with live progress; `stalled`: a create
 #      whose clone never finishes, to look at in the UI (docs/operations.md).
@@ -18,6 +19,7 @@
 # Each runs as its own process, so the worker can be killed and started again mid-clone
 # (PVEFLOW_CODEC_KEY_FILE=.run/codec.key bin/worker --config .run/config.yaml) and the workflow
 # goes on. It stays up until Ctrl-C. Logs are in .run/.
+# `run.sh check` only checks that no stack runs (below), as make does before it builds.
 set -euo pipefail
 mode=${1:-demo}
 cd "$(dirname "$0")/../.."
@@ -25,20 +27,68 @@ bin=bin
 run=.run
 ui=http://127.0.0.1:8233
 codec=http://127.0.0.1:8081
-mkdir -p "$run"
 
+# What each mode listens on: a port taken means another stack (or another program) is there.
+# Not PostgreSQL's 5433: a cluster stack that crashed leaves this checkout's running, which
+# postgres.sh takes up again.
+ports=("127.0.0.1:8081 the codec server" "127.0.0.1:7233 Temporal's frontend" "127.0.0.1:8233 the Web UI"
+  "127.0.0.1:8006 the Proxmox simulator")
 case $mode in
-demo | stalled | cluster) ;;
+check | demo | stalled) ;;
+cluster)
+  ports+=("127.0.0.1:7243 the second Temporal frontend")
+  for p in $(seq 7300 7307) $(seq 7310 7317); do
+    ports+=("127.0.0.1:$p Temporal's services")
+  done
+  ;;
 *)
-  echo "usage: $0 [demo|stalled|cluster]" >&2
+  echo "usage: $0 [demo|stalled|cluster|check]" >&2
   exit 2
   ;;
 esac
+
+# A second stack would fail on the first port the running one holds, having overwritten its
+# logs on the way. So before anything is written: a live run.sh named by .run/stack.pid, or
+# any port of the stack taken, and this stops, touching nothing.
+stack_pid=$run/stack.pid
+if [ -r "$stack_pid" ]; then
+  read -r pid running <"$stack_pid" || true
+  # The pid must still be a run.sh: a pid file a crash left behind may name a pid reused since.
+  if [ -n "${pid:-}" ] && grep -qa run.sh "/proc/$pid/cmdline" 2>/dev/null; then
+    case ${running:-} in
+    stalled) target="make run-stalled" ;;
+    cluster) target="make cluster" ;;
+    *) target="make run" ;;
+    esac
+    echo "A pveflow stack already runs from this checkout: $target (internal/demo/run.sh, pid $pid, logs in $run/)." >&2
+    echo "Stop it first: Ctrl-C in its shell, or kill $pid." >&2
+    exit 1
+  fi
+fi
+taken=()
+for p in "${ports[@]}"; do
+  addr=${p%% *}
+  if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then
+    taken+=("$addr (${p#* })")
+  fi
+done
+if [ ${#taken[@]} -gt 0 ]; then
+  echo "Ports of the stack are taken, by a stack of another checkout or another program:" >&2
+  printf '  %s\n' "${taken[@]}" >&2
+  echo "Stop what listens there (ss -ltnp shows it) and run again." >&2
+  exit 1
+fi
+if [ "$mode" = check ]; then
+  exit 0
+fi
+mkdir -p "$run"
+echo "$$ $mode" >"$stack_pid"
 
 pids=()
 postgres_started=
 stop() {
   trap - EXIT
+  rm -f "$stack_pid"
   if [ ${#pids[@]} -gt 0 ]; then
     echo "Stopping the worker, the simulator, Temporal and the codec server..."
     kill "${pids[@]}" 2>/dev/null || true
@@ -113,7 +163,7 @@ else
   echo "Temporal server 2: 127.0.0.1:7243, other services on 7310-7317, log $run/temporal-2.log (pid $server2)"
 fi
 
-sim_flags=(-listen 127.0.0.1:8006 -dir "$run/pvesim" -task-scale 1.5)
+sim_flags=(-listen 127.0.0.1:8006 -dir "$run/pvesim" -state-file "$run/pvesim/cluster.json" -task-scale 1.5)
 if [ "$mode" = stalled ]; then
   sim_flags+=(-stall-clones)
 fi

@@ -1,6 +1,7 @@
 // Package docsection keeps a section of a Markdown file equal to what a test generates, such as
 // the README's command reference generated from the commands' flags: the test fails while they
-// differ, and, run with its -update flag, writes the section instead.
+// differ, and, run with its -update flag, writes the section instead. Block hands a test the
+// code block it runs, such as the README's CLI block.
 //
 // A section sits between two comment lines, which the file holds once each:
 //
@@ -36,4 +37,23 @@ func Check(t testing.TB, path, name, command, want string, update bool) {
 		return
 	}
 	assert.Equal(t, want, got, "%s is out of date: run %s", path, command)
+}
+
+// Block is the body of the first fenced code block of language lang in the Markdown file at
+// path that contains marker, for a test that runs what the file tells a reader to run.
+func Block(t testing.TB, path, lang, marker string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	rest := string(data)
+	for {
+		_, after, ok := strings.Cut(rest, "```"+lang+"\n")
+		require.True(t, ok, "%s has no ```%s block holding %q", path, lang, marker)
+		body, next, ok := strings.Cut(after, "```")
+		require.True(t, ok, "%s: a ```%s block is not closed", path, lang)
+		if strings.Contains(body, marker) {
+			return body
+		}
+		rest = next
+	}
 }

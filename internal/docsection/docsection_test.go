@@ -32,3 +32,10 @@ func TestCheck_failsOnAStaleSection(t *testing.T) {
 
 	assert.True(t, inner.Failed())
 }
+
+func TestBlock_isTheFirstBlockOfTheLanguageHoldingTheMarker(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "README.md")
+	require.NoError(t, os.WriteFile(path, []byte("# x\n\n```go\nrun()\n```\n\n```sh\nmake test\n```\n\n```sh\nbin/pveflow create\nbin/pveflow delete\n```\n"), 0o644))
+
+	assert.Equal(t, "bin/pveflow create\nbin/pveflow delete\n", Block(t, path, "sh", "bin/pveflow"))
+}

@@ -123,3 +123,35 @@ func TestE2E_anEntityThatContinuesAsNewWhileItHealsFollowsTheHealInItsNextRun(t 
 	assert.Equal(t, created.VMID, vm.VMID, "the one VM, healed")
 	assert.True(t, vm.Running)
 }
+
+// timerSummaries are the summaries of the timers a run started, in order, as the UI shows them.
+func timerSummaries(t *testing.T, s *stack, workflowID string) []string {
+	t.Helper()
+	var out []string
+	for _, ev := range history(t, s.client, workflowID, "") {
+		if ev.GetTimerStartedEventAttributes() == nil {
+			continue
+		}
+		var summary string
+		if p := ev.GetUserMetadata().GetSummary(); p != nil {
+			require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &summary))
+		}
+		out = append(out, summary)
+	}
+	return out
+}
+
+func TestE2E_theEntitysTimerSaysWhatItWaitsFor(t *testing.T) {
+	s := startStack(t, newCluster(), fastConfig(t))
+	serve[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	eventually(t, "a present proxy's entity waits for its next check", func() bool {
+		return slices.Contains(timerSummaries(t, s, workflows.ProxyWorkflowID(uid)), "next check")
+	})
+
+	serve[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+
+	eventually(t, "an absent proxy's entity waits to close", func() bool {
+		return slices.Contains(timerSummaries(t, s, workflows.ProxyWorkflowID(uid)), "close if no request comes")
+	})
+	assert.NotContains(t, timerSummaries(t, s, workflows.ProxyWorkflowID(uid)), "Sleep", "no timer reads as a bare sleep")
+}

@@ -18,8 +18,10 @@ type guest struct {
 	// cloudInit is the state of the guest's cloud-init.
 	cloudInit cloudInit
 	// network is what cloud-init configured for the instance: from its seed's network-config,
-	// or nil, cloud-init's fallback of DHCP on net0.
-	network *guestNetwork
+	// or nil, cloud-init's fallback of DHCP on net0. networkConfig is the text it was read
+	// from, which a Snapshot keeps in its place.
+	network       *guestNetwork
+	networkConfig string
 }
 
 // boot is the guest booting with seed, the NoCloud seed attached now (nil: none). cloud-init
@@ -33,7 +35,8 @@ func (gs *guest) boot(seed map[string]string) (newInstance bool) {
 	gs.cloudInit.boot(seed)
 	newInstance = gs.cloudInit.newInstances != before
 	if newInstance {
-		gs.network = parseNetworkConfig(seed["network-config"])
+		gs.networkConfig = seed["network-config"]
+		gs.network = parseNetworkConfig(gs.networkConfig)
 	}
 	return newInstance
 }

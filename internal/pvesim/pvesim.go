@@ -397,13 +397,18 @@ func New(opts Options) *Cluster {
 			panic(err)
 		}
 	}
+	c.primeCache(now)
+	return c
+}
+
+// primeCache fills the status cache with the VMs there are now, as they were at its last
+// refresh: for a cluster that starts with VMs.
+func (c *Cluster) primeCache(now time.Time) {
 	if c.lag > 0 {
-		// The VMs given were there when the cache was last refreshed.
 		tick := c.lastRefresh(now)
 		c.refresh(tick)
 		c.nextRefresh = tick.Add(c.lag)
 	}
-	return c
 }
 
 // Default is a ready cluster: nodes pve1 and pve2, each with its own "local" (dir: ISOs,
@@ -573,23 +578,33 @@ func (c *Cluster) Volumes() []Volume {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advance(c.clock.Now())
-	seen := make(map[*storage]bool)
 	var out []Volume
-	for _, nd := range c.nodes {
-		for _, st := range nd.storages {
-			if seen[st] {
-				continue
-			}
-			seen[st] = true
-			for name, v := range st.volumes {
-				out = append(out, Volume{Node: st.node, Storage: st.ID, VolID: st.volid(name), Size: v.size, Data: slices.Clone(v.data)})
-			}
-		}
-	}
+	c.eachVolume(func(st *storage, name string, v *volume) {
+		out = append(out, Volume{Node: st.node, Storage: st.ID, VolID: st.volid(name), Size: v.size, Data: slices.Clone(v.data)})
+	})
 	slices.SortFunc(out, func(a, b Volume) int {
 		return strings.Compare(a.Node+"\x00"+a.VolID, b.Node+"\x00"+b.VolID)
 	})
 	return out
+}
+
+// eachVolume calls fn for every volume of every storage, a shared storage's once, in the order
+// of node, storage and volume name. The caller holds c.mu; fn may delete the volume.
+func (c *Cluster) eachVolume(fn func(st *storage, name string, v *volume)) {
+	seen := make(map[*storage]bool)
+	for _, nodeName := range slices.Sorted(maps.Keys(c.nodes)) {
+		nd := c.nodes[nodeName]
+		for _, id := range slices.Sorted(maps.Keys(nd.storages)) {
+			st := nd.storages[id]
+			if seen[st] {
+				continue
+			}
+			seen[st] = true
+			for _, name := range slices.Sorted(maps.Keys(st.volumes)) {
+				fn(st, name, st.volumes[name])
+			}
+		}
+	}
 }
 
 // call runs one API method: it honours ctx, records the call, waits while the method is

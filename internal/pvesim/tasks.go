@@ -127,7 +127,7 @@ func (c *Cluster) TaskRuns() []TaskRun {
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	c.advance(now)
-	tasks := slices.SortedFunc(maps.Values(c.tasks), func(a, b *task) int { return cmp.Compare(a.info.PID, b.info.PID) })
+	tasks := c.tasksInOrder()
 	out := make([]TaskRun, 0, len(tasks))
 	for _, t := range tasks {
 		run := TaskRun{UPID: t.upid, Type: t.info.Type, Start: t.start, Seen: t.seen}
@@ -137,6 +137,11 @@ func (c *Cluster) TaskRuns() []TaskRun {
 		out = append(out, run)
 	}
 	return out
+}
+
+// tasksInOrder is every task, in the order they started. The caller holds c.mu.
+func (c *Cluster) tasksInOrder() []*task {
+	return slices.SortedFunc(maps.Values(c.tasks), func(a, b *task) int { return cmp.Compare(a.info.PID, b.info.PID) })
 }
 
 // taskOn is task upid, which exists only on its own node: PVE looks for the task's log file

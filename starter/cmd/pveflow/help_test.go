@@ -112,3 +112,13 @@ func TestRun_bashCompletionScriptLoads(t *testing.T) {
 	require.NoError(t, cmd.Run(), out.String())
 	assert.Equal(t, "__start_pveflow\ncomplete -o default -F __start_pveflow pveflow\n", out.String())
 }
+
+// The bash script calls bash-completion's helper, which a shell without that package lacks:
+// the help says to install it.
+func TestRun_completionHelpNamesThePackageTheBashScriptNeeds(t *testing.T) {
+	_, script, _ := runCLI(nil, "completion", "bash")
+	_, help, _ := runCLI(nil, "help", "completion")
+
+	assert.Contains(t, script, "_get_comp_words_by_ref")
+	assert.Contains(t, help, "bash-completion package (apt-get install bash-completion)")
+}

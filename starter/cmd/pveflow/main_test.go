@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/pveflow/pveflow/internal/buildinfo"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
@@ -48,9 +49,13 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 		{"long flag with one dash", []string{"create", "-uid", "x"}, "pveflow: create: -uid: long flags take two dashes: --uid\n"},
 		{"unknown word with one dash", []string{"ls", "-bogus"}, "pveflow: ls: unknown flag: -bogus\n"},
 		{"stray argument", []string{"delete", "--uid", "x", "now"}, `delete: unexpected arguments ["now"]`},
-		{"unknown global flag", []string{"--verbose", "list"}, "unknown flag: --verbose"},
+		{"unknown global flag", []string{"--verbose", "list"}, "pveflow: unknown flag: --verbose\n"},
 		{"misspelt command", []string{"stauts"}, `unknown command "stauts"; did you mean status?`},
+		{"misspelt command with a flag of the command meant", []string{"craete", "--uid", "x"}, "pveflow: unknown command \"craete\"; did you mean create?\n"},
+		{"misspelt command after a global flag", []string{"--json", "craete", "--uid", "x"}, "pveflow: unknown command \"craete\"; did you mean create?\n"},
+		{"global flag without its value", []string{"--task-queue"}, "pveflow: flag needs an argument: --task-queue\n"},
 		{"unknown help topic", []string{"help", "resize"}, `help: unknown command "resize"`},
+		{"misspelt help topic", []string{"help", "craete"}, "pveflow: help: unknown command \"craete\"; did you mean create?\n"},
 		{"unknown shell", []string{"completion", "tcsh"}, `completion: want bash or zsh, not "tcsh"`},
 		{"bad duration", []string{"gc", "--all", "--grace", "soon"}, `gc: invalid argument "soon" for "--grace" flag`},
 		{"name that is not a DNS label", []string{"create", "--uid", "x", "--name", "egress.eu-1"}, `create: --name: name "egress.eu-1" is not a DNS label`},
@@ -71,6 +76,7 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 			assert.Equal(t, exitUsage, code)
 			assert.Contains(t, stderr, tt.want)
 			assert.Regexp(t, `^pveflow: [^\n]+\nRun 'pveflow help' for usage.\n$`, stderr, "one line naming the mistake, then where help is")
+			assert.NotContains(t, stderr, "pveflow: pveflow:", "the program's name once")
 			assert.Empty(t, stdout)
 		})
 	}
@@ -382,7 +388,7 @@ func TestRun_versionNamesTheModuleAndTheSDK(t *testing.T) {
 	code, stdout, stderr := runCLI(nil, "--json", "version")
 
 	require.Equal(t, exitOK, code, stderr)
-	var v versionInfo
+	var v buildinfo.Info
 	require.NoError(t, json.Unmarshal([]byte(stdout), &v))
 	assert.Equal(t, "github.com/pveflow/pveflow", v.Module)
 	assert.Equal(t, "v1.50.0", v.TemporalSDK)

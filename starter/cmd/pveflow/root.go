@@ -83,10 +83,7 @@ func (c *cli) command() *cobra.Command {
 			if len(args) == 0 {
 				return nil
 			}
-			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-				return usageError{fmt.Errorf("unknown command %q; did you mean %s?", args[0], s[0])}
-			}
-			return usageError{fmt.Errorf("unknown command %q", args[0])}
+			return unknownCommand(cmd, args[0])
 		},
 		RunE: func(*cobra.Command, []string) error {
 			return usageError{errors.New("no command given")}
@@ -100,7 +97,17 @@ func (c *cli) command() *cobra.Command {
 	root.SetErr(c.stderr)
 	root.SetHelpTemplate(helpTemplate)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usageError{fmt.Errorf("%s: %w", cmd.Name(), cliflag.Explain(cmd.Flags(), err))}
+		if cmd.HasParent() {
+			return usageError{fmt.Errorf("%s: %w", cmd.Name(), cliflag.Explain(cmd.Flags(), err))}
+		}
+		// cobra hands the root a command line whose first word is no command, and the root
+		// knows none of that command's flags: the word is the mistake, not the flag
+		// (`pveflow craete --uid x`). Without such a word the flag is one pveflow lacks, and
+		// the root's name would only repeat run's "pveflow: ".
+		if words := cmd.Flags().Args(); len(words) > 0 {
+			return unknownCommand(cmd, words[0])
+		}
+		return usageError{cliflag.Explain(cmd.Flags(), err)}
 	})
 	root.PersistentFlags().BoolVar(&c.json, "json", false, "print results as JSON on stdout")
 	root.PersistentFlags().StringVar(&c.taskQueue, "task-queue", cmp.Or(c.getenv("PVEFLOW_TASK_QUEUE"), workflows.DefaultTaskQueue),
@@ -112,6 +119,15 @@ func (c *cli) command() *cobra.Command {
 	)
 	root.SetHelpCommand(helpCommand(root))
 	return root
+}
+
+// unknownCommand is the usage error of a first word that is no command of root, with the
+// command it is closest to.
+func unknownCommand(root *cobra.Command, word string) error {
+	if s := root.SuggestionsFor(word); len(s) > 0 {
+		return usageError{fmt.Errorf("unknown command %q; did you mean %s?", word, s[0])}
+	}
+	return usageError{fmt.Errorf("unknown command %q", word)}
 }
 
 // noArgs is the Args of a command that takes flags only.
@@ -144,7 +160,7 @@ func helpCommand(root *cobra.Command) *cobra.Command {
 		RunE: func(_ *cobra.Command, args []string) error {
 			cmd, rest, err := root.Find(args)
 			if err != nil || len(rest) > 0 {
-				return usageError{fmt.Errorf("help: unknown command %q", strings.Join(args, " "))}
+				return usageError{fmt.Errorf("help: %w", unknownCommand(root, strings.Join(args, " ")))}
 			}
 			cmd.InitDefaultHelpFlag() // as `COMMAND --help` shows it
 			return cmd.Help()
@@ -163,7 +179,9 @@ func completionCommand(root *cobra.Command) *cobra.Command {
   source <(pveflow completion zsh)
 
 or write it where the shell looks for completions, such as
-/etc/bash_completion.d/pveflow or a directory of $fpath as _pveflow.`,
+/etc/bash_completion.d/pveflow or a directory of $fpath as _pveflow. The bash script needs the
+bash-completion package (apt-get install bash-completion) loaded in the shell: without it each
+Tab says "_get_comp_words_by_ref: command not found".`,
 		ValidArgs: []cobra.Completion{"bash", "zsh"},
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 || (args[0] != "bash" && args[0] != "zsh") {

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pveflow/pveflow/internal/buildinfo"
 	"github.com/pveflow/pveflow/starter"
 )
 
@@ -23,9 +22,10 @@ func (c *cli) waitCommand() *cobra.Command {
 		Long: `Acts on the wait the create (or, with --delete, the delete; with --change, the change) of UID
 is in, with Temporal's activity operations, also with no worker running: --retry-now polls
 again now with its attempts back at one; --pause stops its polls until --resume.
---activity-id names the activity when several are pending. A wait that needs more time than
-its budget fails the run Transient, and a new create resumes on the same VM (see
-docs/operations.md).`,
+--activity-id names the activity when several are pending. --retry-now when nothing waits
+(the operation has ended, or is between two steps) says that the wait has ended and exits 0:
+nothing is held back. A wait that needs more time than its budget fails the run Transient, and
+a new create resumes on the same VM (see docs/operations.md).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkUID(cmd, ref.UID); err != nil {
@@ -53,7 +53,13 @@ docs/operations.md).`,
 			return c.wait(cmd.Context(), ref, func(ctx context.Context) (starter.Wait, error) {
 				switch {
 				case retryNow:
-					return c.starter.RetryWait(ctx, ref)
+					w, err := c.starter.RetryWait(ctx, ref)
+					if ref.ActivityID == "" && errors.Is(err, starter.ErrNoPendingWait) {
+						// What --retry-now asks for, that nothing waits, holds already. A named
+						// activity that is not pending stays an error: the name is wrong.
+						return starter.Wait{}, nil
+					}
+					return w, err
 				case pause:
 					return c.starter.PauseWait(ctx, ref, reason)
 				}
@@ -119,50 +125,12 @@ func (c *cli) versionCommand() *cobra.Command {
 
 // version prints pveflow's module version and build, and the Temporal SDK it was built with.
 func (c *cli) version() error {
-	info, ok := debug.ReadBuildInfo()
+	v, ok := buildinfo.Read()
 	if !ok {
 		return errors.New("version: this binary carries no build information")
-	}
-	v := versionInfo{Module: info.Main.Path, Version: info.Main.Version, GoVersion: info.GoVersion}
-	for _, dep := range info.Deps {
-		if dep.Path == "go.temporal.io/sdk" {
-			v.TemporalSDK = dep.Version
-		}
-	}
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.Revision = s.Value
-		case "vcs.time":
-			v.RevisionTime = s.Value
-		case "vcs.modified":
-			v.Modified = s.Value == "true"
-		}
 	}
 	if c.json {
 		return c.printJSON(v)
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "pveflow\t%s %s\n", v.Module, v.Version)
-	if v.Revision != "" {
-		modified := ""
-		if v.Modified {
-			modified = " (modified)"
-		}
-		fmt.Fprintf(tw, "revision\t%s %s%s\n", v.Revision, v.RevisionTime, modified)
-	}
-	fmt.Fprintf(tw, "go\t%s\n", v.GoVersion)
-	fmt.Fprintf(tw, "temporal sdk\t%s\n", v.TemporalSDK)
-	return tw.Flush()
-}
-
-// versionInfo is what `pveflow version` prints.
-type versionInfo struct {
-	Module       string `json:"module"`
-	Version      string `json:"version"`
-	Revision     string `json:"revision,omitempty"`
-	RevisionTime string `json:"revisionTime,omitempty"`
-	Modified     bool   `json:"modified,omitempty"`
-	GoVersion    string `json:"goVersion"`
-	TemporalSDK  string `json:"temporalSDK"`
+	return v.Write(c.stdout, "pveflow")
 }

@@ -6,6 +6,8 @@
 // It starts pvesim's default cluster (nodes pve1 and pve2, template 9000) with real time,
 // task durations of a small real host, the status cache's lag and a guest agent that takes a
 // few seconds to come up, prints where the CA and token files are, and runs until interrupted.
+// With -state-file it keeps its cluster in a file across restarts (pvesim.Snapshot says what
+// outlives a restart), as make run does in .run/pvesim/cluster.json.
 package main
 
 import (
@@ -64,6 +66,7 @@ func run() error {
 	pve82 := flag.Bool("pve82", false, "answer errors like PVE before 8.3: the message only in the reason phrase")
 	faultRate := flag.Float64("fault-rate", 0, "`share` of API calls that fail as PVE fails (5xx, 595/596, locks, answers lost or held after the effect), for chaos runs")
 	faultSeed := flag.Int64("fault-seed", 1, "`seed` of the random faults")
+	stateFilePath := flag.String("state-file", "", "`file` the cluster is kept in across restarts: restored from it at start when it exists, saved to it every second when changed and at shutdown; off when empty")
 	stateListen := flag.String("state-listen", "", "loopback `address` serving the cluster's state (VMs, volumes, clone log, faults) as JSON at /state, over plain HTTP; off when empty")
 	denyPrivileges := flag.String("deny-privileges", "", "comma-separated `privileges` the token lacks everywhere, such as VM.Clone: calls that need one fail with 403, and pveflow check reports it")
 	debug := flag.Bool("debug", false, "log every request")
@@ -108,6 +111,17 @@ func run() error {
 	opts.HARound = time.Duration(float64(hostHARound) * *taskScale)
 
 	cluster := pvesim.New(opts)
+	if *stateFilePath != "" {
+		restored, err := loadState(cluster, *stateFilePath)
+		if err != nil {
+			return err
+		}
+		if restored {
+			fmt.Printf("pvesim restored its cluster from %s (%d VMs)\n", *stateFilePath, len(cluster.VMs()))
+		} else {
+			fmt.Printf("pvesim starts the default cluster; it keeps it in %s\n", *stateFilePath)
+		}
+	}
 	srv, err := simserver.Start(simserver.Options{
 		API:       cluster,
 		Addr:      *listen,
@@ -137,7 +151,21 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The last save comes after the server stopped: no call changes the cluster after it.
+	saveCtx, stopSaving := context.WithCancel(context.Background())
+	saved := make(chan error, 1)
+	if *stateFilePath != "" {
+		f := &stateFile{cluster: cluster, path: *stateFilePath}
+		go func() { saved <- f.keep(saveCtx, logger) }()
+	} else {
+		saved <- nil
+	}
 	<-ctx.Done()
 	logger.Info("pvesim shutting down")
-	return srv.Close()
+	closeErr := srv.Close()
+	stopSaving()
+	if err := <-saved; err != nil {
+		return fmt.Errorf("saving the cluster's state to %s: %w", *stateFilePath, err)
+	}
+	return closeErr
 }

@@ -1,0 +1,94 @@
+package buildinfo
+
+import (
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const commit = "9f1c2ab34d5e6f708192a3b4c5d6e7f8091a2b3c"
+
+// build is the debug.BuildInfo of a build of module version with VCS settings.
+func build(version string, settings map[string]string) *debug.BuildInfo {
+	info := &debug.BuildInfo{Main: debug.Module{Path: "github.com/pveflow/pveflow", Version: version}, GoVersion: "go1.26.8",
+		Deps: []*debug.Module{{Path: "go.temporal.io/sdk", Version: "v1.50.0"}}}
+	for k, v := range settings {
+		info.Settings = append(info.Settings, debug.BuildSetting{Key: k, Value: v})
+	}
+	return info
+}
+
+func TestInfo_ID(t *testing.T) {
+	tests := []struct {
+		name     string
+		version  string
+		settings map[string]string
+		want     string
+	}{
+		{"a clean checkout", "(devel)", map[string]string{"vcs.revision": commit, "vcs.modified": "false"}, "9f1c2ab34d5e"},
+		{"uncommitted changes", "(devel)", map[string]string{"vcs.revision": commit, "vcs.modified": "true"}, "9f1c2ab34d5e-dirty"},
+		{"a module version", "v1.4.0", nil, "v1.4.0"},
+		{"the revision wins over the version", "v1.4.0", map[string]string{"vcs.revision": "abc"}, "abc"},
+		{"nothing to go by", "(devel)", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, of(build(tt.version, tt.settings), "", "", "").ID())
+		})
+	}
+}
+
+func TestOf_makesStampWinsOverGoBuildsAndNamesTheVersion(t *testing.T) {
+	v := of(build("(devel)", nil), commit, "2026-12-06T23:00:00Z", "true")
+
+	assert.Equal(t, Info{Module: "github.com/pveflow/pveflow", Version: "9f1c2ab34d5e-dirty", Revision: commit,
+		RevisionTime: "2026-12-06T23:00:00Z", Modified: true, GoVersion: "go1.26.8", TemporalSDK: "v1.50.0"}, v)
+}
+
+func TestOf_aPlainBuildIsDevel(t *testing.T) {
+	assert.Equal(t, "(devel)", of(build("(devel)", nil), "", "", "").Version)
+}
+
+func TestInfo_Write(t *testing.T) {
+	var b strings.Builder
+
+	require.NoError(t, of(build("(devel)", nil), commit, "2026-12-06T23:00:00Z", "false").Write(&b, "worker"))
+
+	assert.Equal(t, "worker        github.com/pveflow/pveflow 9f1c2ab34d5e\n"+
+		"revision      "+commit+" 2026-12-06T23:00:00Z\n"+
+		"go            go1.26.8\n"+
+		"temporal sdk  v1.50.0\n", b.String())
+}
+
+// makeBuildLdflags is the -ldflags of make build's go build line, as make -n prints it.
+func makeBuildLdflags(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("make", "-s", "-n", "-C", filepath.Join("..", ".."), "build").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	m := regexp.MustCompile(`(?m) build -ldflags '([^']*)' -o `).FindSubmatch(out)
+	require.NotNil(t, m, "make build's go build line passes -ldflags:\n%s", out)
+	return string(m[1])
+}
+
+func TestMakeBuild_pveflowVersionNamesTheCommit(t *testing.T) {
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "pveflow")
+	// -buildvcs=false, as this machine's go env has it: the commit comes from make's stamp.
+	build := exec.Command("go", "build", "-buildvcs=false", "-ldflags", makeBuildLdflags(t), "-o", bin, "./starter/cmd/pveflow")
+	build.Dir = filepath.Join("..", "..")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	version, err := exec.Command(bin, "version").Output()
+
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^revision +`+strings.TrimSpace(string(head))+` \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`, string(version))
+	assert.NotContains(t, string(version), "(devel)")
+}
