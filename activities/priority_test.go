@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -16,6 +17,44 @@ import (
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/pve"
 )
+
+// Every activity, local ones too, calls ordered by its workflow's start (pve.WithOrder), which
+// no activity's own information says.
+func TestCallPriority_theActivitiesOfAWorkflowCallInTheOrderOfItsStart(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		t.Run(map[bool]string{false: "activity", true: "local activity"}[local], func(t *testing.T) {
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestWorkflowEnvironment()
+			started := time.Date(2026, 12, 6, 23, 0, 0, 0, time.UTC)
+			env.SetStartTime(started)
+			env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{activities.CallPriority("GetProxy")}})
+			order := func(ctx context.Context) (time.Time, error) {
+				at, ok := pve.OrderOf(ctx)
+				if !ok {
+					return time.Time{}, errors.New("no order")
+				}
+				return at, nil
+			}
+			env.RegisterActivityWithOptions(order, activity.RegisterOptions{Name: "Order"})
+			env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (time.Time, error) {
+				var got time.Time
+				if local {
+					ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Second})
+					return got, workflow.ExecuteLocalActivity(ctx, order).Get(ctx, &got)
+				}
+				ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Second})
+				return got, workflow.ExecuteActivity(ctx, "Order").Get(ctx, &got)
+			}, workflow.RegisterOptions{Name: "CreateProxy"})
+
+			env.ExecuteWorkflow("CreateProxy")
+
+			require.NoError(t, env.GetWorkflowError())
+			var got time.Time
+			require.NoError(t, env.GetWorkflowResult(&got))
+			assert.True(t, started.Equal(got), "ordered as of %s, the workflow started %s", got, started)
+		})
+	}
+}
 
 func TestCallPriority_theActivitiesOfACareWorkflowCallAtCarePriority(t *testing.T) {
 	tests := []struct {

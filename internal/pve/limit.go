@@ -75,6 +75,32 @@ func PriorityOf(ctx context.Context) Priority {
 	return p
 }
 
+type orderKey struct{}
+
+// WithOrder is ctx with the calls made with it ordered, among the waiting calls of their
+// priority, as calls that came at at: the start of the operation they are part of, so that an
+// operation's later calls go before those of operations started after it. A hundred creates
+// started at once each read what they check before they may clone: in the order the calls came,
+// the first create's clone, granted a slot, waited behind every other create's checks (15 s
+// in the as-shipped fleet); started first, it goes first, and the clone slots turn.
+func WithOrder(ctx context.Context, at time.Time) context.Context {
+	return context.WithValue(ctx, orderKey{}, at)
+}
+
+// OrderOf is when the calls made with ctx count as come (WithOrder), and whether ctx says.
+func OrderOf(ctx context.Context) (time.Time, bool) {
+	at, ok := ctx.Value(orderKey{}).(time.Time)
+	return at, ok && !at.IsZero()
+}
+
+// orderOf is when a call made with ctx counts as come: WithOrder's, else now.
+func orderOf(ctx context.Context, now time.Time) time.Time {
+	if at, ok := OrderOf(ctx); ok {
+		return at
+	}
+	return now
+}
+
 // CallDemand is what a client asked of its call cap over a span: the calls it asked to send, a
 // second (sent at once, held back, or refused for want of a share), and the most it asked to
 // have in flight at once (in flight and waiting). A worker tells it with each renewal of its
@@ -87,8 +113,8 @@ type CallDemand struct {
 }
 
 // limiter applies CallLimits, or the shares of a cap that several clients share (CallShare).
-// Calls that cannot go at once wait in a queue ordered by priority, then by arrival, and are
-// sent from its head as slots and tokens come. A call whose turn comes with less time left
+// Calls that cannot go at once wait in a queue ordered by priority, then by when they count as
+// come (WithOrder: their operation's start), then by arrival, and are sent from its head as slots and tokens come. A call whose turn comes with less time left
 // before its context's deadline than a call takes (tookEWMA) is dropped, not sent: its answer
 // would come too late, and its token and slot go to the next call. The zero limiter, or one of
 // zero limits, lets every call through.
@@ -269,6 +295,7 @@ var errLimiterDropped = errors.New("dropped before it was sent")
 // waiter is a call waiting in the limiter's queue.
 type waiter struct {
 	priority Priority
+	order    time.Time // when the call counts as come (orderOf)
 	arrival  uint64
 	deadline time.Time // zero: none
 	index    int       // in the queue; -1 once out of it
@@ -304,7 +331,7 @@ func (l *limiter) acquire(ctx context.Context) (release func(), held time.Durati
 		return l.releaser(start), 0, nil
 	}
 	deadline, _ := ctx.Deadline()
-	w := &waiter{priority: priority, arrival: l.arrivals, deadline: deadline, decided: make(chan struct{})}
+	w := &waiter{priority: priority, order: orderOf(ctx, start), arrival: l.arrivals, deadline: deadline, decided: make(chan struct{})}
 	l.arrivals++
 	heap.Push(&l.queue, w)
 	l.dispatch(start)
@@ -454,13 +481,17 @@ func (l *limiter) releaser(sent time.Time) func() {
 	}
 }
 
-// waitQueue is a heap of waiters: the highest priority first, then the earliest arrival.
+// waitQueue is a heap of waiters: the highest priority first, then the earliest to count as
+// come, then the earliest arrival.
 type waitQueue []*waiter
 
 func (q waitQueue) Len() int { return len(q) }
 func (q waitQueue) Less(i, j int) bool {
 	if q[i].priority != q[j].priority {
 		return q[i].priority > q[j].priority
+	}
+	if !q[i].order.Equal(q[j].order) {
+		return q[i].order.Before(q[j].order)
 	}
 	return q[i].arrival < q[j].arrival
 }

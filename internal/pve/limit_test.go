@@ -191,6 +191,40 @@ func TestLimiter_aCallOfDefaultPriorityGoesBeforeEveryCareCallThatWaits(t *testi
 	}
 }
 
+// Among waiting calls of one priority, a call of an operation started earlier goes before the
+// calls of later ones that came before it: the first create's clone before the other creates'
+// checks.
+func TestLimiter_callsOfAnEarlierOperationGoBeforeThoseOfLaterOnes(t *testing.T) {
+	l := newLimiter(CallLimits{Concurrency: 1})
+	hold, _, err := l.acquire(t.Context())
+	require.NoError(t, err)
+	started := time.Now().Add(-time.Minute)
+	order := make(chan string, 3)
+	for i, call := range []struct {
+		name string
+		ctx  context.Context
+	}{
+		{"a later operation's", WithOrder(t.Context(), started.Add(time.Second))},
+		{"a call of no operation", t.Context()},
+		{"the first operation's", WithOrder(t.Context(), started)},
+	} {
+		go func() {
+			release, _, err := l.acquire(call.ctx)
+			if assert.NoError(t, err) {
+				order <- call.name
+				release()
+			}
+		}()
+		queued(t, l, i+1)
+	}
+
+	hold()
+
+	assert.Equal(t, "the first operation's", <-order)
+	assert.Equal(t, "a later operation's", <-order)
+	assert.Equal(t, "a call of no operation", <-order, "counts as come when it came, after both operations started")
+}
+
 func TestLimiter_callsOfOnePriorityGoInTheOrderTheyCame(t *testing.T) {
 	l := newLimiter(CallLimits{Concurrency: 1})
 	hold, _, err := l.acquire(t.Context())
