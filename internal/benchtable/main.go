@@ -76,6 +76,7 @@ const (
 	memory    = "Care_workerMemoryPerIdleEntity"
 	outage    = "Care_aWorkerOutage"
 	slots     = "Chaos_cloneSlotsBusyUnderWorkerKills"
+	shipped   = "Shipped_hundredProxiesCreatedAndDeletedAtOnce"
 )
 
 // figures are issue 21's table, in its order, then issue 32's.
@@ -141,6 +142,11 @@ var figures = []figure{
 	{"the same: a create sent at the restart, against the same create on the idle system", outage, "x-idle", atMost(1.2), ""},
 	{"30 creates onto 2 clone slots, both workers killed every 5 to 20 s: share of the time the slots run a clone while creates queue", slots, "busy-share", atLeast(0.8), ""},
 	{"the same: a slot free between one clone's end and the next's start, p50, seconds", slots, "s/turn-p50", goal{}, ""},
+	{"as shipped (the binaries, the simulator over REST, every default), 100 proxies at once with a small host's 4 s clones: wall time against the clone limit's floor", shipped, "x-floor", atMost(1.25), ""},
+	{"the same: share of the time the clone slots run a clone while creates queue (the slots, not the call cap, bound the fleet)", shipped, "busy-share", atLeast(0.8), ""},
+	{"the same: Proxmox requests a second against the call cap's rate", shipped, "x-cap-rate", goal{}, ""},
+	{"the same: Proxmox requests per proxy", shipped, "requests/proxy", goal{}, ""},
+	{"the same: the first clone's start after the requests, seconds", shipped, "s/first-clone", goal{}, ""},
 }
 
 func main() {
