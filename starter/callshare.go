@@ -18,8 +18,6 @@ import (
 type SharedCap interface {
 	SetCallShare(s pve.CallShare, until time.Time)
 	CallsInFlight() int
-	// CallDemand is what the calls asked of the share since the last renewal.
-	CallDemand() pve.CallDemand
 }
 
 // CallShare keeps a worker's share of its task queue's call cap (workflows.CallShares).
@@ -68,7 +66,7 @@ func (c *Client) KeepCallShare(ctx context.Context, s CallShare) {
 	failing := false
 	for {
 		sent := time.Now()
-		req := workflows.CallShareRequest{Worker: s.Worker, Cap: s.Cap, Using: using, Lease: lease, Drain: s.Drain, Demand: s.Proxmox.CallDemand()}
+		req := workflows.CallShareRequest{Worker: s.Worker, Cap: s.Cap, Using: using, Lease: lease, Drain: s.Drain}
 		if lapses.IsZero() {
 			req.Replaces, req.ReplacedCalls = s.Replaces, s.ReplacedCalls
 		}
@@ -79,14 +77,8 @@ func (c *Client) KeepCallShare(ctx context.Context, s CallShare) {
 		wait := every
 		switch {
 		case err == nil:
-			// The rate follows the workers' demands renewal by renewal; the slots and the
-			// workers change seldom, and are what an operator reads the log for.
-			level := slog.LevelDebug
-			if g.Concurrency != using.Concurrency || g.Workers != using.Workers || failing {
-				level = slog.LevelInfo
-			}
 			if g != using || failing {
-				logger.Log(ctx, level, "proxmox call share", "worker", s.Worker, "perSecond", g.PerSecond, "burst", g.Burst,
+				logger.Info("proxmox call share", "worker", s.Worker, "perSecond", g.PerSecond, "burst", g.Burst,
 					"concurrency", g.Concurrency, "fair", g.Fair, "workers", g.Workers)
 			}
 			if !g.Fair || shrunk(g, using) {

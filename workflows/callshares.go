@@ -3,7 +3,6 @@ package workflows
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -29,20 +28,11 @@ import (
 // a share shrinks at once, and the room it leaves goes to the others only once its worker has
 // said it applies the smaller one. A worker that stops renewing counts for its rate until its
 // lease ends, and for its calls in flight a request timeout longer (drain), as long as a call
-// it had sent may still run.
-//
-// The cap goes where the calls are. Each renewal says what the worker's calls asked since the
-// last (pve.CallDemand), and the cap is divided by those demands, max-min fairly: a worker's part
-// is what it needs (a quarter more than the rate it asked, a call a second at least, and as many
-// slots as it asked at once, one at least) when the needs fit, and otherwise the needs smaller
-// than an equal part of what is left are met and the other workers share the rest equally, the
-// first ones taking the remainder of the slots and tokens. An even split would leave most of a
-// fleet's cap unused: a workflow's calls are local activities, run by the worker that holds the
-// workflow, and Temporal's sticky queues keep most of a fleet's workflows on whichever worker
-// first took them. A worker is given all that the others leave while every worker has its part,
-// so that a worker alone, or beside idle or dead ones, sends at what they leave; a worker with
-// less than its part (a new one, or one whose calls grew) makes the others shrink to theirs at
-// their next renewals, and has its part within two of them. With more workers than the cap has
+// it had sent may still run. A worker is given all that the others leave while every worker has
+// its fair part (the cap over the workers with a lease, the first ones taking the remainder of
+// the slots and tokens), so that a worker beside dead ones sends at what they leave; a new worker
+// is given what is left of its fair part, and the others shrink to theirs at their next
+// renewals, so that it has its fair part within two of them. With more workers than the cap has
 // slots, the later ones get no slot, and send nothing until a worker leaves.
 //
 // A rival to this workflow would be a task queue of Proxmox calls rate-limited by the server
@@ -94,16 +84,14 @@ type CallShareRequest struct {
 	// ReplacedCalls says, else its whole share.
 	Replaces      string `json:"replaces,omitempty"`
 	ReplacedCalls *int   `json:"replacedCalls,omitempty"`
-	// Demand is what the worker's calls asked of its share since its last renewal.
-	Demand pve.CallDemand `json:"demand"`
 }
 
 // CallShareGrant is a worker's share of the cap: pve.NoLimit where the cap has no rate or no
 // concurrency.
 type CallShareGrant struct {
 	pve.CallShare
-	// Fair is whether the share is the worker's part of the cap as the workers' demands divide
-	// it, or more: a worker given less renews soon.
+	// Fair is whether the share is the worker's fair part, not less: a worker given less
+	// renews soon.
 	Fair bool `json:"fair,omitempty"`
 	// Workers is how many workers share the cap.
 	Workers int `json:"workers,omitempty"`
@@ -129,7 +117,6 @@ type CallShareHolder struct {
 	Renewed time.Time      `json:"renewed"`
 	Lease   time.Duration  `json:"lease"`
 	Drain   time.Duration  `json:"drain"`
-	Demand  pve.CallDemand `json:"demand"`
 }
 
 // defaultCallSharesHistoryEvents is the history length past which the workflow continues as
@@ -195,113 +182,67 @@ func (c *callShares) renewAt(req CallShareRequest, now time.Time) CallShareGrant
 		c.st.Workers = append(c.st.Workers, CallShareHolder{Worker: req.Worker})
 	}
 	h := &c.st.Workers[i]
-	h.Using, h.Renewed, h.Lease, h.Drain, h.Demand = req.Using, now, req.Lease, req.Drain, req.Demand
+	h.Using, h.Renewed, h.Lease, h.Drain = req.Using, now, req.Lease, req.Drain
 	h.Given = c.grant(i, now)
 	return h.Given
 }
 
-// grant is the share of the holder at i: while another holder has less than its part, its own
-// part, and otherwise all that the others leave, so that a worker alone, or beside idle ones or
-// dead ones whose leases still run, sends at the whole cap; never more than the others leave. A
-// holder given less than its part makes the others shrink to theirs at their next renewals,
-// and grows into what they leave.
+// grant is the share of the holder at i: while another holder has less than its fair part, its
+// own fair part, and otherwise all that the others leave, so that a worker alone, or beside
+// dead ones whose leases still run, sends at the whole cap; never more than the others leave.
+// A holder given less than its fair part (a new worker) so makes the others shrink to theirs at
+// their next renewals, and grows into what they leave.
 func (c *callShares) grant(i int, now time.Time) CallShareGrant {
-	limit := c.st.Cap
-	burst := pve.CallLimits{PerSecond: limit.PerSecond}.Burst()
-	var live []int // the holders with a lease, i among them
-	for j, h := range c.st.Workers {
-		if j == i || h.holds(now) {
-			live = append(live, j)
-		}
-	}
-	parts := c.parts(live, burst)
+	live := 0
+	index := 0 // i's place among the holders with a lease
 	short := false
 	var others CallShareGrant
-	for k, j := range live {
-		if j != i {
-			given := c.st.Workers[j].Given
-			short = short || !covers(given.CallShare, parts[k])
-		}
-	}
 	for j, h := range c.st.Workers {
+		if j == i || h.holds(now) {
+			if j < i {
+				index++
+			}
+			live++
+		}
 		if j != i {
+			short = short || (h.holds(now) && !h.Given.Fair)
 			o := h.countsFor(now)
 			others.PerSecond += o.PerSecond
 			others.Burst += o.Burst
 			others.Concurrency += o.Concurrency
 		}
 	}
-	part := parts[slices.Index(live, i)]
-	want := pve.CallShare{PerSecond: limit.PerSecond, Burst: burst, Concurrency: limit.Concurrency}
-	if short {
-		want = part
-	}
-	g := CallShareGrant{CallShare: pve.CallShare{PerSecond: pve.NoLimit, Burst: pve.NoLimit, Concurrency: pve.NoLimit}, Workers: len(live)}
+	limit := c.st.Cap
+	g := CallShareGrant{CallShare: pve.CallShare{PerSecond: pve.NoLimit, Burst: pve.NoLimit, Concurrency: pve.NoLimit}, Fair: true, Workers: live}
 	if limit.PerSecond > 0 {
-		g.PerSecond = max(0, min(want.PerSecond, limit.PerSecond-others.PerSecond))
-		g.Burst = max(0, min(want.Burst, burst-others.Burst))
+		burst := pve.CallLimits{PerSecond: limit.PerSecond}.Burst()
+		fairRate, fairBurst := limit.PerSecond/float64(live), part(burst, live, index)
+		wantRate, wantBurst := limit.PerSecond, burst
+		if short {
+			wantRate, wantBurst = fairRate, fairBurst
+		}
+		g.PerSecond = max(0, min(wantRate, limit.PerSecond-others.PerSecond))
+		g.Burst = max(0, min(wantBurst, burst-others.Burst))
+		g.Fair = g.PerSecond >= fairRate && g.Burst >= fairBurst
 	}
 	if limit.Concurrency > 0 {
-		g.Concurrency = max(0, min(want.Concurrency, limit.Concurrency-others.Concurrency))
+		fair, want := part(limit.Concurrency, live, index), limit.Concurrency
+		if short {
+			want = fair
+		}
+		g.Concurrency = max(0, min(want, limit.Concurrency-others.Concurrency))
+		g.Fair = g.Fair && g.Concurrency >= fair
 	}
-	g.Fair = covers(g.CallShare, part)
 	return g
 }
 
-// parts divides the cap among the holders at live by what they need (need), max-min fairly: the
-// rate, the bucket's burst tokens and the slots, each on its own.
-func (c *callShares) parts(live []int, burst int) []pve.CallShare {
-	limit := c.st.Cap
-	rates, tokens, slots := make([]float64, len(live)), make([]float64, len(live)), make([]float64, len(live))
-	for k, j := range live {
-		r, t, n := need(c.st.Workers[j].Demand, burst, limit.Concurrency)
-		rates[k], tokens[k], slots[k] = r, float64(t), float64(n)
+// part is the index-th of n parts of whole, the first ones taking the remainder.
+func part(whole, n, index int) int {
+	p := whole / n
+	if index < whole%n {
+		p++
 	}
-	rates, tokens, slots = divide(limit.PerSecond, rates, false), divide(float64(burst), tokens, true), divide(float64(limit.Concurrency), slots, true)
-	parts := make([]pve.CallShare, len(live))
-	for k := range live {
-		parts[k] = pve.CallShare{PerSecond: rates[k], Burst: int(tokens[k]), Concurrency: int(slots[k])}
-	}
-	return parts
-}
-
-// need is what a worker whose calls asked d needs of a cap of burst tokens and slots: a quarter
-// more than the rate it asked and a call a second at least, a second's worth of that rate in
-// tokens, and as many slots as it asked at once, one at least.
-func need(d pve.CallDemand, burst, slots int) (rate float64, tokens, concurrency int) {
-	rate = 1.25*d.PerSecond + 1
-	return rate, min(burst, int(math.Ceil(rate))), min(max(slots, 1), max(d.Concurrency, 1))
-}
-
-// divide shares whole among needs, max-min fairly: from the smallest need up (the first of
-// equal ones first), each is given its need or an equal part of what is left, whichever is less.
-// Parts of whole units (integral) round up, so that the first ones take the remainder.
-func divide(whole float64, needs []float64, integral bool) []float64 {
-	order := make([]int, len(needs))
-	for k := range order {
-		order[k] = k
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(needs[a], needs[b]) })
-	parts := make([]float64, len(needs))
-	left := whole
-	for k, at := range order {
-		equal := left / float64(len(order)-k)
-		if integral {
-			equal = math.Ceil(equal)
-		}
-		parts[at] = max(0, min(needs[at], equal))
-		left -= parts[at]
-	}
-	return parts
-}
-
-// covers is whether share s is at least part, in its rate, its burst and its slots, of each
-// that the cap limits.
-func covers(s, part pve.CallShare) bool {
-	const slack = 1e-9 // rates are sums and differences of floats
-	return (s.PerSecond == pve.NoLimit || s.PerSecond+slack >= part.PerSecond) &&
-		(s.Burst == pve.NoLimit || s.Burst >= part.Burst) &&
-		(s.Concurrency == pve.NoLimit || s.Concurrency >= part.Concurrency)
+	return p
 }
 
 // holds is whether the holder's lease runs at now.

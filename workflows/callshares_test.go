@@ -24,12 +24,9 @@ var (
 	shareStart = time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 )
 
-// busyDemand is the demand of a worker whose calls ask for more than the whole cap.
-var busyDemand = pve.CallDemand{PerSecond: 100, Concurrency: 10}
-
-// renewal is a busy worker's renewal, applying using, with the test's cap, lease and drain.
+// renewal is worker's renewal, applying using, with the test's cap, lease and drain.
 func renewal(worker string, using workflows.CallShareGrant) workflows.CallShareRequest {
-	return workflows.CallShareRequest{Worker: worker, Cap: testCap, Using: using, Lease: shareLease, Drain: shareDrain, Demand: busyDemand}
+	return workflows.CallShareRequest{Worker: worker, Cap: testCap, Using: using, Lease: shareLease, Drain: shareDrain}
 }
 
 func TestCallShares_oneWorkerIsGivenTheWholeCap(t *testing.T) {
@@ -64,50 +61,6 @@ func TestCallShares_aNewWorkerIsGivenWhatTheOthersLeaveThenItsFairPart(t *testin
 	now = now.Add(time.Second)
 	b = workflows.RenewCallShareAt(&st, renewal("b", b), now)
 	assert.Equal(t, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 10, Burst: 10, Concurrency: 1}, Fair: true, Workers: 2}, b)
-}
-
-// idle is the demand of a worker whose calls asked 2 a second, one at a time.
-var idle = pve.CallDemand{PerSecond: 2, Concurrency: 1}
-
-// renewAll renews the shares of workers, in that order, each applying what it was last given
-// and asking what demands says of it (busyDemand when it says nothing), rounds times.
-func renewAll(st *workflows.CallSharesState, now time.Time, given map[string]workflows.CallShareGrant, demands map[string]pve.CallDemand, rounds int, workers ...string) {
-	for range rounds {
-		for _, w := range workers {
-			req := renewal(w, given[w])
-			if d, ok := demands[w]; ok {
-				req.Demand = d
-			}
-			given[w] = workflows.RenewCallShareAt(st, req, now)
-		}
-	}
-}
-
-// The cap goes where the calls are: a worker whose calls ask little is given what it needs (a
-// quarter more than the rate it asked, a call a second more, and its slot), and the busy one
-// the rest, rather than half each.
-func TestCallShares_anIdleWorkerLeavesWhatItDoesNotNeedToABusyOne(t *testing.T) {
-	var st workflows.CallSharesState
-	given := map[string]workflows.CallShareGrant{}
-	renewAll(&st, shareStart, given, map[string]pve.CallDemand{"b": idle}, 3, "a", "b")
-
-	assert.Equal(t, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 16.5, Burst: 16, Concurrency: 2}, Fair: true, Workers: 2}, given["a"])
-	assert.Equal(t, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 3.5, Burst: 4, Concurrency: 1}, Fair: true, Workers: 2}, given["b"])
-}
-
-// A worker whose calls grow is given less than its part at once, renews soon (not fair), and
-// has its part, half the cap, once the other has said it applies its smaller share.
-func TestCallShares_aWorkerWhoseCallsGrowHasItsPartOnceTheOtherHasShrunk(t *testing.T) {
-	var st workflows.CallSharesState
-	given := map[string]workflows.CallShareGrant{}
-	renewAll(&st, shareStart, given, map[string]pve.CallDemand{"b": idle}, 3, "a", "b")
-
-	renewAll(&st, shareStart, given, nil, 1, "b")
-	assert.False(t, given["b"].Fair, "a holds the rest of the cap until it renews")
-	renewAll(&st, shareStart, given, nil, 2, "a")
-	assert.Equal(t, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 10, Burst: 10, Concurrency: 2}, Fair: true, Workers: 2}, given["a"])
-	renewAll(&st, shareStart, given, nil, 1, "b")
-	assert.Equal(t, workflows.CallShareGrant{CallShare: pve.CallShare{PerSecond: 10, Burst: 10, Concurrency: 1}, Fair: true, Workers: 2}, given["b"])
 }
 
 // A worker that stops renewing counts for its rate until its lease ends, and for its calls in
@@ -244,7 +197,7 @@ type shareWorker struct {
 }
 
 // The shares never add up to more than the cap, whatever the order of renewals, their answers
-// late or lost, the workers' demands, workers dying and joining, and shares shrinking under calls in flight: in a
+// late or lost, workers dying and joining, and shares shrinking under calls in flight: in a
 // model of workers that apply their shares as the worker does (starter.KeepCallShare), a
 // second at a time, the calls in flight, the rates and the buckets of the shares applied stay
 // within the cap at every step.
@@ -289,9 +242,6 @@ func TestCallShares_theSharesNeverAddUpToMoreThanTheCap(t *testing.T) {
 					using := w.applied
 					using.Concurrency = max(using.Concurrency, len(w.calls))
 					req := renewal(w.name, using)
-					if rng.IntN(2) == 0 { // its calls asked for less than the cap, or more
-						req.Demand = pve.CallDemand{PerSecond: float64(rng.IntN(30)), Concurrency: rng.IntN(5)}
-					}
 					if w.lapse.IsZero() {
 						req.Replaces, req.ReplacedCalls = w.replaces, w.replacedCalls // until its first share
 					}

@@ -194,9 +194,6 @@ func (c *Client) TellCallsInFlight(f func(int)) {
 	c.limit.onCalls = f
 }
 
-// CallDemand is what the client's calls asked of its cap since it was last asked (CallDemand).
-func (c *Client) CallDemand() CallDemand { return c.limit.demand(time.Now()) }
-
 // CallsInFlight is how many requests the client has sent whose answers it has not read yet.
 func (c *Client) CallsInFlight() int { return c.limit.calls() }
 

@@ -101,17 +101,6 @@ func orderOf(ctx context.Context, now time.Time) time.Time {
 	return now
 }
 
-// CallDemand is what a client asked of its call cap over a span: the calls it asked to send, a
-// second (sent at once, held back, or refused for want of a share), and the most it asked to
-// have in flight at once (in flight and waiting). A worker tells it with each renewal of its
-// share (workflows.CallShares), so that the cap goes where the calls are: a workflow's local
-// activities run on the worker that holds the workflow, and Temporal's sticky queues keep most
-// of a fleet's workflows on whichever worker first took them.
-type CallDemand struct {
-	PerSecond   float64 `json:"perSecond"`
-	Concurrency int     `json:"concurrency"`
-}
-
 // limiter applies CallLimits, or the shares of a cap that several clients share (CallShare).
 // Calls that cannot go at once wait in a queue ordered by priority, then by when they count as
 // come (WithOrder: their operation's start), then by arrival, and are sent from its head as slots and tokens come. A call whose turn comes with less time left
@@ -145,16 +134,10 @@ type limiter struct {
 	// took is the moving average of a call's time in flight, from sending it to reading its
 	// answer: how much of its deadline a call needs left to be worth sending.
 	took time.Duration
-	// The demand since askedSince (demand): the calls asked, the calls that wait to go or for a
-	// share now, and the most in flight and waiting at once.
-	asked      int
-	asking     int
-	peak       int
-	askedSince time.Time
 }
 
 func newLimiter(l CallLimits) *limiter {
-	lim := &limiter{rated: l.PerSecond > 0, perSecond: l.PerSecond, slotted: l.Concurrency > 0, concurrency: l.Concurrency, askedSince: time.Now()}
+	lim := &limiter{rated: l.PerSecond > 0, perSecond: l.PerSecond, slotted: l.Concurrency > 0, concurrency: l.Concurrency}
 	if lim.rated {
 		lim.burst = float64(l.Burst())
 		lim.tokens = lim.burst
@@ -166,8 +149,7 @@ func newLimiter(l CallLimits) *limiter {
 // newSharedLimiter is the limiter of a client whose cap is a share (ClientConfig.SharedLimits):
 // it sends nothing until its first share.
 func newSharedLimiter() *limiter {
-	now := time.Now()
-	return &limiter{shared: true, filled: now, shareCame: make(chan struct{}), askedSince: now}
+	return &limiter{shared: true, filled: time.Now(), shareCame: make(chan struct{})}
 }
 
 // NoLimit, as a CallShare's PerSecond, Burst or Concurrency, is a share of a cap that limits
@@ -218,28 +200,6 @@ func (l *limiter) calls() int {
 	defer l.mu.Unlock()
 	return l.inFlight
 }
-
-// demand is what the calls asked since it was last read (CallDemand), and starts a new span at
-// now.
-func (l *limiter) demand(now time.Time) CallDemand {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	d := CallDemand{Concurrency: l.peak}
-	if span := now.Sub(l.askedSince); span > 0 {
-		d.PerSecond = float64(l.asked) / span.Seconds()
-	}
-	l.asked, l.peak, l.askedSince = 0, l.asking+l.inFlight, now
-	return d
-}
-
-// ask counts a call that asks to go, and done one that went, was dropped or gave up.
-func (l *limiter) ask() {
-	l.asked++
-	l.asking++
-	l.peak = max(l.peak, l.asking+l.inFlight)
-}
-
-func (l *limiter) done() { l.asking-- }
 
 // lapsed is whether a shared limiter's share has lapsed at now.
 func (l *limiter) lapsed(now time.Time) bool { return l.shared && !now.Before(l.lapse) }
@@ -315,17 +275,14 @@ func (l *limiter) acquire(ctx context.Context) (release func(), held time.Durati
 		return func() {}, 0, nil
 	}
 	l.mu.Lock()
-	l.ask()
 	priority := PriorityOf(ctx)
 	if l.shared {
 		if err := l.awaitShare(ctx, priority, start); err != nil {
-			l.done()
 			l.mu.Unlock()
 			return nil, max(time.Since(start), time.Nanosecond), err
 		}
 	}
 	if len(l.queue) == 0 && l.mayGo(priority, start) {
-		l.done()
 		l.take()
 		l.mu.Unlock()
 		return l.releaser(start), 0, nil
@@ -344,7 +301,6 @@ func (l *limiter) acquire(ctx context.Context) (release func(), held time.Durati
 		if w.index >= 0 {
 			// Its place goes to the calls behind it.
 			heap.Remove(&l.queue, w.index)
-			l.done()
 			l.dispatch(time.Now())
 			l.mu.Unlock()
 			return nil, max(time.Since(start), time.Nanosecond), fmt.Errorf("%w: %w", errLimiterWait, context.Cause(ctx))
@@ -449,7 +405,6 @@ func (l *limiter) dispatch(now time.Time) {
 			return
 		}
 		heap.Pop(&l.queue)
-		l.done()
 		if left := w.deadline.Sub(now); !w.deadline.IsZero() && left < l.took {
 			w.err = fmt.Errorf("%w: %s left before its deadline, and a call takes %s", errLimiterDropped,
 				left.Round(time.Millisecond), l.took.Round(time.Millisecond))

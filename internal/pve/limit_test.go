@@ -486,32 +486,3 @@ func TestLimiter_aCareCallWithoutAShareWaitsForOneUntilItsDeadline(t *testing.T)
 	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 2}, time.Now().Add(time.Minute))
 	require.NoError(t, <-got, "it goes once a share comes")
 }
-
-// A shared client's demand counts every call that asked to go, those that went, waited or
-// found no share alike, and the most that were in flight and waiting at once; each reading
-// starts a new span, whose peak begins with the calls still in flight and waiting.
-func TestLimiter_tellsTheCallsAskedAndTheMostAtOnce(t *testing.T) {
-	l := newSharedLimiter()
-	start := l.askedSince
-	l.setShare(CallShare{PerSecond: NoLimit, Burst: NoLimit, Concurrency: 2}, time.Now().Add(time.Minute))
-	r1, _, err := l.acquire(t.Context())
-	require.NoError(t, err)
-	r2, _, err := l.acquire(t.Context())
-	require.NoError(t, err)
-	waited := make(chan struct{})
-	go func() {
-		r3, _, err := l.acquire(t.Context())
-		assert.NoError(t, err)
-		r3()
-		close(waited)
-	}()
-	require.Eventually(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return len(l.queue) == 1 }, time.Second, time.Millisecond)
-	r1()
-	<-waited
-
-	at := start.Add(2 * time.Second)
-	d := l.demand(at)
-	assert.Equal(t, CallDemand{PerSecond: 1.5, Concurrency: 3}, d, "three calls asked over 2 s, three at once")
-	assert.Equal(t, CallDemand{Concurrency: 1}, l.demand(at.Add(time.Second)), "none asked since; one still in flight")
-	r2()
-}
