@@ -50,6 +50,8 @@ type scenario struct {
 	// faultRate is the share of Proxmox calls that fail; taskScale scales the simulator's task
 	// durations (1 is a small real host's).
 	faultRate, taskScale float64
+	// workers is how many worker processes run.
+	workers int
 	// shipped runs what a default install gets instead of the chaos configuration: the workers
 	// with every default (poll, call cap, clone slots, budgets, care) and only the simulator's
 	// cluster configured (shippedConfig), the simulator with its own defaults (its status
@@ -59,9 +61,9 @@ type scenario struct {
 
 var (
 	// short runs in go test: about two minutes.
-	short = scenario{proxies: 24, kept: 8, rollout: 3, changes: 2, load: 50 * time.Second, gcEvery: 20 * time.Second, settle: 4 * time.Minute, faultRate: 0.2, taskScale: 0.5}
+	short = scenario{workers: 2, proxies: 24, kept: 8, rollout: 3, changes: 2, load: 50 * time.Second, gcEvery: 20 * time.Second, settle: 4 * time.Minute, faultRate: 0.2, taskScale: 0.5}
 	// long is make chaos's.
-	long = scenario{proxies: 120, kept: 30, rollout: 8, changes: 3, load: 6 * time.Minute, gcEvery: 45 * time.Second, settle: 15 * time.Minute, faultRate: 0.2, taskScale: 0.5}
+	long = scenario{workers: 2, proxies: 120, kept: 30, rollout: 8, changes: 3, load: 6 * time.Minute, gcEvery: 45 * time.Second, settle: 15 * time.Minute, faultRate: 0.2, taskScale: 0.5}
 )
 
 // Fixed parameters of every run, as the acceptance of issue 19 sets them.
@@ -142,7 +144,7 @@ type run struct {
 	// servers are the Temporal server's processes: one, or a cluster's two.
 	servers  []*proc
 	sim      *proc
-	workers  [2]*proc
+	workers  []*proc
 	stateURL string
 	temporal client.Client
 	starter  *starter.Client
@@ -233,13 +235,13 @@ func newRun(t testing.TB, sc scenario, seed uint64, cluster bool) *run {
 	cfg := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(configOf(simURL, simDir)), 0o600))
 	env := []string{"TEMPORAL_ADDRESS=" + address, "TEMPORAL_NAMESPACE=default", "HOME=" + dir, "XDG_RUNTIME_DIR=" + dir}
-	for i := range r.workers {
+	for i := range sc.workers {
 		w := &proc{name: fmt.Sprintf("worker-%d", i+1), bin: filepath.Join(bin, "worker"), env: env,
 			log:  filepath.Join(dir, fmt.Sprintf("worker-%d.log", i+1)),
 			args: []string{"--config", cfg, "--task-queue", taskQueue, "--health-every", "0"}}
 		w.mustStart(t, "")
 		t.Cleanup(w.stop)
-		r.workers[i] = w
+		r.workers = append(r.workers, w)
 	}
 
 	// As the workers dial: TEMPORAL_ADDRESS may list a cluster's frontends.

@@ -15,16 +15,17 @@ import (
 	"github.com/pveflow/pveflow/workflows"
 )
 
-// asShipped is the fleet a default install meets: a hundred proxies at a small real host's pace
-// (clones of 4 s), with no faults and no kills.
-var asShipped = scenario{proxies: 100, taskScale: 1, shipped: true}
+// asShipped is the fleet a default install meets: one worker, as make run and the compose file
+// run, and a hundred proxies at a small real host's pace (clones of 4 s), with no faults and no
+// kills.
+var asShipped = scenario{workers: 1, proxies: 100, taskScale: 1, shipped: true}
 
 // BenchmarkShipped_hundredProxiesCreatedAndDeletedAtOnce creates a hundred proxies at once and
 // deletes each as soon as its create is served, as the fleet benchmarks do
 // (internal/e2e/fleet_test.go), but as shipped: the real binaries in their own processes (the
-// embedded server, the simulator over REST, two workers), the workers with every default
-// (shippedConfig: the poll cadence, the call cap of proxmox.calls's default shared by both,
-// four clone slots a storage, the budgets and the care), the simulator with its own
+// embedded server, the simulator over REST, a worker), the worker with every default
+// (shippedConfig: the poll cadence, the call cap of proxmox.calls's default, four clone slots a
+// storage, the budgets and the care), the simulator with its own
 // (a small real host's task times, its status cache's lag, a guest's 5 s boot). It reports the
 // fleet's time against the floor of the simulator's task times (the clones four at a time, then
 // the last proxy's other tasks and its delete's), the Proxmox requests a proxy cost, and the

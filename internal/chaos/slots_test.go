@@ -15,7 +15,7 @@ import (
 
 // slots is the clone slots' benchmark: thirty creates at once onto one storage with two clone
 // slots, clones of a small real host's 4 s, no Proxmox faults: only the worker kills.
-var slots = scenario{proxies: 30, faultRate: 0, taskScale: 1}
+var slots = scenario{workers: 2, proxies: 30, faultRate: 0, taskScale: 1}
 
 // BenchmarkChaos_cloneSlotsBusyUnderWorkerKills measures how much of the time a storage's clone
 // slots run a clone while creates queue for them, with both workers SIGKILLed every 5 to 20 s
