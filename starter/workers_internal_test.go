@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-func TestWorkersOf_aWorkerThatStoppedPollingLongerThanAPollLastsIsNoPoller(t *testing.T) {
+func TestPollersOf_aWorkerThatStoppedPollingLongerThanAPollLastsIsNoPoller(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	polled := func(ago time.Duration) *taskqueuepb.PollerInfo {
 		return &taskqueuepb.PollerInfo{LastAccessTime: timestamppb.New(now.Add(-ago))}
@@ -26,7 +26,7 @@ func TestWorkersOf_aWorkerThatStoppedPollingLongerThanAPollLastsIsNoPoller(t *te
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, workersOf("q", tt.pollers, now))
+			assert.Equal(t, tt.want, pollersOf("q", tt.pollers, now))
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -251,26 +252,32 @@ func sendAndGet[T any](ctx context.Context, op starter.Op, uid string, send func
 
 // awaitRequest runs call, which sends a request of op for uid and may wait for its result,
 // showing the progress of the operation the proxy runs on stderr about once a second, and
-// saying so when no worker polls its task queue.
+// saying so when no live worker polls its task queue.
 func awaitRequest[T any](ctx context.Context, c *cli, op starter.Op, uid string, call func(context.Context) (T, error)) (T, error) {
 	line := &progressLine{w: c.stderr, width: c.terminalWidth()}
 	defer line.clear()
-	res, err := await(ctx, c, fmt.Sprintf("the %s of proxy %s", op, uid), line, call,
-		func(ctx context.Context) (starter.Workers, error) {
-			p, err := c.starter.ProxyProgress(ctx, uid)
-			if err != nil {
-				// The request has not started the proxy's entity yet.
-				return c.starter.Workers(ctx)
-			}
-			if p.OperationProgress != nil {
-				line.show(*p.OperationProgress, time.Now())
-			}
-			return p.Workers, nil
-		})
+	res, err := await(ctx, c, fmt.Sprintf("the %s of proxy %s", op, uid), line, call, watchProxy(c, uid, line))
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("stopped waiting; the %s of proxy %s goes on: follow it with 'pveflow status --uid %s'", op, uid, uid)
 	}
 	return res, err
+}
+
+// watchProxy is await's watch of the proxy of uid: it shows the progress of the operation the
+// proxy runs on line, and returns the workers of its entity, which name a task of the entity
+// or of its operation that no worker takes.
+func watchProxy(c *cli, uid string, line *progressLine) func(context.Context) (starter.Workers, error) {
+	return func(ctx context.Context) (starter.Workers, error) {
+		p, err := c.starter.ProxyProgress(ctx, uid)
+		if err != nil {
+			// The request has not started the proxy's entity yet.
+			return c.starter.Workers(ctx)
+		}
+		if p.OperationProgress != nil {
+			line.show(*p.OperationProgress, time.Now())
+		}
+		return p.Workers, nil
+	}
 }
 
 func (c *cli) statusCommand() *cobra.Command {
@@ -311,7 +318,7 @@ func (c *cli) status(ctx context.Context, uid string) error {
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "proxy\t%s\n", p.UID)
-	fmt.Fprintf(tw, "phase\t%s\n", p.Phase)
+	fmt.Fprintf(tw, "phase\t%s\n", cmp.Or(p.Phase, "- (no worker has run the entity yet)"))
 	fmt.Fprintf(tw, "entity\t%s, workflow %s\n", p.State, workflows.ProxyWorkflowID(uid))
 	switch {
 	case p.Source == starter.SourceQuery:
@@ -345,7 +352,7 @@ func (c *cli) status(ctx context.Context, uid string) error {
 		fmt.Fprintf(tw, "started\t%s\n", p.StartedAt.Local().Format(time.DateTime))
 	}
 	fmt.Fprintf(tw, "source\t%s\n", sourceText(p.Source, p.QueryError))
-	fmt.Fprintf(tw, "workers\t%s\n", workersText(p.Workers, p.Source, time.Now()))
+	fmt.Fprintf(tw, "workers\t%s\n", workersText(p.Workers, time.Now()))
 	return tw.Flush()
 }
 
@@ -443,16 +450,12 @@ func sourceText(source, queryError string) string {
 }
 
 // workersText says who polls a workflow's task queue, as of now. A worker that stopped or died
-// a moment ago still counts as a poller for a few minutes; it did not answer the query.
-func workersText(w starter.Workers, source string, now time.Time) string {
-	ago := now.Sub(w.LastPoll).Truncate(time.Second)
-	switch {
-	case w.Pollers == 0:
-		return fmt.Sprintf("no worker polls task queue %s", w.TaskQueue)
-	case source != starter.SourceQuery:
-		return fmt.Sprintf("no worker polls task queue %s: the last poll was %s ago", w.TaskQueue, ago)
+// a moment ago is listed by Temporal for a minute; none took the workflow's due task.
+func workersText(w starter.Workers, now time.Time) string {
+	if w.Live() {
+		return fmt.Sprintf("a worker polls task queue %s (last poll %s ago)", w.TaskQueue, now.Sub(w.LastPoll).Truncate(time.Second))
 	}
-	return fmt.Sprintf("a worker polls task queue %s (last poll %s ago)", w.TaskQueue, ago)
+	return w.NoLiveWorker(now)
 }
 
 func (c *cli) resultCommand() *cobra.Command {
@@ -652,23 +655,14 @@ func opOf(del bool) starter.Op {
 	return starter.Create
 }
 
-// waitFor waits for the result of the workflow op of uid, showing its progress on stderr about
-// once a second, and saying so when no worker polls its task queue.
+// waitFor waits for the result of the workflow op of uid, showing the progress of the
+// operation the proxy runs on stderr about once a second, and saying so when no live worker
+// polls its task queue: before the entity has started op too.
 func waitFor[T any](ctx context.Context, c *cli, uid string, op starter.Op, result func(context.Context, string) (T, error)) (T, error) {
 	line := &progressLine{w: c.stderr, width: c.terminalWidth()}
 	defer line.clear()
 	what := fmt.Sprintf("the %s of proxy %s", op, uid)
-	res, err := await(ctx, c, what, line,
-		func(ctx context.Context) (T, error) { return result(ctx, uid) },
-		func(ctx context.Context) (starter.Workers, error) {
-			p, err := c.starter.Progress(ctx, uid, op)
-			if err != nil {
-				// The workflow may not have run its first task yet; the next tick tries again.
-				return starter.Workers{}, err
-			}
-			line.show(p, time.Now())
-			return p.Workers, nil
-		})
+	res, err := await(ctx, c, what, line, func(ctx context.Context) (T, error) { return result(ctx, uid) }, watchProxy(c, uid, line))
 	switch {
 	case ctx.Err() != nil:
 		return res, fmt.Errorf("stopped waiting; the %s of proxy %s goes on: follow it with '%s'", op, uid, resultCommand(op, uid))
@@ -678,8 +672,8 @@ func waitFor[T any](ctx context.Context, c *cli, uid string, op starter.Op, resu
 	return res, nil
 }
 
-// noWorkerGrace is how long a command waits for a workflow before it tells that no worker polls
-// the task queue: a worker started a moment before may not have polled yet.
+// noWorkerGrace is how long a command waits for a workflow before it tells that no live worker
+// polls the task queue: a worker started a moment before may not have polled yet.
 const noWorkerGrace = 2 * time.Second
 
 // progressTimeout bounds one look at how a wait goes, so a slow one cannot hold up the result.
@@ -687,8 +681,8 @@ const progressTimeout = 5 * time.Second
 
 // await returns what call returns, which waits for a workflow: what, such as "the create of
 // proxy u-1". About once a second meanwhile it calls watch, which may show progress and
-// returns the workers of the workflow's task queue; when none polls it past noWorkerGrace,
-// await says on stderr, once, what it waits for and that no worker polls.
+// returns the workers of the workflow's task queue; when no live one polls it past
+// noWorkerGrace, await says on stderr, once, what it waits for and that no worker polls.
 func await[T any](ctx context.Context, c *cli, what string, line *progressLine, call func(context.Context) (T, error),
 	watch func(context.Context) (starter.Workers, error),
 ) (T, error) {
@@ -709,8 +703,8 @@ func await[T any](ctx context.Context, c *cli, what string, line *progressLine, 
 		wctx, cancel := context.WithTimeout(ctx, progressTimeout)
 		w, err := watch(wctx)
 		cancel()
-		if err == nil && w.Pollers == 0 && !told && time.Since(start) >= noWorkerGrace {
-			line.note(fmt.Sprintf("pveflow: waiting for %s, but no worker polls task queue %s", what, w.TaskQueue))
+		if err == nil && !w.Live() && !told && time.Since(start) >= noWorkerGrace {
+			line.note(fmt.Sprintf("pveflow: waiting for %s, but %s", what, w.NoLiveWorker(time.Now())))
 			told = true
 		}
 		select {
@@ -721,9 +715,17 @@ func await[T any](ctx context.Context, c *cli, what string, line *progressLine, 
 	}
 }
 
-// awaitWorkflow is await for a workflow with no progress to show, on the CLI's task queue.
+// awaitWorkflow is await for a workflow with no progress to show, on the CLI's task queue: a
+// read's or a garbage collection's, which call starts under the context it is given.
 func awaitWorkflow[T any](ctx context.Context, c *cli, what string, call func(context.Context) (T, error)) (T, error) {
-	return await(ctx, c, what, &progressLine{w: c.stderr}, call, c.starter.Workers)
+	var started atomic.Pointer[string]
+	ctx = starter.WithStarted(ctx, func(id string) { started.Store(&id) })
+	return await(ctx, c, what, &progressLine{w: c.stderr}, call, func(ctx context.Context) (starter.Workers, error) {
+		if id := started.Load(); id != nil {
+			return c.starter.WorkflowWorkers(ctx, *id)
+		}
+		return c.starter.Workers(ctx)
+	})
 }
 
 func (c *cli) printAccepted(req *starter.Request) error {

@@ -136,7 +136,7 @@ func TestRun_exitCodes(t *testing.T) {
 				}()
 
 				assert.Eventually(t, func() bool { return strings.Contains(stderr.String(), "but no worker polls task queue "+queue) },
-					5*time.Second, 50*time.Millisecond, "stderr: %s", &stderr)
+					3*time.Second, 50*time.Millisecond, "stderr: %s", &stderr)
 				cancel()
 				<-exited
 				assert.Regexp(t, `(?m)^pveflow: waiting for \S.*, but no worker polls task queue no-worker$`, stderr.String())
