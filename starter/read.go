@@ -122,7 +122,8 @@ func (c *Client) WorkflowWorkers(ctx context.Context, workflowID string) (Worker
 // workflow under an ID of its own (workflows.GetProxyWorkflowID with a random request ID), so
 // it runs beside a create or delete of the same proxy and never joins one.
 //
-// A failure is ErrNotFound (no such VM), ErrTransient (locked, being cloned, status unknown,
+// A failure is ErrNotFound (no such VM: the workflow completes with the answer, which the
+// returned error carries), ErrTransient (locked, being cloned, status unknown,
 // Proxmox trouble) or ErrPermanent to errors.Is. A key that is neither a UID nor a provider ID
 // fails with ErrInvalidUID or ErrInvalidProviderID before Temporal is called.
 func (c *Client) GetProxy(ctx context.Context, uidOrProviderID string) (workflows.GetProxyResult, error) {
@@ -139,8 +140,16 @@ func (c *Client) GetProxy(ctx context.Context, uidOrProviderID string) (workflow
 		in.UID = uidOrProviderID
 	}
 	var res workflows.GetProxyResult
-	id := workflows.GetProxyWorkflowID(uidOrProviderID, requestID())
-	return res, c.read(ctx, "get proxy "+uidOrProviderID, id, workflows.GetProxyName, &res, in)
+	what := "get proxy " + uidOrProviderID
+	if err := c.read(ctx, what, workflows.GetProxyWorkflowID(uidOrProviderID, requestID()), workflows.GetProxyName, &res, in); err != nil {
+		return workflows.GetProxyResult{}, err
+	}
+	if res.NotFound != "" {
+		// The workflow completes with the answer; to the caller it is ErrNotFound as before.
+		return workflows.GetProxyResult{}, readError{what: what, sentinel: ErrNotFound,
+			err: temporal.NewNonRetryableApplicationError(res.NotFound, workflows.FailNotFound, nil)}
+	}
+	return res, nil
 }
 
 // ListProxies lists the VMs on the cluster that carry pveflow's mark, by running the

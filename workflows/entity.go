@@ -248,7 +248,7 @@ func (e *entity) rebuild(ctx workflow.Context) error {
 	switch {
 	case e.st.Known:
 		return nil // a create or delete was accepted meanwhile: it says what is wanted
-	case isType(err, FailNotFound):
+	case err == nil && got.NotFound != "":
 		e.st.Observed = ObservedState{State: "absent", CheckedAt: workflow.Now(e.ctx)}
 	case err != nil:
 		return transientf("proxy %s: its entity started afresh and could not read its VM to learn what it is (send the request again): %v", e.uid, err)
@@ -903,7 +903,7 @@ func (e *entity) check(rewatch bool) {
 	}
 	now := workflow.Now(e.ctx)
 	switch {
-	case isType(err, FailNotFound):
+	case err == nil && got.NotFound != "":
 		e.st.Observed = ObservedState{State: "absent", CheckedAt: now}
 		e.heal("check: the proxy has no VM")
 	case err != nil:
