@@ -563,8 +563,9 @@ type Proxy struct {
 }
 
 // List returns the proxies, one per entity, whose ProxyPhase is phase, or all of them when
-// phase is empty, newest first: of an entity that continued as new, its latest run. Visibility
-// lags the entities by a moment.
+// phase is empty, newest first: of an entity that continued as new, its latest run. An entity
+// that closed before it had a phase (a request its worker could not read) never held a proxy
+// and is left out. Visibility lags the entities by a moment.
 func (c *Client) List(ctx context.Context, phase string) ([]Proxy, error) {
 	query := fmt.Sprintf("WorkflowType = %s AND ExecutionStatus != 'ContinuedAsNew'", strconv.Quote(workflows.ProxyName))
 	if phase != "" {
@@ -581,6 +582,9 @@ func (c *Client) List(ctx context.Context, phase string) ([]Proxy, error) {
 			p, err := proxyOf(info)
 			if err != nil {
 				return nil, fmt.Errorf("list proxies: workflow %s: %w", info.GetExecution().GetWorkflowId(), err)
+			}
+			if p.Phase == "" && info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				continue
 			}
 			proxies = append(proxies, p)
 		}

@@ -1215,7 +1215,6 @@ func (e *entity) status() ProxyStatus {
 		UID:         e.uid,
 		Phase:       e.phase(),
 		Observed:    e.st.Observed,
-		Queued:      len(e.pending()),
 		LastFailure: e.st.LastFailure,
 		NextHealAt:  e.st.NextHealAt,
 		Operations:  slices.Clone(e.st.Operations),
@@ -1232,6 +1231,9 @@ func (e *entity) status() ProxyStatus {
 	if e.op != nil {
 		rec := *e.op.rec
 		st.Operation = &rec
+	}
+	for _, w := range e.pending() {
+		st.Requests = append(st.Requests, PendingRequest{Kind: w.kind, Served: e.op != nil && w.version <= e.op.serves})
 	}
 	return st
 }

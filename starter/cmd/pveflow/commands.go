@@ -287,7 +287,7 @@ func (c *cli) statusCommand() *cobra.Command {
 		Short: "The proxy of a UID: what was asked, what is, the operation that runs and its wait",
 		Long: `Shows the proxy of UID as its entity (workflow proxy/<UID>) answers its status query: its phase,
 the spec last asked for, the VM as last seen (and any drift from the spec), the operation that
-runs with its step and the wait it is in, the requests queued behind it, the last failure and
+runs with its step and the wait it is in, the requests it has yet to answer, the last failure and
 the latest operations. When no worker answers the query, it shows what Temporal keeps (the
 entity's search attributes), with when a worker last polled its task queue.`,
 		Args: noArgs,
@@ -339,8 +339,8 @@ func (c *cli) status(ctx context.Context, uid string) error {
 			operationLines(tw, *child)
 		}
 	}
-	if p.Queued > 0 {
-		fmt.Fprintf(tw, "queued\t%d requests\n", p.Queued)
+	for _, r := range p.Requests {
+		fmt.Fprintf(tw, "request\t%s\n", requestText(r, p.Operation))
 	}
 	if p.LastFailure != "" {
 		fmt.Fprintf(tw, "last failure\t%s\n", p.LastFailure)
@@ -374,6 +374,18 @@ func operationLines(tw io.Writer, p starter.Progress) {
 	if p.LastFailure != "" {
 		fmt.Fprintf(tw, "  last failure\t%s\n", p.LastFailure)
 	}
+}
+
+// requestText is a request the entity has yet to answer, and what it waits for: "create,
+// answered when the create that runs ends", "delete, waiting for the change that runs to end".
+func requestText(r workflows.PendingRequest, op *workflows.OperationRecord) string {
+	switch {
+	case op == nil:
+		return r.Kind + ", waiting for its operation to start"
+	case r.Served:
+		return fmt.Sprintf("%s, answered when the %s that runs ends", r.Kind, op.Kind)
+	}
+	return fmt.Sprintf("%s, waiting for the %s that runs to end", r.Kind, op.Kind)
 }
 
 // desiredText is what was asked of a proxy: "present: image debian13, machine type small".
@@ -509,7 +521,9 @@ func (c *cli) listCommand() *cobra.Command {
 		Use:   "list [--phase P]",
 		Short: "The proxies, newest first, all or those in one phase",
 		Long: `Lists the proxies (their entities, workflows proxy/<UID>), newest first, from Temporal's
-visibility: all, or those in one phase, with the node and VMID of their VM. The phases are
+visibility: all, or those in one phase, with the node and VMID of their VM; ENTITY is the state
+of the entity's workflow (running while it holds the proxy), not of the VM, which ls shows. A
+UID whose every request was refused holds no proxy and is not listed. The phases are
 ` + strings.Join(phases, ", ") + `.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -546,13 +560,14 @@ func (c *cli) list(ctx context.Context, phase string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "UID\tNAME\tPHASE\tNODE\tVMID\tSTATE\tSTARTED")
+	// ENTITY is the state of the proxy's workflow, not of its VM (ls's VM STATUS).
+	fmt.Fprintln(tw, "UID\tNAME\tPHASE\tNODE\tVMID\tENTITY\tSTARTED")
 	for _, p := range proxies {
 		vmid := "-"
 		if p.VMID != 0 {
 			vmid = fmt.Sprint(p.VMID)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.UID, cmp.Or(p.Name, "-"), p.Phase, cmp.Or(p.Node, "-"), vmid, p.Status,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.UID, cmp.Or(p.Name, "-"), cmp.Or(p.Phase, "-"), cmp.Or(p.Node, "-"), vmid, p.Status,
 			p.StartTime.Local().Format(time.DateTime))
 	}
 	return tw.Flush()

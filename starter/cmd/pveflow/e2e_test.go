@@ -59,6 +59,7 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	providerID, name := m[1], m[3]
 	assert.Equal(t, proxy.NameFromUID(uid), name)
 	assert.Contains(t, created.stderr, "cloning · wait for clone of 9000 to "+m[2]+" on pve1 · ", "the progress shows the clone wait")
+	assert.NotContains(t, created.stderr, "no worker polls", "a live worker polls")
 	vms := proxyVMs(t, simURL, simDir)
 	require.Len(t, vms, 1)
 	assert.Equal(t, m[2], strconv.Itoa(vms[0].VMID))
@@ -99,7 +100,11 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	}, 30*time.Second, 500*time.Millisecond, "list shows the present proxy")
 	listed := s.pveflow("list", "--phase", workflows.ProxyPresent)
 	require.Equal(t, exitOK, listed.code, listed.stderr)
+	assert.Regexp(t, `(?m)^UID\s+NAME\s+PHASE\s+NODE\s+VMID\s+ENTITY\s+STARTED$`, listed.stdout, "ENTITY: the workflow's state, not the VM's")
 	assert.Regexp(t, `(?m)^`+uid+`\s+`+name+`\s+present\s+pve1\s+`+m[2]+`\s+running\s`, listed.stdout)
+	vmsListed := s.pveflow("ls")
+	require.Equal(t, exitOK, vmsListed.code, vmsListed.stderr)
+	assert.Regexp(t, `(?m)^PROVIDER ID\s+NODE\s+VM STATUS\s+UID\s+CREATED$`, vmsListed.stdout)
 
 	deleted := s.pveflow("delete", "--uid", uid, "--provider-id", providerID, "--wait")
 	require.Equal(t, exitOK, deleted.code, deleted.stderr)
