@@ -710,23 +710,38 @@ func await[T any](ctx context.Context, c *cli, what string, line *progressLine, 
 		res, err := call(ctx)
 		done <- outcome{res, err}
 	}()
-	start := time.Now()
-	told := false
+	note := noWorkerNote{what: what, line: line, start: time.Now()}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, progressTimeout)
 		w, err := watch(wctx)
 		cancel()
-		if err == nil && !w.Live() && !told && time.Since(start) >= noWorkerGrace {
-			line.note(fmt.Sprintf("pveflow: waiting for %s, but %s", what, w.NoLiveWorker(time.Now())))
-			told = true
+		if err == nil {
+			note.judge(w)
 		}
 		select {
 		case o := <-done:
 			return o.res, o.err
 		case <-tick.C:
 		}
+	}
+}
+
+// noWorkerNote says on line, once, that no live worker polls the task queue of what a command
+// waits for (what, such as "the create of proxy u-1"), past noWorkerGrace from start.
+type noWorkerNote struct {
+	what  string
+	line  *progressLine
+	start time.Time
+	told  bool
+}
+
+// judge tells when w, the workers as of now, has no live one and it is time.
+func (n *noWorkerNote) judge(w starter.Workers) {
+	if !w.Live() && !n.told && time.Since(n.start) >= noWorkerGrace {
+		n.line.note(fmt.Sprintf("pveflow: waiting for %s, but %s", n.what, w.NoLiveWorker(time.Now())))
+		n.told = true
 	}
 }
 

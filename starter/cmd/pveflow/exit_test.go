@@ -125,6 +125,7 @@ func TestRun_exitCodes(t *testing.T) {
 			"check":         {"check"},
 			"gc --dry-run":  {"gc", "--all", "--dry-run"},
 			"demo":          {"demo"},
+			"rollout":       {"rollout", "--uid", "nobody-rolls", "--machine-type", "small", "--max-unavailable", "1"},
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
