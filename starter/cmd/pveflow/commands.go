@@ -476,7 +476,12 @@ func (c *cli) resultCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "result --uid UID [--delete]",
 		Short: "Wait for the create (or the delete) of a UID and print its result",
-		Args:  noArgs,
+		Long: `Waits for the latest CreateProxy (with --delete, DeleteProxy) of the proxy of UID, workflow
+proxy/<UID>/create (/delete), to close and prints its result, as create --wait (delete --wait)
+does. An operation the proxy's entity has yet to start (its request waits for a worker, as
+right after a worker's restart, or for the operation before it) is waited for as long as the
+entity runs; a UID no request was sent for fails at once.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkUID(cmd, uid); err != nil {
 				return err
