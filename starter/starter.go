@@ -332,10 +332,10 @@ type Workers struct {
 	// LastPoll is when one of them last began or ended a poll, zero when none did. A live
 	// worker polls again as soon as a poll ends, and a poll waits up to a minute for a task.
 	LastPoll time.Time `json:"lastPoll,omitzero"`
-	// Unserved names a task of the workflow that has been due for unservedAfter or longer with no
-	// poll of its queue since, such as "workflow task" or "activity TaskStatus", when there is
-	// one: a live worker takes a due task at once, its poll ending then, so none polls however
-	// recently Temporal saw one. Empty when no task waits so.
+	// Unserved names, when Pollers counts one, a task of the workflow that has been due for
+	// unservedAfter or longer with no poll of its queue since, such as "workflow task" or
+	// "activity TaskStatus": a live worker takes a due task at once, its poll ending then, so
+	// none of them is live however recently Temporal saw it poll. Empty when no task waits so.
 	Unserved string `json:"unserved,omitempty"`
 }
 
@@ -354,7 +354,7 @@ func (w Workers) NoLiveWorker(now time.Time) string {
 	switch {
 	case w.LastPoll.IsZero():
 		return text
-	case w.Unserved != "" && w.Pollers > 0:
+	case w.Unserved != "":
 		return fmt.Sprintf("%s: none took its %s, the last poll was %s ago", text, w.Unserved, ago)
 	}
 	return fmt.Sprintf("%s: the last poll was %s ago", text, ago)
@@ -448,6 +448,9 @@ func (c *Client) workersOf(ctx context.Context, desc *workflowservice.DescribeWo
 	w, err := c.workers(ctx, taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
 	if err != nil {
 		return Workers{}, err
+	}
+	if w.Pollers == 0 {
+		return w, nil // none to tell from a live one
 	}
 	now := time.Now()
 	if t := desc.GetPendingWorkflowTask(); t.GetState() == enumspb.PENDING_WORKFLOW_TASK_STATE_SCHEDULED &&
