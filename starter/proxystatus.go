@@ -8,6 +8,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/workflows"
@@ -129,8 +130,13 @@ func (c *Client) closeFailure(ctx context.Context, info *workflowpb.WorkflowExec
 	if err == nil {
 		return "", fmt.Errorf("workflow %s is %s, yet its result is a success", exec.GetWorkflowId(), activities.RunStatus(info.GetStatus()))
 	}
+	// The SDK's "workflow execution error (type: ...)" and an application error's "(type: ...,
+	// retryable: ...)" say no more than the state.
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok {
+		return appErr.Message(), nil
+	}
 	if cause := errors.Unwrap(err); cause != nil {
-		err = cause // the SDK's "workflow execution error (type: ...)" says no more than the state
+		err = cause
 	}
 	return err.Error(), nil
 }

@@ -192,6 +192,7 @@ func TestE2E_aCreateRefusedForWantOfTheKeyLeavesAStatusThatSaysWhy(t *testing.T)
 	assert.Equal(t, starter.SourceDescribed, p.Source)
 	assert.Equal(t, "the entity is failed: it answers no status query", p.QueryError)
 	assert.Contains(t, p.LastFailure, `encrypted with key ID "worker", and PVEFLOW_CODEC_KEY_FILE is not set`, "the refusal's reason, as a client without the key reads it")
+	assert.NotContains(t, p.LastFailure, "(type:", "the message alone")
 	assert.True(t, p.Workers.Live(), "a worker polls: %+v", p.Workers)
 	for _, l := range listed {
 		assert.NotEqual(t, uid, l.UID, "list leaves out the refused UID")
