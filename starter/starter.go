@@ -180,7 +180,7 @@ func (c *Client) result(ctx context.Context, uid string, op Op, res any) error {
 	if err != nil {
 		return err
 	}
-	for {
+	for awaited := false; ; awaited = true {
 		// Get long-polls the history for the close event: no describe loop.
 		err := c.temporal.GetWorkflow(ctx, id, "").Get(ctx, res)
 		if _, ok := errors.AsType[*serviceerror.NotFound](err); !ok {
@@ -189,8 +189,13 @@ func (c *Client) result(ctx context.Context, uid string, op Op, res any) error {
 			}
 			return nil
 		}
-		if err := c.entityRuns(ctx, uid, op); err != nil {
-			return err
+		coming, err := c.operationComing(ctx, uid, op)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s of proxy %s: %w", op, uid, err)
+		case !coming && awaited:
+			// Looked for once more: it may have started and closed since the last look.
+			return fmt.Errorf("%s of proxy %s: there is none (workflow %s), and its entity neither runs one nor has one asked", op, uid, id)
 		}
 		select {
 		case <-ctx.Done():
@@ -200,21 +205,34 @@ func (c *Client) result(ctx context.Context, uid string, op Op, res any) error {
 	}
 }
 
-// entityRuns is nil when the entity of uid runs, and may still start its operation op; else an
-// error that says why op will not come.
-func (c *Client) entityRuns(ctx context.Context, uid string, op Op) error {
+// operationComing says whether the entity of uid may start its operation op: it runs and, when
+// a live worker answers its status query, runs op or has a request that op serves (a change
+// with a new image rebuilds with a create). An entity that no longer runs is an error.
+func (c *Client) operationComing(ctx context.Context, uid string, op Op) (bool, error) {
 	id := workflows.ProxyWorkflowID(uid)
 	desc, err := c.temporal.DescribeWorkflowExecution(ctx, id, "")
 	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
-		return fmt.Errorf("%s of proxy %s: %w", op, uid, noProxy(uid))
+		return false, noProxy(uid)
 	}
 	if err != nil {
-		return fmt.Errorf("%s of proxy %s: describe %s: %w", op, uid, id, err)
+		return false, fmt.Errorf("describe %s: %w", id, err)
 	}
 	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return fmt.Errorf("%s of proxy %s: there is none: the proxy's entity %s is %s", op, uid, id, activities.RunStatus(st))
+		return false, fmt.Errorf("there is none: the proxy's entity %s is %s", id, activities.RunStatus(st))
 	}
-	return nil
+	w, err := c.workersOf(ctx, desc)
+	if err != nil {
+		return false, err
+	}
+	var st workflows.ProxyStatus
+	if why, err := c.askStatus(ctx, id, &w, &st); err != nil || why != "" {
+		return true, err // no worker to tell: it may come once one runs
+	}
+	serves := func(kind string) bool {
+		return kind == string(op) || (op == Create && kind == workflows.OpChange)
+	}
+	return (st.Operation != nil && serves(st.Operation.Kind)) ||
+		slices.ContainsFunc(st.Requests, func(r workflows.PendingRequest) bool { return serves(r.Kind) }), nil
 }
 
 // Status asks the latest run of the workflow op of uid where it is. A closed run answers too,

@@ -229,3 +229,14 @@ func TestClient_createResultWaitsForACreateItsEntityHasYetToStart(t *testing.T) 
 	require.NoError(t, <-result, "the result waits for the create the entity starts once a worker runs")
 	cancel()
 }
+
+func TestClient_deleteResultOfAProxyWithNoDeleteAskedForSaysSo(t *testing.T) {
+	s := startStack(t, 0)
+	req, err := s.starter.Create(ctx(t), createInput(uid))
+	require.NoError(t, err)
+	require.NoError(t, req.Get(ctx(t), nil))
+
+	_, err = s.starter.DeleteResult(ctx(t), uid)
+
+	assert.ErrorContains(t, err, "delete of proxy "+uid+": there is none (workflow "+workflows.DeleteWorkflowID(uid)+"), and its entity neither runs one nor has one asked")
+}

@@ -480,7 +480,8 @@ func (c *cli) resultCommand() *cobra.Command {
 proxy/<UID>/create (/delete), to close and prints its result, as create --wait (delete --wait)
 does. An operation the proxy's entity has yet to start (its request waits for a worker, as
 right after a worker's restart, or for the operation before it) is waited for as long as the
-entity runs; a UID no request was sent for fails at once.`,
+entity runs and, when a worker answers, has it to run; a UID no request was sent for, or whose
+entity neither runs nor has asked for the operation, fails at once.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkUID(cmd, uid); err != nil {
