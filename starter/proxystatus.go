@@ -44,7 +44,9 @@ type ProxyProgress struct {
 	// State is the entity run's state, as Progress.State.
 	State string `json:"state"`
 	// Source is SourceQuery or SourceDescribed: described, the status holds the UID, the phase,
-	// the name, node and VMID of the entity's search attributes and its start time.
+	// the name, node and VMID of the entity's search attributes and its start time; of an
+	// entity that failed or was ended, LastFailure is why (a request its worker could not read),
+	// and the phase of one that never had one is absent.
 	Source     string `json:"source"`
 	QueryError string `json:"queryError,omitempty"`
 	// Workers says who polls the entity's task queue, and names a task of the entity, or else of
