@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/workflows"
@@ -42,10 +44,13 @@ type ProxyProgress struct {
 	// State is the entity run's state, as Progress.State.
 	State string `json:"state"`
 	// Source is SourceQuery or SourceDescribed: described, the status holds the UID, the phase,
-	// the name, node and VMID of the entity's search attributes and its start time.
+	// the name, node and VMID of the entity's search attributes and its start time; of an
+	// entity that failed or was ended, LastFailure is why (a request its worker could not read),
+	// and the phase of one that never had one is absent.
 	Source     string `json:"source"`
 	QueryError string `json:"queryError,omitempty"`
-	// Workers says who polls the entity's task queue.
+	// Workers says who polls the entity's task queue, and names a task of the entity, or else of
+	// its operation, that waits unserved.
 	Workers Workers `json:"workers"`
 	// OperationProgress is the Progress of the child that runs the operation, nil when none
 	// runs.
@@ -55,6 +60,11 @@ type ProxyProgress struct {
 // ErrNoProxy is what errors.Is finds in the error of ProxyProgress for a UID that no request
 // was ever sent for: it has no entity.
 var ErrNoProxy = errors.New("no such proxy")
+
+// noProxy is the error of a UID without entity.
+func noProxy(uid string) error {
+	return fmt.Errorf("%w %s: no request was sent for it (workflow %s)", ErrNoProxy, uid, workflows.ProxyWorkflowID(uid))
+}
 
 // ProxyProgress returns where the entity of uid is: its status from the status query when a
 // worker answers it, else from DescribeWorkflowExecution (Source says which), the Progress of the
@@ -67,21 +77,29 @@ func (c *Client) ProxyProgress(ctx context.Context, uid string) (ProxyProgress, 
 	id := workflows.ProxyWorkflowID(uid)
 	desc, err := c.temporal.DescribeWorkflowExecution(ctx, id, "")
 	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
-		return ProxyProgress{}, fmt.Errorf("%w %s: no request was sent for it (workflow %s)", ErrNoProxy, uid, id)
+		return ProxyProgress{}, noProxy(uid)
 	}
 	if err != nil {
 		return ProxyProgress{}, fmt.Errorf("describe proxy %s: %w", uid, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	p := ProxyProgress{State: activities.RunStatus(info.GetStatus())}
-	if p.Workers, err = c.workers(ctx, desc.GetExecutionConfig().GetTaskQueue().GetName()); err != nil {
+	if p.Workers, err = c.workersOf(ctx, desc); err != nil {
 		return ProxyProgress{}, fmt.Errorf("proxy %s: %w", uid, err)
 	}
-	why, err := c.askStatus(ctx, id, p.Workers, &p.ProxyStatus)
-	switch {
-	case err != nil:
+	failure, err := c.closeFailure(ctx, info)
+	if err != nil {
+		return ProxyProgress{}, fmt.Errorf("proxy %s: %w", uid, err)
+	}
+	why := ""
+	if failure != "" {
+		// It answers no query: a run that failed before it read its input (a request a worker
+		// could not decrypt) registered no handler.
+		why = fmt.Sprintf("the entity is %s: it answers no status query", p.State)
+	} else if why, err = c.askStatus(ctx, id, &p.Workers, &p.ProxyStatus); err != nil {
 		return ProxyProgress{}, fmt.Errorf("status of proxy %s: %w", uid, err)
-	case why == "":
+	}
+	if why == "" {
 		p.Source = SourceQuery
 		return p, c.operationProgress(ctx, uid, &p, desc.GetPendingChildren())
 	}
@@ -92,11 +110,37 @@ func (c *Client) ProxyProgress(ctx context.Context, uid string) (ProxyProgress, 
 		return ProxyProgress{}, fmt.Errorf("describe proxy %s: %w", uid, err)
 	}
 	p.ProxyStatus = workflows.ProxyStatus{
-		UID: described.UID, Phase: described.Phase, StartedAt: described.StartTime,
+		UID: uid, Phase: described.Phase, StartedAt: described.StartTime, LastFailure: failure,
 		Desired:  workflows.DesiredState{Name: described.Name},
 		Observed: workflows.ObservedState{Node: described.Node, VMID: described.VMID},
 	}
+	if p.Phase == "" && failure != "" {
+		p.Phase = workflows.ProxyAbsent // it closed before it ever held a proxy
+	}
 	return p, c.operationProgress(ctx, uid, &p, desc.GetPendingChildren())
+}
+
+// closeFailure is why the run info describes failed, timed out, was terminated or cancelled, as
+// its close event says; empty when it runs or completed.
+func (c *Client) closeFailure(ctx context.Context, info *workflowpb.WorkflowExecutionInfo) (string, error) {
+	switch info.GetStatus() {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return "", nil
+	}
+	exec := info.GetExecution()
+	err := c.temporal.GetWorkflow(ctx, exec.GetWorkflowId(), exec.GetRunId()).Get(ctx, nil)
+	if err == nil {
+		return "", fmt.Errorf("workflow %s is %s, yet its result is a success", exec.GetWorkflowId(), activities.RunStatus(info.GetStatus()))
+	}
+	// The SDK's "workflow execution error (type: ...)" and an application error's "(type: ...,
+	// retryable: ...)" say no more than the state.
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok {
+		return appErr.Message(), nil
+	}
+	if cause := errors.Unwrap(err); cause != nil {
+		err = cause
+	}
+	return err.Error(), nil
 }
 
 // operationProgress adds the Progress of the operation p's entity runs: the one its status
@@ -121,6 +165,9 @@ func (c *Client) operationProgress(ctx context.Context, uid string, p *ProxyProg
 		return fmt.Errorf("proxy %s: %w", uid, err)
 	}
 	p.OperationProgress = &progress
+	if p.Workers.Unserved == "" && progress.Workers.Unserved != "" {
+		p.Workers.Unserved = progress.Workers.Unserved + " of the " + string(op)
+	}
 	if p.Operation.StartedAt.IsZero() {
 		p.Operation.StartedAt = progress.StartedAt
 	}

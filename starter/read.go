@@ -62,6 +62,16 @@ func (e readError) Error() string {
 func (e readError) Unwrap() error        { return e.err }
 func (e readError) Is(target error) bool { return e.sentinel != nil && target == e.sentinel }
 
+// startedKey is the context key of WithStarted's function.
+type startedKey struct{}
+
+// WithStarted returns a copy of ctx under which a read (GetProxy, ListProxies, CheckHealth) or
+// CollectGarbage calls started with the ID of the workflow it has started, before it waits for
+// it: for the caller to follow it meanwhile with WorkflowWorkers.
+func WithStarted(ctx context.Context, started func(workflowID string)) context.Context {
+	return context.WithValue(ctx, startedKey{}, started)
+}
+
 // read runs a read workflow with ID id and waits for its result.
 func (c *Client) read(ctx context.Context, what, id, workflowType string, res any, args ...any) error {
 	return c.execute(ctx, what, workflows.ReadOptions(id, c.taskQueue), workflowType, res, args...)
@@ -73,6 +83,9 @@ func (c *Client) execute(ctx context.Context, what string, opts client.StartWork
 	run, err := c.temporal.ExecuteWorkflow(ctx, opts, workflowType, args...)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", what, err)
+	}
+	if started, ok := ctx.Value(startedKey{}).(func(string)); ok {
+		started(run.GetID())
 	}
 	if err := run.Get(ctx, res); err != nil {
 		return readError{what: what, sentinel: readSentinels[FailureType(err)], err: err}
@@ -88,9 +101,20 @@ func requestID() string {
 }
 
 // Workers describes who polls the Client's task queue, where a read or a garbage collection
-// waits for a worker.
+// waits for a worker. Without a workflow to ask about, it cannot tell a worker that was killed
+// a moment ago from a live one: WorkflowWorkers can.
 func (c *Client) Workers(ctx context.Context) (Workers, error) {
-	return c.workers(ctx, c.taskQueue)
+	return c.workers(ctx, c.taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+}
+
+// WorkflowWorkers describes who polls the task queue of the latest run of workflowID, and names
+// its task that waits unserved, if one does: a read's, whose ID WithStarted tells.
+func (c *Client) WorkflowWorkers(ctx context.Context, workflowID string) (Workers, error) {
+	desc, err := c.temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return Workers{}, fmt.Errorf("describe workflow %s: %w", workflowID, err)
+	}
+	return c.workersOf(ctx, desc)
 }
 
 // GetProxy finds the VM of a proxy, by its UID or its provider ID ("vms/<vmid>/<name>"), and
@@ -98,7 +122,8 @@ func (c *Client) Workers(ctx context.Context) (Workers, error) {
 // workflow under an ID of its own (workflows.GetProxyWorkflowID with a random request ID), so
 // it runs beside a create or delete of the same proxy and never joins one.
 //
-// A failure is ErrNotFound (no such VM), ErrTransient (locked, being cloned, status unknown,
+// A failure is ErrNotFound (no such VM: the workflow completes with the answer, which the
+// returned error carries), ErrTransient (locked, being cloned, status unknown,
 // Proxmox trouble) or ErrPermanent to errors.Is. A key that is neither a UID nor a provider ID
 // fails with ErrInvalidUID or ErrInvalidProviderID before Temporal is called.
 func (c *Client) GetProxy(ctx context.Context, uidOrProviderID string) (workflows.GetProxyResult, error) {
@@ -115,8 +140,16 @@ func (c *Client) GetProxy(ctx context.Context, uidOrProviderID string) (workflow
 		in.UID = uidOrProviderID
 	}
 	var res workflows.GetProxyResult
-	id := workflows.GetProxyWorkflowID(uidOrProviderID, requestID())
-	return res, c.read(ctx, "get proxy "+uidOrProviderID, id, workflows.GetProxyName, &res, in)
+	what := "get proxy " + uidOrProviderID
+	if err := c.read(ctx, what, workflows.GetProxyWorkflowID(uidOrProviderID, requestID()), workflows.GetProxyName, &res, in); err != nil {
+		return workflows.GetProxyResult{}, err
+	}
+	if res.NotFound != "" {
+		// The workflow completes with the answer; to the caller it is ErrNotFound as before.
+		return workflows.GetProxyResult{}, readError{what: what, sentinel: ErrNotFound,
+			err: temporal.NewNonRetryableApplicationError(res.NotFound, workflows.FailNotFound, nil)}
+	}
+	return res, nil
 }
 
 // ListProxies lists the VMs on the cluster that carry pveflow's mark, by running the

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
@@ -80,4 +81,16 @@ func TestClient_healthScheduleAppliedTwiceRunsAndItsLastResultIsReadable(t *test
 	assert.True(t, last.Healthy())
 	require.Len(t, last.Nodes, 1)
 	assert.Equal(t, "pve1", last.Nodes[0].Name)
+}
+
+func TestClient_aGetThatFindsNoVMCompletesItsWorkflow(t *testing.T) {
+	s := startStack(t, 50*time.Millisecond)
+	var id string
+	_, err := s.starter.GetProxy(starter.WithStarted(ctx(t), func(workflowID string) { id = workflowID }), uid)
+	require.ErrorIs(t, err, starter.ErrNotFound)
+
+	desc, err := s.server.Client().DescribeWorkflowExecution(ctx(t), id, "")
+
+	require.NoError(t, err)
+	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.GetWorkflowExecutionInfo().GetStatus(), "no failed workflow in the UI")
 }

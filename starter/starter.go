@@ -156,30 +156,83 @@ func New(c client.Client, taskQueue string, opts ...Option) *Client {
 	return s
 }
 
-// CreateResult waits for the latest CreateProxy of uid to close and returns its result. A
-// failure keeps its type: see FailureType. An invalid uid fails with ErrInvalidUID.
+// CreateResult waits for the latest CreateProxy of uid to close and returns its result: one the
+// entity of uid has yet to start (its request waits for a worker, or for the operation before
+// it) is waited for while the entity runs. A failure keeps its type: see FailureType. An
+// invalid uid fails with ErrInvalidUID, a UID without entity with ErrNoProxy.
 func (c *Client) CreateResult(ctx context.Context, uid string) (workflows.CreateProxyResult, error) {
 	var res workflows.CreateProxyResult
 	return res, c.result(ctx, uid, Create, &res)
 }
 
-// DeleteResult waits for the latest DeleteProxy of uid to close and returns its result. A
-// failure keeps its type: see FailureType. An invalid uid fails with ErrInvalidUID.
+// DeleteResult waits for the latest DeleteProxy of uid to close and returns its result, as
+// CreateResult does for the create.
 func (c *Client) DeleteResult(ctx context.Context, uid string) (workflows.DeleteProxyResult, error) {
 	var res workflows.DeleteProxyResult
 	return res, c.result(ctx, uid, Delete, &res)
 }
+
+// operationPoll is how often result looks again for an operation its entity has yet to start.
+const operationPoll = time.Second
 
 func (c *Client) result(ctx context.Context, uid string, op Op, res any) error {
 	id, err := op.workflowID(uid)
 	if err != nil {
 		return err
 	}
-	// Get long-polls the history for the close event: no describe loop.
-	if err := c.temporal.GetWorkflow(ctx, id, "").Get(ctx, res); err != nil {
-		return fmt.Errorf("%s of proxy %s: %w", op, uid, err)
+	for awaited := false; ; awaited = true {
+		// Get long-polls the history for the close event: no describe loop.
+		err := c.temporal.GetWorkflow(ctx, id, "").Get(ctx, res)
+		if _, ok := errors.AsType[*serviceerror.NotFound](err); !ok {
+			if err != nil {
+				return fmt.Errorf("%s of proxy %s: %w", op, uid, err)
+			}
+			return nil
+		}
+		coming, err := c.operationComing(ctx, uid, op)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s of proxy %s: %w", op, uid, err)
+		case !coming && awaited:
+			// Looked for once more: it may have started and closed since the last look.
+			return fmt.Errorf("%s of proxy %s: there is none (workflow %s), and its entity neither runs one nor has one asked", op, uid, id)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s of proxy %s: not started yet: %w", op, uid, ctx.Err())
+		case <-time.After(operationPoll):
+		}
 	}
-	return nil
+}
+
+// operationComing says whether the entity of uid may start its operation op: it runs and, when
+// a live worker answers its status query, runs op or has a request that op serves (a change
+// with a new image rebuilds with a create). An entity that no longer runs is an error.
+func (c *Client) operationComing(ctx context.Context, uid string, op Op) (bool, error) {
+	id := workflows.ProxyWorkflowID(uid)
+	desc, err := c.temporal.DescribeWorkflowExecution(ctx, id, "")
+	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
+		return false, noProxy(uid)
+	}
+	if err != nil {
+		return false, fmt.Errorf("describe %s: %w", id, err)
+	}
+	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return false, fmt.Errorf("there is none: the proxy's entity %s is %s", id, activities.RunStatus(st))
+	}
+	w, err := c.workersOf(ctx, desc)
+	if err != nil {
+		return false, err
+	}
+	var st workflows.ProxyStatus
+	if why, err := c.askStatus(ctx, id, &w, &st); err != nil || why != "" {
+		return true, err // no worker to tell: it may come once one runs
+	}
+	serves := func(kind string) bool {
+		return kind == string(op) || (op == Create && kind == workflows.OpChange)
+	}
+	return (st.Operation != nil && serves(st.Operation.Kind)) ||
+		slices.ContainsFunc(st.Requests, func(r workflows.PendingRequest) bool { return serves(r.Kind) }), nil
 }
 
 // Status asks the latest run of the workflow op of uid where it is. A closed run answers too,
@@ -206,11 +259,12 @@ func (c *Client) query(ctx context.Context, workflowID string) (workflows.Status
 }
 
 // askStatus asks the latest run of workflowID its status query into out, within queryTimeout,
-// when workers says one polls. why is empty when a worker answered, and says why none did
-// otherwise; err is ctx's end.
-func (c *Client) askStatus(ctx context.Context, workflowID string, workers Workers, out any) (why string, err error) {
-	if workers.Pollers == 0 {
-		return "no worker polls task queue " + workers.TaskQueue, nil
+// when workers says a live one polls. why is empty when a worker answered, and says why none did
+// otherwise; err is ctx's end. A query no worker took within queryTimeout is a task of the
+// workflow that waits unserved: workers says so.
+func (c *Client) askStatus(ctx context.Context, workflowID string, workers *Workers, out any) (why string, err error) {
+	if !workers.Live() {
+		return workers.NoLiveWorker(time.Now()), nil
 	}
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
@@ -225,6 +279,7 @@ func (c *Client) askStatus(ctx context.Context, workflowID string, workers Worke
 		return "", ctx.Err()
 	case qctx.Err() != nil || errors.As(err, new(*serviceerror.DeadlineExceeded)):
 		// The server answers before the deadline with one of its own, in a few wordings.
+		workers.Unserved = "status query"
 		return fmt.Sprintf("no worker answered the status query within %s", queryTimeout), nil
 	}
 	return err.Error(), nil
@@ -285,17 +340,47 @@ type Wait struct {
 }
 
 // Workers is what the Temporal server knows of the workers polling a task queue for workflow
-// tasks: those that polled within the last few minutes (5 by default), a worker that stopped a
-// moment ago among them.
+// tasks, and whether a task of the workflow asked about waits for one.
 type Workers struct {
 	TaskQueue string `json:"taskQueue"`
 	// Pollers counts the workers that poll it: those that polled within pollerLiveness. Temporal
-	// lists a worker that stopped for minutes after its last poll.
+	// lists a worker that stopped or was killed for minutes after its last poll, so a worker
+	// counted here may be gone: Unserved tells.
 	Pollers int `json:"pollers"`
 	// LastPoll is when one of them last began or ended a poll, zero when none did. A live
 	// worker polls again as soon as a poll ends, and a poll waits up to a minute for a task.
 	LastPoll time.Time `json:"lastPoll,omitzero"`
+	// Unserved names, when Pollers counts one, a task of the workflow that has been due for
+	// unservedAfter or longer with no poll of its queue since, such as "workflow task" or
+	// "activity TaskStatus": a live worker takes a due task at once, its poll ending then, so
+	// none of them is live however recently Temporal saw it poll. Empty when no task waits so.
+	Unserved string `json:"unserved,omitempty"`
 }
+
+// Live says whether a live worker polls the task queue: one polled within pollerLiveness and
+// no task of the workflow waits unserved.
+func (w Workers) Live() bool {
+	return w.Pollers > 0 && w.Unserved == ""
+}
+
+// NoLiveWorker says that no live worker polls, for Workers that are not Live: "no worker polls
+// task queue q", with "the last poll was 2m0s ago" when one ever did, and "none took its
+// workflow task, the last poll was 40s ago" when Temporal lists one that polled lately.
+func (w Workers) NoLiveWorker(now time.Time) string {
+	text := "no worker polls task queue " + w.TaskQueue
+	ago := now.Sub(w.LastPoll).Truncate(time.Second)
+	switch {
+	case w.LastPoll.IsZero():
+		return text
+	case w.Unserved != "":
+		return fmt.Sprintf("%s: none took its %s, the last poll was %s ago", text, w.Unserved, ago)
+	}
+	return fmt.Sprintf("%s: the last poll was %s ago", text, ago)
+}
+
+// unservedAfter is how long a due task may wait before no worker taking it means that none
+// polls: a live worker takes it within milliseconds.
+const unservedAfter = 500 * time.Millisecond
 
 // queryTimeout bounds the status query that Progress and ProxyProgress make: a worker that was killed still
 // counts as a poller for a few minutes, and the query would wait for it in vain.
@@ -321,10 +406,10 @@ func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, err
 	if pending := desc.GetPendingActivities(); len(pending) > 0 {
 		p.Wait = c.waitOf(pending[0])
 	}
-	if p.Workers, err = c.workers(ctx, desc.GetExecutionConfig().GetTaskQueue().GetName()); err != nil {
+	if p.Workers, err = c.workersOf(ctx, desc); err != nil {
 		return Progress{}, fmt.Errorf("%s of proxy %s: %w", op, uid, err)
 	}
-	why, err := c.askStatus(ctx, id, p.Workers, &p.Status)
+	why, err := c.askStatus(ctx, id, &p.Workers, &p.Status)
 	switch {
 	case err != nil:
 		return Progress{}, fmt.Errorf("status of %s of proxy %s: %w", op, uid, err)
@@ -364,22 +449,67 @@ func (c *Client) placeInQueue(ctx context.Context, st *workflows.Status, run *co
 	}
 }
 
-// workers describes who polls taskQueue for workflow tasks: the status query needs one, and
-// pveflow's workers poll for workflow and activity tasks alike.
-func (c *Client) workers(ctx context.Context, taskQueue string) (Workers, error) {
-	resp, err := c.temporal.DescribeTaskQueue(ctx, taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+// workers describes who polls taskQueue for tasks of type kind (workflow or activity): the
+// status query needs a workflow poller, and pveflow's workers poll for both.
+func (c *Client) workers(ctx context.Context, taskQueue string, kind enumspb.TaskQueueType) (Workers, error) {
+	resp, err := c.temporal.DescribeTaskQueue(ctx, taskQueue, kind)
 	if err != nil {
 		return Workers{}, fmt.Errorf("describe task queue %s: %w", taskQueue, err)
 	}
-	return workersOf(taskQueue, resp.GetPollers(), time.Now()), nil
+	return pollersOf(taskQueue, resp.GetPollers(), time.Now()), nil
+}
+
+// workersOf describes who polls the task queue of the workflow desc describes, and names its
+// task that waits unserved, if one does: its workflow task, or an activity due to run.
+func (c *Client) workersOf(ctx context.Context, desc *workflowservice.DescribeWorkflowExecutionResponse) (Workers, error) {
+	taskQueue := desc.GetExecutionConfig().GetTaskQueue().GetName()
+	w, err := c.workers(ctx, taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return Workers{}, err
+	}
+	if w.Pollers == 0 {
+		return w, nil // none to tell from a live one
+	}
+	now := time.Now()
+	if t := desc.GetPendingWorkflowTask(); t.GetState() == enumspb.PENDING_WORKFLOW_TASK_STATE_SCHEDULED &&
+		unserved(t.GetScheduledTime().AsTime(), w.LastPoll, now) {
+		w.Unserved = "workflow task"
+		return w, nil
+	}
+	for _, a := range desc.GetPendingActivities() {
+		due := a.GetScheduledTime().AsTime()
+		if next := a.GetNextAttemptScheduleTime(); next != nil && next.AsTime().After(due) {
+			due = next.AsTime()
+		}
+		if a.GetState() != enumspb.PENDING_ACTIVITY_STATE_SCHEDULED || now.Sub(due) < unservedAfter {
+			continue
+		}
+		// Activities have pollers of their own, which a worker keeps polling through a long
+		// wait when its workflow pollers have no task.
+		polled, err := c.workers(ctx, taskQueue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+		if err != nil {
+			return Workers{}, err
+		}
+		if unserved(due, polled.LastPoll, now) {
+			w.Unserved = "activity " + a.GetActivityType().GetName()
+		}
+		return w, nil
+	}
+	return w, nil
+}
+
+// unserved says whether a task due at due is unserved as of now: due unservedAfter or longer
+// ago, with no poll of its queue since (lastPoll before due).
+func unserved(due, lastPoll, now time.Time) bool {
+	return now.Sub(due) >= unservedAfter && lastPoll.Before(due)
 }
 
 // pollerLiveness is how recently a worker must have polled to count as polling: a live worker
 // polls again as soon as a poll ends, and a poll waits up to a minute for a task.
 const pollerLiveness = 75 * time.Second
 
-// workersOf describes the pollers Temporal lists for taskQueue, as of now.
-func workersOf(taskQueue string, pollers []*taskqueuepb.PollerInfo, now time.Time) Workers {
+// pollersOf describes the pollers Temporal lists for taskQueue, as of now.
+func pollersOf(taskQueue string, pollers []*taskqueuepb.PollerInfo, now time.Time) Workers {
 	w := Workers{TaskQueue: taskQueue}
 	for _, poller := range pollers {
 		last := poller.GetLastAccessTime().AsTime()
@@ -454,8 +584,9 @@ type Proxy struct {
 }
 
 // List returns the proxies, one per entity, whose ProxyPhase is phase, or all of them when
-// phase is empty, newest first: of an entity that continued as new, its latest run. Visibility
-// lags the entities by a moment.
+// phase is empty, newest first: of an entity that continued as new, its latest run. An entity
+// that closed before it had a phase (a request its worker could not read) never held a proxy
+// and is left out. Visibility lags the entities by a moment.
 func (c *Client) List(ctx context.Context, phase string) ([]Proxy, error) {
 	query := fmt.Sprintf("WorkflowType = %s AND ExecutionStatus != 'ContinuedAsNew'", strconv.Quote(workflows.ProxyName))
 	if phase != "" {
@@ -472,6 +603,9 @@ func (c *Client) List(ctx context.Context, phase string) ([]Proxy, error) {
 			p, err := proxyOf(info)
 			if err != nil {
 				return nil, fmt.Errorf("list proxies: workflow %s: %w", info.GetExecution().GetWorkflowId(), err)
+			}
+			if p.Phase == "" && info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				continue
 			}
 			proxies = append(proxies, p)
 		}

@@ -189,3 +189,54 @@ func TestClient_waitOperationsOnAnActivityThatIsNotPending(t *testing.T) {
 	require.ErrorIs(t, err, starter.ErrNoPendingWait)
 	assert.Contains(t, err.Error(), "no pending activity 999; pending: "+p.ActivityID+" (TaskStatus)")
 }
+
+func TestClient_aStoppedWorkerStillListedIsNoLiveWorkerOnceItsTaskWaits(t *testing.T) {
+	s := startStack(t, time.Minute)
+	_, err := s.starter.Create(ctx(t), createInput(uid))
+	require.NoError(t, err)
+	s.stopWorker()
+	const other = "0b7e5c1a-2d4f-4e6a-9c8b-7a6f5e4d3c2b"
+	go func() { _, _ = s.starter.Create(ctx(t), createInput(other)) }()
+
+	var p starter.ProxyProgress
+	eventually(t, "the entity's first workflow task waits unserved", func() bool {
+		p, err = s.starter.ProxyProgress(ctx(t), other)
+		return err == nil && p.Workers.Unserved == "workflow task"
+	})
+
+	assert.Equal(t, 1, p.Workers.Pollers, "Temporal still lists the stopped worker")
+	assert.False(t, p.Workers.Live())
+	assert.Regexp(t, `^no worker polls task queue pveflow: none took its workflow task, the last poll was \d+s ago$`, p.QueryError)
+}
+
+func TestClient_createResultWaitsForACreateItsEntityHasYetToStart(t *testing.T) {
+	s := startStack(t, 0)
+	s.stopWorker()
+	sendCtx, cancel := context.WithCancel(ctx(t))
+	go func() { _, _ = s.starter.Create(sendCtx, createInput(uid)) }()
+	eventually(t, "the request started the proxy's entity", func() bool {
+		_, err := s.starter.ProxyProgress(ctx(t), uid)
+		return err == nil
+	})
+	result := make(chan error, 1)
+	go func() {
+		_, err := s.starter.CreateResult(ctx(t), uid)
+		result <- err
+	}()
+	time.Sleep(2 * time.Second)
+	s.startWorker()
+
+	require.NoError(t, <-result, "the result waits for the create the entity starts once a worker runs")
+	cancel()
+}
+
+func TestClient_deleteResultOfAProxyWithNoDeleteAskedForSaysSo(t *testing.T) {
+	s := startStack(t, 0)
+	req, err := s.starter.Create(ctx(t), createInput(uid))
+	require.NoError(t, err)
+	require.NoError(t, req.Get(ctx(t), nil))
+
+	_, err = s.starter.DeleteResult(ctx(t), uid)
+
+	assert.ErrorContains(t, err, "delete of proxy "+uid+": there is none (workflow "+workflows.DeleteWorkflowID(uid)+"), and its entity neither runs one nor has one asked")
+}

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-func TestWorkersOf_aWorkerThatStoppedPollingLongerThanAPollLastsIsNoPoller(t *testing.T) {
+func TestPollersOf_aWorkerThatStoppedPollingLongerThanAPollLastsIsNoPoller(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	polled := func(ago time.Duration) *taskqueuepb.PollerInfo {
 		return &taskqueuepb.PollerInfo{LastAccessTime: timestamppb.New(now.Add(-ago))}
@@ -26,7 +26,36 @@ func TestWorkersOf_aWorkerThatStoppedPollingLongerThanAPollLastsIsNoPoller(t *te
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, workersOf("q", tt.pollers, now))
+			assert.Equal(t, tt.want, pollersOf("q", tt.pollers, now))
 		})
 	}
+}
+
+func TestWorkers_noLiveWorkerSaysWhatTellsThatNoneIsLive(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		w    Workers
+		want string
+	}{
+		{"none ever polled", Workers{TaskQueue: "q"}, "no worker polls task queue q"},
+		{"the last poll long ago", Workers{TaskQueue: "q", LastPoll: now.Add(-2 * time.Minute)}, "no worker polls task queue q: the last poll was 2m0s ago"},
+		{"one listed that took no due task", Workers{TaskQueue: "q", Pollers: 1, LastPoll: now.Add(-40 * time.Second), Unserved: "workflow task"},
+			"no worker polls task queue q: none took its workflow task, the last poll was 40s ago"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.False(t, tt.w.Live())
+			assert.Equal(t, tt.want, tt.w.NoLiveWorker(now))
+		})
+	}
+}
+
+func TestUnserved_aTaskDueAMomentAgoOrPolledSinceIsServed(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	due := now.Add(-time.Second)
+
+	assert.True(t, unserved(due, due.Add(-time.Minute), now), "due a second ago, no poll since")
+	assert.False(t, unserved(due, due.Add(time.Millisecond), now), "a poll since it was due")
+	assert.False(t, unserved(now.Add(-100*time.Millisecond), due.Add(-time.Minute), now), "due a moment ago")
 }

@@ -248,7 +248,7 @@ func (e *entity) rebuild(ctx workflow.Context) error {
 	switch {
 	case e.st.Known:
 		return nil // a create or delete was accepted meanwhile: it says what is wanted
-	case isType(err, FailNotFound):
+	case err == nil && got.NotFound != "":
 		e.st.Observed = ObservedState{State: "absent", CheckedAt: workflow.Now(e.ctx)}
 	case err != nil:
 		return transientf("proxy %s: its entity started afresh and could not read its VM to learn what it is (send the request again): %v", e.uid, err)
@@ -907,7 +907,7 @@ func (e *entity) check(rewatch bool) {
 	}
 	now := workflow.Now(e.ctx)
 	switch {
-	case isType(err, FailNotFound):
+	case err == nil && got.NotFound != "":
 		e.st.Observed = ObservedState{State: "absent", CheckedAt: now}
 		e.heal("check: the proxy has no VM")
 	case err != nil:
@@ -1221,7 +1221,6 @@ func (e *entity) status() ProxyStatus {
 		UID:         e.uid,
 		Phase:       e.phase(),
 		Observed:    e.st.Observed,
-		Queued:      len(e.pending()),
 		LastFailure: e.st.LastFailure,
 		NextHealAt:  e.st.NextHealAt,
 		Operations:  slices.Clone(e.st.Operations),
@@ -1238,6 +1237,9 @@ func (e *entity) status() ProxyStatus {
 	if e.op != nil {
 		rec := *e.op.rec
 		st.Operation = &rec
+	}
+	for _, w := range e.pending() {
+		st.Requests = append(st.Requests, PendingRequest{Kind: w.kind, Served: e.op != nil && w.version <= e.op.serves})
 	}
 	return st
 }

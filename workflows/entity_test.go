@@ -707,15 +707,15 @@ func TestProxy_aRequestAcceptedWhileAnOperationFailsIsServedByTheNext(t *testing
 			for _, r := range tt.requests {
 				p.request(r.at, r.update, r.id, r.arg)
 			}
-			var queued int
-			p.at(2*time.Hour, func() { queued = p.status().Queued })
+			var queued []workflows.PendingRequest
+			p.at(2*time.Hour, func() { queued = p.status().Requests })
 			p.request(3*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
 
 			st := p.run()
 
 			require.Error(t, p.answer("first").err)
 			require.NoError(t, p.answer("later").err, "answered by the operation after the one that failed")
-			assert.Zero(t, queued, "no request waits")
+			assert.Empty(t, queued, "no request waits")
 			assert.Equal(t, tt.wantKinds, kinds(st))
 		})
 	}
@@ -910,4 +910,21 @@ func TestProxy_aFreshEntityRebuildsItsProxyFromTheVMsMarkAndChangesIt(t *testing
 	assert.True(t, present.Observed.CheckedAt.After(began.Add(5*time.Minute)), "checked since the change: %v", present.Observed.CheckedAt)
 	assert.Equal(t, []string{"change:completed", "delete:completed"}, kinds(st))
 	assert.Empty(t, w.vms())
+}
+
+func TestProxy_statusNamesTheRequestsItHasYetToAnswer(t *testing.T) {
+	w := newWorld(t)
+	withMachineTypes(w)
+	p := newProxyEntity(t, w)
+	p.request(0, workflows.CreateUpdate, "create", createInput())
+	p.request(20*time.Second, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, MachineType: "large"})
+	var during workflows.ProxyStatus
+	p.at(30*time.Second, func() { during = p.status() })
+	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+
+	st := p.run()
+
+	assert.Equal(t, []workflows.PendingRequest{{Kind: workflows.OpCreate, Served: true}, {Kind: workflows.OpChange}}, during.Requests,
+		"the create that runs answers the create; the change waits for the next operation")
+	assert.Empty(t, st.Requests, "every request answered")
 }

@@ -1,8 +1,10 @@
 package workflows
 
 import (
+	"errors"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/activities"
@@ -31,6 +33,10 @@ type GetProxyResult struct {
 	CreatedAt  time.Time `json:"createdAt,omitzero"`
 	InstanceID string    `json:"instanceID,omitempty"`
 	Image      string    `json:"image,omitempty"`
+	// NotFound says why there is no such VM when there is none (absent, its VMID now another
+	// VM's, not marked as the proxy's), the rest of the result empty: a read that finds nothing
+	// completes with that answer rather than failing, so the UI shows no failed workflow for it.
+	NotFound string `json:"notFound,omitempty"`
 	// Spec is the rest of the spec the mark records (proxy.Spec), nil before the VM's first
 	// seed: what an entity that lost its state rebuilds it from.
 	Spec *proxy.Spec `json:"spec,omitempty"`
@@ -65,10 +71,10 @@ type GetProxyResult struct {
 // paused VM from one that is still booting. A VM the cache shows as not running is read live
 // before it is reported stopped: the cache may not have seen it start.
 //
-// It fails NotFound when there is no such VM (absent, its VMID now holds a VM of another name
-// or a container, the VM lacks the mark, or it is a template), Transient when the VM is
-// locked, still being cloned, or of a status neither the cache nor a live read knows (its node
-// is down), and Permanent on bad input or when two VMs carry the proxy's mark.
+// It completes with NotFound set when there is no such VM (absent, its VMID now holds a VM of
+// another name or a container, the VM lacks the mark, or it is a template); it fails Transient
+// when the VM is locked, still being cloned, or of a status neither the cache nor a live read
+// knows (its node is down), and Permanent on bad input or when two VMs carry the proxy's mark.
 func (w *Workflows) GetProxy(ctx workflow.Context, in GetProxyInput) (GetProxyResult, error) {
 	g := &getter{in: in}
 	switch {
@@ -97,10 +103,14 @@ func (w *Workflows) GetProxy(ctx workflow.Context, in GetProxyInput) (GetProxyRe
 		find = g.byProviderID
 	}
 	v, status, err := find()
-	if err != nil {
-		return GetProxyResult{}, err
+	res := GetProxyResult{}
+	if err == nil {
+		res, err = g.state(v, status)
 	}
-	return g.state(v, status)
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok && appErr.Type() == FailNotFound {
+		return GetProxyResult{NotFound: appErr.Message()}, nil
+	}
+	return res, err
 }
 
 // readTracker is the tracker of a read workflow: it shows the current step in the UI, and

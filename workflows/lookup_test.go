@@ -240,10 +240,12 @@ func TestLookup_aTemplateCarryingOurMarkIsNeverOurs(t *testing.T) {
 			assert.Empty(t, res.Destroyed)
 			assert.Empty(t, writesTo(w, home))
 			assert.Equal(t, "1", vmConfig(t, w, home)["template"])
-			_, err = w.get(byUID())
-			assert.Equal(t, workflows.FailNotFound, failureType(t, err), "by UID")
-			_, err = w.get(byProviderID(w))
-			assert.Equal(t, workflows.FailNotFound, failureType(t, err), "by provider ID")
+			got, err := w.get(byUID())
+			require.NoError(t, err, "by UID")
+			assert.NotEmpty(t, got.NotFound, "by UID")
+			got, err = w.get(byProviderID(w))
+			require.NoError(t, err, "by provider ID")
+			assert.NotEmpty(t, got.NotFound, "by provider ID")
 		})
 	}
 }

@@ -46,8 +46,9 @@ type ProxyStatus struct {
 	// Operation is the operation that runs, nil when none does. Its step and wait are the
 	// child's own: query its WorkflowID.
 	Operation *OperationRecord `json:"operation,omitempty"`
-	// Queued counts the requests accepted and not yet served.
-	Queued int `json:"queued,omitempty"`
+	// Requests are the requests accepted and not yet answered, oldest first: what the entity
+	// has queued.
+	Requests []PendingRequest `json:"requests,omitempty"`
 	// LastFailure is the error of the last operation that failed, until one succeeds.
 	LastFailure string `json:"lastFailure,omitempty"`
 	// NextHealAt, after heals that failed, is when a check may heal the VM again: ever later
@@ -58,6 +59,15 @@ type ProxyStatus struct {
 	// Runs counts the entity's runs: one more at each continue-as-new.
 	Runs      int       `json:"runs"`
 	StartedAt time.Time `json:"startedAt"`
+}
+
+// PendingRequest is a request a proxy's entity accepted and has yet to answer.
+type PendingRequest struct {
+	// Kind is OpCreate, OpChange or OpDelete.
+	Kind string `json:"kind"`
+	// Served says that the operation that runs serves it, and answers it when it ends; else it
+	// waits for an operation to come.
+	Served bool `json:"served"`
 }
 
 // DesiredState is what an operator asked a proxy to be.

@@ -78,8 +78,8 @@ func (r *run) whyBusy(ctx context.Context, id, typ string) string {
 		if err := val.Get(&st); err != nil {
 			return err.Error()
 		}
-		if st.Operation != nil || st.Queued > 0 {
-			return fmt.Sprintf("entity in phase %s runs %+v with %d queued", st.Phase, *st.Operation, st.Queued)
+		if st.Operation != nil || len(st.Requests) > 0 {
+			return fmt.Sprintf("entity in phase %s runs %+v with requests %+v unanswered", st.Phase, st.Operation, st.Requests)
 		}
 		return ""
 	case workflows.CloneAdmissionName:

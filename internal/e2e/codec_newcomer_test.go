@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/internal/codec"
@@ -163,4 +165,56 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 			`set it to the worker's key file (make run: .run/codec.key)`)
 		assert.Empty(t, starter.FailureType(err), "not reported as the workflow's failure")
 	})
+}
+
+// The fourth of issue 34: a create refused for want of the key leaves a failed entity, whose
+// status says why, that a worker polls, and that list leaves out.
+func TestE2E_aCreateRefusedForWantOfTheKeyLeavesAStatusThatSaysWhy(t *testing.T) {
+	s := encryptingStack(t, newCluster(), keyFile(t, "worker"))
+	keyless := cli(t, s, "")
+	const uid = "refused-without-key"
+	require.ErrorIs(t, createWithSecretThrough(t, keyless, uid), starter.ErrRejected)
+
+	p, err := keyless.ProxyProgress(context.Background(), uid)
+	require.NoError(t, err)
+	eventually(t, "visibility shows the failed entity", func() bool {
+		resp, err := s.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowId = %q AND ExecutionStatus = 'Failed'", workflows.ProxyWorkflowID(uid))})
+		require.NoError(t, err)
+		return len(resp.GetExecutions()) == 1
+	})
+	listed, err := keyless.List(context.Background(), "")
+	require.NoError(t, err)
+
+	assert.Equal(t, "failed", p.State, "no running entity")
+	assert.Equal(t, uid, p.UID)
+	assert.Equal(t, workflows.ProxyAbsent, p.Phase, "it never held a proxy")
+	assert.Equal(t, starter.SourceDescribed, p.Source)
+	assert.Equal(t, "the entity is failed: it answers no status query", p.QueryError)
+	assert.Contains(t, p.LastFailure, `encrypted with key ID "worker", and PVEFLOW_CODEC_KEY_FILE is not set`, "the refusal's reason, as a client without the key reads it")
+	assert.NotContains(t, p.LastFailure, "(type:", "the message alone")
+	assert.True(t, p.Workers.Live(), "a worker polls: %+v", p.Workers)
+	for _, l := range listed {
+		assert.NotEqual(t, uid, l.UID, "list leaves out the refused UID")
+	}
+}
+
+func TestE2E_aCreateRefusedForAnUnknownImageLeavesNoRunningEntity(t *testing.T) {
+	s := encryptingStack(t, newCluster(), keyFile(t, "worker"))
+	const uid = "refused-unknown-image"
+	in := createInput(uid)
+	in.Image = "no-such-image"
+	_, err := s.starter.Create(context.Background(), in)
+	require.ErrorIs(t, err, starter.ErrRejected)
+
+	var p starter.ProxyProgress
+	eventually(t, "the entity closes", func() bool {
+		p, err = s.starter.ProxyProgress(context.Background(), uid)
+		require.NoError(t, err)
+		return p.State != "running"
+	})
+
+	assert.Equal(t, "completed", p.State)
+	assert.Equal(t, workflows.ProxyAbsent, p.Phase)
+	assert.Nil(t, p.Operation)
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -251,26 +252,32 @@ func sendAndGet[T any](ctx context.Context, op starter.Op, uid string, send func
 
 // awaitRequest runs call, which sends a request of op for uid and may wait for its result,
 // showing the progress of the operation the proxy runs on stderr about once a second, and
-// saying so when no worker polls its task queue.
+// saying so when no live worker polls its task queue.
 func awaitRequest[T any](ctx context.Context, c *cli, op starter.Op, uid string, call func(context.Context) (T, error)) (T, error) {
 	line := &progressLine{w: c.stderr, width: c.terminalWidth()}
 	defer line.clear()
-	res, err := await(ctx, c, fmt.Sprintf("the %s of proxy %s", op, uid), line, call,
-		func(ctx context.Context) (starter.Workers, error) {
-			p, err := c.starter.ProxyProgress(ctx, uid)
-			if err != nil {
-				// The request has not started the proxy's entity yet.
-				return c.starter.Workers(ctx)
-			}
-			if p.OperationProgress != nil {
-				line.show(*p.OperationProgress, time.Now())
-			}
-			return p.Workers, nil
-		})
+	res, err := await(ctx, c, fmt.Sprintf("the %s of proxy %s", op, uid), line, call, watchProxy(c, uid, line))
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("stopped waiting; the %s of proxy %s goes on: follow it with 'pveflow status --uid %s'", op, uid, uid)
 	}
 	return res, err
+}
+
+// watchProxy is await's watch of the proxy of uid: it shows the progress of the operation the
+// proxy runs on line, and returns the workers of its entity, which name a task of the entity
+// or of its operation that no worker takes.
+func watchProxy(c *cli, uid string, line *progressLine) func(context.Context) (starter.Workers, error) {
+	return func(ctx context.Context) (starter.Workers, error) {
+		p, err := c.starter.ProxyProgress(ctx, uid)
+		if err != nil {
+			// The request has not started the proxy's entity yet.
+			return c.starter.Workers(ctx)
+		}
+		if p.OperationProgress != nil {
+			line.show(*p.OperationProgress, time.Now())
+		}
+		return p.Workers, nil
+	}
 }
 
 func (c *cli) statusCommand() *cobra.Command {
@@ -280,7 +287,7 @@ func (c *cli) statusCommand() *cobra.Command {
 		Short: "The proxy of a UID: what was asked, what is, the operation that runs and its wait",
 		Long: `Shows the proxy of UID as its entity (workflow proxy/<UID>) answers its status query: its phase,
 the spec last asked for, the VM as last seen (and any drift from the spec), the operation that
-runs with its step and the wait it is in, the requests queued behind it, the last failure and
+runs with its step and the wait it is in, the requests it has yet to answer, the last failure and
 the latest operations. When no worker answers the query, it shows what Temporal keeps (the
 entity's search attributes), with when a worker last polled its task queue.`,
 		Args: noArgs,
@@ -311,7 +318,7 @@ func (c *cli) status(ctx context.Context, uid string) error {
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "proxy\t%s\n", p.UID)
-	fmt.Fprintf(tw, "phase\t%s\n", p.Phase)
+	fmt.Fprintf(tw, "phase\t%s\n", cmp.Or(p.Phase, "- (no worker has run the entity yet)"))
 	fmt.Fprintf(tw, "entity\t%s, workflow %s\n", p.State, workflows.ProxyWorkflowID(uid))
 	switch {
 	case p.Source == starter.SourceQuery:
@@ -332,8 +339,8 @@ func (c *cli) status(ctx context.Context, uid string) error {
 			operationLines(tw, *child)
 		}
 	}
-	if p.Queued > 0 {
-		fmt.Fprintf(tw, "queued\t%d requests\n", p.Queued)
+	for _, r := range p.Requests {
+		fmt.Fprintf(tw, "request\t%s\n", requestText(r, p.Operation))
 	}
 	if p.LastFailure != "" {
 		fmt.Fprintf(tw, "last failure\t%s\n", p.LastFailure)
@@ -345,7 +352,7 @@ func (c *cli) status(ctx context.Context, uid string) error {
 		fmt.Fprintf(tw, "started\t%s\n", p.StartedAt.Local().Format(time.DateTime))
 	}
 	fmt.Fprintf(tw, "source\t%s\n", sourceText(p.Source, p.QueryError))
-	fmt.Fprintf(tw, "workers\t%s\n", workersText(p.Workers, p.Source, time.Now()))
+	fmt.Fprintf(tw, "workers\t%s\n", workersText(p.Workers, time.Now()))
 	return tw.Flush()
 }
 
@@ -367,6 +374,18 @@ func operationLines(tw io.Writer, p starter.Progress) {
 	if p.LastFailure != "" {
 		fmt.Fprintf(tw, "  last failure\t%s\n", p.LastFailure)
 	}
+}
+
+// requestText is a request the entity has yet to answer, and what it waits for: "create,
+// answered when the create that runs ends", "delete, waiting for the change that runs to end".
+func requestText(r workflows.PendingRequest, op *workflows.OperationRecord) string {
+	switch {
+	case op == nil:
+		return r.Kind + ", waiting for its operation to start"
+	case r.Served:
+		return fmt.Sprintf("%s, answered when the %s that runs ends", r.Kind, op.Kind)
+	}
+	return fmt.Sprintf("%s, waiting for the %s that runs to end", r.Kind, op.Kind)
 }
 
 // desiredText is what was asked of a proxy: "present: image debian13, machine type small".
@@ -443,16 +462,12 @@ func sourceText(source, queryError string) string {
 }
 
 // workersText says who polls a workflow's task queue, as of now. A worker that stopped or died
-// a moment ago still counts as a poller for a few minutes; it did not answer the query.
-func workersText(w starter.Workers, source string, now time.Time) string {
-	ago := now.Sub(w.LastPoll).Truncate(time.Second)
-	switch {
-	case w.Pollers == 0:
-		return fmt.Sprintf("no worker polls task queue %s", w.TaskQueue)
-	case source != starter.SourceQuery:
-		return fmt.Sprintf("no worker polls task queue %s: the last poll was %s ago", w.TaskQueue, ago)
+// a moment ago is listed by Temporal for a minute; none took the workflow's due task.
+func workersText(w starter.Workers, now time.Time) string {
+	if w.Live() {
+		return fmt.Sprintf("a worker polls task queue %s (last poll %s ago)", w.TaskQueue, now.Sub(w.LastPoll).Truncate(time.Second))
 	}
-	return fmt.Sprintf("a worker polls task queue %s (last poll %s ago)", w.TaskQueue, ago)
+	return w.NoLiveWorker(now)
 }
 
 func (c *cli) resultCommand() *cobra.Command {
@@ -461,7 +476,13 @@ func (c *cli) resultCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "result --uid UID [--delete]",
 		Short: "Wait for the create (or the delete) of a UID and print its result",
-		Args:  noArgs,
+		Long: `Waits for the latest CreateProxy (with --delete, DeleteProxy) of the proxy of UID, workflow
+proxy/<UID>/create (/delete), to close and prints its result, as create --wait (delete --wait)
+does. An operation the proxy's entity has yet to start (its request waits for a worker, as
+right after a worker's restart, or for the operation before it) is waited for as long as the
+entity runs and, when a worker answers, has it to run; a UID no request was sent for, or whose
+entity neither runs nor has asked for the operation, fails at once.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkUID(cmd, uid); err != nil {
 				return err
@@ -506,7 +527,9 @@ func (c *cli) listCommand() *cobra.Command {
 		Use:   "list [--phase P]",
 		Short: "The proxies, newest first, all or those in one phase",
 		Long: `Lists the proxies (their entities, workflows proxy/<UID>), newest first, from Temporal's
-visibility: all, or those in one phase, with the node and VMID of their VM. The phases are
+visibility: all, or those in one phase, with the node and VMID of their VM; ENTITY is the state
+of the entity's workflow (running while it holds the proxy), not of the VM, which ls shows. A
+UID whose every request was refused holds no proxy and is not listed. The phases are
 ` + strings.Join(phases, ", ") + `.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -543,13 +566,14 @@ func (c *cli) list(ctx context.Context, phase string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "UID\tNAME\tPHASE\tNODE\tVMID\tSTATE\tSTARTED")
+	// ENTITY is the state of the proxy's workflow, not of its VM (ls's VM STATUS).
+	fmt.Fprintln(tw, "UID\tNAME\tPHASE\tNODE\tVMID\tENTITY\tSTARTED")
 	for _, p := range proxies {
 		vmid := "-"
 		if p.VMID != 0 {
 			vmid = fmt.Sprint(p.VMID)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.UID, cmp.Or(p.Name, "-"), p.Phase, cmp.Or(p.Node, "-"), vmid, p.Status,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.UID, cmp.Or(p.Name, "-"), cmp.Or(p.Phase, "-"), cmp.Or(p.Node, "-"), vmid, p.Status,
 			p.StartTime.Local().Format(time.DateTime))
 	}
 	return tw.Flush()
@@ -652,23 +676,14 @@ func opOf(del bool) starter.Op {
 	return starter.Create
 }
 
-// waitFor waits for the result of the workflow op of uid, showing its progress on stderr about
-// once a second, and saying so when no worker polls its task queue.
+// waitFor waits for the result of the workflow op of uid, showing the progress of the
+// operation the proxy runs on stderr about once a second, and saying so when no live worker
+// polls its task queue: before the entity has started op too.
 func waitFor[T any](ctx context.Context, c *cli, uid string, op starter.Op, result func(context.Context, string) (T, error)) (T, error) {
 	line := &progressLine{w: c.stderr, width: c.terminalWidth()}
 	defer line.clear()
 	what := fmt.Sprintf("the %s of proxy %s", op, uid)
-	res, err := await(ctx, c, what, line,
-		func(ctx context.Context) (T, error) { return result(ctx, uid) },
-		func(ctx context.Context) (starter.Workers, error) {
-			p, err := c.starter.Progress(ctx, uid, op)
-			if err != nil {
-				// The workflow may not have run its first task yet; the next tick tries again.
-				return starter.Workers{}, err
-			}
-			line.show(p, time.Now())
-			return p.Workers, nil
-		})
+	res, err := await(ctx, c, what, line, func(ctx context.Context) (T, error) { return result(ctx, uid) }, watchProxy(c, uid, line))
 	switch {
 	case ctx.Err() != nil:
 		return res, fmt.Errorf("stopped waiting; the %s of proxy %s goes on: follow it with '%s'", op, uid, resultCommand(op, uid))
@@ -678,8 +693,8 @@ func waitFor[T any](ctx context.Context, c *cli, uid string, op starter.Op, resu
 	return res, nil
 }
 
-// noWorkerGrace is how long a command waits for a workflow before it tells that no worker polls
-// the task queue: a worker started a moment before may not have polled yet.
+// noWorkerGrace is how long a command waits for a workflow before it tells that no live worker
+// polls the task queue: a worker started a moment before may not have polled yet.
 const noWorkerGrace = 2 * time.Second
 
 // progressTimeout bounds one look at how a wait goes, so a slow one cannot hold up the result.
@@ -687,8 +702,8 @@ const progressTimeout = 5 * time.Second
 
 // await returns what call returns, which waits for a workflow: what, such as "the create of
 // proxy u-1". About once a second meanwhile it calls watch, which may show progress and
-// returns the workers of the workflow's task queue; when none polls it past noWorkerGrace,
-// await says on stderr, once, what it waits for and that no worker polls.
+// returns the workers of the workflow's task queue; when no live one polls it past
+// noWorkerGrace, await says on stderr, once, what it waits for and that no worker polls.
 func await[T any](ctx context.Context, c *cli, what string, line *progressLine, call func(context.Context) (T, error),
 	watch func(context.Context) (starter.Workers, error),
 ) (T, error) {
@@ -701,17 +716,15 @@ func await[T any](ctx context.Context, c *cli, what string, line *progressLine, 
 		res, err := call(ctx)
 		done <- outcome{res, err}
 	}()
-	start := time.Now()
-	told := false
+	note := noWorkerNote{what: what, line: line, start: time.Now()}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, progressTimeout)
 		w, err := watch(wctx)
 		cancel()
-		if err == nil && w.Pollers == 0 && !told && time.Since(start) >= noWorkerGrace {
-			line.note(fmt.Sprintf("pveflow: waiting for %s, but no worker polls task queue %s", what, w.TaskQueue))
-			told = true
+		if err == nil {
+			note.judge(w)
 		}
 		select {
 		case o := <-done:
@@ -721,9 +734,34 @@ func await[T any](ctx context.Context, c *cli, what string, line *progressLine, 
 	}
 }
 
-// awaitWorkflow is await for a workflow with no progress to show, on the CLI's task queue.
+// noWorkerNote says on line, once, that no live worker polls the task queue of what a command
+// waits for (what, such as "the create of proxy u-1"), past noWorkerGrace from start.
+type noWorkerNote struct {
+	what  string
+	line  *progressLine
+	start time.Time
+	told  bool
+}
+
+// judge tells when w, the workers as of now, has no live one and it is time.
+func (n *noWorkerNote) judge(w starter.Workers) {
+	if !w.Live() && !n.told && time.Since(n.start) >= noWorkerGrace {
+		n.line.note(fmt.Sprintf("pveflow: waiting for %s, but %s", n.what, w.NoLiveWorker(time.Now())))
+		n.told = true
+	}
+}
+
+// awaitWorkflow is await for a workflow with no progress to show, on the CLI's task queue: a
+// read's or a garbage collection's, which call starts under the context it is given.
 func awaitWorkflow[T any](ctx context.Context, c *cli, what string, call func(context.Context) (T, error)) (T, error) {
-	return await(ctx, c, what, &progressLine{w: c.stderr}, call, c.starter.Workers)
+	var started atomic.Pointer[string]
+	ctx = starter.WithStarted(ctx, func(id string) { started.Store(&id) })
+	return await(ctx, c, what, &progressLine{w: c.stderr}, call, func(ctx context.Context) (starter.Workers, error) {
+		if id := started.Load(); id != nil {
+			return c.starter.WorkflowWorkers(ctx, *id)
+		}
+		return c.starter.Workers(ctx)
+	})
 }
 
 func (c *cli) printAccepted(req *starter.Request) error {

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +22,7 @@ import (
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
+	"github.com/pveflow/pveflow/internal/syncbuf"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -54,6 +59,7 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	providerID, name := m[1], m[3]
 	assert.Equal(t, proxy.NameFromUID(uid), name)
 	assert.Contains(t, created.stderr, "cloning · wait for clone of 9000 to "+m[2]+" on pve1 · ", "the progress shows the clone wait")
+	assert.NotContains(t, created.stderr, "no worker polls", "a live worker polls")
 	vms := proxyVMs(t, simURL, simDir)
 	require.Len(t, vms, 1)
 	assert.Equal(t, m[2], strconv.Itoa(vms[0].VMID))
@@ -94,7 +100,11 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	}, 30*time.Second, 500*time.Millisecond, "list shows the present proxy")
 	listed := s.pveflow("list", "--phase", workflows.ProxyPresent)
 	require.Equal(t, exitOK, listed.code, listed.stderr)
+	assert.Regexp(t, `(?m)^UID\s+NAME\s+PHASE\s+NODE\s+VMID\s+ENTITY\s+STARTED$`, listed.stdout, "ENTITY: the workflow's state, not the VM's")
 	assert.Regexp(t, `(?m)^`+uid+`\s+`+name+`\s+present\s+pve1\s+`+m[2]+`\s+running\s`, listed.stdout)
+	vmsListed := s.pveflow("ls")
+	require.Equal(t, exitOK, vmsListed.code, vmsListed.stderr)
+	assert.Regexp(t, `(?m)^PROVIDER ID\s+NODE\s+VM STATUS\s+UID\s+CREATED$`, vmsListed.stdout)
 
 	deleted := s.pveflow("delete", "--uid", uid, "--provider-id", providerID, "--wait")
 	require.Equal(t, exitOK, deleted.code, deleted.stderr)
@@ -261,4 +271,50 @@ func TestE2E_createWithStaticAddressesAndNICsPrintsTheAddresses(t *testing.T) {
 	require.Equal(t, exitOK, got.code, got.stderr)
 	assert.Regexp(t, `(?m)^ipv6\s+2001:db8::10$`, got.stdout)
 	assert.Regexp(t, `(?m)^addresses\s+192\.0\.2\.10/24 2001:db8::10/64$`, got.stdout)
+}
+
+// noteWithin runs the CLI with args until it says on stderr that no worker polls, which it must
+// within limit, and returns what it said.
+func (s *e2e) noteWithin(limit time.Duration, args ...string) string {
+	s.t.Helper()
+	env := map[string]string{}
+	for _, kv := range s.env() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncbuf.Buffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, append([]string{"--task-queue", s.taskQueue}, args...), func(k string) string { return env[k] }, io.Discard, &stderr)
+	}()
+	assert.Eventually(s.t, func() bool { return strings.Contains(stderr.String(), ", but no worker polls task queue ") },
+		limit, 50*time.Millisecond, "%v says within %s that no worker polls; stderr: %s", args, limit, &stderr)
+	cancel()
+	<-exited
+	return stderr.String()
+}
+
+// The first of issue 34: a worker killed a moment ago is still listed as a poller for a minute,
+// yet a waiting command says within about 2 s that none polls, before the entity has run
+// too, and result waits for a create the entity has yet to start, then prints it.
+func TestE2E_withTheWorkerKilledWaitingCommandsSaySoWithinSeconds(t *testing.T) {
+	s := newE2E(t, "e2e-killed")
+	w, _ := s.startSimulatorWorker()
+	const uid = "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f"
+	require.Equal(t, exitNotFound, s.pveflow("get", "--uid", uid).code, "a worker answers")
+	w.kill(t)
+
+	created := s.noteWithin(3*time.Second, "create", "--uid", uid, "--image", "debian13", "--machine-type", "small", "--wait")
+	got := s.noteWithin(3*time.Second, "get", "--uid", uid)
+	waited := s.noteWithin(3*time.Second, "result", "--uid", uid)
+	s.startSimulatorWorker()
+	res := s.pveflow("result", "--uid", uid)
+
+	note := `(?m)^pveflow: waiting for %s, but no worker polls task queue e2e-killed: none took its workflow task, the last poll was \d+s ago$`
+	assert.Regexp(t, fmt.Sprintf(note, "the create of proxy "+uid), created)
+	assert.Regexp(t, fmt.Sprintf(note, "get proxy "+uid), got)
+	assert.Regexp(t, fmt.Sprintf(note, "the create of proxy "+uid), waited)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Regexp(t, createdRE, res.stdout)
 }

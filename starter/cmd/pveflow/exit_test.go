@@ -125,6 +125,7 @@ func TestRun_exitCodes(t *testing.T) {
 			"check":         {"check"},
 			"gc --dry-run":  {"gc", "--all", "--dry-run"},
 			"demo":          {"demo"},
+			"rollout":       {"rollout", "--uid", "nobody-rolls", "--machine-type", "small", "--max-unavailable", "1"},
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
@@ -136,7 +137,7 @@ func TestRun_exitCodes(t *testing.T) {
 				}()
 
 				assert.Eventually(t, func() bool { return strings.Contains(stderr.String(), "but no worker polls task queue "+queue) },
-					5*time.Second, 50*time.Millisecond, "stderr: %s", &stderr)
+					3*time.Second, 50*time.Millisecond, "stderr: %s", &stderr)
 				cancel()
 				<-exited
 				assert.Regexp(t, `(?m)^pveflow: waiting for \S.*, but no worker polls task queue no-worker$`, stderr.String())

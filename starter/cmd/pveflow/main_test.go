@@ -445,3 +445,11 @@ func TestPrintChanged_saysWhatChangedAndWhetherTheGuestRestarted(t *testing.T) {
 		})
 	}
 }
+
+func TestRequestText_saysWhatTheRequestWaitsFor(t *testing.T) {
+	create := &workflows.OperationRecord{Kind: workflows.OpCreate}
+
+	assert.Equal(t, "create, answered when the create that runs ends", requestText(workflows.PendingRequest{Kind: workflows.OpCreate, Served: true}, create))
+	assert.Equal(t, "change, waiting for the create that runs to end", requestText(workflows.PendingRequest{Kind: workflows.OpChange}, create))
+	assert.Equal(t, "delete, waiting for its operation to start", requestText(workflows.PendingRequest{Kind: workflows.OpDelete}, nil))
+}

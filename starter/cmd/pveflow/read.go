@@ -91,8 +91,8 @@ func (c *cli) lsCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "ls",
 		Short: "The VMs on the cluster that carry pveflow's mark",
-		Long: `Lists the VMs on the Proxmox cluster that carry pveflow's mark: provider ID, node, status (from
-PVE's status cache, which lags by seconds), UID and creation time. It runs the ListProxies
+		Long: `Lists the VMs on the Proxmox cluster that carry pveflow's mark: provider ID, node, VM status
+(from PVE's status cache, which lags by seconds), UID and creation time. It runs the ListProxies
 workflow: one cluster resources read, and one config read per VM with pveflow's tag or name.
 A VM whose config cannot be read is skipped and named on stderr. (list lists workflows.)`,
 		Args: noArgs,
@@ -122,7 +122,8 @@ func (c *cli) ls(ctx context.Context) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROVIDER ID\tNODE\tSTATUS\tUID\tCREATED")
+	// VM STATUS is the VM's, not its proxy entity's (list's ENTITY).
+	fmt.Fprintln(tw, "PROVIDER ID\tNODE\tVM STATUS\tUID\tCREATED")
 	for _, p := range res.Proxies {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.ProviderID, p.Node, p.Status, orDash(p.UID), timeOrDash(p.CreatedAt))
 	}

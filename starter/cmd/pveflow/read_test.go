@@ -74,7 +74,7 @@ func TestRun_readCommands(t *testing.T) {
 		code, stdout, stderr := runCLI(env, "ls")
 
 		require.Equal(t, exitOK, code, stderr)
-		assert.Regexp(t, `PROVIDER ID +NODE +STATUS +UID +CREATED\n`+providerID+` +pve1 +running +`+readUID, stdout)
+		assert.Regexp(t, `PROVIDER ID +NODE +VM STATUS +UID +CREATED\n`+providerID+` +pve1 +running +`+readUID, stdout)
 	})
 	t.Run("check", func(t *testing.T) {
 		code, stdout, stderr := runCLI(env, "check")

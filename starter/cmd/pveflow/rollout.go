@@ -135,7 +135,7 @@ func (e rolloutPaused) Error() string {
 }
 
 // followRollout shows how the rollout id gets on, a line on stderr each time it moves, until it
-// ends or pauses, and prints its status.
+// ends or pauses, and prints its status; it says so when no live worker polls its task queue.
 func (c *cli) followRollout(ctx context.Context, id string) error {
 	type outcome struct {
 		st  workflows.RolloutStatus
@@ -149,12 +149,21 @@ func (c *cli) followRollout(ctx context.Context, id string) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	last := ""
+	note := noWorkerNote{what: "rollout " + id, line: &progressLine{w: c.stderr}, start: time.Now()}
 	for {
-		// A status that cannot be had now (no worker answers yet) is asked again at the next tick.
 		qctx, cancel := context.WithTimeout(ctx, progressTimeout)
-		st, err := c.starter.RolloutStatus(qctx, id)
-		cancel()
+		w, err := c.starter.WorkflowWorkers(qctx, id)
 		if err == nil {
+			note.judge(w)
+		}
+		// A status that cannot be had now (no live worker to answer) is asked again at the next
+		// tick.
+		var st workflows.RolloutStatus
+		if err == nil && w.Live() {
+			st, err = c.starter.RolloutStatus(qctx, id)
+		}
+		cancel()
+		if err == nil && w.Live() {
 			if line := rolloutLine(st); line != last {
 				c.say("%s", line)
 				last = line

@@ -21,8 +21,10 @@ Kubernetes UIDs, ULIDs, UUIDs and object names up to 128 characters fit. Any oth
 usage error.
 
 While it waits, pveflow shows the operation's phase, step, elapsed time and the attempt of the
-current wait on stderr, and says so when no worker polls the task queue. The user-data file is
-sent to the workflow and never printed.`
+current wait on stderr, and says so within about two seconds when no live worker polls the task
+queue: one that Temporal still lists but that took no due task of the workflow waited for (the
+proxy's, its operation's or the read's) is none. The user-data file is sent to the workflow and
+never printed.`
 
 // environmentHelp is the environment pveflow reads, at the end of `pveflow help`.
 const environmentHelp = `Environment, as for the temporal CLI:
