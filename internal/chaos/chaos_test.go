@@ -277,15 +277,7 @@ func workerConfig(url, simDir string) string {
 	// JSON is YAML, and the config's JSON names are its YAML keys.
 	types, _ := json.Marshal(machineTypes)
 	pools, _ := json.Marshal(map[string]config.AddressPool{poolName: pool})
-	return fmt.Sprintf(`proxmox:
-  url: %s
-  caFile: %q
-  tokenFile: %q
-  nodes: [pve1]
-  isoStorage: local
-  storage: local-lvm
-  templates: {debian13: {vmid: 9000}}
-  machineTypes: %s
+	return simCluster(url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token")) + fmt.Sprintf(`  machineTypes: %s
   addressPools: %s
   requestTimeoutSeconds: 5
   calls: {perSecond: 20, concurrency: 6}
@@ -293,12 +285,19 @@ clones: {perStorage: %d}
 budgets: {clone: 3m, upload: 1m, resize: 1m, start: 1m, stop: 1m, destroy: 2m, running: 1m, agent: 2m, unlock: 2m, request: 10s}
 poll: {initialInterval: 500ms, backoffCoefficient: 1.3, maximumInterval: 3s}
 entity: {checkInterval: 1m, checkJitter: 15s, closeAfter: 20s}
-`, url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token"), types, pools, perStorage)
+`, types, pools, perStorage)
 }
 
 // shippedConfig is a default install's configuration of the simulator's cluster: its address,
 // nodes, storages, template and a machine type, and nothing else.
 func shippedConfig(url, simDir string) string {
+	return simCluster(url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token")) +
+		"  machineTypes: {small: {cores: 2, memoryMiB: 2048, diskGiB: 10}}\n"
+}
+
+// simCluster is the proxmox section's start for the simulator's default cluster at url: one
+// node, its ISO and disk storages, the template.
+func simCluster(url, caFile, tokenFile string) string {
 	return fmt.Sprintf(`proxmox:
   url: %s
   caFile: %q
@@ -307,8 +306,7 @@ func shippedConfig(url, simDir string) string {
   isoStorage: local
   storage: local-lvm
   templates: {debian13: {vmid: 9000}}
-  machineTypes: {small: {cores: 2, memoryMiB: 2048, diskGiB: 10}}
-`, url, filepath.Join(simDir, "ca.pem"), filepath.Join(simDir, "token"))
+`, url, caFile, tokenFile)
 }
 
 // between draws a duration in [lo, hi) from src.

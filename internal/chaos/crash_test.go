@@ -463,22 +463,14 @@ func callNames(calls []pvesim.Call) []string {
 // for a lost workflow task and a lost activity attempt, attempts that outlast crashHold, and
 // quick polls.
 func crashWorkerConfig(srv *simserver.Server) string {
-	return fmt.Sprintf(`proxmox:
-  url: %s
-  caFile: %q
-  tokenFile: %q
-  nodes: [pve1]
-  isoStorage: local
-  storage: local-lvm
-  templates: {debian13: {vmid: 9000}}
-  machineTypes:
+	return simCluster(srv.URL(), srv.CAFile(), srv.TokenFile()) + `  machineTypes:
     small: {cores: 2, memoryMiB: 2048, diskGiB: 10}
     large: {cores: 4, memoryMiB: 4096, diskGiB: 10}
   requestTimeoutSeconds: 20
 budgets: {clone: 2m, upload: 1m, resize: 1m, start: 1m, stop: 1m, destroy: 1m, running: 1m, agent: 1m, unlock: 1m, request: 15s}
 poll: {initialInterval: 200ms, backoffCoefficient: 1.5, maximumInterval: 1s}
 entity: {checkInterval: 0s, closeAfter: 1m}
-`, srv.URL(), srv.CAFile(), srv.TokenFile())
+`
 }
 
 // marked lists the VMs that carry uid's mark.
