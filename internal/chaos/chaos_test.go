@@ -836,6 +836,16 @@ func (r *run) fail(format string, args ...any) {
 	r.failures = append(r.failures, fmt.Sprintf(format, args...))
 }
 
+// mustNotHaveFailed fails the run's test at once with what failed in the run, if anything did.
+func (r *run) mustNotHaveFailed() {
+	r.mu.Lock()
+	failures := slices.Clone(r.failures)
+	r.mu.Unlock()
+	if len(failures) > 0 {
+		r.t.Fatalf("the run failed: %v", failures)
+	}
+}
+
 // simState reads the simulator's state.
 func (r *run) simState() pvesim.State {
 	resp, err := http.Get(r.stateURL)

@@ -70,12 +70,7 @@ func BenchmarkShipped_hundredProxiesCreatedAndDeletedAtOnce(b *testing.B) {
 			asShipped.proxies, took.Round(time.Millisecond), took.Seconds()/floor.Seconds(), floor, st.Calls,
 			float64(st.Calls)/float64(asShipped.proxies), float64(st.Calls)/took.Seconds(), perSecond, use.busy, use.turnP50)
 		assert.Empty(b, proxiesLeft(st), "VMs left after every delete")
-		r.mu.Lock()
-		failures := slices.Clone(r.failures)
-		r.mu.Unlock()
-		if len(failures) > 0 {
-			b.Fatalf("the run failed: %v", failures)
-		}
+		r.mustNotHaveFailed()
 	}
 }
 

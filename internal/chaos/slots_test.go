@@ -58,12 +58,7 @@ func BenchmarkChaos_cloneSlotsBusyUnderWorkerKills(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "s/creates")
 		b.Logf("%d creates in %s under %d worker kills: slots busy %.2f of the time while creates queued; a slot's turn p50 %s, longest %s; a clone's end seen %s late (p50); %d clone tasks",
 			slots.proxies, took.Round(time.Millisecond), r.workerKills, use.busy, use.turnP50, use.turnMax, use.lateP50, use.clones)
-		r.mu.Lock()
-		failures := slices.Clone(r.failures)
-		r.mu.Unlock()
-		if len(failures) > 0 {
-			b.Fatalf("the run failed: %v", failures)
-		}
+		r.mustNotHaveFailed()
 	}
 }
 
