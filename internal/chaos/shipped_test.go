@@ -30,7 +30,7 @@ var asShipped = scenario{workers: 1, proxies: 100, taskScale: 1, shipped: true}
 // fleet's time against the floor of the simulator's task times (the clones four at a time, then
 // the last proxy's other tasks and its delete's), the Proxmox requests a proxy cost, and the
 // share of the cap's rate the fleet's requests used over its time: near 1, the cap bounded the
-// fleet, not the clone slots. One run: five minutes or more.
+// fleet, not the clone slots. One run: two and a half minutes.
 func BenchmarkShipped_hundredProxiesCreatedAndDeletedAtOnce(b *testing.B) {
 	defaults := config.Default()
 	perStorage, perSecond := defaults.Clones.PerStorage, defaults.Proxmox.Calls.PerSecond
