@@ -18,12 +18,27 @@ const browser = spawn(chromium, [
   `--user-data-dir=${profile}`, "--remote-debugging-port=0", "about:blank",
 ], { stdio: ["ignore", "ignore", "pipe"] });
 
-function fail(message) {
+const exited = new Promise((resolve) => browser.on("exit", resolve));
+
+// close stops Chromium and removes its profile, which its helpers may write to for a moment
+// after it exited.
+async function close() {
+  browser.kill();
+  await exited;
+  await new Promise((r) => setTimeout(r, 1000));
+  try {
+    rmSync(profile, { recursive: true, force: true });
+  } catch (err) {
+    console.error(`screenshot: ${profile} is left: ${err.message}`);
+  }
+}
+
+async function fail(message) {
   console.error(`screenshot: ${message}`);
   process.exitCode = 1;
-  browser.kill();
+  await close();
+  process.exit();
 }
-browser.on("exit", () => rmSync(profile, { recursive: true, force: true }));
 
 const endpoint = await new Promise((resolve, reject) => {
   let log = "";
@@ -34,7 +49,6 @@ const endpoint = await new Promise((resolve, reject) => {
   });
   browser.on("exit", () => reject(new Error(`chromium exited before it listened: ${log}`)));
 }).catch((err) => fail(err.message));
-if (!endpoint) process.exit();
 
 // The page's own endpoint: the browser's address with /devtools/page/<target>.
 const { port } = new URL(endpoint);
@@ -66,8 +80,7 @@ for (;;) {
   shown = res.result?.result?.value ?? "";
   if (texts.every((t) => shown.includes(t))) break;
   if (Date.now() > deadline) {
-    fail(`${url} did not show ${JSON.stringify(texts.filter((t) => !shown.includes(t)))} within a minute; it shows:\n${shown.slice(0, 2000)}`);
-    process.exit();
+    await fail(`${url} did not show ${JSON.stringify(texts.filter((t) => !shown.includes(t)))} within a minute; it shows:\n${shown.slice(0, 2000)}`);
   }
   await new Promise((r) => setTimeout(r, 500));
 }
@@ -76,5 +89,5 @@ await new Promise((r) => setTimeout(r, 2000));
 const shot = await send("Page.captureScreenshot", { format: "png" });
 writeFileSync(out, Buffer.from(shot.result.data, "base64"));
 ws.close();
-browser.kill();
+await close();
 console.log(out);

@@ -3,10 +3,10 @@
 # Debian's headless Chromium driven by Node over the DevTools protocol (internal/demo/screenshot.mjs;
 # apt-get install chromium nodejs jq). Only the UI on 127.0.0.1:8233 and its codec server are called.
 #   internal/demo/screenshot.sh stalled [DIR]
-#       under `make run-stalled`: the stalled create's Pending Activities as DIR/stalled-clone.png
-#       and its proxy's entity page as DIR/stalled-entity.png (DIR defaults to docs: the
-#       screenshots docs/operations.md shows). Wait a minute after the stack is up, so that the
-#       wait has a few attempts and its last failure to show.
+#       under `make run-stalled`: the stalled create's Pending Activities as DIR/stalled-clone.png,
+#       its timeline as DIR/stalled-timeline.png and its proxy's entity's current details as
+#       DIR/stalled-entity.png (DIR defaults to docs: the screenshots docs/operations.md shows).
+#       Wait a minute or two after the stack is up, so that the wait has attempts to show.
 #   internal/demo/screenshot.sh page UI-PATH OUT.png [TEXT...]
 #       any page, e.g. namespaces/default/workflows, once it shows every TEXT.
 set -euo pipefail
@@ -39,12 +39,16 @@ stalled)
     echo "no create runs: start make run-stalled first" >&2
     exit 1
   fi
-  run=$(api "workflows/$(jq -rn --arg id "$create" '$id | @uri')" | jq -r .workflowExecutionInfo.execution.runId)
   entity=${create%/create}
-  shot "namespaces/default/workflows/$(jq -rn --arg id "$create" '$id | @uri')/$run/pending-activities" \
-    "$dir/stalled-clone.png" "still running on node" "wait for clone"
-  shot "namespaces/default/workflows/$(jq -rn --arg id "$entity" '$id | @uri')" \
-    "$dir/stalled-entity.png" "what it waits for shows on its page"
+  # uri ID: the workflow ID as one segment of the UI's paths; run ID: its running run.
+  uri() { jq -rn --arg id "$1" '$id | @uri'; }
+  run() { api "workflows/$(uri "$1")" | jq -r .workflowExecutionInfo.execution.runId; }
+  shot "namespaces/default/workflows/$(uri "$create")/$(run "$create")/pending-activities" \
+    "$dir/stalled-clone.png" "still running on node" "TaskStatus"
+  shot "namespaces/default/workflows/$(uri "$create")" "$dir/stalled-timeline.png" "wait for clone"
+  # The current details are Markdown, which the UI renders in a frame of its own.
+  shot "namespaces/default/workflows/$(uri "$entity")/$(run "$entity")/user-metadata" \
+    "$dir/stalled-entity.png" "Current Details"
   ;;
 page)
   [ $# -ge 3 ] || { echo "usage: $0 page UI-PATH OUT.png [TEXT...]" >&2; exit 2; }
