@@ -40,15 +40,20 @@ async function fail(message) {
   process.exit();
 }
 
-const endpoint = await new Promise((resolve, reject) => {
-  let log = "";
-  browser.stderr.on("data", (chunk) => {
-    log += chunk;
-    const m = log.match(/DevTools listening on (ws:\/\/\S+)/);
-    if (m) resolve(m[1]);
+let endpoint;
+try {
+  endpoint = await new Promise((resolve, reject) => {
+    let log = "";
+    browser.stderr.on("data", (chunk) => {
+      log += chunk;
+      const m = log.match(/DevTools listening on (ws:\/\/\S+)/);
+      if (m) resolve(m[1]);
+    });
+    browser.on("exit", () => reject(new Error(`chromium exited before it listened: ${log}`)));
   });
-  browser.on("exit", () => reject(new Error(`chromium exited before it listened: ${log}`)));
-}).catch((err) => fail(err.message));
+} catch (err) {
+  await fail(err.message);
+}
 
 // The page's own endpoint: the browser's address with /devtools/page/<target>.
 const { port } = new URL(endpoint);
