@@ -421,15 +421,18 @@ func TestClientOptions_codecKeyFileGivesConvertersThatEncrypt(t *testing.T) {
 	assert.Equal(t, "password: "+sentinel, back)
 }
 
-func TestClientOptions_codecKeyFileEncryptsFailureMessages(t *testing.T) {
+func TestClientOptions_codecKeyFileLeavesFailureMessagesPlainAndEncryptsDetails(t *testing.T) {
 	path, _ := writeKeyFile(t)
 	opts, err := clientOptions(t, map[string]string{"PVEFLOW_CODEC_KEY_FILE": path})
 	require.NoError(t, err)
 
-	f := opts.FailureConverter.ErrorToFailure(temporal.NewApplicationError("cloud-init rejected: "+sentinel, "Permanent"))
+	f := opts.FailureConverter.ErrorToFailure(temporal.NewApplicationError("clone task still running", "TaskRunning", "password: "+sentinel))
 
-	assert.Equal(t, "Encoded failure", f.GetMessage())
-	assert.Equal(t, "binary/encrypted", string(f.GetEncodedAttributes().GetMetadata()["encoding"]))
+	assert.Equal(t, "clone task still running", f.GetMessage())
+	details := f.GetApplicationFailureInfo().GetDetails().GetPayloads()
+	require.Len(t, details, 1)
+	assert.Equal(t, "binary/encrypted", string(details[0].GetMetadata()["encoding"]))
+	assert.NotContains(t, string(details[0].GetData()), sentinel)
 }
 
 func TestClientOptions_withoutCodecKeyFilePayloadsArePlainAndEncryptedOnesSaySo(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -162,12 +163,39 @@ func (c *Client) request(ctx context.Context, r *Request, update string, arg any
 		return nil, fmt.Errorf("send %s of proxy %s to %s: %w", r.Kind, r.UID, workflows.ProxyWorkflowID(r.UID), err)
 	}
 	if err := refusal(handle); err != nil {
-		return nil, refused{rejection{r, err}, ErrRejected}
+		return nil, refused{rejection{r, c.entityFailure(ctx, start, err)}, ErrRejected}
 	}
 	r.UpdateID = handle.UpdateID()
 	r.handle = handle
 	return r, nil
 }
+
+// entityFailure is the failure of the entity that refused a request with err "unknown update":
+// an entity that failed in its first task, before it took any request, such as one whose
+// worker cannot read its input (written without the worker's codec key, or with another): the
+// SDK refuses the request so, and the entity's failure says why. Any other refusal, or an
+// entity that has not failed within entityFailureWait, is err.
+func (c *Client) entityFailure(ctx context.Context, start client.WithStartWorkflowOperation, err error) error {
+	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+	if !ok || !strings.HasPrefix(appErr.Message(), "unknown update ") {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, entityFailureWait)
+	defer cancel()
+	run, startErr := start.Get(ctx)
+	if startErr != nil {
+		return err
+	}
+	failed, ok := errors.AsType[*temporal.ApplicationError](c.temporal.GetWorkflow(ctx, run.GetID(), run.GetRunID()).Get(ctx, nil))
+	if !ok {
+		return err
+	}
+	return failed
+}
+
+// entityFailureWait is how long entityFailure waits for a refusing entity's outcome: its
+// first task has ended by the time it refused.
+const entityFailureWait = 5 * time.Second
 
 // rejection is a request the entity refused with err: one line, its validator's message
 // without the request it names again and without the causes the SDK appends.

@@ -124,9 +124,9 @@ type Option func(*Client)
 
 // WithDataConverter tells the Client the data converter its Temporal client was made with (the
 // DataConverter of the options ClientOptions returns), so that Progress can decrypt the last
-// failure of a pending activity when PVEFLOW_CODEC_KEY_FILE encrypts failure messages: the SDK
-// decodes workflow results and errors itself, but not what DescribeWorkflowExecution returns. A
-// nil dc is the SDK's default.
+// failure of a pending activity whose message a worker before pveflow left failure messages
+// plain encrypted: the SDK decodes workflow results and errors itself, but not what
+// DescribeWorkflowExecution returns. A nil dc is the SDK's default.
 func WithDataConverter(dc converter.DataConverter) Option {
 	return func(c *Client) {
 		if dc != nil {
@@ -325,8 +325,8 @@ type Wait struct {
 	// ActivityAttempt is the attempt of the pending activity, 0 when none is pending.
 	ActivityAttempt int32 `json:"activityAttempt,omitempty"`
 	// LastFailure is the message of the pending activity's last failed attempt, such as
-	// "clone task UPID:... still running on node pve1 (for 12s)". With payload encryption on,
-	// the Client needs WithDataConverter to decrypt it; without, it reads "Encoded failure".
+	// "clone task UPID:... still running on node pve1 (for 12s)": plain with payload encryption
+	// on too (codec.Converters).
 	LastFailure string `json:"lastFailure,omitempty"`
 	// NextAttempt is when the pending activity is tried again, zero when it is not waiting
 	// for a retry.
@@ -551,7 +551,8 @@ var activityStates = map[enumspb.PendingActivityState]string{
 }
 
 // failureMessage is f's message, decrypted when a failure converter with EncodeCommonAttributes
-// (PVEFLOW_CODEC_KEY_FILE's) left "Encoded failure" in its place. A message c's data converter
+// (a worker's with PVEFLOW_CODEC_KEY_FILE, before codec.Converters left messages plain) left
+// "Encoded failure" in its place. A message c's data converter
 // cannot decrypt reads as the converter's reason: which key it needs, and what to set.
 func (c *Client) failureMessage(f *failurepb.Failure) string {
 	if f.GetEncodedAttributes() == nil {

@@ -58,8 +58,9 @@ TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_C
 TEMPORAL_PROFILE chooses in TEMPORAL_CONFIG_FILE (default the temporal CLI's).
 
 PVEFLOW_CODEC_KEY_FILE names the key file of the payload codec: when set, workflow and activity
-inputs and results (cloud-init user-data among them) and failure messages are encrypted in
-Temporal's history. The starters and the codec server must use the same file.
+inputs and results (cloud-init user-data among them) are encrypted in Temporal's history;
+failure messages stay plain, carrying no secret. The starters and the codec server must use
+the same file.
 
 OTEL_TRACES_EXPORTER (otlp, console or none), OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL
 (grpc or http/protobuf) and OTEL_SERVICE_NAME (default pveflow-worker) export the worker's spans,

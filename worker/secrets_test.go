@@ -35,7 +35,8 @@ const (
 // level with the payload codec on: a proxy created and deleted with a secret in its user-data,
 // then a create whose token Proxmox refuses. Neither the user-data's secret, the accepted
 // token's secret nor the refused one is in any log line, in the errors the starter returns, or
-// in any event of the histories as the server stores them.
+// in any event of the histories as the server stores them: payloads are encrypted there, and
+// failure messages plain (codec.Converters), which the refusal's shows.
 func TestSecrets_userDataAndTokenAppearInNoLogErrorOrHistory(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "codec.key")
 	require.NoError(t, codec.WriteNewKeyFile(keyFile, "k1"))
@@ -126,6 +127,10 @@ func TestSecrets_userDataAndTokenAppearInNoLogErrorOrHistory(t *testing.T) {
 	}
 	assert.Contains(t, logs.String(), `"level":"DEBUG"`, "the worker logged at debug level")
 	assert.Contains(t, errs[0], "401", "the refusal says what Proxmox answered")
+	refusal := histories[2]
+	assert.Contains(t, refusal, "401", "the refusal's failure message is plain in its history")
+	assert.NotContains(t, refusal, "Encoded failure")
+	assert.Contains(t, refusal, "binary/encrypted", "the refused create's payloads are encrypted")
 }
 
 // writeSimConfig writes a worker configuration for sim's default cluster with tokenFile.

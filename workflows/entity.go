@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -1166,6 +1167,17 @@ func (e *entity) watch(vmid int) {
 	e.st.Watched = vmid
 }
 
+// opLink is what an entity's current details say of the operation that runs, workflowID in
+// namespace: a link to its page in the Web UI, which renders current details as Markdown. Its
+// page shows what it waits for, the step in its current details and the wait with its attempt
+// and last failure under Pending Activities, which the entity cannot know without costing both
+// histories a signal at every step. The link is relative to the UI's address, which no worker
+// knows.
+func opLink(namespace, workflowID string) string {
+	return fmt.Sprintf("what it waits for shows on its page: [%s](/namespaces/%s/workflows/%s)",
+		workflowID, url.PathEscape(namespace), url.PathEscape(workflowID))
+}
+
 // phase is the proxy's phase as its status and ProxyPhase say.
 func (e *entity) phase() string {
 	if e.op != nil {
@@ -1195,7 +1207,7 @@ func (e *entity) publish() {
 	phase := e.phase()
 	details := phase
 	if e.op != nil {
-		details += fmt.Sprintf(": %s (%s), see %s", e.op.rec.Kind, e.op.rec.Reason, e.op.rec.WorkflowID)
+		details += fmt.Sprintf(": %s (%s), %s", e.op.rec.Kind, e.op.rec.Reason, opLink(workflow.GetInfo(e.ctx).Namespace, e.op.rec.WorkflowID))
 	}
 	workflow.SetCurrentDetails(e.ctx, details)
 	// An upsert is an event in history: one per change, not one per check.

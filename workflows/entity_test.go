@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -81,6 +82,15 @@ func (p *proxyEntity) run() workflows.ProxyStatus {
 	return st
 }
 
+// details are the entity's current details, as the UI reads them.
+func (p *proxyEntity) details() string {
+	v, err := p.env.QueryWorkflow("__temporal_workflow_metadata")
+	require.NoError(p.t, err)
+	var md sdkpb.WorkflowMetadata
+	require.NoError(p.t, v.Get(&md))
+	return md.GetCurrentDetails()
+}
+
 // status asks the entity for its status.
 func (p *proxyEntity) status() workflows.ProxyStatus {
 	v, err := p.env.QueryWorkflow(workflows.StatusQuery)
@@ -127,6 +137,22 @@ func TestProxy_createThenDeleteLeavesNothing(t *testing.T) {
 	assert.Equal(t, workflows.ProxyAbsent, st.Phase)
 	assert.Empty(t, w.vms())
 	assert.Empty(t, w.isos())
+}
+
+// While a create runs, the entity's current details (what the UI shows on its page) link to
+// the create's page, where its wait shows: the entity cannot know the wait without a signal.
+func TestProxy_detailsLinkToTheRunningOperationsPage(t *testing.T) {
+	w := newWorld(t)
+	p := newProxyEntity(t, w)
+	p.request(0, workflows.CreateUpdate, "create", createInput())
+	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+	var during string
+	p.at(20*time.Second, func() { during = p.details() }) // the clone takes 45 s
+
+	p.run()
+
+	assert.Equal(t, "creating: create (requested), what it waits for shows on its page: "+
+		"[proxy/"+uid+"/create](/namespaces/default-test-namespace/workflows/proxy%2F"+uid+"%2Fcreate)", during)
 }
 
 func TestProxy_deleteWhileCloningStopsTheCreateAndLeavesNothing(t *testing.T) {

@@ -4,7 +4,12 @@ import (
 	"time"
 
 	"github.com/pveflow/pveflow/activities"
+	"github.com/pveflow/pveflow/internal/config"
 )
+
+// WaitAttempts is the MaximumAttempts of a wait within budget, which the test environment does
+// not show its activities (their activity.Info has no retry policy).
+func WaitAttempts(budget time.Duration, p config.Poll) int32 { return attemptsWithin(budget, p) }
 
 // ReconciledPool is what the reconcile Update does to a pool's state st at now: the tests'
 // stand-in for the AddressPool workflows answers with it.

@@ -194,13 +194,13 @@ func heartbeatTimeout(attempt time.Duration) time.Duration {
 // heartbeat is never late.
 const maxHeartbeatTimeout = 3 * time.Second
 
-// attemptsWithin bounds the attempts a wait starts within budget, plus one, so the budget and
-// not the attempt count is what ends a wait: no attempt comes sooner than InitialInterval after
-// the one before, whether the retry policy or the wait's pace (activities.Pace) spaces them, and
-// whatever the clocks of the worker and the server say, but for the looks a pace gathers around
-// an expected end (config.ExpectedLooks).
+// attemptsWithin is a wait's MaximumAttempts: the looks that fit into budget at its pace
+// (config.Poll.LooksWithin), those gathered around an expected end, and one more, so the budget
+// and not the attempt count is what ends a wait. The UI shows it as the attempt's "of N": a
+// count the wait can reach, where budget/InitialInterval (602 for a clone's 10 minutes) told a
+// stalled clone's reader that hundreds of looks were left when fifty were.
 func attemptsWithin(budget time.Duration, p config.Poll) int32 {
-	return int32(min(budget/p.InitialInterval, 1<<20)) + 2 + config.ExpectedLooks
+	return int32(p.LooksWithin(budget) + config.ExpectedLooks + 1)
 }
 
 // pace is the pace of a wait whose first look is now: the run's poll settings.

@@ -1,13 +1,17 @@
 package workflows_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 
+	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -32,6 +36,31 @@ func TestCreate_aWaitOutOfBudgetFailsTransientAndANewStartResumesOnTheSameVM(t *
 	assert.Equal(t, cloned[0].VMID, res.VMID)
 	assert.Len(t, w.vms(), 1)
 	assert.Equal(t, 1, w.cluster.CallCount("Clone"))
+}
+
+// A stalled clone's wait shows in the UI as "Attempt n of MaximumAttempts": the maximum is what
+// the wait can reach within its budget, a few looks more than it makes, not budget/interval
+// (602 for 10 minutes) of which it makes a tenth.
+func TestCreate_aStalledClonesAttemptMaximumFitsItsBudget(t *testing.T) {
+	w := newWorld(t, func(o *pvesim.Options) {
+		o.TaskDurations = map[string]time.Duration{"qmclone": time.Hour}
+	})
+	w.cfg.Budgets.Clone = 10 * time.Minute
+	env := w.env()
+	var made int32
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == "TaskStatus" {
+			made = max(made, info.Attempt)
+		}
+	})
+	maximum := workflows.WaitAttempts(w.cfg.Budgets.Clone, w.cfg.Poll)
+
+	w.runOp(env, workflows.CreateProxyName, createInput())
+
+	require.Error(t, env.GetWorkflowError())
+	assert.Equal(t, workflows.FailTransient, failureType(t, env.GetWorkflowError()))
+	assert.Greater(t, maximum, made, "the budget, not the attempt count, ended the wait")
+	assert.LessOrEqual(t, maximum, made+config.ExpectedLooks+2, "the maximum is what the budget lets the wait reach")
 }
 
 // Every task a create waits for is seen to have ended within a fifth of its duration or a

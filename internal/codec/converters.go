@@ -40,17 +40,24 @@ func (e *payloadError) Error() string { return "payload " + e.problem }
 //     It refuses to decode a payload that is not encrypted ("binary/null" aside, which holds
 //     nothing): a worker with a key would otherwise run a workflow whose input (user-data and
 //     its passwords) a client without the key stored in clear, and say nothing.
-//   - fc is the SDK's default failure converter over dc with EncodeCommonAttributes on: a
-//     failure's message and stack trace go into its encoded attributes, and the history shows
-//     "Encoded failure" in their place. An error that comes of a payload dc cannot read (the
-//     workflow's input, refused) fails Permanent and non-retryable, and a failure encrypted
-//     with a key c lacks reads as one line naming the key and the key file.
+//   - fc is the SDK's default failure converter over dc, with a failure's message and stack
+//     trace left plain (EncodeCommonAttributes off) and its details, payloads, encrypted. A
+//     failure's message is what the Web UI shows first of a pending activity's last failure and
+//     of a failed workflow; encrypted, it reads "Encoded failure" there, the real text nested
+//     below. pveflow's messages carry no secret by design: they name the task, the node, the VM
+//     and what Proxmox answered, never the token or the user-data (ValidateUserData gives its
+//     size only), which worker's TestSecrets_userDataAndTokenAppearInNoLogErrorOrHistory and
+//     activities' TestSecrets_neverInLogsErrorsOrResults hold. An error that comes of a payload
+//     dc cannot read (the workflow's input, refused) fails Permanent and non-retryable, and a
+//     failure an earlier worker encrypted with a key c lacks reads as one line naming the key
+//     and the key file.
 //
 // The worker, the starter and everything else that reads or writes pveflow's workflows must
-// use both, with the same keys. The Web UI then shows "Encoded failure" for errors and
-// ciphertext for payloads, unless it is pointed at a codec server (NewHTTPHandler).
+// use both, with the same keys. The Web UI then shows ciphertext for payloads (inputs,
+// results, summaries, current details), unless it is pointed at a codec server
+// (NewHTTPHandler).
 func Converters(c *Codec) (converter.DataConverter, converter.FailureConverter) {
-	return converters(strict{c}, true)
+	return converters(strict{c})
 }
 
 // KeylessConverters returns the data converter and the failure converter of a Temporal client
@@ -59,15 +66,12 @@ func Converters(c *Codec) (converter.DataConverter, converter.FailureConverter) 
 // PVEFLOW_CODEC_KEY_FILE, instead of "payload encoding is not supported" or "Encoded failure".
 // Like Converters, an error that comes of such a payload fails Permanent.
 func KeylessConverters() (converter.DataConverter, converter.FailureConverter) {
-	return converters(keyless{}, false)
+	return converters(keyless{})
 }
 
-func converters(pc converter.PayloadCodec, encrypt bool) (converter.DataConverter, converter.FailureConverter) {
+func converters(pc converter.PayloadCodec) (converter.DataConverter, converter.FailureConverter) {
 	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), pc)
-	fc := temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
-		DataConverter:          dc,
-		EncodeCommonAttributes: encrypt,
-	})
+	fc := temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{DataConverter: dc})
 	return dc, failureConverter{FailureConverter: fc, codec: pc}
 }
 
@@ -131,7 +135,9 @@ func (f failureConverter) ErrorToFailure(err error) *failurepb.Failure {
 // FailureToError reads failure as the default failure converter does, except that the first
 // failure of its chain whose encoded message the codec cannot decrypt reads as the codec's
 // reason (its key ID and what to set), without the causes below it, which the same keys
-// sealed. The default would read it as "Encoded failure".
+// sealed. The default would read it as "Encoded failure". pveflow no longer encrypts failure
+// messages (Converters), but workers before it did, and their failures stay in histories for
+// the namespace's retention.
 func (f failureConverter) FailureToError(failure *failurepb.Failure) error {
 	depth, reason := f.unreadable(failure)
 	if reason == nil {

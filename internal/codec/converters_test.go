@@ -47,16 +47,19 @@ func TestConverters_userDataNotInEncodedBytes(t *testing.T) {
 	assert.NotContains(t, string(wire), "cloud-config")
 }
 
-func TestConverters_failureMessageEncoded(t *testing.T) {
+func TestConverters_failureMessagePlainDetailsEncrypted(t *testing.T) {
 	_, fc := Converters(loadCodec(t, "k1 "+newKey(t)+"\n"))
-	err := temporal.NewApplicationErrorWithCause("cloud-init rejected: "+sentinel, "CloudInit",
-		errors.New("pve said: "+sentinel))
+	err := temporal.NewApplicationErrorWithCause("clone task UPID:pve1:1 still running on node pve1 (for 55s)", "TaskRunning",
+		errors.New("pve said: busy"), "user-data: "+sentinel)
 
 	failure := fc.ErrorToFailure(err)
 
-	assert.Equal(t, "Encoded failure", failure.GetMessage())
-	assert.Equal(t, "Encoded failure", failure.GetCause().GetMessage())
-	assert.Equal(t, "binary/encrypted", string(failure.GetEncodedAttributes().GetMetadata()["encoding"]))
+	assert.Equal(t, "clone task UPID:pve1:1 still running on node pve1 (for 55s)", failure.GetMessage(), "what the UI shows first")
+	assert.Equal(t, "pve said: busy", failure.GetCause().GetMessage())
+	assert.Nil(t, failure.GetEncodedAttributes())
+	details := failure.GetApplicationFailureInfo().GetDetails().GetPayloads()
+	require.Len(t, details, 1)
+	assert.Equal(t, "binary/encrypted", string(details[0].GetMetadata()["encoding"]))
 	wire, merr := proto.Marshal(failure)
 	require.NoError(t, merr)
 	assert.NotContains(t, string(wire), "hunter2")
@@ -126,10 +129,8 @@ func TestConverters_refusedInputFailsPermanent(t *testing.T) {
 
 	assert.Equal(t, "Permanent", failure.GetApplicationFailureInfo().GetType())
 	assert.True(t, failure.GetApplicationFailureInfo().GetNonRetryable())
-	assert.Equal(t, "Encoded failure", failure.GetMessage(), "the message is encrypted as any other")
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, fc.FailureToError(failure), &appErr)
-	assert.Contains(t, appErr.Message(), "unable to decode the workflow function input payload with error: payload not encrypted")
+	assert.Contains(t, failure.GetMessage(), "unable to decode the workflow function input payload with error: payload not encrypted")
+	assert.NotContains(t, failure.GetMessage(), sentinel, "the refusal never quotes the payload")
 }
 
 func TestConverters_applicationErrorOverARefusalKeepsItsType(t *testing.T) {
@@ -172,10 +173,12 @@ func TestKeylessConverters_encryptedPayloadSaysToSetTheKeyFile(t *testing.T) {
 }
 
 // encryptedFailure is the failure of a Permanent error whose message and cause hold sentinel,
-// as a worker with the key file content writes it.
+// as a worker with the key file content wrote it before failure messages were left plain
+// (EncodeCommonAttributes on): such failures stay in histories for the namespace's retention.
 func encryptedFailure(t *testing.T, content string) *failurepb.Failure {
 	t.Helper()
-	_, fc := Converters(loadCodec(t, content))
+	dc, _ := Converters(loadCodec(t, content))
+	fc := temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{DataConverter: dc, EncodeCommonAttributes: true})
 	return fc.ErrorToFailure(temporal.NewNonRetryableApplicationError("cloud-init rejected: "+sentinel, "Permanent",
 		errors.New("pve said: "+sentinel)))
 }

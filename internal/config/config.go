@@ -218,6 +218,29 @@ func (p Poll) NextLook(waited time.Duration) time.Duration {
 	return min(max(time.Duration(math.Round((p.BackoffCoefficient-1)*float64(waited))), p.InitialInterval), p.MaximumInterval)
 }
 
+// LooksWithin is the most looks a wait makes within budget, its first at once: each comes no
+// sooner after the one before than NextLook puts it or, for a look that met backend trouble,
+// than Temporal's retry policy with these fields puts the next attempt
+// (InitialInterval·BackoffCoefficient^(n-1), up to MaximumInterval), whichever is sooner. With
+// the defaults, about 74 in 10 minutes. Looks gathered around an expected end
+// (NextLookExpecting) come on top, ExpectedLooks at most. It is counted by the server's clock:
+// a worker whose clock runs behind it paces its looks a little closer.
+func (p Poll) LooksWithin(budget time.Duration) int {
+	looks, at, retry := 1, time.Duration(0), p.InitialInterval
+	for looks < maxLooks {
+		at += max(min(p.NextLook(at), retry), time.Nanosecond)
+		if at > budget {
+			break
+		}
+		looks++
+		retry = min(time.Duration(float64(retry)*p.BackoffCoefficient), p.MaximumInterval)
+	}
+	return looks
+}
+
+// maxLooks bounds LooksWithin for a budget that is long for its intervals.
+const maxLooks = 1 << 20
+
 // NextLookExpecting is NextLook for a wait whose end is expected after about expected (a clone,
 // from the storage's last clones): it looks at nine tenths of it, then every twentieth of it
 // (every ExpectedLookStep at least) up to six fifths of it, and at NextLook's pace before and

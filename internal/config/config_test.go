@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -636,6 +637,32 @@ func TestPoll_nextLookWithCoefficientOneIsAFixedPeriod(t *testing.T) {
 
 	for _, waited := range []time.Duration{0, time.Second, time.Hour} {
 		assert.Equal(t, 200*time.Millisecond, p.NextLook(waited), "after %s", waited)
+	}
+}
+
+// However a wait's looks mix the pace's spacing and the retry policy's (a look that met backend
+// trouble), it makes no more of them within its budget than LooksWithin, and with the pace
+// alone, as a stalled clone does, exactly as many.
+func TestPoll_looksWithinBoundsEveryMixOfThePaceAndTheRetryPolicy(t *testing.T) {
+	p := Default().Poll
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, budget := range []time.Duration{0, time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute} {
+		looks := func(retried func() bool) int {
+			n, retry := 0, p.InitialInterval
+			for at := time.Duration(0); at <= budget; n++ {
+				if retried() {
+					at += retry
+				} else {
+					at += p.NextLook(at)
+				}
+				retry = min(time.Duration(float64(retry)*p.BackoffCoefficient), p.MaximumInterval)
+			}
+			return n
+		}
+		assert.Equal(t, looks(func() bool { return false }), p.LooksWithin(budget), "the pace alone within %s", budget)
+		for range 100 {
+			assert.LessOrEqual(t, looks(func() bool { return rng.IntN(2) == 0 }), p.LooksWithin(budget), "a mix within %s", budget)
+		}
 	}
 }
 

@@ -1,22 +1,62 @@
 #!/usr/bin/env bash
-# Screenshots the Temporal Web UI of a running `make run` / `make run-stalled` with Debian's
-# headless Chromium (apt-get install chromium), to show a person (or a review) the proxies'
-# workflows: ./internal/demo/screenshot.sh [UI-path] [out.png]
-#   UI-path defaults to the workflow list; e.g. "namespaces/default/workflows/proxy%2F<uid>%2Fcreate"
-#   shows one workflow.
+# Screenshots the Temporal Web UI of a running `make run` / `make run-stalled` in a real browser,
+# Debian's headless Chromium driven by Node over the DevTools protocol (internal/demo/screenshot.mjs;
+# apt-get install chromium nodejs jq). Only the UI on 127.0.0.1:8233 and its codec server are called.
+#   internal/demo/screenshot.sh stalled [DIR]
+#       under `make run-stalled`: the stalled create's Pending Activities as DIR/stalled-clone.png,
+#       its timeline as DIR/stalled-timeline.png and its proxy's entity's current details as
+#       DIR/stalled-entity.png (DIR defaults to docs: the screenshots docs/operations.md shows).
+#       Wait a minute or two after the stack is up, so that the wait has attempts to show.
+#   internal/demo/screenshot.sh page UI-PATH OUT.png [TEXT...]
+#       any page, e.g. namespaces/default/workflows, once it shows every TEXT.
 set -euo pipefail
-path=${1:-namespaces/default/workflows}
-out=${2:-.run/ui.png}
+cd "$(dirname "$0")/../.."
+ui=http://127.0.0.1:8233
 chromium=$(command -v chromium || command -v chromium-browser || true)
-if [ -z "$chromium" ]; then
-  echo "Chromium is not installed: apt-get install chromium" >&2
+if [ -z "$chromium" ] || ! command -v node >/dev/null || ! command -v jq >/dev/null; then
+  echo "Chromium, Node or jq is not installed: apt-get install chromium nodejs jq" >&2
   exit 1
 fi
-profile=$(mktemp -d)
-trap 'rm -rf "$profile"' EXIT
-# The background-networking flags keep Chromium from calling out of this machine.
-"$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
-  --disable-background-networking --disable-component-update --disable-sync \
-  --user-data-dir="$profile" --window-size=1600,1000 --virtual-time-budget=8000 \
-  --screenshot="$(realpath -m "$out")" "http://127.0.0.1:8233/$path" >/dev/null 2>&1
-echo "$out"
+
+# shot PATH OUT TEXT...: the UI's PATH as OUT, once it shows every TEXT.
+shot() {
+  local path=$1 out=$2
+  shift 2
+  NODE_NO_WARNINGS=1 node --experimental-websocket internal/demo/screenshot.mjs "$chromium" "$ui/$path" "$out" "$@"
+}
+
+# api PATH: the UI server's JSON answer for PATH.
+api() {
+  curl -fsS "$ui/api/v1/namespaces/default/$1"
+}
+
+case ${1:-} in
+stalled)
+  dir=${2:-docs}
+  query=$(printf %s 'WorkflowType="CreateProxy" AND ExecutionStatus="Running"' | jq -sRr @uri)
+  create=$(api "workflows?query=$query" | jq -r '.executions[0].execution.workflowId // empty')
+  if [ -z "$create" ]; then
+    echo "no create runs: start make run-stalled first" >&2
+    exit 1
+  fi
+  entity=${create%/create}
+  # uri ID: the workflow ID as one segment of the UI's paths; run ID: its running run.
+  uri() { jq -rn --arg id "$1" '$id | @uri'; }
+  run() { api "workflows/$(uri "$1")" | jq -r .workflowExecutionInfo.execution.runId; }
+  shot "namespaces/default/workflows/$(uri "$create")/$(run "$create")/pending-activities" \
+    "$dir/stalled-clone.png" "still running on node" "TaskStatus"
+  shot "namespaces/default/workflows/$(uri "$create")" "$dir/stalled-timeline.png" "wait for clone"
+  # The current details are Markdown, which the UI renders in a frame of its own.
+  shot "namespaces/default/workflows/$(uri "$entity")/$(run "$entity")/user-metadata" \
+    "$dir/stalled-entity.png" "Current Details"
+  ;;
+page)
+  [ $# -ge 3 ] || { echo "usage: $0 page UI-PATH OUT.png [TEXT...]" >&2; exit 2; }
+  shift
+  shot "$@"
+  ;;
+*)
+  echo "usage: $0 stalled [DIR] | page UI-PATH OUT.png [TEXT...]" >&2
+  exit 2
+  ;;
+esac

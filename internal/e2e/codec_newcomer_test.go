@@ -115,8 +115,9 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 
 		err := createWithSecretThrough(t, cli(t, s, ""), uid)
 
-		requireOneLine(t, err, `the failure's message encrypted with key ID "worker", and PVEFLOW_CODEC_KEY_FILE is not set: `+
-			`set it to the worker's key file (make run: .run/codec.key)`)
+		requireOneLine(t, err, "payload not encrypted, and PVEFLOW_CODEC_KEY_FILE is set here ("+workerKey+"), so it is refused: "+
+			"whoever wrote it, the client that started the workflow most likely, must encrypt too: "+
+			"export PVEFLOW_CODEC_KEY_FILE=<the worker's key file> where it runs (make run: .run/codec.key)")
 		assert.ErrorIs(t, err, starter.ErrRejected, "pveflow exits 3")
 		refusal := workerFailure(t, s, uid)
 		assert.Contains(t, refusal.Message(), "payload not encrypted, and PVEFLOW_CODEC_KEY_FILE is set here ("+workerKey+"), so it is refused")
@@ -137,7 +138,7 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 
 		err := createWithSecretThrough(t, cli(t, s, otherKey), uid)
 
-		requireOneLine(t, err, `the failure's message encrypted with key ID "worker", which PVEFLOW_CODEC_KEY_FILE (`+otherKey+
+		requireOneLine(t, err, `payload encrypted with key ID "other", which PVEFLOW_CODEC_KEY_FILE (`+workerKey+
 			`) does not hold: use the worker's key file`)
 		assert.ErrorIs(t, err, starter.ErrRejected)
 		assert.Contains(t, workerFailure(t, s, uid).Message(),

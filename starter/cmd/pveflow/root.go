@@ -46,9 +46,9 @@ and pveflow's own:
   PVEFLOW_TASK_QUEUE  the default of --task-queue
   PVEFLOW_CODEC_KEY_FILE
                       key file of the payload codec (make one with codec-keygen):
-                      when set, workflow inputs (user-data among them), results and
-                      failure messages are encrypted in Temporal's history. The
-                      worker needs the same file
+                      when set, workflow inputs (user-data among them) and results
+                      are encrypted in Temporal's history; failure messages stay
+                      plain. The worker needs the same file
 and OpenTelemetry's:
   OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL,
   OTEL_SERVICE_NAME (default pveflow-cli)
