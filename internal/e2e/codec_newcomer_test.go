@@ -192,7 +192,8 @@ func TestE2E_aCreateRefusedForWantOfTheKeyLeavesAStatusThatSaysWhy(t *testing.T)
 	assert.Equal(t, workflows.ProxyAbsent, p.Phase, "it never held a proxy")
 	assert.Equal(t, starter.SourceDescribed, p.Source)
 	assert.Equal(t, "the entity is failed: it answers no status query", p.QueryError)
-	assert.Contains(t, p.LastFailure, `encrypted with key ID "worker", and PVEFLOW_CODEC_KEY_FILE is not set`, "the refusal's reason, as a client without the key reads it")
+	// Failure messages are plain (docs/operations.md): a client without the key reads the reason.
+	assert.Contains(t, p.LastFailure, "payload not encrypted, and PVEFLOW_CODEC_KEY_FILE is set here", "the refusal's reason, as a client without the key reads it")
 	assert.NotContains(t, p.LastFailure, "(type:", "the message alone")
 	assert.True(t, p.Workers.Live(), "a worker polls: %+v", p.Workers)
 	for _, l := range listed {
