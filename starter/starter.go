@@ -260,12 +260,16 @@ func (c *Client) query(ctx context.Context, workflowID string) (workflows.Status
 
 // askStatus asks the latest run of workflowID its status query into out, within queryTimeout,
 // when workers says a live one polls. why is empty when a worker answered, and says why none did
-// otherwise; err is ctx's end. A query no worker took within queryTimeout is a task of the
-// workflow that waits unserved: workers says so.
+// otherwise; err is ctx's end. A query no worker answered within queryTimeout, with no poll of
+// the task queue since it was asked, is a task of the workflow that waits unserved: workers says
+// so. With a poll since, a worker lives and was busy: a workflow task that runs local
+// activities (a create's calls held by the call cap, say) holds the workflow's queries until
+// it completes.
 func (c *Client) askStatus(ctx context.Context, workflowID string, workers *Workers, out any) (why string, err error) {
 	if !workers.Live() {
 		return workers.NoLiveWorker(time.Now()), nil
 	}
+	asked := time.Now()
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	val, err := c.temporal.QueryWorkflow(qctx, workflowID, "", workflows.StatusQuery)
@@ -279,10 +283,25 @@ func (c *Client) askStatus(ctx context.Context, workflowID string, workers *Work
 		return "", ctx.Err()
 	case qctx.Err() != nil || errors.As(err, new(*serviceerror.DeadlineExceeded)):
 		// The server answers before the deadline with one of its own, in a few wordings.
-		workers.Unserved = "status query"
+		if !c.busy(ctx, workflowID, workers.TaskQueue, asked) {
+			workers.Unserved = "status query"
+		}
 		return fmt.Sprintf("no worker answered the status query within %s", queryTimeout), nil
 	}
 	return err.Error(), nil
+}
+
+// busy says whether a live worker holds workflowID's workflow task, or polled taskQueue since
+// asked: a query that no worker answered then waited for a busy worker, not for a dead one.
+// A worker that dies holding the task loses it at the task's timeout, and the rescheduled task
+// waits unserved (workersOf).
+func (c *Client) busy(ctx context.Context, workflowID, taskQueue string, asked time.Time) bool {
+	desc, err := c.temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err == nil && desc.GetPendingWorkflowTask().GetState() == enumspb.PENDING_WORKFLOW_TASK_STATE_STARTED {
+		return true
+	}
+	polled, err := c.workers(ctx, taskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	return err == nil && !unserved(asked, polled.LastPoll, time.Now())
 }
 
 // Where a Progress's Status comes from.

@@ -209,6 +209,25 @@ func TestClient_aStoppedWorkerStillListedIsNoLiveWorkerOnceItsTaskWaits(t *testi
 	assert.Regexp(t, `^no worker polls task queue pveflow: none took its workflow task, the last poll was \d+s ago$`, p.QueryError)
 }
 
+// A query that waits for a busy worker (its workflow task runs local activities, whose Proxmox
+// calls take long) times out without the worker being taken for dead: waiting commands print no
+// "no worker polls" note while it works.
+func TestClient_aQueryHeldByABusyWorkerLeavesTheWorkerLive(t *testing.T) {
+	s := startStack(t, time.Minute)
+	release := s.cluster.Block("StorageStatus") // a create's preflight: a local activity
+	t.Cleanup(release)
+	_, err := s.starter.Create(ctx(t), createInput(uid))
+	require.NoError(t, err)
+	eventually(t, "the create's preflight waits for Proxmox", func() bool { return s.cluster.CallCount("StorageStatus") > 0 })
+
+	p, err := s.starter.Progress(ctx(t), uid, starter.Create)
+	require.NoError(t, err)
+
+	assert.Equal(t, starter.SourceDescribed, p.Source, "the query waited for the workflow task")
+	assert.Equal(t, "no worker answered the status query within 3s", p.QueryError)
+	assert.True(t, p.Workers.Live(), "the worker holds the workflow task: %+v", p.Workers)
+}
+
 func TestClient_createResultWaitsForACreateItsEntityHasYetToStart(t *testing.T) {
 	s := startStack(t, 0)
 	s.stopWorker()
