@@ -69,7 +69,7 @@ func BenchmarkShipped_hundredProxiesCreatedAndDeletedAtOnce(b *testing.B) {
 		b.Logf("%d proxies created and deleted in %s, %.2f× the floor (%s); %d Proxmox requests, %.1f a proxy, %.1f a second against the cap's %.0f; clone slots busy %.2f, a turn p50 %s",
 			asShipped.proxies, took.Round(time.Millisecond), took.Seconds()/floor.Seconds(), floor, st.Calls,
 			float64(st.Calls)/float64(asShipped.proxies), float64(st.Calls)/took.Seconds(), perSecond, use.busy, use.turnP50)
-		assert.Empty(b, proxiesLeft(st), "VMs left after every delete")
+		assert.Empty(b, vmsByUID(st), "VMs with pveflow's mark left after every delete")
 		r.mustNotHaveFailed()
 	}
 }
@@ -81,15 +81,4 @@ func firstCloneAfter(runs []pvesim.CloneRun, began time.Time) time.Duration {
 	}
 	first := slices.MinFunc(runs, func(a, b pvesim.CloneRun) int { return a.Start.Compare(b.Start) })
 	return first.Start.Sub(began)
-}
-
-// proxiesLeft are the VMIDs of the VMs in st that are not templates.
-func proxiesLeft(st pvesim.State) []int {
-	var left []int
-	for _, vm := range st.VMs {
-		if vm.Config["template"] != "1" {
-			left = append(left, vm.VMID)
-		}
-	}
-	return left
 }

@@ -103,9 +103,10 @@ func orderOf(ctx context.Context, now time.Time) time.Time {
 
 // limiter applies CallLimits, or the shares of a cap that several clients share (CallShare).
 // Calls that cannot go at once wait in a queue ordered by priority, then by when they count as
-// come (WithOrder: their operation's start), then by arrival, and are sent from its head as slots and tokens come. A call whose turn comes with less time left
-// before its context's deadline than a call takes (tookEWMA) is dropped, not sent: its answer
-// would come too late, and its token and slot go to the next call. The zero limiter, or one of
+// come (WithOrder: their operation's start), then by arrival, and are sent from its head as
+// slots and tokens come. A call whose turn comes with less time left before its context's
+// deadline than a call takes (tookEWMA) is dropped, not sent: its answer would come too late,
+// and its token and slot go to the next call. The zero limiter, or one of
 // zero limits, lets every call through.
 type limiter struct {
 	rated       bool // whether a rate applies: perSecond and burst
