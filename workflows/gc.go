@@ -65,17 +65,30 @@ type GarbageVM struct {
 	Age time.Duration `json:"age,omitempty"`
 }
 
-// GarbageISO is a seed ISO that no VM refers to, of a UID no VM carries and the operator does
-// not keep.
-type GarbageISO struct {
+// GarbageVolume is a volume a collection found on a storage, and what became of it.
+type GarbageVolume struct {
 	VolID     string    `json:"volid"`
 	Node      string    `json:"node"`
 	Storage   string    `json:"storage"`
 	CreatedAt time.Time `json:"createdAt"`
 	Outcome   string    `json:"outcome"`
 	Detail    string    `json:"detail,omitempty"`
-	// Age is how old the ISO was when the run looked; it is set on the young ones.
+	// Age is how old the volume was when the run looked; it is set on the young ones.
 	Age time.Duration `json:"age,omitempty"`
+}
+
+// GarbageISO is a seed ISO that no VM refers to, of a UID no VM carries and the operator does
+// not keep.
+type GarbageISO = GarbageVolume
+
+// foundVolume is v, listed on storage on node, as a collection finds it.
+func foundVolume(v pve.StorageVolume, node, storage string) GarbageVolume {
+	return GarbageVolume{VolID: v.VolID, Node: node, Storage: storage, CreatedAt: time.Unix(v.CTime, 0).UTC(), Outcome: GarbageFound}
+}
+
+// skipYoung leaves v alone for being younger than the grace period, at now.
+func (v *GarbageVolume) skipYoung(now time.Time) {
+	v.Outcome, v.Detail, v.Age = GarbageSkipped, "younger than the grace period", now.Sub(v.CreatedAt)
 }
 
 // GarbagePool is what a collection did to the allocations of one configured address pool,
@@ -343,7 +356,7 @@ func (g *collector) find() (CollectGarbageResult, cluster, error) {
 		switch name, _ := proxy.SeedISOOwner(iso.VolID); {
 		case owners[name] || c.ISOs[iso.VolID]:
 		case iso.CreatedAt.After(g.cutoff):
-			iso.Outcome, iso.Detail, iso.Age = GarbageSkipped, "younger than the grace period", now.Sub(iso.CreatedAt)
+			iso.skipYoung(now)
 			res.YoungISOs = append(res.YoungISOs, iso)
 		case len(c.Unreadable) > 0:
 			// An unreadable VM may refer to it, or carry its UID: failing safe keeps it.
@@ -370,11 +383,9 @@ func (g *collector) seedISOs(nodes ...string) ([]GarbageISO, error) {
 			return nil, fail(summary, err)
 		}
 		for _, v := range vols {
-			created := time.Unix(v.CTime, 0).UTC()
-			if _, seed := proxy.SeedISOOwner(v.VolID); !seed {
-				continue
+			if _, seed := proxy.SeedISOOwner(v.VolID); seed {
+				out = append(out, foundVolume(v, node, g.s.ISOStorage))
 			}
-			out = append(out, GarbageISO{VolID: v.VolID, Node: node, Storage: g.s.ISOStorage, CreatedAt: created, Outcome: GarbageFound})
 		}
 	}
 	return out, nil
@@ -632,19 +643,13 @@ func (g *collector) deleteISOs(isos []GarbageISO) error {
 		if iso.Outcome != GarbageFound {
 			continue
 		}
-		now, err := g.seedISOs(iso.Node)
-		j := slices.IndexFunc(now, func(n GarbageISO) bool { return n.VolID == iso.VolID })
-		switch {
-		case temporal.IsCanceledError(err):
-			return err
-		case err != nil:
-			iso.Outcome, iso.Detail = GarbageFailed, err.Error()
-			continue
-		case j < 0:
-			iso.Outcome, iso.Detail = GarbageSkipped, "gone since it was listed"
-			continue
-		case !now[j].CreatedAt.Equal(iso.CreatedAt):
-			iso.Outcome, iso.Detail = GarbageSkipped, fmt.Sprintf("uploaded again at %s, since it was listed: its proxy was created again", now[j].CreatedAt.Format(time.RFC3339))
+		there, err := g.stillThere(iso, "iso", fmt.Sprintf("list ISOs on storage %s on node %s", iso.Storage, iso.Node), func(at time.Time) string {
+			return fmt.Sprintf("uploaded again at %s, since it was listed: its proxy was created again", at.Format(time.RFC3339))
+		})
+		if !there {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		summary := fmt.Sprintf("delete seed ISO %s on %s", iso.VolID, iso.Node)
@@ -653,6 +658,32 @@ func (g *collector) deleteISOs(isos []GarbageISO) error {
 		}
 	}
 	return nil
+}
+
+// stillThere says whether v may still be deleted: a fresh listing of the content of its storage
+// (summary) shows it with the ctime it was listed with. When not, v's outcome says why: the
+// listing failed, v is gone, or it was made again since, which madeAgain says given its new
+// ctime. Only a cancel is returned as an error.
+func (g *collector) stillThere(v *GarbageVolume, content, summary string, madeAgain func(time.Time) string) (bool, error) {
+	var a *activities.Activities
+	g.t.step(summary)
+	var vols []pve.StorageVolume
+	err := execute(g.ctx, g.s.readOptions(summary), a.StorageContent,
+		activities.StorageContentRequest{StorageRef: activities.StorageRef{Node: v.Node, Storage: v.Storage}, Content: content}).Get(g.ctx, &vols)
+	j := slices.IndexFunc(vols, func(x pve.StorageVolume) bool { return x.VolID == v.VolID })
+	switch {
+	case temporal.IsCanceledError(err):
+		return false, err
+	case err != nil:
+		v.Outcome, v.Detail = GarbageFailed, failureText(summary, err)
+	case j < 0:
+		v.Outcome, v.Detail = GarbageSkipped, "gone since it was listed"
+	case !time.Unix(vols[j].CTime, 0).UTC().Equal(v.CreatedAt):
+		v.Outcome, v.Detail = GarbageSkipped, madeAgain(time.Unix(vols[j].CTime, 0).UTC())
+	default:
+		return true, nil
+	}
+	return false, nil
 }
 
 // deleteVolume deletes the volume volID of ref and waits for its task, and says what became of
@@ -686,30 +717,19 @@ func (g *collector) deleteVolume(ref activities.StorageRef, volID, summary strin
 // as absent on every configured node: a clone onto that VMID since would have written its
 // config first. A disk already gone is no failure.
 func (g *collector) deleteDisks(disks []GarbageDisk) error {
-	var a *activities.Activities
 	lf := leftoverFinder{ctx: g.ctx, s: g.s, cutoff: g.cutoff, step: g.t.step}
 	for i := range disks {
 		d := &disks[i]
 		if d.Outcome != GarbageFound {
 			continue
 		}
-		summary := fmt.Sprintf("list disk images on storage %s on node %s", d.Storage, d.Node)
-		g.t.step(summary)
-		var vols []pve.StorageVolume
-		err := execute(g.ctx, g.s.readOptions(summary), a.StorageContent,
-			activities.StorageContentRequest{StorageRef: activities.StorageRef{Node: d.Node, Storage: d.Storage}, Content: "images"}).Get(g.ctx, &vols)
-		j := slices.IndexFunc(vols, func(v pve.StorageVolume) bool { return v.VolID == d.VolID })
-		switch {
-		case temporal.IsCanceledError(err):
-			return err
-		case err != nil:
-			d.Outcome, d.Detail = GarbageFailed, failureText(summary, err)
-			continue
-		case j < 0:
-			d.Outcome, d.Detail = GarbageSkipped, "gone since it was listed"
-			continue
-		case !time.Unix(vols[j].CTime, 0).UTC().Equal(d.CreatedAt):
-			d.Outcome, d.Detail = GarbageSkipped, "made again since it was listed: a clone onto VM "+fmt.Sprint(d.VMID)+" allocated it"
+		there, err := g.stillThere(&d.GarbageVolume, "images", fmt.Sprintf("list disk images on storage %s on node %s", d.Storage, d.Node), func(time.Time) string {
+			return "made again since it was listed: a clone onto VM " + fmt.Sprint(d.VMID) + " allocated it"
+		})
+		if !there {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		why, err := lf.noVM(d.VMID)
@@ -720,7 +740,7 @@ func (g *collector) deleteDisks(disks []GarbageDisk) error {
 			d.Outcome, d.Detail = GarbageSkipped, why
 			continue
 		}
-		summary = fmt.Sprintf("delete orphan disk %s of VM %d on node %s", d.VolID, d.VMID, d.Node)
+		summary := fmt.Sprintf("delete orphan disk %s of VM %d on node %s", d.VolID, d.VMID, d.Node)
 		g.t.step(summary)
 		if d.Outcome, d.Detail, err = g.deleteVolume(activities.StorageRef{Node: d.Node, Storage: d.Storage}, d.VolID, summary); err != nil {
 			return err

@@ -22,15 +22,8 @@ import (
 // unlinked), or that a destroy left (src/PVE/QemuServer.pm destroy_vm: "Could not remove disk
 // ..., check manually").
 type GarbageDisk struct {
-	VolID     string    `json:"volid"`
-	Node      string    `json:"node"`
-	Storage   string    `json:"storage"`
-	VMID      int       `json:"vmid"`
-	CreatedAt time.Time `json:"createdAt"`
-	Outcome   string    `json:"outcome"`
-	Detail    string    `json:"detail,omitempty"`
-	// Age is how old the disk was when the run looked; it is set on the young ones.
-	Age time.Duration `json:"age,omitempty"`
+	GarbageVolume
+	VMID int `json:"vmid"`
 }
 
 // CloneLock is a VM of pveflow's (its mark, or with none yet its VMID in pveflow's range)
@@ -144,12 +137,12 @@ func (f *leftoverFinder) find() (leftovers, error) {
 					slices.ContainsFunc(out.Disks, func(d GarbageDisk) bool { return d.VolID == v.VolID && d.Node == node }) {
 					continue
 				}
-				d := GarbageDisk{VolID: v.VolID, Node: node, Storage: storage, VMID: vmid, CreatedAt: time.Unix(v.CTime, 0).UTC(), Outcome: GarbageFound}
+				d := GarbageDisk{GarbageVolume: foundVolume(v, node, storage), VMID: vmid}
 				switch {
 				case v.CTime == 0:
 					d.Outcome, d.Detail, d.CreatedAt = GarbageSkipped, "its storage gives no creation time, so its age is not known: delete it by hand", time.Time{}
 				case d.CreatedAt.After(f.cutoff):
-					d.Outcome, d.Detail, d.Age = GarbageSkipped, "younger than the grace period", now.Sub(d.CreatedAt)
+					d.skipYoung(now)
 					out.YoungDisks = append(out.YoungDisks, d)
 					continue
 				default:

@@ -58,8 +58,8 @@ func TestPrintDeleted_listsTheWarningsOfItsTasks(t *testing.T) {
 
 func TestPrintHealth_listsAnOrphanDiskAndAStaleCloneLockWithItsCommand(t *testing.T) {
 	res := workflows.CheckHealthResult{Nodes: []workflows.NodeHealth{{Name: "pve1", Healthy: true}},
-		OrphanDisks: []workflows.GarbageDisk{{VolID: "local-lvm:vm-150000-disk-0", Node: "pve1", VMID: 150000, Outcome: workflows.GarbageFound,
-			CreatedAt: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}},
+		OrphanDisks: []workflows.GarbageDisk{{VMID: 150000, GarbageVolume: workflows.GarbageVolume{VolID: "local-lvm:vm-150000-disk-0", Node: "pve1",
+			Outcome: workflows.GarbageFound, CreatedAt: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}}},
 		CloneLocks: []workflows.CloneLock{{VMID: 124973, Node: "pve1", UID: "7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f", Stale: true,
 			Age: 3 * time.Hour, Command: "qm unlock 124973", Detail: "no clone task runs"}},
 	}

@@ -159,7 +159,7 @@ func TestPrintGarbage_listsWhatTheRunDidInTheAddressPools(t *testing.T) {
 
 func TestPrintGarbage_listsAnOrphanDiskAndAStaleCloneLockAfterTheTable(t *testing.T) {
 	res := workflows.CollectGarbageResult{Grace: time.Hour,
-		Disks:      []workflows.GarbageDisk{{VolID: "local-lvm:vm-150000-disk-0", Node: "pve1", VMID: 150000, Outcome: workflows.GarbageDeleted}},
+		Disks:      []workflows.GarbageDisk{{VMID: 150000, GarbageVolume: workflows.GarbageVolume{VolID: "local-lvm:vm-150000-disk-0", Node: "pve1", Outcome: workflows.GarbageDeleted}}},
 		CloneLocks: []workflows.CloneLock{{VMID: 124973, Node: "pve1", Stale: true, Command: "qm unlock 124973", Detail: "no clone task runs"}},
 	}
 	var stdout strings.Builder
