@@ -60,6 +60,10 @@ type Activities struct {
 	Privileges *PrivilegeCache
 	// Now is the clock used to say how long a task has been running; time.Now when nil.
 	Now func() time.Time
+
+	// paces is how long this worker saw each kind of task take, which paces the looks of a
+	// wait given no expectation.
+	paces taskPaces
 }
 
 // VMRef names a VM on a node.
@@ -368,13 +372,14 @@ func (a *Activities) taskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 	}
 	telemetry.PVETarget{Node: node, UPID: req.UPID}.Annotate(ctx)
 	what := taskName(info.Type)
+	kind := taskKind{typ: info.Type, node: node}
 	s, err := a.API.TaskStatus(ctx, node, req.UPID)
 	if err != nil {
 		return TaskResult{}, failure(fmt.Sprintf("read status of %s task %s on node %s", what, req.UPID, node), err)
 	}
 	if !s.Done() {
 		running := a.now().Sub(time.Unix(info.StartTime, 0)).Truncate(time.Second)
-		return TaskResult{}, notReady(ErrTaskRunning, req.Pace.nextLook(a.now()), "%s task %s still running on node %s (for %s)", what, req.UPID, node, running)
+		return TaskResult{}, notReady(ErrTaskRunning, a.paces.paced(req.Pace, kind).nextLook(a.now()), "%s task %s still running on node %s (for %s)", what, req.UPID, node, running)
 	}
 	a.recordTaskWait(ctx, info)
 	warnings, err := s.Result()
@@ -384,6 +389,7 @@ func (a *Activities) taskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 	res := TaskResult{UPID: req.UPID, ExitStatus: s.ExitStatus, Warnings: warnings}
 	if req.Pace != nil {
 		res.Waited = a.now().Sub(req.Pace.Since)
+		a.paces.saw(kind, res.Waited)
 	}
 	if warnings > 0 {
 		if res.WarningTexts, err = a.taskWarnings(ctx, node, req.UPID, what, s.ExitStatus); err != nil {

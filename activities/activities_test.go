@@ -733,3 +733,47 @@ func TestErrors_aFailedCallNamesItsStepOnce(t *testing.T) {
 		})
 	}
 }
+
+// A wait given no expectation expects what the worker saw the last tasks of its kind take: its
+// next look comes at nine tenths of that, not a poll interval later.
+func TestTaskStatus_aWaitWithoutAnExpectationLooksWhenTheLastTasksOfItsKindEnded(t *testing.T) {
+	f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"resize": 400 * time.Millisecond} })
+	poll := config.Default().Poll
+	f.clone(t)
+	resize := func() activities.TaskStatusRequest {
+		var upid pve.UPID
+		require.NoError(t, f.run(t, f.acts.Resize, &upid, activities.ResizeRequest{
+			VMRef: activities.VMRef{Node: "pve1", VMID: newVMID}, Disk: "scsi0", Size: "+1G"}))
+		return activities.TaskStatusRequest{UPID: upid, Pace: &activities.Pace{Since: f.clock.Now(), Poll: poll}}
+	}
+	first := resize()
+	err := f.run(t, f.acts.TaskStatus, nil, first)
+	assert.Equal(t, time.Second, appError(t, err).NextRetryDelay(), "with no resize seen yet, the poll's first interval")
+	f.clock.Advance(500 * time.Millisecond)
+	require.NoError(t, f.run(t, f.acts.TaskStatus, nil, first))
+
+	err = f.run(t, f.acts.TaskStatus, nil, resize())
+
+	assert.Equal(t, 450*time.Millisecond, appError(t, err).NextRetryDelay(), "nine tenths of the 500 ms the last resize's wait saw")
+}
+
+// A wait whose workflow expects an end (a clone's, from its admission) keeps that expectation,
+// whatever the worker saw the last tasks of its kind take.
+func TestTaskStatus_anExpectationGivenIsKept(t *testing.T) {
+	f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 600 * time.Millisecond} })
+	poll := config.Default().Poll
+	clone := func(vmid int, expected time.Duration) activities.TaskStatusRequest {
+		var upid pve.UPID
+		require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
+			Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: vmid, Name: fmt.Sprintf("proxy-%d", vmid), Full: true},
+		}))
+		return activities.TaskStatusRequest{UPID: upid, Pace: &activities.Pace{Since: f.clock.Now(), Poll: poll, Expected: expected}}
+	}
+	seen := clone(newVMID, 0)
+	f.clock.Advance(600 * time.Millisecond)
+	require.NoError(t, f.run(t, f.acts.TaskStatus, nil, seen))
+
+	err := f.run(t, f.acts.TaskStatus, nil, clone(newVMID+1, 400*time.Millisecond))
+
+	assert.Equal(t, 360*time.Millisecond, appError(t, err).NextRetryDelay(), "nine tenths of the 400 ms given, not of the 600 ms seen")
+}

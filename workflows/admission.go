@@ -135,16 +135,12 @@ type AdmissionState struct {
 	Waiting    []Holder       `json:"waiting"`
 	Covered    []CoveredClone `json:"covered,omitempty"`
 	// RecentClones are the last clones' durations as their waits saw them (leaseRelease.Waited),
-	// oldest first: at most recentClones of them.
+	// oldest first: at most activities.RecentWaits of them.
 	RecentClones []time.Duration `json:"recentClones,omitempty"`
 	// HistoryEvents is the history length past which it continues as new; zero is
 	// defaultAdmissionHistoryEvents.
 	HistoryEvents int `json:"historyEvents,omitempty"`
 }
-
-// recentClones is how many clones' durations the admission keeps: its expectation is their
-// median, so that a clone or two slowed down (a worker lost, a busy storage) do not move it.
-const recentClones = 5
 
 // defaultAdmissionHistoryEvents is the history length past which the admission continues as
 // new, if the server has not suggested it before, until a request brings clones.historyEvents.
@@ -290,25 +286,13 @@ func (a *admission) release(r leaseRelease) {
 		a.st.Covered = append(a.st.Covered, CoveredClone{Holder: r.Holder, CloneInFlight: *r.Clone})
 	}
 	if held && r.Waited > 0 {
-		a.st.RecentClones = append(a.st.RecentClones, r.Waited)
-		a.st.RecentClones = a.st.RecentClones[max(len(a.st.RecentClones)-recentClones, 0):]
+		a.st.RecentClones = activities.Remember(a.st.RecentClones, r.Waited)
 	}
 }
 
 // grantNow is the grant the admission sends now.
 func (a *admission) grantNow() cloneGrant {
-	return cloneGrant{ExpectedClone: median(a.st.RecentClones)}
-}
-
-// median is the middle one of ds, the lower of the two middle ones of an even count (a look
-// too early costs a look, one too late the slot's time), zero of none.
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	sorted := slices.Clone(ds)
-	slices.Sort(sorted)
-	return sorted[(len(sorted)-1)/2]
+	return cloneGrant{ExpectedClone: activities.ExpectedWait(a.st.RecentClones)}
 }
 
 // grant admits waiting runs, first come first served, while leases are free. A run that does
