@@ -242,12 +242,13 @@ func (p Poll) LooksWithin(budget time.Duration) int {
 const maxLooks = 1 << 20
 
 // NextLookExpecting is NextLook for a wait whose end is expected after about expected (a clone,
-// from the storage's last clones): it looks at nine tenths of it, then every twentieth of it
-// (every ExpectedLookStep at least) up to six fifths of it, and at NextLook's pace before and
-// after, whichever look comes first. A wait that ends as expected is then seen within a twentieth
-// of its time, where NextLook alone sees it within BackoffCoefficient-1 of it: a clone's slot,
-// which creates queue for, stands free that much shorter. An expectation that is wrong costs at
-// most ExpectedLooks looks more, never a later one. Zero expects nothing: NextLook.
+// from the storage's last clones; any other task, from the worker's last ones of its kind): it
+// looks at nine tenths of it, then every fortieth of it (every ExpectedLookStep at least) up to
+// six fifths of it, and at NextLook's pace before and after, whichever look comes first. A wait
+// that ends as expected is then seen within a fortieth of its time, where NextLook alone sees it
+// within BackoffCoefficient-1 of it: a clone's slot, which creates queue for, stands free that
+// much shorter. An expectation that is wrong costs at most ExpectedLooks looks more, never a
+// later one. Zero expects nothing: NextLook.
 func (p Poll) NextLookExpecting(waited, expected time.Duration) time.Duration {
 	next := p.NextLook(waited)
 	from, to := expected*9/10, expected*6/5
@@ -257,15 +258,17 @@ func (p Poll) NextLookExpecting(waited, expected time.Duration) time.Duration {
 	case waited < from:
 		return min(next, from-waited)
 	}
-	return min(next, max(expected/20, ExpectedLookStep))
+	return min(next, max(expected/40, ExpectedLookStep))
 }
 
 // ExpectedLookStep is the shortest step of NextLookExpecting's looks near the expected end, and
-// ExpectedLooks the most looks they add to a wait: one at nine tenths, and seven at most from
-// there to six fifths in twentieths.
+// ExpectedLooks the most looks they add to a wait: one at nine tenths, and twelve at most from
+// there to six fifths in fortieths. With steps of a twentieth and 100 ms at least, a 1 s clone's
+// end was seen 50 ms late on average, most of a clone slot's turn in a fleet
+// (docs/performance.md, What the turn of a clone slot costs).
 const (
-	ExpectedLookStep = 100 * time.Millisecond
-	ExpectedLooks    = 8
+	ExpectedLookStep = 25 * time.Millisecond
+	ExpectedLooks    = 13
 )
 
 // Default is the configuration with every default set. It is not valid by itself: the
