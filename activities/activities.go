@@ -61,6 +61,11 @@ type Activities struct {
 	// Now is the clock used to say how long a task has been running; time.Now when nil.
 	Now func() time.Time
 
+	// LookAgainWithin is the longest a TaskStatus attempt waits in the worker for its next look
+	// near the task's expected end, rather than failing for Temporal to retry it then; zero
+	// makes every look an attempt of its own (DefaultLookAgainWithin, looksAgainHere).
+	LookAgainWithin time.Duration
+
 	// paces is how long this worker saw each kind of task take, which paces the looks of a
 	// wait given no expectation.
 	paces taskPaces
@@ -373,13 +378,18 @@ func (a *Activities) taskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 	telemetry.PVETarget{Node: node, UPID: req.UPID}.Annotate(ctx)
 	what := taskName(info.Type)
 	kind := taskKind{typ: info.Type, node: node}
+	pace := a.paces.paced(req.Pace, kind)
 	s, err := a.API.TaskStatus(ctx, node, req.UPID)
+	for looks := 1; err == nil && !s.Done(); looks++ {
+		next := pace.nextLook(a.now())
+		if !a.looksAgainHere(ctx, pace, next, looks) || sleep(ctx, next) != nil {
+			running := a.now().Sub(time.Unix(info.StartTime, 0)).Truncate(time.Second)
+			return TaskResult{}, notReady(ErrTaskRunning, next, "%s task %s still running on node %s (for %s)", what, req.UPID, node, running)
+		}
+		s, err = a.API.TaskStatus(ctx, node, req.UPID)
+	}
 	if err != nil {
 		return TaskResult{}, failure(fmt.Sprintf("read status of %s task %s on node %s", what, req.UPID, node), err)
-	}
-	if !s.Done() {
-		running := a.now().Sub(time.Unix(info.StartTime, 0)).Truncate(time.Second)
-		return TaskResult{}, notReady(ErrTaskRunning, a.paces.paced(req.Pace, kind).nextLook(a.now()), "%s task %s still running on node %s (for %s)", what, req.UPID, node, running)
 	}
 	a.recordTaskWait(ctx, info)
 	warnings, err := s.Result()

@@ -777,3 +777,44 @@ func TestTaskStatus_anExpectationGivenIsKept(t *testing.T) {
 
 	assert.Equal(t, 360*time.Millisecond, appError(t, err).NextRetryDelay(), "nine tenths of the 400 ms given, not of the 600 ms seen")
 }
+
+// Near its expected end a task's looks are made by one attempt, in the worker, where each would
+// otherwise wait for Temporal's retry timer and dispatch: the look that sees the end comes within
+// a fortieth of the expected time, every 25 ms at least.
+func TestTaskStatus_looksNearTheExpectedEndAreMadeInOneAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		within time.Duration
+		seen   bool
+	}{
+		{"within LookAgainWithin, the attempt sees the end", activities.DefaultLookAgainWithin, true},
+		{"without, the attempt says when to look again", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := pvesim.Default()
+			opts.TaskDurations = map[string]time.Duration{"resize": 300 * time.Millisecond}
+			cluster := pvesim.New(opts)
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestActivityEnvironment()
+			acts := &activities.Activities{API: cluster, Proxmox: config.Default().Proxmox, LookAgainWithin: tc.within}
+			env.RegisterActivity(acts)
+			val, err := env.ExecuteActivity(acts.Resize, activities.ResizeRequest{VMRef: activities.VMRef{Node: "pve1", VMID: template}, Disk: "scsi0", Size: "+1G"})
+			require.NoError(t, err)
+			var upid pve.UPID
+			require.NoError(t, val.Get(&upid))
+			pace := &activities.Pace{Since: time.Now(), Poll: config.Default().Poll, Expected: 300 * time.Millisecond}
+
+			val, err = env.ExecuteActivity(acts.TaskStatus, activities.TaskStatusRequest{UPID: upid, Pace: pace})
+
+			if !tc.seen {
+				assert.Equal(t, 270*time.Millisecond, appError(t, err).NextRetryDelay().Round(10*time.Millisecond))
+				return
+			}
+			require.NoError(t, err)
+			var res activities.TaskResult
+			require.NoError(t, val.Get(&res))
+			assert.GreaterOrEqual(t, res.Waited, 300*time.Millisecond)
+			assert.Less(t, res.Waited, 300*time.Millisecond+100*time.Millisecond, "seen within a look's step and a call of its end")
+		})
+	}
+}

@@ -1,9 +1,12 @@
 package activities
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/pveflow/pveflow/internal/config"
 )
 
 // RecentWaits is how many waits of a kind an expectation is drawn from: their median, so that
@@ -65,4 +68,39 @@ func (t *taskPaces) saw(kind taskKind, took time.Duration) {
 		t.recent = map[taskKind][]time.Duration{}
 	}
 	t.recent[kind] = Remember(t.recent[kind], took)
+}
+
+// DefaultLookAgainWithin is the worker's Activities.LookAgainWithin. A look that fails for
+// Temporal to retry it waits for the server's retry timer and its dispatch to a worker: a few
+// milliseconds on an idle server, and up to a second and a half on a loaded one (a fleet of
+// three hundred creates on the embedded server), where a clone slot waits for that look. The
+// looks gathered around an expected end come every fortieth of it, so those of clones and
+// other tasks under 20 s are made in one attempt, which heartbeats meanwhile.
+const DefaultLookAgainWithin = 500 * time.Millisecond
+
+// looksAgainHere reports whether the attempt that made its looks-th look at a running task
+// makes the next, next from now, itself: one of the looks gathered around its expected end,
+// within a.LookAgainWithin, ExpectedLooks at most in an attempt, and with the attempt's time to
+// spare.
+func (a *Activities) looksAgainHere(ctx context.Context, pace *Pace, next time.Duration, looks int) bool {
+	if a.LookAgainWithin <= 0 || pace == nil || pace.Expected <= 0 || next > a.LookAgainWithin || looks > config.ExpectedLooks {
+		return false
+	}
+	if a.now().Sub(pace.Since)+next > pace.Expected*6/5 {
+		return false
+	}
+	deadline, ok := ctx.Deadline()
+	return !ok || time.Until(deadline) > 2*next+time.Second
+}
+
+// sleep waits for d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

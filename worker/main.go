@@ -193,7 +193,7 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	}
 	w.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide,
 		Proxies: starter.EntityProxies{Client: requests}, AddressPools: starter.AddressPools{Client: requests},
-		Privileges: activities.NewPrivilegeCache(activities.PrivilegeCacheTTL, nil)})
+		Privileges: activities.NewPrivilegeCache(activities.PrivilegeCacheTTL, nil), LookAgainWithin: activities.DefaultLookAgainWithin})
 	logger.Info("pveflow worker starting",
 		slog.String("temporal", clientOpts.HostPort),
 		slog.String("namespace", clientOpts.Namespace),

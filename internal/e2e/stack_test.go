@@ -162,7 +162,8 @@ func (s *stack) startWorker() {
 func (s *stack) register(r worker.Registry) {
 	(&workflows.Workflows{Config: s.cfg}).Register(r)
 	r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, StartInput: s.startInput, Runs: s.startInput,
-		Proxies: starter.EntityProxies{Client: s.starter}, AddressPools: starter.AddressPools{Client: s.starter}})
+		Proxies: starter.EntityProxies{Client: s.starter}, AddressPools: starter.AddressPools{Client: s.starter},
+		LookAgainWithin: activities.DefaultLookAgainWithin})
 }
 
 // startCreate sends a create request to the entity of in.UID, as pveflow create does, and
