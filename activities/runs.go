@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/internal/pve"
 )
@@ -41,6 +42,9 @@ type StartRun struct {
 	Input json.RawMessage `json:"input"`
 	// WorkflowTaskTimeout is the run's workflow task timeout; zero is Temporal's default.
 	WorkflowTaskTimeout time.Duration `json:"workflowTaskTimeout,omitempty"`
+	// PriorityKey is the priority of the run's tasks in its task queue; zero is Temporal's
+	// default.
+	PriorityKey int `json:"priorityKey,omitempty"`
 }
 
 // RunInfo is a workflow run as Temporal describes it. A workflow ID that never ran is a RunInfo
@@ -148,6 +152,7 @@ func (h *HistoryStartInput) SignalWithStartRun(ctx context.Context, workflowID, 
 		TaskQueue:             start.TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowTaskTimeout:   start.WorkflowTaskTimeout,
+		Priority:              temporal.Priority{PriorityKey: start.PriorityKey},
 	}
 	if _, err := h.Client.SignalWithStartWorkflow(ctx, workflowID, signal, arg, opts, start.WorkflowType, start.Input); err != nil {
 		return pve.Classified(historyErrorClass(err), fmt.Errorf("signal-with-start %s of workflow %s: %w", signal, workflowID, err))

@@ -42,6 +42,18 @@ const (
 // Their Proxmox calls wait behind any other's (activities.CallPriority).
 var CareWorkflows = []string{GetProxyName, ObserverName, CheckHealthName, CollectGarbageName}
 
+// The priorities of the workflows' tasks in their task queue (Temporal's PriorityKey: 1 goes
+// first, 3 is the default and the entities'), which their activities inherit. A storage's clone
+// admission goes first: each of its workflow tasks hands a clone slot on. The operations go
+// before the entities, so that when a fleet of proxies is asked for at once the first creates
+// ask for their clone slots while the rest of the entities are still starting: in FIFO order
+// three hundred entities started before the first create's lease request, and the first slots
+// stood free for seconds.
+const (
+	admissionPriority = 1
+	operationPriority = 2
+)
+
 // The Updates a Proxy entity takes (see proxy.go). Their names are recorded in histories.
 const (
 	// CreateUpdate asks for the proxy to be present with a CreateProxyInput's spec; its result

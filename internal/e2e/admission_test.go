@@ -119,3 +119,23 @@ func TestE2E_theAdmissionLearnsHowLongClonesTakeAndOutlivesAWorkerHoldingItsTask
 	require.NoError(t, err)
 	assert.Equal(t, 2*time.Second, desc.GetExecutionConfig().GetDefaultWorkflowTaskTimeout().AsDuration())
 }
+
+// A storage's clone admission and a proxy's operations go before the entities in their task
+// queue: a fleet asked for at once reaches its clone slots while its entities still start.
+func TestE2E_theAdmissionAndTheOperationsGoBeforeTheEntitiesInTheirTaskQueue(t *testing.T) {
+	s, _ := oneCloneAtATime(t, time.Second)
+	serve[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+
+	for _, tc := range []struct {
+		workflowID string
+		priority   int32
+	}{
+		{admissionOfHome(s).GetID(), 1},
+		{workflows.CreateWorkflowID(uid), 2},
+		{workflows.ProxyWorkflowID(uid), 0}, // Temporal's default
+	} {
+		desc, err := s.client.DescribeWorkflowExecution(context.Background(), tc.workflowID, "")
+		require.NoError(t, err)
+		assert.Equal(t, tc.priority, desc.GetWorkflowExecutionInfo().GetPriority().GetPriorityKey(), tc.workflowID)
+	}
+}
