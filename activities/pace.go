@@ -83,10 +83,8 @@ const DefaultLookAgainWithin = 500 * time.Millisecond
 // within a.LookAgainWithin, ExpectedLooks at most in an attempt, and with the attempt's time to
 // spare.
 func (a *Activities) looksAgainHere(ctx context.Context, pace *Pace, next time.Duration, looks int) bool {
-	if a.LookAgainWithin <= 0 || pace == nil || pace.Expected <= 0 || next > a.LookAgainWithin || looks > config.ExpectedLooks {
-		return false
-	}
-	if a.now().Sub(pace.Since)+next > pace.Expected*6/5 {
+	if a.LookAgainWithin <= 0 || pace == nil || next > a.LookAgainWithin || looks > config.ExpectedLooks ||
+		config.PastExpectedEnd(a.now().Sub(pace.Since)+next, pace.Expected) {
 		return false
 	}
 	deadline, ok := ctx.Deadline()

@@ -251,14 +251,20 @@ const maxLooks = 1 << 20
 // later one. Zero expects nothing: NextLook.
 func (p Poll) NextLookExpecting(waited, expected time.Duration) time.Duration {
 	next := p.NextLook(waited)
-	from, to := expected*9/10, expected*6/5
+	from := expected * 9 / 10
 	switch {
-	case expected <= 0 || waited >= to:
+	case PastExpectedEnd(waited, expected):
 		return next
 	case waited < from:
 		return min(next, from-waited)
 	}
 	return min(next, max(expected/40, ExpectedLookStep))
+}
+
+// PastExpectedEnd reports whether a wait that has waited so long is past where
+// NextLookExpecting gathers its looks around expected, six fifths of it, or expects nothing.
+func PastExpectedEnd(waited, expected time.Duration) bool {
+	return expected <= 0 || waited >= expected*6/5
 }
 
 // ExpectedLookStep is the shortest step of NextLookExpecting's looks near the expected end, and
