@@ -535,14 +535,6 @@ func (c *create) admitClone(storage string) (*lease, error) {
 	return l, nil
 }
 
-// admissionTaskTimeout is the admission's workflow task timeout: how long Temporal waits for a
-// worker that took one of its workflow tasks before it gives the task to another. A worker that
-// dies with the task (killed, out of memory) tells nothing, and for that long every slot of the
-// storage that frees stays free: the default, 10 s, was the longest a slot stood free under
-// worker kills. The admission's tasks take milliseconds; the SDK keeps one that waits on its
-// local activities (grants, checks) alive past this by heartbeats. Continue-as-new keeps it.
-const admissionTaskTimeout = 2 * time.Second
-
 // firstAskAgain is how long a queued create waits before it asks its admission again, and
 // maxAskInterval caps the backoff between its later asks.
 const (
@@ -567,7 +559,7 @@ func (c *create) askForLease(l *lease) error {
 	if err != nil {
 		return permanentf("create proxy %s: %s: %v", c.in.Name, step, err)
 	}
-	start := activities.StartRun{WorkflowType: CloneAdmissionName, TaskQueue: workflow.GetInfo(c.ctx).TaskQueueName, Input: input, WorkflowTaskTimeout: admissionTaskTimeout, PriorityKey: admissionPriority}
+	start := activities.StartRun{WorkflowType: CloneAdmissionName, TaskQueue: workflow.GetInfo(c.ctx).TaskQueueName, Input: input, WorkflowTaskTimeout: slotTaskTimeout, PriorityKey: admissionPriority}
 	req := activities.SignalWithStartRunRequest{WorkflowID: l.admission, Signal: cloneAcquireSignal, Arg: arg, Start: start}
 	if call(c.ctx, c.s.callOptions(step), a.SignalWithStartRun, req).Get(c.ctx, nil) == nil {
 		return nil
@@ -611,7 +603,7 @@ func (c *create) startAdmission(l *lease) error {
 		WorkflowID:            l.admission,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowTaskTimeout:   admissionTaskTimeout,
+		WorkflowTaskTimeout:   slotTaskTimeout,
 		Priority:              temporal.Priority{PriorityKey: admissionPriority},
 	})
 	child := workflow.ExecuteChildWorkflow(ctx, CloneAdmissionName, AdmissionState{Storage: l.storage})

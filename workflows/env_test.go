@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -344,3 +345,44 @@ func vmConfig(t *testing.T, w *world, vmid int) pve.VMConfig {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// scheduledSeen shows activity and child the options of every activity and child workflow a
+// workflow schedules, where set, as the testsuite's activity and workflow info carry neither the
+// retry policy nor the workflow task timeout.
+type scheduledSeen struct {
+	interceptor.WorkerInterceptorBase
+	activity func(activityType string, o workflow.ActivityOptions)
+	child    func(workflowType string, o workflow.ChildWorkflowOptions)
+}
+
+func (s *scheduledSeen) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &scheduledSeenInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, seen: s}
+}
+
+type scheduledSeenInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	seen *scheduledSeen
+}
+
+func (i *scheduledSeenInbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&scheduledSeenOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: outbound}, seen: i.seen})
+}
+
+type scheduledSeenOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	seen *scheduledSeen
+}
+
+func (o *scheduledSeenOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	if o.seen.activity != nil {
+		o.seen.activity(activityType, workflow.GetActivityOptions(ctx))
+	}
+	return o.Next.ExecuteActivity(ctx, activityType, args...)
+}
+
+func (o *scheduledSeenOutbound) ExecuteChildWorkflow(ctx workflow.Context, childWorkflowType string, args ...any) workflow.ChildWorkflowFuture {
+	if o.seen.child != nil {
+		o.seen.child(childWorkflowType, workflow.GetChildWorkflowOptions(ctx))
+	}
+	return o.Next.ExecuteChildWorkflow(ctx, childWorkflowType, args...)
+}

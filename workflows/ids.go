@@ -54,6 +54,16 @@ const (
 	operationPriority = 2
 )
 
+// slotTaskTimeout is the workflow task timeout of the clone admission and of the operations: how
+// long Temporal waits for a worker that took one of their workflow tasks before it gives the
+// task to another. A worker that dies with the task (killed, out of memory) tells nothing, and
+// for that long the slot it was handing on stays free: the admission's task that grants it, or
+// the granted create's that starts its clone. Under worker kills the default, 10 s, was the
+// longest a slot stood free. Their tasks take milliseconds; the SDK keeps one that waits on its
+// local activities (Proxmox calls behind the call cap, grants) alive past this by heartbeats.
+// Continue-as-new keeps it.
+const slotTaskTimeout = 2 * time.Second
+
 // The Updates a Proxy entity takes (see proxy.go). Their names are recorded in histories.
 const (
 	// CreateUpdate asks for the proxy to be present with a CreateProxyInput's spec; its result
