@@ -201,9 +201,12 @@ type CloneRequest struct {
 	Params       pve.CloneParams `json:"params"`
 }
 
-// Clone starts a clone of a template and returns its task.
+// Clone starts a clone of a template and returns its task. Its call goes before the others that
+// the call limits hold back (pve.PrioritySlot): the storage's clone slot it was granted stands free
+// until it is made.
 func (a *Activities) Clone(ctx context.Context, req CloneRequest) (pve.UPID, error) {
 	telemetry.PVETarget{Node: req.Node, VMID: req.Params.NewID}.Annotate(ctx)
+	ctx = pve.WithPriority(ctx, pve.PrioritySlot)
 	return startTask(ctx, fmt.Sprintf("clone template %d on node %s to VM %d", req.TemplateVMID, req.Node, req.Params.NewID), func() (pve.UPID, error) { return a.API.Clone(ctx, req.Node, req.TemplateVMID, req.Params) })
 }
 
@@ -367,6 +370,9 @@ func (a *Activities) TaskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 }
 
 func (a *Activities) taskStatus(ctx context.Context, req TaskStatusRequest) (TaskResult, error) {
+	if req.Then != nil {
+		ctx = pve.WithPriority(ctx, pve.PrioritySlot) // its end hands a clone slot on
+	}
 	info, err := pve.ParseUPID(req.UPID)
 	if err != nil {
 		return TaskResult{}, failure("read task status", pve.Classified(pve.Permanent, err))
@@ -389,7 +395,9 @@ func (a *Activities) taskStatus(ctx context.Context, req TaskStatusRequest) (Tas
 		s, err = a.API.TaskStatus(ctx, node, req.UPID)
 	}
 	if err != nil {
-		return TaskResult{}, failure(fmt.Sprintf("read status of %s task %s on node %s", what, req.UPID, node), err)
+		// Proxmox's trouble is looked at again at the wait's pace, which backs off as the wait
+		// ages, so that the retry policy's own interval is left to looks lost with their worker.
+		return TaskResult{}, failureLookingAgainIn(fmt.Sprintf("read status of %s task %s on node %s", what, req.UPID, node), err, pace.nextLook(a.now()))
 	}
 	a.recordTaskWait(ctx, info)
 	warnings, err := s.Result()

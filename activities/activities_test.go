@@ -240,6 +240,41 @@ func TestTaskStatus_aRunningTaskIsLookedAtAgainAtItsWaitsPace(t *testing.T) {
 	}
 }
 
+// A look that meets Proxmox's trouble says when the next comes, as one that finds the task
+// running does: the retry policy's interval is left to looks lost with their worker.
+func TestTaskStatus_proxmoxTroubleIsLookedAtAgainAtTheWaitsPace(t *testing.T) {
+	poll := config.Default().Poll
+	for _, tc := range []struct {
+		name  string
+		paced bool
+		next  time.Duration
+	}{
+		{"without a pace, the retry policy spaces the looks", false, 0},
+		{"paced, after a fifth of the time waited", true, 4 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": time.Hour} })
+			var upid pve.UPID
+			require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
+				Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test", Full: true},
+			}))
+			req := activities.TaskStatusRequest{UPID: upid}
+			if tc.paced {
+				req.Pace = &activities.Pace{Since: f.clock.Now(), Poll: poll}
+			}
+			f.clock.Advance(20 * time.Second)
+			f.cluster.FailNext("TaskStatus", apiErr(596, "Connection timed out"))
+
+			err := f.run(t, f.acts.TaskStatus, nil, req)
+
+			appErr := appError(t, err)
+			assert.Equal(t, activities.ErrTransient, appErr.Type())
+			assert.False(t, appErr.NonRetryable())
+			assert.Equal(t, tc.next, appErr.NextRetryDelay())
+		})
+	}
+}
+
 func TestTaskStatus_successAfterTaskEnds(t *testing.T) {
 	f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 30 * time.Second} })
 	var upid pve.UPID

@@ -754,6 +754,13 @@ func waitFor(ctx workflow.Context, s settings, t *tracker, first firstLooks, req
 	opts := s.waitOptions(budget, summary+", "+string(req.UPID))
 	if first == activityFirst {
 		opts.HeartbeatTimeout = heartbeatTimeout(opts.StartToCloseTimeout)
+		// Its looks say when the next one comes, and so do those that meet Proxmox's trouble
+		// (activities.TaskStatus): the policy spaces only the retries of a look lost with its
+		// worker, which is made again the poll's first interval after its heartbeat stopped,
+		// not after the interval the attempt count has grown to (up to 10 s by default).
+		retry := *opts.RetryPolicy
+		retry.BackoffCoefficient = 1
+		opts.RetryPolicy = &retry
 	}
 	wait := poll(ctx, opts, a.TaskStatus, req)
 	if first == activityFirst {

@@ -10,6 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pvesim"
@@ -61,6 +65,32 @@ func TestCreate_aStalledClonesAttemptMaximumFitsItsBudget(t *testing.T) {
 	assert.Equal(t, workflows.FailTransient, failureType(t, env.GetWorkflowError()))
 	assert.Greater(t, maximum, made, "the budget, not the attempt count, ended the wait")
 	assert.LessOrEqual(t, maximum, made+config.ExpectedLooks+2, "the maximum is what the budget lets the wait reach")
+}
+
+// A clone's look lost with its worker (killed while it looked) is made again the poll's first
+// interval after its heartbeat stopped, however many looks the wait has made: its slot stands
+// free meanwhile. Its looks space themselves, so the retry policy spaces only those.
+func TestCreate_aClonesLookLostWithItsWorkerIsMadeAgainAfterThePollsFirstInterval(t *testing.T) {
+	w := newWorld(t, func(o *pvesim.Options) {
+		o.TaskDurations = map[string]time.Duration{"qmclone": 2 * time.Minute}
+	})
+	env := w.env()
+	var policies []*temporal.RetryPolicy
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&scheduledSeen{activity: func(name string, o workflow.ActivityOptions) {
+		if name == "TaskStatus" && o.HeartbeatTimeout > 0 {
+			policies = append(policies, o.RetryPolicy)
+		}
+	}}}})
+
+	w.runOp(env, workflows.CreateProxyName, createInput())
+
+	require.NoError(t, env.GetWorkflowError())
+	require.NotEmpty(t, policies, "the clone's wait heartbeats")
+	for _, p := range policies {
+		require.NotNil(t, p)
+		assert.Equal(t, w.cfg.Poll.InitialInterval, p.InitialInterval)
+		assert.Equal(t, 1.0, p.BackoffCoefficient, "a lost look's retry does not grow with the wait's attempts")
+	}
 }
 
 // Every task a create waits for is seen to have ended within a fifth of its duration or a
