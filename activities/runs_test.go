@@ -222,3 +222,40 @@ func TestTaskStatus_aPacedLookSaysHowLongItsWaitWaited(t *testing.T) {
 	assert.Equal(t, time.Hour, res.Waited)
 	assert.JSONEq(t, `{"runID":"r","waited":3600000000000}`, string(sent))
 }
+
+// callPriorities is a Proxmox API that records the call-limit priority of each clone and task
+// status call it is given.
+type callPriorities struct {
+	pve.API
+	clone, status []pve.Priority
+}
+
+func (c *callPriorities) Clone(ctx context.Context, node string, vmid int, params pve.CloneParams) (pve.UPID, error) {
+	c.clone = append(c.clone, pve.PriorityOf(ctx))
+	return c.API.Clone(ctx, node, vmid, params)
+}
+
+func (c *callPriorities) TaskStatus(ctx context.Context, node string, upid pve.UPID) (pve.TaskStatus, error) {
+	c.status = append(c.status, pve.PriorityOf(ctx))
+	return c.API.TaskStatus(ctx, node, upid)
+}
+
+// A clone, and the looks at its task that hand its storage's slot on when it ends, go before
+// the other calls that the call limits hold back; looks at any other task wait their turn.
+func TestTaskStatus_theCallsAClonesSlotWaitsOnGoFirst(t *testing.T) {
+	f := newFixture(t)
+	f.acts.Runs = signalCounter{runs{activities.RunInfo{Running: true, RunID: "r"}}, new(int)}
+	seen := &callPriorities{API: f.acts.API}
+	f.acts.API = seen
+	var upid pve.UPID
+	require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
+		Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test", Full: true},
+	}))
+	handsOn := activities.TaskStatusRequest{UPID: upid, Then: &activities.SignalRunRequest{WorkflowID: "clone-admission/q/pve1/local-lvm", Signal: "clone-release", Arg: []byte(`{}`)}}
+
+	_ = f.run(t, f.acts.TaskStatus, nil, handsOn)
+	_ = f.run(t, f.acts.TaskStatus, nil, activities.TaskStatusRequest{UPID: upid})
+
+	assert.Equal(t, []pve.Priority{pve.PrioritySlot}, seen.clone)
+	assert.Equal(t, []pve.Priority{pve.PrioritySlot, pve.PriorityDefault}, seen.status)
+}

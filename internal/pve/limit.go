@@ -53,11 +53,20 @@ const (
 	PriorityCare Priority = -1
 	// PriorityDefault is every other call's.
 	PriorityDefault Priority = 0
+	// PrioritySlot is that of the calls a storage's clone slot waits on while creates queue for
+	// it: a create's clone, and the looks at the clone's task whose end hands the slot on. They
+	// go before every other call: in the order of their operations' starts, a create's looks at
+	// its clone's end waited behind the later steps of every create that had cloned before it,
+	// and its slot stood free meanwhile.
+	PrioritySlot Priority = 1
 )
 
 func (p Priority) String() string {
-	if p == PriorityCare {
+	switch p {
+	case PriorityCare:
 		return "care"
+	case PrioritySlot:
+		return "slot"
 	}
 	return "default"
 }

@@ -191,6 +191,36 @@ func TestLimiter_aCallOfDefaultPriorityGoesBeforeEveryCareCallThatWaits(t *testi
 	}
 }
 
+// A clone slot's call goes before the waiting calls of operations started before its own: the
+// slot stands free until it is sent.
+func TestLimiter_aSlotsCallGoesBeforeTheCallsOfEarlierOperations(t *testing.T) {
+	l := newLimiter(CallLimits{Concurrency: 1})
+	hold, _, err := l.acquire(t.Context())
+	require.NoError(t, err)
+	sent := make(chan Priority, 11)
+	call := func(p Priority, started time.Time) {
+		release, _, err := l.acquire(WithOrder(WithPriority(t.Context(), p), started))
+		if assert.NoError(t, err) {
+			sent <- p
+			release()
+		}
+	}
+	earlier := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+	for i := range 10 {
+		go call(PriorityDefault, earlier)
+		queued(t, l, i+1)
+	}
+	go call(PrioritySlot, earlier.Add(time.Minute))
+	queued(t, l, 11)
+
+	hold()
+
+	assert.Equal(t, PrioritySlot, <-sent, "the slot's call, of the latest operation, goes first")
+	for range 10 {
+		assert.Equal(t, PriorityDefault, <-sent)
+	}
+}
+
 // Among waiting calls of one priority, a call of an operation started earlier goes before the
 // calls of later ones that came before it: the first create's clone before the other creates'
 // checks.
