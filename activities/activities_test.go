@@ -206,18 +206,25 @@ func TestTaskStatus_runningIsRetryableBenignTaskRunning(t *testing.T) {
 	assert.Contains(t, appErr.Message(), "12s", "the message says how long the task has run")
 }
 
-func TestTaskStatus_aRunningTaskIsLookedAtAgainAtItsWaitsPace(t *testing.T) {
+// A look that finds the task running says when the next comes, by the wait's pace, and so does
+// one that meets Proxmox's trouble: the retry policy's interval is left to looks lost with their
+// worker.
+func TestTaskStatus_aLookIsMadeAgainAtItsWaitsPace(t *testing.T) {
 	poll := config.Default().Poll
 	for _, tc := range []struct {
-		name   string
-		paced  bool
-		waited time.Duration
-		next   time.Duration
+		name     string
+		paced    bool
+		waited   time.Duration
+		trouble  bool
+		wantType string
+		next     time.Duration
 	}{
-		{"without a pace, the retry policy spaces the looks", false, 20 * time.Second, 0},
-		{"a young wait looks every second", true, 3 * time.Second, time.Second},
-		{"then after a fifth of the time waited", true, 20 * time.Second, 4 * time.Second},
-		{"at most ten seconds apart", true, 5 * time.Minute, 10 * time.Second},
+		{"without a pace, the retry policy spaces the looks", false, 20 * time.Second, false, activities.ErrTaskRunning, 0},
+		{"a young wait looks every second", true, 3 * time.Second, false, activities.ErrTaskRunning, time.Second},
+		{"then after a fifth of the time waited", true, 20 * time.Second, false, activities.ErrTaskRunning, 4 * time.Second},
+		{"at most ten seconds apart", true, 5 * time.Minute, false, activities.ErrTaskRunning, 10 * time.Second},
+		{"Proxmox's trouble without a pace, by the retry policy", false, 20 * time.Second, true, activities.ErrTransient, 0},
+		{"Proxmox's trouble at the pace", true, 20 * time.Second, true, activities.ErrTransient, 4 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": time.Hour} })
@@ -230,45 +237,14 @@ func TestTaskStatus_aRunningTaskIsLookedAtAgainAtItsWaitsPace(t *testing.T) {
 				req.Pace = &activities.Pace{Since: f.clock.Now(), Poll: poll}
 			}
 			f.clock.Advance(tc.waited)
-
-			err := f.run(t, f.acts.TaskStatus, nil, req)
-
-			appErr := appError(t, err)
-			assert.Equal(t, activities.ErrTaskRunning, appErr.Type())
-			assert.Equal(t, tc.next, appErr.NextRetryDelay())
-		})
-	}
-}
-
-// A look that meets Proxmox's trouble says when the next comes, as one that finds the task
-// running does: the retry policy's interval is left to looks lost with their worker.
-func TestTaskStatus_proxmoxTroubleIsLookedAtAgainAtTheWaitsPace(t *testing.T) {
-	poll := config.Default().Poll
-	for _, tc := range []struct {
-		name  string
-		paced bool
-		next  time.Duration
-	}{
-		{"without a pace, the retry policy spaces the looks", false, 0},
-		{"paced, after a fifth of the time waited", true, 4 * time.Second},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": time.Hour} })
-			var upid pve.UPID
-			require.NoError(t, f.run(t, f.acts.Clone, &upid, activities.CloneRequest{
-				Node: "pve1", TemplateVMID: template, Params: pve.CloneParams{NewID: newVMID, Name: "proxy-test", Full: true},
-			}))
-			req := activities.TaskStatusRequest{UPID: upid}
-			if tc.paced {
-				req.Pace = &activities.Pace{Since: f.clock.Now(), Poll: poll}
+			if tc.trouble {
+				f.cluster.FailNext("TaskStatus", apiErr(596, "Connection timed out"))
 			}
-			f.clock.Advance(20 * time.Second)
-			f.cluster.FailNext("TaskStatus", apiErr(596, "Connection timed out"))
 
 			err := f.run(t, f.acts.TaskStatus, nil, req)
 
 			appErr := appError(t, err)
-			assert.Equal(t, activities.ErrTransient, appErr.Type())
+			assert.Equal(t, tc.wantType, appErr.Type())
 			assert.False(t, appErr.NonRetryable())
 			assert.Equal(t, tc.next, appErr.NextRetryDelay())
 		})
