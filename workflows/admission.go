@@ -559,7 +559,7 @@ func (c *create) askForLease(l *lease) error {
 	if err != nil {
 		return permanentf("create proxy %s: %s: %v", c.in.Name, step, err)
 	}
-	start := activities.StartRun{WorkflowType: CloneAdmissionName, TaskQueue: workflow.GetInfo(c.ctx).TaskQueueName, Input: input, WorkflowTaskTimeout: slotTaskTimeout, PriorityKey: admissionPriority}
+	start := activities.StartRun{WorkflowType: CloneAdmissionName, TaskQueue: workflow.GetInfo(c.ctx).TaskQueueName, Input: input, WorkflowTaskTimeout: admissionTaskTimeout, PriorityKey: admissionPriority}
 	req := activities.SignalWithStartRunRequest{WorkflowID: l.admission, Signal: cloneAcquireSignal, Arg: arg, Start: start}
 	if call(c.ctx, c.s.callOptions(step), a.SignalWithStartRun, req).Get(c.ctx, nil) == nil {
 		return nil
@@ -603,7 +603,7 @@ func (c *create) startAdmission(l *lease) error {
 		WorkflowID:            l.admission,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowTaskTimeout:   slotTaskTimeout,
+		WorkflowTaskTimeout:   admissionTaskTimeout,
 		Priority:              temporal.Priority{PriorityKey: admissionPriority},
 	})
 	child := workflow.ExecuteChildWorkflow(ctx, CloneAdmissionName, AdmissionState{Storage: l.storage})
