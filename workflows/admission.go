@@ -29,8 +29,7 @@ import (
 // (its budget spent, a delete stopping it, an answer lost and the clone adopted) gives the
 // lease back with the clone it covers, and the admission keeps it until PVE says that clone has
 // ended. A holder that can give nothing back, because it was terminated, is found out: the
-// admission asks Temporal on a schedule whether its holders' runs still run (an admission
-// started before that shape signals them, and a signal to a closed run fails). A worker that
+// admission asks Temporal on a schedule whether its holders' runs still run. A worker that
 // dies loses nothing: the run goes on elsewhere, holding its lease.
 //
 // The admission outlives whatever starts it: a create starts it on a disconnected context, and
@@ -43,25 +42,11 @@ const (
 	cloneAcquireSignal  = "clone-acquire"
 	cloneReleaseSignal  = "clone-release"
 	cloneAdmittedSignal = "clone-admitted"
-	cloneLeaseCheck     = "clone-lease-check"
 )
 
 // AdmissionQuery answers the admission's state: who holds a lease, who waits, in order, and
 // which clones it still covers for runs that stopped waiting for them.
 const AdmissionQuery = "admission"
-
-// admissionShape names the changes from the 1.0 admission (admission_1_0.go): version 1 covers
-// the clones of leases given back; version 2 (holdersDescribed) asks Temporal whether a holder
-// still runs instead of signalling it, which cost every holder a workflow task per check;
-// version 3 (grantsByCall) sends its grants by a call (SignalRun).
-const admissionShape = "admission-leases-cover-clones"
-
-// holdersDescribed is admissionShape's version from which the admission describes its holders,
-// and grantsByCall the version from which it grants by a call.
-const (
-	holdersDescribed = 2
-	grantsByCall     = 3
-)
 
 // CloneAdmissionWorkflowID is the ID of the admission workflow of one storage key, for the
 // workers of one task queue: another installation on the same Temporal namespace, with a task
@@ -88,7 +73,7 @@ type admissionRequest struct {
 }
 
 // leaseRelease is what a release signal carries: the run, and the clone its lease still covers
-// when the run stopped before it saw that clone end. A 1.0 create sends the run alone.
+// when the run stopped before it saw that clone end.
 type leaseRelease struct {
 	Holder
 	Clone *CloneInFlight `json:"clone,omitempty"`
@@ -157,13 +142,8 @@ func (w *Workflows) CloneAdmission(ctx workflow.Context, st AdmissionState) erro
 	}
 	acquires := workflow.GetSignalChannel(ctx, cloneAcquireSignal)
 	releases := workflow.GetSignalChannel(ctx, cloneReleaseSignal)
+	a.releases = releases
 	a.report()
-	shape := workflow.GetVersion(ctx, admissionShape, workflow.DefaultVersion, grantsByCall)
-	if shape == workflow.DefaultVersion {
-		return a.run1_0(ctx, acquires, releases)
-	}
-	a.describeHolders = shape >= holdersDescribed
-	a.grantsByCall = shape >= grantsByCall
 	cancelled := false
 	var check workflow.Future // one check at a time, on a schedule that no signal pushes back
 	for {
@@ -203,13 +183,9 @@ type admission struct {
 	// the leases it has granted.
 	ctx workflow.Context
 	st  AdmissionState
-	// tellPlaces is set on a 1.0 run, which tells queued runs their places (admission_1_0.go).
-	tellPlaces bool
-	// describeHolders is set on a run that asks Temporal whether its holders still run; an
-	// older one signals them (checkHolders).
-	describeHolders bool
-	// grantsByCall is set on a run that sends its grants by a call (tellAll).
-	grantsByCall bool
+	// releases is the channel of release signals, which checkHolders takes in before it
+	// releases the leases of runs found closed.
+	releases workflow.ReceiveChannel
 }
 
 // busy is whether any lease is out: held, or covering a clone in flight.
@@ -266,13 +242,8 @@ func (a *admission) acquire(req admissionRequest) {
 		a.tell(req.Holder, cloneAdmittedSignal, a.grantNow()) // its grant crossed its repeated request
 		return
 	}
-	if i := slices.Index(a.st.Waiting, req.Holder); i >= 0 {
-		a.tellPlace(req.Holder, i)
-		return
-	}
-	a.st.Waiting = append(a.st.Waiting, req.Holder)
-	if len(a.st.Holders) >= a.st.Limit {
-		a.tellPlace(req.Holder, len(a.st.Waiting)-1)
+	if !slices.Contains(a.st.Waiting, req.Holder) {
+		a.st.Waiting = append(a.st.Waiting, req.Holder)
 	}
 }
 
@@ -298,34 +269,45 @@ func (a *admission) grantNow() cloneGrant {
 // grant admits waiting runs, first come first served, while leases are free. A run that does
 // not take the grant (it has closed) is dropped. The grants go out together.
 func (a *admission) grant() {
-	moved := false
 	for len(a.st.Holders)+len(a.st.Covered) < a.st.Limit && len(a.st.Waiting) > 0 {
 		n := min(a.st.Limit-len(a.st.Holders)-len(a.st.Covered), len(a.st.Waiting))
 		next := slices.Clone(a.st.Waiting[:n])
 		a.st.Waiting = a.st.Waiting[n:]
-		moved = true
 		for i, ok := range a.tellAll(next, cloneAdmittedSignal, a.grantNow()) {
 			if ok {
 				a.st.Holders = append(a.st.Holders, next[i])
 			}
 		}
 	}
-	if moved {
-		a.tellPlacesAfterGrant()
-	}
 }
 
 // checkHolders releases the leases of runs that have closed without giving them back: a
 // terminated run runs no code, so it cannot. Its clone, if one still runs, is not known here.
+//
+// A run that closes gives its lease back first, but its release may have come during the workflow
+// task that found it closed, and a task takes in only the signals that came before it began:
+// released there, a lease given back with its clone in flight would be granted again while that
+// clone runs. So the admission waits for its next task, takes in the releases that came, and
+// releases only the leases still held by runs found closed.
 func (a *admission) checkHolders() {
 	holders := slices.Clone(a.st.Holders)
-	check := a.describeAll
-	if !a.describeHolders {
-		check = func(hs []Holder) []bool { return a.tellAll(hs, cloneLeaseCheck, nil) }
-	}
-	for i, alive := range check(holders) {
+	var closed []Holder
+	for i, alive := range a.describeAll(holders) {
 		if !alive {
-			h := holders[i]
+			closed = append(closed, holders[i])
+		}
+	}
+	if len(closed) == 0 {
+		return
+	}
+	_ = workflow.Sleep(a.ctx, time.Millisecond) // the next workflow task
+	var r leaseRelease
+	for a.releases.ReceiveAsync(&r) {
+		a.release(r)
+		r = leaseRelease{}
+	}
+	for _, h := range closed {
+		if slices.Contains(a.st.Holders, h) {
 			workflow.GetLogger(a.ctx).Warn("releasing the clone lease of a run that closed without giving it back", "workflowID", h.WorkflowID, "runID", h.RunID)
 			a.release(leaseRelease{Holder: h})
 		}
@@ -382,22 +364,14 @@ func (a *admission) tell(h Holder, signal string, payload any) bool {
 
 // tellAll signals runs at once and reports which took the signal; a closed run does not.
 //
-// From grantsByCall on, the signals go as calls (SignalRun, a local activity each), which the
-// worker makes within the workflow task that decided them: a signal from the workflow is sent
-// only once that task completes, and its outcome comes back in another, so every grant cost
-// the admission two workflow tasks in a row, and a lease's turn the time between them, while
-// releases queued behind it. A call that fails is made again as a signal from the workflow: a
-// run that has closed refuses that too, and the test environment, where an activity cannot
-// signal a workflow, takes it.
+// The signals go as calls (SignalRun, a local activity each), which the worker makes within the
+// workflow task that decided them: a signal from the workflow is sent only once that task
+// completes, and its outcome comes back in another, so every grant would cost the admission two
+// workflow tasks in a row, and a lease's turn the time between them, while releases queued
+// behind it. A call that fails is made again as a signal from the workflow: a run that has
+// closed refuses that too, and the test environment, where an activity cannot signal a
+// workflow, takes it.
 func (a *admission) tellAll(hs []Holder, signal string, payload any) []bool {
-	if a.grantsByCall {
-		return a.callAll(hs, signal, payload)
-	}
-	return a.signalAll(hs, signal, payload)
-}
-
-// callAll is tellAll's calls.
-func (a *admission) callAll(hs []Holder, signal string, payload any) []bool {
 	var acts *activities.Activities
 	arg, err := protocolJSON(payload)
 	if err != nil {
@@ -427,7 +401,7 @@ func (a *admission) callAll(hs []Holder, signal string, payload any) []bool {
 	return ok
 }
 
-// signalAll is tellAll's signals from the workflow.
+// signalAll signals runs from the workflow, for the calls that failed (tellAll).
 func (a *admission) signalAll(hs []Holder, signal string, payload any) []bool {
 	futures := make([]workflow.Future, len(hs))
 	for i, h := range hs {

@@ -35,8 +35,6 @@ type admissionWorld struct {
 	// closed are the runs that have closed: a signal to them fails. allClosed closes them all.
 	closed    map[string]bool
 	allClosed bool
-	// leaseChecks counts the clone-lease-check signals the admission sent its holders.
-	leaseChecks int
 	// expected is the clone duration each run's grant expected.
 	expected map[string]time.Duration
 }
@@ -51,10 +49,6 @@ func newAdmissionWorld(t *testing.T) *admissionWorld {
 			defer a.mu.Unlock()
 			if a.closed[runID] || a.allClosed {
 				return errors.New("workflow execution already completed")
-			}
-			if signal == "clone-lease-check" {
-				a.leaseChecks++
-				return nil
 			}
 			a.told = append(a.told, runID+" "+signal)
 			if signal == "clone-admitted" {
@@ -200,29 +194,15 @@ func TestAdmission_aGrantExpectsTheMedianOfTheLastFiveClones(t *testing.T) {
 }
 
 func TestAdmission_findsATerminatedHolderWithoutSignallingTheHolders(t *testing.T) {
-	tests := []struct {
-		name        string
-		version     workflow.Version
-		leaseChecks bool
-	}{
-		{name: "current shape describes them", version: 3},
-		{name: "a run that grants by signal describes them too", version: 2},
-		{name: "a run started before it signals them", version: 1, leaseChecks: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a := newAdmissionWorld(t)
-			a.env.OnGetVersion("admission-leases-cover-clones", workflow.DefaultVersion, 3).Return(tt.version)
-			a.at(time.Second, func() { a.acquire("a", 1) })
-			a.at(2*time.Second, func() { a.acquire("b", 1) })
-			a.at(3*time.Second, func() { a.terminate("a") })
+	a := newAdmissionWorld(t)
+	a.at(time.Second, func() { a.acquire("a", 1) })
+	a.at(2*time.Second, func() { a.acquire("b", 1) })
+	a.at(3*time.Second, func() { a.terminate("a") })
 
-			a.run(time.Minute)
+	a.run(time.Minute)
 
-			assert.Equal(t, []string{"a", "b"}, a.admitted(), "b is admitted once the admission finds a gone")
-			assert.Equal(t, tt.leaseChecks, a.leaseChecks > 0, "lease-check signals: %d", a.leaseChecks)
-		})
-	}
+	assert.Equal(t, []string{"a", "b"}, a.admitted(), "b is admitted once the admission finds a gone")
+	assert.Equal(t, []string{"a clone-admitted", "b clone-admitted"}, a.told, "the holders are told their grants, nothing else")
 }
 
 func TestAdmission_repeatedRequestIsNotQueuedTwice(t *testing.T) {
@@ -309,6 +289,39 @@ func TestAdmission_aLeaseGivenBackWhileItsCloneTaskRunsCoversItUntilTheTaskEnds(
 	assert.Empty(t, after.Covered)
 }
 
+func TestAdmission_aRunFoundClosedAsItsReleaseComesKeepsItsCloneCovered(t *testing.T) {
+	a := newAdmissionWorld(t)
+	upid, err := a.w.cluster.Clone(context.Background(), "pve1", 9000, pve.CloneParams{NewID: 150, Name: "p", Full: true}) // 45 s
+	require.NoError(t, err)
+	a.at(time.Second, func() { a.acquire("a", 1) })
+	a.at(2*time.Second, func() { a.acquire("b", 1) })
+	// a is cancelled while its clone runs: it gives its lease back with the clone and closes
+	// while the admission's holder check asks whether it still runs.
+	var once sync.Once
+	a.w.runs.describing = func(workflowID string) {
+		if workflowID != "proxy/a/create" {
+			return
+		}
+		once.Do(func() {
+			a.releaseWith("a", workflows.CloneInFlight{Node: "pve1", UPID: upid})
+			a.mu.Lock()
+			a.closed["a"] = true
+			a.mu.Unlock()
+			a.w.runs.close(workflowID, "canceled")
+		})
+	}
+	var during, after workflows.AdmissionState
+	a.at(40*time.Second, func() { during = a.state() })
+	a.at(70*time.Second, func() { after = a.state() })
+
+	a.run(80 * time.Second)
+
+	assert.Empty(t, during.Holders, "b waits while a's clone runs: %v", a.admitted())
+	require.Len(t, during.Covered, 1, "a's lease covers its clone")
+	assert.Equal(t, upid, during.Covered[0].UPID)
+	assert.Equal(t, []string{"b"}, holderRuns(after.Holders), "b is admitted once the clone task has ended")
+}
+
 func TestAdmission_aLeaseGivenBackWithAnAdoptedCloneCoversItUntilItsVMIsUnlocked(t *testing.T) {
 	a := newAdmissionWorld(t)
 	_, err := a.w.cluster.Clone(context.Background(), "pve1", 9000, pve.CloneParams{NewID: 150, Name: "p", Full: true}) // 45 s
@@ -371,24 +384,4 @@ func TestAdmission_continuesAsNewWhenSuggestedWithItsHoldersAndQueue(t *testing.
 	assert.Equal(t, []string{"a"}, holderRuns(next.Holders))
 	assert.Equal(t, []string{"b"}, holderRuns(next.Waiting))
 	assert.Equal(t, 1, next.Limit)
-}
-
-func TestAdmission_a1_0RunContinuesAsNewIntoTheCurrentShapeAtItsFirstLiveEvent(t *testing.T) {
-	a := newAdmissionWorld(t)
-	// A run that 1.0 started: its history has no version marker.
-	a.env.OnGetVersion("admission-leases-cover-clones", workflow.DefaultVersion, 3).Return(workflow.DefaultVersion)
-	a.at(time.Second, func() {
-		a.acquire("a", 1)
-		a.acquire("b", 1)
-	})
-
-	a.env.ExecuteWorkflow(workflows.CloneAdmissionName, workflows.AdmissionState{Storage: "pve1/local-lvm"})
-
-	var can *workflow.ContinueAsNewError
-	require.ErrorAs(t, a.env.GetWorkflowError(), &can, "it moves to the current shape")
-	var next workflows.AdmissionState
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
-	assert.Equal(t, []string{"a"}, holderRuns(next.Holders), "carrying its lease")
-	assert.Equal(t, []string{"b"}, holderRuns(next.Waiting), "and its queue")
-	assert.Contains(t, a.told, "b clone-queued", "the event it met was handled as 1.0 handled it")
 }

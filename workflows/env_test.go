@@ -81,9 +81,18 @@ type runs struct {
 	observing bool
 	watches   []workflows.WatchRequest
 	looks     map[string][]workflows.Look
+	// describing, when set, is called with the workflow ID of every run described, before the
+	// answer is read: what happens to a run while Temporal is asked about it.
+	describing func(workflowID string)
 }
 
 func (r *runs) DescribeRun(_ context.Context, workflowID, runID string) (activities.RunInfo, error) {
+	r.mu.Lock()
+	describing := r.describing
+	r.mu.Unlock()
+	if describing != nil {
+		describing(workflowID)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	run := r.byID[workflowID]

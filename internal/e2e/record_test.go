@@ -128,29 +128,6 @@ func TestRecordHistories(t *testing.T) {
 				serve[workflows.CreateProxyResult](t, first)
 				return queued
 			}},
-		// The admission as pveflow 1.0 ran it: grants, a queue told its places, and the lease of
-		// a terminated create reclaimed. Its runs auto-upgrade, so later builds must replay it.
-		{name: "clone-admission-1.0",
-			cluster: func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 3 * time.Second} },
-			config:  func(c *config.Config) { c.Clones.PerStorage = 1 },
-			run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
-				first := s.startCreate(createInput(otherUID))
-				eventually(t, "the first create clones", func() bool { return c.CallCount("Clone") > 0 })
-				second, third := s.startCreate(createInput(uid)), s.startCreate(createInput(thirdUID))
-				admission := s.client.GetWorkflow(context.Background(), workflows.CloneAdmissionWorkflowID(workflows.DefaultTaskQueue, "pve1/local-lvm"), "")
-				eventually(t, "two creates queue", func() bool { return len(admissionState(t, s, admission).Waiting) == 2 })
-				holder := s.operation(otherUID, workflows.OpCreate)
-				require.NoError(t, s.client.TerminateWorkflow(context.Background(), holder.GetID(), holder.GetRunID(), "a person stops the create"))
-				_, err := served[workflows.CreateProxyResult](t, first)
-				require.Error(t, err)
-				serve[workflows.CreateProxyResult](t, second)
-				serve[workflows.CreateProxyResult](t, third)
-				eventually(t, "the admission is idle", func() bool {
-					st := admissionState(t, s, admission)
-					return len(st.Holders) == 0 && len(st.Waiting) == 0
-				})
-				return admission
-			}},
 		// The admission as it runs now: grants; a create stopped by a delete while it clones,
 		// whose lease covers the clone until it ends; a terminated create's lease reclaimed; and,
 		// idle, a cancel that closes it.
