@@ -509,20 +509,6 @@ func (c *create) admitClone(storage string) (*lease, error) {
 	return l, nil
 }
 
-// admissionTaskTimeout is the admission's workflow task timeout: how long Temporal waits for a
-// worker that took one of its workflow tasks before it gives the task to another. A worker that
-// dies with the task (killed, out of memory) tells nothing, and for that long every slot of the
-// storage that frees stays free: the default, 10 s, was the longest a slot stood free under
-// worker kills. The admission's tasks take milliseconds; the SDK keeps one that waits on its
-// local activities (grants, checks) alive past this by heartbeats. Continue-as-new keeps it.
-//
-// The operations keep the default. A granted create's task that is handed on replays without
-// the answer of the Clone call it made: it finds the VMID held by its own clone, not yet marked,
-// and clones onto the next, so that a third clone runs beside a storage's two slots. With 2 s,
-// then 5 s, a task on a live worker timed out while a server of make cluster's topology was
-// killed, and the short chaos run saw three clones at once.
-const admissionTaskTimeout = 2 * time.Second
-
 // firstAskAgain is how long a queued create waits before it asks its admission again, and
 // maxAskInterval caps the backoff between its later asks.
 const (

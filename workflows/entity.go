@@ -709,6 +709,7 @@ func (e *entity) start(op *runningOp, kind, workflowID, workflowType string, in 
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WaitForCancellation:   true,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowTaskTimeout:   operationTaskTimeout,
 		Priority:              temporal.Priority{PriorityKey: operationPriority},
 	})
 	child := workflow.ExecuteChildWorkflow(ctx, workflowType, in)

@@ -17,7 +17,9 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/activities"
@@ -462,6 +464,28 @@ func TestProxy_newEntityAsksAboutItsOperationsByCallsNotActivities(t *testing.T)
 	assert.NotContains(t, scheduled, "DescribeRun", "no DescribeRun activity")
 	require.GreaterOrEqual(t, len(calls), 3, "calls: %v", calls)
 	assert.Equal(t, []string{"DescribeRun", "DescribeRun", "DescribeRun"}, calls[:3], "the create, change and delete IDs, before anything else")
+}
+
+// A worker lost holding an operation's workflow task hands it on within five seconds, not
+// Temporal's default ten: the granted create's task that starts its clone holds a clone slot
+// that creates queue for.
+func TestProxy_theOperationsHandAWorkflowTaskOnWithinFiveSeconds(t *testing.T) {
+	w := newWorld(t)
+	p := newProxyEntity(t, w)
+	timeouts := map[string]time.Duration{}
+	p.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&scheduledSeen{child: func(name string, o workflow.ChildWorkflowOptions) {
+		timeouts[name] = o.WorkflowTaskTimeout
+	}}}})
+	p.request(0, workflows.CreateUpdate, "create", createInput())
+	p.request(10*time.Minute, workflows.DeleteUpdate, "delete", deleteInput())
+
+	p.run()
+
+	require.NoError(t, p.answer("create").err)
+	require.NoError(t, p.answer("delete").err)
+	for _, name := range []string{workflows.CreateProxyName, workflows.DeleteProxyName} {
+		assert.Equal(t, 5*time.Second, timeouts[name], "%s's workflow task timeout", name)
+	}
 }
 
 // withMachineTypes adds machine types large (4 cores) and xlarge (8 cores) to the world's

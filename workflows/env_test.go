@@ -355,11 +355,13 @@ func vmConfig(t *testing.T, w *world, vmid int) pve.VMConfig {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// scheduledSeen shows activity the options of every activity a workflow schedules, as the
-// testsuite's activity info does not carry its retry policy.
+// scheduledSeen shows activity and child the options of every activity and child workflow a
+// workflow schedules, where set, as the testsuite's activity and workflow info carry neither the
+// retry policy nor the workflow task timeout.
 type scheduledSeen struct {
 	interceptor.WorkerInterceptorBase
 	activity func(activityType string, o workflow.ActivityOptions)
+	child    func(workflowType string, o workflow.ChildWorkflowOptions)
 }
 
 func (s *scheduledSeen) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
@@ -381,6 +383,15 @@ type scheduledSeenOutbound struct {
 }
 
 func (o *scheduledSeenOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
-	o.seen.activity(activityType, workflow.GetActivityOptions(ctx))
+	if o.seen.activity != nil {
+		o.seen.activity(activityType, workflow.GetActivityOptions(ctx))
+	}
 	return o.Next.ExecuteActivity(ctx, activityType, args...)
+}
+
+func (o *scheduledSeenOutbound) ExecuteChildWorkflow(ctx workflow.Context, childWorkflowType string, args ...any) workflow.ChildWorkflowFuture {
+	if o.seen.child != nil {
+		o.seen.child(childWorkflowType, workflow.GetChildWorkflowOptions(ctx))
+	}
+	return o.Next.ExecuteChildWorkflow(ctx, childWorkflowType, args...)
 }
