@@ -103,9 +103,11 @@ workflowcheck: $(TOOLS)/workflowcheck
 # The end-to-end benchmarks run whole stacks for a minute or more, so one iteration is all the
 # benchmark time each gets; the timeout leaves room for all of their runs. After them comes
 # docs/performance.md's table of figures and goals (internal/benchtable), which fails the target
-# when a goal is missed or a figure's benchmark did not run.
+# when a goal is missed or a figure's benchmark did not run. -p 1: no package is built while
+# another's benchmarks run (the first ones, the clone slots under kills among them, shared the
+# machine's two cores with the builds of the rest).
 bench: $(TEMPORAL_BIN)
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./... 2>&1 | $(GO) run ./internal/benchtable
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -timeout 60m ./... 2>&1 | $(GO) run ./internal/benchtable
 
 # The long chaos run: 120 proxies created and deleted while the workers are SIGKILLed every 5 to
 # 20 s, the server once, and 20% of Proxmox calls fail (docs/reliability.md), on the embedded
