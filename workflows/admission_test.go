@@ -268,58 +268,53 @@ func TestAdmission_reclaimsATerminatedHoldersLeaseWhileCreatesKeepQueueing(t *te
 }
 
 func TestAdmission_aLeaseGivenBackWhileItsCloneTaskRunsCoversItUntilTheTaskEnds(t *testing.T) {
-	a := newAdmissionWorld(t)
-	upid, err := a.w.cluster.Clone(context.Background(), "pve1", 9000, pve.CloneParams{NewID: 150, Name: "p", Full: true}) // 45 s
-	require.NoError(t, err)
-	a.at(time.Second, func() { a.acquire("a", 1) })
-	a.at(2*time.Second, func() { a.acquire("b", 1) })
-	// a was stopped by a delete while it waited for its clone.
-	a.at(3*time.Second, func() { a.releaseWith("a", workflows.CloneInFlight{Node: "pve1", UPID: upid}) })
-	var during, after workflows.AdmissionState
-	a.at(40*time.Second, func() { during = a.state() })
-	a.at(70*time.Second, func() { after = a.state() })
+	tests := []struct {
+		name string
+		// giveBack has a give its lease back with the clone it covers.
+		giveBack func(a *admissionWorld, clone workflows.CloneInFlight)
+	}{
+		{name: "a stopped by a delete while it waited for its clone", giveBack: func(a *admissionWorld, clone workflows.CloneInFlight) {
+			a.at(3*time.Second, func() { a.releaseWith("a", clone) })
+		}},
+		{name: "a cancelled as the holder check finds it closed", giveBack: func(a *admissionWorld, clone workflows.CloneInFlight) {
+			// Its release comes while the check asks whether it still runs, and it has closed.
+			var once sync.Once
+			a.w.runs.describing = func(workflowID string) {
+				if workflowID != "proxy/a/create" {
+					return
+				}
+				once.Do(func() {
+					a.releaseWith("a", clone)
+					a.mu.Lock()
+					a.closed["a"] = true
+					a.mu.Unlock()
+					a.w.runs.close(workflowID, "canceled")
+				})
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newAdmissionWorld(t)
+			upid, err := a.w.cluster.Clone(context.Background(), "pve1", 9000, pve.CloneParams{NewID: 150, Name: "p", Full: true}) // 45 s
+			require.NoError(t, err)
+			a.at(time.Second, func() { a.acquire("a", 1) })
+			a.at(2*time.Second, func() { a.acquire("b", 1) })
+			tt.giveBack(a, workflows.CloneInFlight{Node: "pve1", UPID: upid})
+			var during, after workflows.AdmissionState
+			a.at(40*time.Second, func() { during = a.state() })
+			a.at(70*time.Second, func() { after = a.state() })
 
-	a.run(80 * time.Second)
+			a.run(80 * time.Second)
 
-	assert.Empty(t, during.Holders, "b waits while a's clone runs")
-	assert.Equal(t, []string{"b"}, holderRuns(during.Waiting))
-	require.Len(t, during.Covered, 1)
-	assert.Equal(t, upid, during.Covered[0].UPID)
-	assert.Equal(t, []string{"b"}, holderRuns(after.Holders), "b is admitted once the clone task has ended")
-	assert.Empty(t, after.Covered)
-}
-
-func TestAdmission_aRunFoundClosedAsItsReleaseComesKeepsItsCloneCovered(t *testing.T) {
-	a := newAdmissionWorld(t)
-	upid, err := a.w.cluster.Clone(context.Background(), "pve1", 9000, pve.CloneParams{NewID: 150, Name: "p", Full: true}) // 45 s
-	require.NoError(t, err)
-	a.at(time.Second, func() { a.acquire("a", 1) })
-	a.at(2*time.Second, func() { a.acquire("b", 1) })
-	// a is cancelled while its clone runs: it gives its lease back with the clone and closes
-	// while the admission's holder check asks whether it still runs.
-	var once sync.Once
-	a.w.runs.describing = func(workflowID string) {
-		if workflowID != "proxy/a/create" {
-			return
-		}
-		once.Do(func() {
-			a.releaseWith("a", workflows.CloneInFlight{Node: "pve1", UPID: upid})
-			a.mu.Lock()
-			a.closed["a"] = true
-			a.mu.Unlock()
-			a.w.runs.close(workflowID, "canceled")
+			assert.Empty(t, during.Holders, "b waits while a's clone runs: admitted %v", a.admitted())
+			assert.Equal(t, []string{"b"}, holderRuns(during.Waiting))
+			require.Len(t, during.Covered, 1, "a's lease covers its clone")
+			assert.Equal(t, upid, during.Covered[0].UPID)
+			assert.Equal(t, []string{"b"}, holderRuns(after.Holders), "b is admitted once the clone task has ended")
+			assert.Empty(t, after.Covered)
 		})
 	}
-	var during, after workflows.AdmissionState
-	a.at(40*time.Second, func() { during = a.state() })
-	a.at(70*time.Second, func() { after = a.state() })
-
-	a.run(80 * time.Second)
-
-	assert.Empty(t, during.Holders, "b waits while a's clone runs: %v", a.admitted())
-	require.Len(t, during.Covered, 1, "a's lease covers its clone")
-	assert.Equal(t, upid, during.Covered[0].UPID)
-	assert.Equal(t, []string{"b"}, holderRuns(after.Holders), "b is admitted once the clone task has ended")
 }
 
 func TestAdmission_aLeaseGivenBackWithAnAdoptedCloneCoversItUntilItsVMIsUnlocked(t *testing.T) {
