@@ -140,9 +140,8 @@ func (w *Workflows) CloneAdmission(ctx workflow.Context, st AdmissionState) erro
 	if err := workflow.SetQueryHandler(ctx, AdmissionQuery, func() (AdmissionState, error) { return a.st, nil }); err != nil {
 		return err
 	}
-	acquires := workflow.GetSignalChannel(ctx, cloneAcquireSignal)
-	releases := workflow.GetSignalChannel(ctx, cloneReleaseSignal)
-	a.releases = releases
+	a.acquires = workflow.GetSignalChannel(ctx, cloneAcquireSignal)
+	a.releases = workflow.GetSignalChannel(ctx, cloneReleaseSignal)
 	a.report()
 	cancelled := false
 	var check workflow.Future // one check at a time, on a schedule that no signal pushes back
@@ -151,7 +150,7 @@ func (w *Workflows) CloneAdmission(ctx workflow.Context, st AdmissionState) erro
 			check = workflow.NewTimer(a.ctx, a.st.CheckEvery)
 		}
 		sel := workflow.NewSelector(a.ctx)
-		a.receive(sel, acquires, releases)
+		a.receive(sel)
 		if !cancelled {
 			sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelled = true })
 		}
@@ -173,7 +172,7 @@ func (w *Workflows) CloneAdmission(ctx workflow.Context, st AdmissionState) erro
 		case cancelled && !a.busy():
 			return temporal.NewCanceledError()
 		case !cancelled && a.historyIsLong():
-			return a.continueAsNew(acquires, releases)
+			return a.continueAsNew()
 		}
 	}
 }
@@ -183,9 +182,8 @@ type admission struct {
 	// the leases it has granted.
 	ctx workflow.Context
 	st  AdmissionState
-	// releases is the channel of release signals, which checkHolders takes in before it
-	// releases the leases of runs found closed.
-	releases workflow.ReceiveChannel
+	// acquires and releases are the channels of the protocol's two signals to the admission.
+	acquires, releases workflow.ReceiveChannel
 }
 
 // busy is whether any lease is out: held, or covering a clone in flight.
@@ -196,12 +194,12 @@ func (a *admission) historyIsLong() bool {
 }
 
 // receive adds the admission's two signal channels to sel.
-func (a *admission) receive(sel workflow.Selector, acquires, releases workflow.ReceiveChannel) {
-	sel.AddReceive(acquires, func(ch workflow.ReceiveChannel, _ bool) {
+func (a *admission) receive(sel workflow.Selector) {
+	sel.AddReceive(a.acquires, func(ch workflow.ReceiveChannel, _ bool) {
 		var req admissionRequest
 		ch.Receive(a.ctx, &req)
 		a.acquire(req)
-	}).AddReceive(releases, func(ch workflow.ReceiveChannel, _ bool) {
+	}).AddReceive(a.releases, func(ch workflow.ReceiveChannel, _ bool) {
 		var r leaseRelease
 		ch.Receive(a.ctx, &r)
 		a.release(r)
@@ -210,18 +208,18 @@ func (a *admission) receive(sel workflow.Selector, acquires, releases workflow.R
 
 // continueAsNew takes in every signal already delivered, so that none is lost with this run,
 // grants what it can, and continues as new with the holders, the queue and the covered clones.
-func (a *admission) continueAsNew(acquires, releases workflow.ReceiveChannel) error {
+func (a *admission) continueAsNew() error {
 	for {
 		var req admissionRequest
 		var r leaseRelease
 		switch {
-		case acquires.ReceiveAsync(&req):
+		case a.acquires.ReceiveAsync(&req):
 			a.acquire(req)
-		case releases.ReceiveAsync(&r):
+		case a.releases.ReceiveAsync(&r):
 			a.release(r)
 		default:
 			a.grant() // its signals may let more in: take them too
-			if acquires.Len() == 0 && releases.Len() == 0 {
+			if a.acquires.Len() == 0 && a.releases.Len() == 0 {
 				return workflow.NewContinueAsNewError(a.ctx, CloneAdmissionName, a.st)
 			}
 		}

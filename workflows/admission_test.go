@@ -90,13 +90,15 @@ func (a *admissionWorld) releaseWith(run string, clone workflows.CloneInFlight) 
 	a.env.SignalWorkflow("clone-release", map[string]any{"workflowID": "proxy/" + run + "/create", "runID": run, "clone": clone})
 }
 
-// terminate makes run a terminated one: it runs no code, so it gives nothing back, a signal
-// to it fails, and Temporal describes it closed.
-func (a *admissionWorld) terminate(run string) {
+// terminate makes run a terminated one: it runs no code, so it gives nothing back.
+func (a *admissionWorld) terminate(run string) { a.close(run, "terminated") }
+
+// close closes run with status: a signal to it fails, and Temporal describes it closed.
+func (a *admissionWorld) close(run, status string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.closed[run] = true
-	a.w.runs.close("proxy/"+run+"/create", "terminated")
+	a.w.runs.close("proxy/"+run+"/create", status)
 }
 
 func (a *admissionWorld) state() workflows.AdmissionState {
@@ -285,10 +287,7 @@ func TestAdmission_aLeaseGivenBackWhileItsCloneTaskRunsCoversItUntilTheTaskEnds(
 				}
 				once.Do(func() {
 					a.releaseWith("a", clone)
-					a.mu.Lock()
-					a.closed["a"] = true
-					a.mu.Unlock()
-					a.w.runs.close(workflowID, "canceled")
+					a.close("a", "canceled")
 				})
 			}
 		}},
