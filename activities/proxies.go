@@ -55,9 +55,6 @@ type ProxyChangeOutcome struct {
 // ProxyDelete asks the entity of UID for its proxy to be absent: the delete Update.
 type ProxyDelete struct {
 	UID string `json:"uid"`
-	// ProviderID is "vms/<vmid>/<name>" of the VM the request is about, when the caller knows
-	// it, for the DeleteProxyInput of the delete.
-	ProviderID string `json:"providerID,omitempty"`
 	// RequestID is the Update's ID, as ProxyChange's.
 	RequestID string `json:"requestID"`
 	// UnlessWantedSince, when set, makes the entity refuse the delete (ErrSuperseded) if it

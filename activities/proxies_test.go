@@ -53,7 +53,7 @@ func TestRequestDelete_returnsTheEntitysOutcome(t *testing.T) {
 	want := activities.ProxyDeleteOutcome{Destroyed: []activities.VMRef{{Node: "pve1", VMID: 123456}}}
 	p := &proxies{destroyed: want}
 	f.acts.Proxies = p
-	req := activities.ProxyDelete{UID: "u-1", ProviderID: "vms/123456/proxy-u-1", RequestID: "collect-garbage/r1/u-1"}
+	req := activities.ProxyDelete{UID: "u-1", RequestID: "collect-garbage/r1/u-1"}
 	var got activities.ProxyDeleteOutcome
 
 	err := f.run(t, f.acts.RequestDelete, &got, req)

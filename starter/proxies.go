@@ -25,7 +25,7 @@ func (p EntityProxies) ChangeProxy(ctx context.Context, req activities.ProxyChan
 
 // DeleteProxy sends req's delete and waits for the operation that serves it.
 func (p EntityProxies) DeleteProxy(ctx context.Context, req activities.ProxyDelete) (activities.ProxyDeleteOutcome, error) {
-	del := workflows.DeleteProxyInput{UID: req.UID, ProviderID: req.ProviderID, UnlessWantedSince: req.UnlessWantedSince}
+	del := workflows.DeleteProxyInput{UID: req.UID, UnlessWantedSince: req.UnlessWantedSince}
 	r, err := p.Client.Delete(ctx, del, WithUpdateID(req.RequestID))
 	res, err := result[workflows.DeleteProxyResult](ctx, r, err)
 	return activities.ProxyDeleteOutcome{Destroyed: res.Destroyed}, err

@@ -669,9 +669,7 @@ func (c *create) provision() error {
 		// The mark says which image and seed the VM has, so a later run, or a check, tells
 		// whether it is the spec's without the entity's memory of what it made.
 		"description": proxy.WithMark(cfg["description"], mark),
-	}
-	if c.s.OnBoot != nil {
-		params["onboot"] = boolParam(*c.s.OnBoot)
+		"onboot":      boolParam(c.s.OnBoot),
 	}
 	for _, key := range workflow.DeterministicKeys(netParams) {
 		params[key] = netParams[key]

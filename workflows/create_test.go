@@ -205,7 +205,7 @@ func TestCreate_aNameWithUpperCaseIsFoundAndDeletedByItsProviderID(t *testing.T)
 	got, err := w.get(workflows.GetProxyInput{ProviderID: created.ProviderID})
 	require.NoError(t, err)
 	assert.Equal(t, created.VMID, got.VMID)
-	_, err = w.delete(workflows.DeleteProxyInput{UID: uid, ProviderID: created.ProviderID})
+	_, err = w.delete(workflows.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Empty(t, w.vms())

@@ -15,12 +15,10 @@ import (
 // DeleteProxyInput is the input of DeleteProxy.
 type DeleteProxyInput struct {
 	UID string `json:"uid"`
-	// Name is the VM's name; empty means the name from ProviderID, else proxy.NameFromUID(UID).
-	// The UID alone finds the proxy's VM. The name finds the seed ISO of a proxy created with a
-	// name of its own before seed ISOs were named after the UID.
+	// Name is the VM's name as the proxy's entity knows it, for the delete's progress and
+	// summaries; empty means proxy.NameFromUID(UID). The UID alone finds the VM and its seed
+	// ISO, so a delete request's name is not read.
 	Name string `json:"name,omitempty"`
-	// ProviderID is "vms/<vmid>/<name>", when the operator knows it.
-	ProviderID string `json:"providerID,omitempty"`
 	// UnlessWantedSince, in a delete request, makes the proxy's entity refuse it (FailSuperseded)
 	// when it accepted a create or change of the proxy after that time (ProxyState.WantedAt):
 	// the time a garbage collection began looking. DeleteProxy itself never reads it.
@@ -52,15 +50,6 @@ func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ De
 	defer func() { recordOutcome(ctx, deleteMetrics, in.UID, t, err) }()
 	if err := checkOperation(ctx, "delete", in.UID, ""); err != nil {
 		return DeleteProxyResult{}, err
-	}
-	if in.ProviderID != "" {
-		_, name, err := proxy.ParseProviderID(in.ProviderID)
-		if err != nil {
-			return DeleteProxyResult{}, permanentf("delete proxy %s: %v", in.UID, err)
-		}
-		if in.Name == "" {
-			in.Name = name
-		}
 	}
 	if in.Name == "" {
 		in.Name = proxy.NameFromUID(in.UID)
@@ -118,12 +107,7 @@ func (d *deletion) run() (DeleteProxyResult, error) {
 		nodes = append(nodes, v.Node)
 	}
 	slices.Sort(nodes)
-	volids := []string{proxy.SeedVolID(d.s.ISOStorage, proxy.NameFromUID(d.uid))}
-	if d.in.Name != proxy.NameFromUID(d.uid) {
-		// A proxy with a name of its own, created before seed ISOs were named after the UID.
-		volids = append(volids, proxy.SeedVolID(d.s.ISOStorage, d.in.Name))
-	}
-	if err := d.deleteSeed(slices.Compact(nodes), volids); err != nil {
+	if err := d.deleteSeed(slices.Compact(nodes), proxy.SeedVolID(d.s.ISOStorage, proxy.NameFromUID(d.uid))); err != nil {
 		return res, err
 	}
 	return res, d.freeAddresses()
@@ -240,14 +224,12 @@ func notFound(err error) bool {
 	return isType(err, activities.ErrNotFound) || isTaskFailedWith(err, activities.ErrNotFound)
 }
 
-// deleteSeed deletes the proxy's seed ISOs on every node that may hold them.
-func (d *deletion) deleteSeed(nodes, volids []string) error {
+// deleteSeed deletes the proxy's seed ISO, volid, on every node that may hold it.
+func (d *deletion) deleteSeed(nodes []string, volid string) error {
 	d.t.phase(PhaseCleaning, "delete seed ISO")
-	for _, volid := range volids {
-		for _, node := range nodes {
-			if err := d.deleteSeedISO(node, volid); err != nil {
-				return err
-			}
+	for _, node := range nodes {
+		if err := d.deleteSeedISO(node, volid); err != nil {
+			return err
 		}
 	}
 	return nil

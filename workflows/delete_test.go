@@ -28,7 +28,7 @@ func created(t *testing.T) (*world, workflows.CreateProxyResult) {
 func TestDelete_runningVMStoppedFirstThenDestroyed(t *testing.T) {
 	w, vm := created(t)
 
-	res, err := w.delete(workflows.DeleteProxyInput{UID: uid, ProviderID: vm.ProviderID})
+	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Equal(t, []activities.VMRef{{Node: "pve1", VMID: vm.VMID}}, res.Destroyed)
@@ -133,15 +133,6 @@ func TestDelete_destroyTaskFailureIsTransient(t *testing.T) {
 	assert.Equal(t, workflows.FailTransient, failureType(t, err))
 }
 
-func TestDelete_malformedProviderIDIsPermanent(t *testing.T) {
-	w := newWorld(t)
-
-	_, err := w.delete(workflows.DeleteProxyInput{UID: uid, ProviderID: "vms/abc"})
-
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
-	assert.Empty(t, w.cluster.Calls())
-}
-
 func TestDelete_waitsOutADestroyTaskThatFailsOnABackupLock(t *testing.T) {
 	w := newWorld(t)
 	_, err := w.create(createInput())
@@ -183,7 +174,7 @@ func TestDelete_stopMadeAgainOnAVMAlreadyDestroyedCountsItDestroyed(t *testing.T
 	require.NoError(t, err)
 	w.wrap = func(api pve.API) pve.API { return &destroyedBeforeStop{API: api, t: t} }
 
-	res, err := w.delete(workflows.DeleteProxyInput{UID: uid, ProviderID: vm.ProviderID})
+	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Equal(t, []activities.VMRef{{Node: "pve1", VMID: vm.VMID}}, res.Destroyed, "the run's own destroy, made before its worker was lost")
@@ -210,7 +201,7 @@ func TestDelete_stopTaskThatFailsOnALockOrMissesTheVMIsFollowedUp(t *testing.T) 
 			// The task fails without its effect: the VM still runs, and the stop is made again.
 			w.cluster.FailTask("qmstop", exit(vm.VMID))
 
-			res, err := w.delete(workflows.DeleteProxyInput{UID: uid, ProviderID: vm.ProviderID})
+			res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
 
 			require.NoError(t, err)
 			assert.Equal(t, []activities.VMRef{{Node: "pve1", VMID: vm.VMID}}, res.Destroyed)

@@ -96,9 +96,6 @@ type entity struct {
 	reason string
 	// drifted asks the next plan for a change that puts the machine type back.
 	drifted bool
-	// deleteWith is the last delete request's, for its name or provider ID: the seed ISO of a
-	// proxy created with a name of its own before seed ISOs were named after the UID.
-	deleteWith DeleteProxyInput
 	// stopTimer stops the timer that wakes the loop for the next check, or to close an absent
 	// proxy's entity; woken says it fired.
 	stopTimer workflow.CancelFunc
@@ -170,7 +167,7 @@ func (e *entity) register() error {
 	})
 	return workflow.SetUpdateHandlerWithOptions(e.ctx, DeleteUpdate,
 		func(ctx workflow.Context, in DeleteProxyInput) (DeleteProxyResult, error) {
-			return handle[DeleteProxyResult](ctx, e, OpDelete, nil, func() { e.st.Spec, e.deleteWith, e.st.UserDataDigest = nil, in, "" })
+			return handle[DeleteProxyResult](ctx, e, OpDelete, nil, func() { e.st.Spec, e.st.UserDataDigest = nil, "" })
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in DeleteProxyInput) error {
 			return e.validate(ctx, func() error { return e.validateDelete(in) })
@@ -525,11 +522,6 @@ func (e *entity) validateDelete(in DeleteProxyInput) error {
 	if err := e.validateUID(in.UID); err != nil {
 		return err
 	}
-	if in.ProviderID != "" {
-		if _, _, err := proxy.ParseProviderID(in.ProviderID); err != nil {
-			return fmt.Errorf("delete proxy %s: %w", in.UID, err)
-		}
-	}
 	// A garbage collection's delete of a proxy created or changed since it looked: the proxy is
 	// wanted again. A validator's check records nothing, so the entity's commands are as before.
 	if !in.UnlessWantedSince.IsZero() && e.st.Spec != nil && e.st.WantedAt.After(in.UnlessWantedSince) {
@@ -663,13 +655,9 @@ func (e *entity) startChange(spec CreateProxyInput) {
 // a rebuild onto a new image or zone, which a create of the spec follows.
 func (e *entity) startDelete(rebuildFrom *CreateProxyInput) {
 	in := DeleteProxyInput{UID: e.uid, Name: e.nameOf()}
-	switch {
-	case rebuildFrom != nil:
+	if rebuildFrom != nil {
 		in.Name = rebuildFrom.Name
 		in.KeepAddresses = true // the create that follows takes them again
-	case e.deleteWith.Name != "" || e.deleteWith.ProviderID != "":
-		// What the operator named; DeleteProxy takes a name left out from the provider ID.
-		in.Name, in.ProviderID = e.deleteWith.Name, e.deleteWith.ProviderID
 	}
 	e.start(&runningOp{rebuildFrom: rebuildFrom}, OpDelete, DeleteWorkflowID(e.uid), DeleteProxyName, in)
 }

@@ -223,7 +223,6 @@ func TestProxy_invalidRequestsAreRefusedAndNothingRecorded(t *testing.T) {
 		{"invalid addresses", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", Addresses: proxy.Addresses{Gateway6: "fe80::1"}}, "addresses: gateway6 fe80::1 is given without an ipv6 address"},
 		{"user-data too large", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: string(make([]byte, workflows.MaxUserDataBytes+1))}, "more than the limit"},
 		{"change of nothing", workflows.ChangeUpdate, workflows.ChangeRequest{UID: uid}, "nothing to change"},
-		{"malformed provider ID", workflows.DeleteUpdate, workflows.DeleteProxyInput{UID: uid, ProviderID: "vm/1"}, "want vms/<vmid>/<name>"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -553,8 +552,6 @@ func TestProxy_newUserDataGivesANewSeedWithANewInstanceIDAndAReboot(t *testing.T
 	p := newProxyEntity(t, w)
 	p.request(0, workflows.CreateUpdate, "create", createInput())
 	fresh := "#cloud-config\nruncmd: [echo changed]\n"
-	// The user-data a worker reads from the ChangeProxy's input.
-	p.at(30*time.Minute, func() { w.userData = fresh })
 	p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, UserData: &fresh})
 	var seedUserData, seedMeta string
 	var desired workflows.DesiredState
@@ -687,14 +684,11 @@ func TestProxy_aPermanentFailureIsNotHealedUntilARequestComes(t *testing.T) {
 	require.NoError(t, w.cluster.AddVM(pvesim.VM{Node: "pve1", VMID: 4242, Config: pve.VMConfig{
 		"name": proxy.NameFromUID(uid), "description": "a VM someone made by hand",
 	}}))
-	// The seed ISO of a proxy created with a name of its own, before seeds were named after UIDs.
-	_, err := w.cluster.UploadISO(context.Background(), "pve1", "local", "proxy-own-name-seed.iso", strings.NewReader("iso"), 3)
-	require.NoError(t, err)
 	p := newProxyEntity(t, w)
 	p.request(0, workflows.CreateUpdate, "create", createInput())
 	var waiting workflows.ProxyStatus
 	p.at(time.Hour, func() { waiting = p.status() })
-	p.request(time.Hour+time.Second, workflows.DeleteUpdate, "delete", workflows.DeleteProxyInput{UID: uid, Name: "proxy-own-name"})
+	p.request(time.Hour+time.Second, workflows.DeleteUpdate, "delete", workflows.DeleteProxyInput{UID: uid})
 
 	st := p.run()
 
@@ -702,7 +696,7 @@ func TestProxy_aPermanentFailureIsNotHealedUntilARequestComes(t *testing.T) {
 	assert.Equal(t, workflows.ProxyFailed, waiting.Phase)
 	assert.Equal(t, "absent", waiting.Observed.State, "the checks found no VM of the proxy, and left it so")
 	assert.Equal(t, []string{"create:failed", "delete:completed"}, kinds(st))
-	assert.Empty(t, w.isos(), "the delete request's name reached the delete, which deleted that seed ISO")
+	assert.Equal(t, []int{4242}, w.vmids(), "the VM without the proxy's mark is left alone")
 }
 
 func TestProxy_aRequestAcceptedWhileAnOperationFailsIsServedByTheNext(t *testing.T) {

@@ -583,7 +583,7 @@ func (g *collector) deleteVMs(vms []GarbageVM) error {
 		deletes := make([]workflow.Future, len(batch))
 		for i, uid := range batch {
 			info := workflow.GetInfo(g.ctx)
-			req := activities.ProxyDelete{UID: uid, ProviderID: providerIDOf(vms, uid), RequestID: info.WorkflowExecution.ID + "/" + uid,
+			req := activities.ProxyDelete{UID: uid, RequestID: info.WorkflowExecution.ID + "/" + uid,
 				UnlessWantedSince: info.WorkflowStartTime}
 			opts := g.s.requestOptions(g.s.deleteBudget(), "delete proxy "+uid)
 			// A cancelled collection ends at once: the delete it asked for goes on in the entity.
@@ -604,16 +604,6 @@ func (g *collector) deleteVMs(vms []GarbageVM) error {
 		}
 	}
 	return nil
-}
-
-// providerIDOf is the provider ID of the first VM of uid, which names the proxy's VM for its
-// delete.
-func providerIDOf(vms []GarbageVM, uid string) string {
-	i := slices.IndexFunc(vms, func(v GarbageVM) bool { return v.UID == uid })
-	if proxy.ValidateName(vms[i].Name) != nil {
-		return "" // a provider ID the entity would refuse; the UID finds the VM
-	}
-	return proxy.FormatProviderID(vms[i].VMID, vms[i].Name)
 }
 
 // vmOutcome is what became of VM v, given the delete of its UID: the entity refused it, or its

@@ -30,7 +30,6 @@ func TestCollectGarbage_findsAMarkedVMWithoutTagOrProxyName(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []workflows.GarbageVM{{UID: otherUID, VMID: orphan.VMID, Node: "pve1", Name: "egress-eu-1", Outcome: workflows.GarbageDeleted}}, res.VMs)
 	require.Len(t, w.proxies.deleted(), 1)
-	assert.Equal(t, proxy.FormatProviderID(orphan.VMID, "egress-eu-1"), w.proxies.deleted()[0].ProviderID)
 }
 
 func TestCollectGarbage_keepsTheSeedISOOfAKeptProxyItCouldNotList(t *testing.T) {
@@ -139,8 +138,8 @@ func (a *afterFirstISOListing) StorageContent(ctx context.Context, node, storage
 	return vols, err
 }
 
-// A VM made before names had one rule (a dotted name), or renamed by a person, has a provider
-// ID the entity would refuse: its delete names the UID alone, which finds it.
+// A VM made before names had one rule (a dotted name), or renamed by a person: its delete
+// names the UID, which finds it whatever its name.
 func TestCollectGarbage_deletesAMarkedVMWhoseNameIsNotADNSLabelByItsUID(t *testing.T) {
 	w := newWorld(t)
 	orphan := proxyVM(w, otherUID, true)
@@ -154,5 +153,4 @@ func TestCollectGarbage_deletesAMarkedVMWhoseNameIsNotADNSLabelByItsUID(t *testi
 	assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome)
 	require.Len(t, w.proxies.deleted(), 1)
 	assert.Equal(t, otherUID, w.proxies.deleted()[0].UID)
-	assert.Empty(t, w.proxies.deleted()[0].ProviderID)
 }

@@ -66,7 +66,6 @@ func TestCollectGarbage_deletesOrphanVMAndLeavesKeptOne(t *testing.T) {
 	assert.Equal(t, []workflows.GarbageVM{{UID: otherUID, VMID: orphan.VMID, Node: "pve1", Name: proxy.NameFromUID(otherUID), Outcome: workflows.GarbageDeleted}}, res.VMs)
 	require.Len(t, w.proxies.deleted(), 1, "the kept one's entity is never asked")
 	assert.Equal(t, otherUID, w.proxies.deleted()[0].UID)
-	assert.Equal(t, proxy.FormatProviderID(orphan.VMID, proxy.NameFromUID(otherUID)), w.proxies.deleted()[0].ProviderID)
 	assert.Equal(t, "default-test-workflow-id/"+otherUID, w.proxies.deleted()[0].RequestID)
 	assert.Zero(t, w.cluster.CallCount("Destroy"), "the entity's DeleteProxy destroys it, not the collection")
 	assert.Equal(t, []int{kept.VMID}, slices.DeleteFunc(w.vmids(), func(id int) bool { return id == orphan.VMID }))

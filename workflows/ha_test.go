@@ -76,10 +76,10 @@ func TestHA_aCreateStartsAProxyTheManagerStoppedByAHastartAndWaitsForItToRun(t *
 
 func TestHA_aDeleteRemovesTheResourceBeforeItStopsTheVM(t *testing.T) {
 	w := haWorld(t, "started")
-	res, err := w.create(createInput())
+	_, err := w.create(createInput())
 	require.NoError(t, err)
 
-	_, err = w.delete(workflows.DeleteProxyInput{UID: uid, ProviderID: res.ProviderID})
+	_, err = w.delete(workflows.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Empty(t, w.vms())
@@ -93,7 +93,7 @@ func TestHA_aDeleteWaitsForTheManagerToStopAProxyRegisteredWhileHAIsOff(t *testi
 	require.NoError(t, err)
 	require.NoError(t, w.cluster.AddHAResource(context.Background(), pve.HAResourceParams{SID: haSID(res.VMID), State: "started"}))
 
-	_, err = w.delete(workflows.DeleteProxyInput{UID: uid, ProviderID: res.ProviderID})
+	_, err = w.delete(workflows.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Contains(t, taskTypes(w), "hastop")

@@ -221,15 +221,11 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 	}
 	version := readStep("read the PVE version", a.Version)
 	resources := readStep("list cluster resources", a.ClusterResources, activities.ResourcesFilter{})
-	var privileges workflow.Future // of privilegeCheck; nil in a run recorded before the check read them
-	if slices.ContainsFunc(hs.Targets, func(t healthTarget) bool { return len(t.Required) > 0 }) {
-		f, settle := workflow.NewFuture(ctx)
-		privileges = f
-		workflow.Go(ctx, func(ctx workflow.Context) {
-			pc, err := readPrivileges(ctx, hs, resources, readStep)
-			settle.Set(pc, err)
-		})
-	}
+	privileges, settle := workflow.NewFuture(ctx) // of privilegeCheck
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		pc, err := readPrivileges(ctx, hs, resources, readStep)
+		settle.Set(pc, err)
+	})
 	res := CheckHealthResult{CheckedAt: workflow.Now(ctx).UTC(), Nodes: make([]NodeHealth, len(hs.Targets))}
 	wg := workflow.NewWaitGroup(ctx)
 	for i, target := range hs.Targets {
@@ -271,7 +267,7 @@ func (w *Workflows) CheckHealth(ctx workflow.Context) (CheckHealthResult, error)
 // nodeCheck is the calls one node's health is judged on.
 type nodeCheck struct {
 	version, resources, status, storage workflow.Future
-	// privileges, of a privilegeCheck, is nil in a run recorded before the check read them.
+	// privileges is of a privilegeCheck.
 	privileges workflow.Future
 }
 
@@ -371,16 +367,11 @@ func (c nodeCheck) judge(ctx workflow.Context, s settings, i int, target healthT
 	statusErr := c.status.Get(ctx, &ns)
 	storageErr := c.storage.Get(ctx, &st)
 	resourcesErr := c.resources.Get(ctx, &resources)
-	var (
-		pc            privilegeCheck
-		privilegesErr error
-	)
-	if c.privileges != nil {
-		privilegesErr = c.privileges.Get(ctx, &pc)
-	}
+	var pc privilegeCheck
+	privilegesErr := c.privileges.Get(ctx, &pc)
 
 	h := NodeHealth{Name: target.Node, Details: map[string]string{}}
-	if c.privileges != nil && privilegesErr == nil {
+	if privilegesErr == nil {
 		h.MissingPrivileges = pve.Missing(pc.Required[i], pc.Held)
 	}
 	if versionErr != nil {

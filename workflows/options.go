@@ -58,9 +58,8 @@ type settings struct {
 	// NICs.
 	MachineTypes map[string]config.MachineType `json:"machineTypes,omitempty"`
 
-	// OnBoot is proxmox.onboot; nil in settings recorded before pveflow wrote onboot, whose
-	// runs leave the template's.
-	OnBoot *bool `json:"onBoot,omitempty"`
+	// OnBoot is proxmox.onboot.
+	OnBoot bool `json:"onBoot"`
 	// HA is proxmox.ha.
 	HA config.HA `json:"ha,omitzero"`
 	// AddressPools are the pools a create allocates from; AddressPoolNames, sorted, the pools
@@ -95,7 +94,7 @@ func settingsOf(c config.Config) settings {
 		// Recorded for the entity's checks and a create's NICs: the operations resolve their
 		// placement (cores, memory, disk) once, with the image and zone.
 		MachineTypes:     c.Proxmox.MachineTypes,
-		OnBoot:           &c.Proxmox.OnBoot,
+		OnBoot:           c.Proxmox.OnBoot,
 		HA:               c.Proxmox.HA,
 		AddressPools:     c.Proxmox.AddressPools,
 		AddressPoolNames: c.Proxmox.AddressPoolNames(),

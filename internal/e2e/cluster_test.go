@@ -71,7 +71,7 @@ func TestCluster_aCreateAndDeleteSurviveAServerProcessKilledMidCreate(t *testing
 	assert.Equal(t, 1, cluster.CallCount("Clone"), "the clone was dispatched once")
 	assert.NotEmpty(t, res.IPv4)
 
-	del, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid, ProviderID: res.ProviderID}))
+	del, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
 	require.NoError(t, err)
 	assert.Len(t, del.Destroyed, 1)
 	assert.Empty(t, leftovers(cluster))

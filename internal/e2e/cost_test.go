@@ -58,9 +58,9 @@ func costOf(t testing.TB, s *stack, run client.WorkflowRun) historyCost {
 // createAndDelete creates the proxy of uid and deletes it, and returns the two runs.
 func createAndDelete(t testing.TB, s *stack, uid string) (create, del client.WorkflowRun) {
 	t.Helper()
-	res, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	_, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
 	require.NoError(t, err)
-	_, err = served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid, ProviderID: res.ProviderID}))
+	_, err = served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
 	require.NoError(t, err)
 	return s.operation(uid, workflows.OpCreate), s.operation(uid, workflows.OpDelete)
 }

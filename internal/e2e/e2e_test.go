@@ -81,7 +81,7 @@ func TestE2E_createQueryResultDeleteThroughTheRESTAPI(t *testing.T) {
 
 	create := s.operation(uid, workflows.OpCreate)
 
-	del, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid, ProviderID: res.ProviderID}))
+	del, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
 	require.NoError(t, err)
 	assert.Len(t, del.Destroyed, 1)
 	assert.Empty(t, leftovers(cluster))

@@ -62,7 +62,7 @@ func TestE2E_anHAProxyStoppedThroughPVEIsHealedByAHastartAndDeletedThroughTheRES
 	state, _ := cluster.HAState(sid)
 	assert.Equal(t, "started", state)
 
-	del, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid, ProviderID: created.ProviderID}))
+	del, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
 
 	require.NoError(t, err)
 	assert.Len(t, del.Destroyed, 1)

@@ -183,9 +183,8 @@ func (c *cli) deleteCommand() *cobra.Command {
 		Short: "Ask for the proxy of a UID to be deleted; a create that still runs is superseded",
 		Long: `Asks the proxy of UID to be absent: a create of it that still runs is stopped, and a DeleteProxy
 destroys its VM and removes its seed ISO. Returns once the proxy has accepted the request. The
-UID alone finds the proxy's VM. --name (or the name in --provider-id) is needed only for the
-seed ISO of a proxy created with --name before pveflow found seed ISOs by UID. With --wait,
-waits for the delete and prints what it destroyed.`,
+UID alone finds the proxy's VM and its seed ISO. With --wait, waits for the delete and prints
+what it destroyed.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkUID(cmd, in.UID); err != nil {
@@ -198,8 +197,6 @@ waits for the delete and prints what it destroyed.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&in.UID, "uid", "", "the proxy's `UID` (required)")
-	f.StringVar(&in.Name, "name", "", "the `NAME` the proxy was created with, for the seed ISO of an old proxy")
-	f.StringVar(&in.ProviderID, "provider-id", "", "the proxy's provider `ID`, vms/<vmid>/<name>")
 	f.BoolVar(&wait, "wait", false, "wait for the delete and print what it destroyed")
 	return cmd
 }
@@ -627,7 +624,7 @@ func (c *cli) demo(ctx context.Context, in workflows.CreateProxyInput) error {
 	}
 
 	c.say("demo: deleting proxy %s", in.UID)
-	del := workflows.DeleteProxyInput{UID: in.UID, ProviderID: created.ProviderID}
+	del := workflows.DeleteProxyInput{UID: in.UID}
 	deleted, err := awaitRequest(ctx, c, starter.Delete, in.UID, func(ctx context.Context) (workflows.DeleteProxyResult, error) {
 		return sendAndGet[workflows.DeleteProxyResult](ctx, starter.Delete, in.UID, func(ctx context.Context) (*starter.Request, error) {
 			return c.starter.Delete(ctx, del)
