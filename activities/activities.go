@@ -41,15 +41,12 @@ import (
 	"github.com/pveflow/pveflow/internal/telemetry"
 )
 
-// Activities holds what the activities need: the seam, the provider config, where UploadISO
-// reads the user-data of a run, where DescribeRun asks Temporal about a run, and where
-// RequestChange and RequestDelete send their requests.
+// Activities holds what the activities need: the seam, the provider config, where DescribeRun
+// asks Temporal about a run, and where RequestChange and RequestDelete send their requests.
 type Activities struct {
 	API     pve.API
 	Proxmox config.Proxmox
-	// StartInput reads the user-data from a run's input; a worker's is a HistoryStartInput.
-	StartInput StartInput
-	// Runs describes workflow runs; a worker's is the same HistoryStartInput.
+	// Runs describes and signals workflow runs; a worker's is a TemporalRuns.
 	Runs Runs
 	// Proxies sends requests to Proxy entities; a worker's is an adapter over starter.Client.
 	Proxies Proxies

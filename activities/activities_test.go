@@ -54,7 +54,7 @@ func newFixture(t *testing.T, change ...func(*pvesim.Options)) *fixture {
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	env := suite.NewTestActivityEnvironment()
 	cfg := config.Default()
-	acts := &activities.Activities{API: cluster, Proxmox: cfg.Proxmox, Now: clock.Now, StartInput: &startInput{userData: "#cloud-config\n"}}
+	acts := &activities.Activities{API: cluster, Proxmox: cfg.Proxmox, Now: clock.Now}
 	env.RegisterActivity(acts)
 	return &fixture{env: env, cluster: cluster, clock: clock, acts: acts, log: log}
 }
@@ -581,7 +581,7 @@ func TestUploadISO_uploadsSeedAndReturnsOnlyItsDescription(t *testing.T) {
 	var res activities.UploadISOResult
 	require.NoError(t, f.run(t, f.acts.UploadISO, &res, activities.UploadISORequest{
 		StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"},
-		Name:       "proxy-test", Seed: "proxy-test", InstanceID: "uid-1",
+		Name:       "proxy-test", Seed: "proxy-test", InstanceID: "uid-1", UserData: "#cloud-config\n",
 	}))
 	_, err := f.waitTask(t, res.UPID)
 	require.NoError(t, err)
@@ -617,7 +617,7 @@ func TestStorageContent_listsISOs(t *testing.T) {
 	var up activities.UploadISOResult
 	require.NoError(t, f.run(t, f.acts.UploadISO, &up, activities.UploadISORequest{
 		StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"},
-		Name:       "proxy-test", Seed: "proxy-test", InstanceID: "uid-1",
+		Name:       "proxy-test", Seed: "proxy-test", InstanceID: "uid-1", UserData: "#cloud-config\n",
 	}))
 	_, err := f.waitTask(t, up.UPID)
 	require.NoError(t, err)

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -128,24 +126,31 @@ func (a *Activities) SignalWithStartRun(ctx context.Context, req SignalWithStart
 	return nil
 }
 
+// TemporalRuns is the Runs of a worker: Temporal's answers through the worker's client.
+type TemporalRuns struct {
+	// Client is the worker's client: its data converter encodes the signals' arguments and
+	// the started workflows' inputs as the workflows' own payloads are.
+	Client client.Client
+}
+
 // SignalRun signals run runID of workflowID with arg through the worker's client: its data
 // converter encodes arg as the workflow's own signals are, and its tracing carries the
 // activity's trace into the signal.
-func (h *HistoryStartInput) SignalRun(ctx context.Context, workflowID, runID, signal string, arg any) error {
+func (h *TemporalRuns) SignalRun(ctx context.Context, workflowID, runID, signal string, arg any) error {
 	if h.Client == nil {
-		return pve.Classified(pve.Permanent, fmt.Errorf("signal %s to workflow %s: HistoryStartInput has no Client", signal, workflowID))
+		return pve.Classified(pve.Permanent, fmt.Errorf("signal %s to workflow %s: TemporalRuns has no Client", signal, workflowID))
 	}
 	if err := h.Client.SignalWorkflow(ctx, workflowID, runID, signal, arg); err != nil {
-		return pve.Classified(historyErrorClass(err), fmt.Errorf("signal %s to workflow %s: %w", signal, workflowID, err))
+		return pve.Classified(temporalErrorClass(err), fmt.Errorf("signal %s to workflow %s: %w", signal, workflowID, err))
 	}
 	return nil
 }
 
 // SignalWithStartRun signals the running workflow workflowID with arg through the worker's
 // client, starting it first when none runs; a workflow ID that ran before may run again.
-func (h *HistoryStartInput) SignalWithStartRun(ctx context.Context, workflowID, signal string, arg any, start StartRun) error {
+func (h *TemporalRuns) SignalWithStartRun(ctx context.Context, workflowID, signal string, arg any, start StartRun) error {
 	if h.Client == nil {
-		return pve.Classified(pve.Permanent, fmt.Errorf("signal-with-start %s of workflow %s: HistoryStartInput has no Client", signal, workflowID))
+		return pve.Classified(pve.Permanent, fmt.Errorf("signal-with-start %s of workflow %s: TemporalRuns has no Client", signal, workflowID))
 	}
 	opts := client.StartWorkflowOptions{
 		ID:                    workflowID,
@@ -155,24 +160,24 @@ func (h *HistoryStartInput) SignalWithStartRun(ctx context.Context, workflowID, 
 		Priority:              temporal.Priority{PriorityKey: start.PriorityKey},
 	}
 	if _, err := h.Client.SignalWithStartWorkflow(ctx, workflowID, signal, arg, opts, start.WorkflowType, start.Input); err != nil {
-		return pve.Classified(historyErrorClass(err), fmt.Errorf("signal-with-start %s of workflow %s: %w", signal, workflowID, err))
+		return pve.Classified(temporalErrorClass(err), fmt.Errorf("signal-with-start %s of workflow %s: %w", signal, workflowID, err))
 	}
 	return nil
 }
 
 // DescribeRun describes run runID of workflowID, or its latest run when runID is empty, with
 // the worker's client. A workflow that never ran does not run.
-func (h *HistoryStartInput) DescribeRun(ctx context.Context, workflowID, runID string) (RunInfo, error) {
-	resp, err := h.Service.DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
-		Namespace: h.Namespace,
-		Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID},
-	})
+func (h *TemporalRuns) DescribeRun(ctx context.Context, workflowID, runID string) (RunInfo, error) {
+	if h.Client == nil {
+		return RunInfo{}, pve.Classified(pve.Permanent, fmt.Errorf("describe workflow %s: TemporalRuns has no Client", workflowID))
+	}
+	resp, err := h.Client.DescribeWorkflowExecution(ctx, workflowID, runID)
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
 		return RunInfo{}, nil
 	case err != nil:
-		return RunInfo{}, pve.Classified(historyErrorClass(err), fmt.Errorf("describe workflow %s: %w", workflowID, err))
+		return RunInfo{}, pve.Classified(temporalErrorClass(err), fmt.Errorf("describe workflow %s: %w", workflowID, err))
 	}
 	info := resp.GetWorkflowExecutionInfo()
 	return RunInfo{
@@ -201,4 +206,21 @@ var runStatuses = map[enumspb.WorkflowExecutionStatus]string{
 	enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW: "continued-as-new",
 	enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:        "timed-out",
 	enumspb.WORKFLOW_EXECUTION_STATUS_PAUSED:           "paused",
+}
+
+// temporalErrorClass is the class of an error of a request to Temporal about a run.
+func temporalErrorClass(err error) pve.Class {
+	var (
+		notFound         *serviceerror.NotFound
+		namespaceMissing *serviceerror.NamespaceNotFound
+		denied           *serviceerror.PermissionDenied
+		invalid          *serviceerror.InvalidArgument
+	)
+	switch {
+	case errors.As(err, &notFound):
+		return pve.NotFound
+	case errors.As(err, &namespaceMissing), errors.As(err, &denied), errors.As(err, &invalid):
+		return pve.Permanent
+	}
+	return pve.Transient
 }

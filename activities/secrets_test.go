@@ -46,8 +46,7 @@ func TestSecrets_neverInLogsErrorsOrResults(t *testing.T) {
 		client, err := pve.NewClient(pve.ClientConfig{URL: srv.URL(), CAFile: srv.CAFile(), TokenFile: tokenFile})
 		require.NoError(t, err)
 		env := suite.NewTestActivityEnvironment()
-		acts := &activities.Activities{API: client, Proxmox: config.Default().Proxmox,
-			StartInput: &startInput{userData: "#cloud-config\npassword: " + userDataSecret + "\n"}}
+		acts := &activities.Activities{API: client, Proxmox: config.Default().Proxmox}
 		env.RegisterActivity(acts)
 		ref := activities.VMRef{Node: "pve1", VMID: 9000}
 		calls := []struct {
@@ -69,7 +68,8 @@ func TestSecrets_neverInLogsErrorsOrResults(t *testing.T) {
 			{"Destroy", acts.Destroy, activities.VMRef{Node: "pve1", VMID: 999}},
 			{"TaskStatus", acts.TaskStatus, activities.TaskStatusRequest{UPID: "UPID:pve1:00000001:00000001:00000001:qmstart:1:root@pam:"}},
 			{"AgentNetworkInterfaces", acts.AgentNetworkInterfaces, activities.AgentRequest{VMRef: ref}},
-			{"UploadISO", acts.UploadISO, activities.UploadISORequest{StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"}, Name: "proxy-test", Seed: "proxy-test", InstanceID: "uid"}},
+			{"UploadISO", acts.UploadISO, activities.UploadISORequest{StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"}, Name: "proxy-test", Seed: "proxy-test", InstanceID: "uid",
+				UserData: "#cloud-config\npassword: " + userDataSecret + "\n"}},
 			{"DeleteVolume", acts.DeleteVolume, activities.DeleteVolumeRequest{StorageRef: activities.StorageRef{Node: "pve1", Storage: "local"}, VolID: "local:iso/proxy-test-seed.iso"}},
 		}
 		for _, failing := range []bool{false, true} {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 
@@ -17,10 +16,9 @@ import (
 	"github.com/pveflow/pveflow/internal/telemetry"
 )
 
-// UploadISORequest is the input of UploadISO. It carries no user-data: the activity reads it
-// from the input the workflow run was started with (Activities.StartInput), so that the history
-// holds it once. The user-data may hold secrets: it goes onto the ISO and nowhere else (no log
-// line, error message or result carries it).
+// UploadISORequest is the input of UploadISO. Its user-data may hold secrets: it goes onto the
+// ISO and nowhere else (no log line, span, error message or result carries it); in Temporal's
+// history it is a payload like the workflow's input, which the worker's codec encrypts.
 type UploadISORequest struct {
 	StorageRef
 	// Name is the VM's name, and so the guest's hostname.
@@ -29,6 +27,8 @@ type UploadISORequest struct {
 	Seed string `json:"seed"`
 	// InstanceID is cloud-init's instance-id; pveflow uses the Proxy UID.
 	InstanceID string `json:"instanceID"`
+	// UserData is cloud-init's user-data.
+	UserData string `json:"userData,omitempty"`
 	// Network is the guest's NICs for the seed's network-config; empty writes none, and the
 	// guest takes DHCP on its first NIC.
 	Network []nocloud.Ethernet `json:"network,omitempty"`
@@ -53,15 +53,11 @@ func (a *Activities) UploadISO(ctx context.Context, req UploadISORequest) (Uploa
 	if err != nil {
 		return UploadISOResult{}, failure(step, pve.Classified(pve.Permanent, fmt.Errorf("vendor-data: %w", err)))
 	}
-	userData, err := a.startUserData(ctx)
-	if err != nil {
-		return UploadISOResult{}, failure(step, err)
-	}
 	var iso bytes.Buffer
 	size, err := nocloud.Write(&iso, nocloud.Seed{
 		InstanceID: req.InstanceID,
 		Hostname:   req.Name,
-		UserData:   userData,
+		UserData:   req.UserData,
 		VendorData: vendorData,
 		Network:    req.Network,
 	})
@@ -81,15 +77,6 @@ func (a *Activities) UploadISO(ctx context.Context, req UploadISORequest) (Uploa
 		Size:   size,
 		SHA256: hex.EncodeToString(sum[:]),
 	}, nil
-}
-
-// startUserData is the user-data of the run the activity works for, as it was started.
-func (a *Activities) startUserData(ctx context.Context) (string, error) {
-	if a.StartInput == nil {
-		return "", pve.Classified(pve.Permanent, errors.New("the worker was built without Activities.StartInput, so it cannot read the user-data from the run's input"))
-	}
-	run := activity.GetInfo(ctx).WorkflowExecution
-	return a.StartInput.UserData(ctx, run.ID, run.RunID)
 }
 
 // heartbeatReader records a heartbeat with the bytes sent so far as the upload reads its body,

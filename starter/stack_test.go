@@ -74,8 +74,7 @@ func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options, 
 	s.register = func(r worker.Registry) {
 		// Rollout's and CollectGarbage's requests go to the entities through the starter.
 		(&workflows.Workflows{Config: cfg}).Register(r)
-		temporalSide := &activities.HistoryStartInput{Service: c.WorkflowService(), Namespace: server.Namespace(), DataConverter: base.DataConverter, Client: c}
-		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide, Proxies: starter.EntityProxies{Client: s.starter},
+		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, Runs: &activities.TemporalRuns{Client: c}, Proxies: starter.EntityProxies{Client: s.starter},
 			AddressPools: starter.AddressPools{Client: s.starter}})
 	}
 	s.startWorker()

@@ -188,10 +188,7 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	}
 	w := worker.New(c, opts.taskQueue, workerOpts)
 	(&workflows.Workflows{Config: cfg}).Register(w)
-	temporalSide := &activities.HistoryStartInput{
-		Service: c.WorkflowService(), Namespace: clientOpts.Namespace, DataConverter: clientOpts.DataConverter, Client: c,
-	}
-	w.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide,
+	w.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, Runs: &activities.TemporalRuns{Client: c},
 		Proxies: starter.EntityProxies{Client: requests}, AddressPools: starter.AddressPools{Client: requests},
 		Privileges: activities.NewPrivilegeCache(activities.PrivilegeCacheTTL, nil), LookAgainWithin: activities.DefaultLookAgainWithin})
 	logger.Info("pveflow worker starting",

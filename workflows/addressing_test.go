@@ -189,7 +189,6 @@ func TestProxy_aUserDataChangeKeepsTheProxysAddresses(t *testing.T) {
 			tc.create(&in)
 			p.request(0, workflows.CreateUpdate, "create", in)
 			fresh := "#cloud-config\nruncmd: [echo changed]\n"
-			p.at(30*time.Minute, func() { w.userData = fresh })
 			p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, UserData: &fresh})
 			var network string
 			p.at(2*time.Hour, func() { network = seedNetworkConfig(t, w) })

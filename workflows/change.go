@@ -24,7 +24,7 @@ type ChangeProxyInput struct {
 	Zone        string `json:"zone,omitempty"`
 	Image       string `json:"image"`
 	MachineType string `json:"machineType"`
-	// UserData is read from here by UploadISO, as CreateProxy's is (see CreateProxyInput).
+	// UserData goes into the seed, as CreateProxy's does (see CreateProxyInput).
 	UserData string `json:"userData,omitempty"`
 	// InstanceID is cloud-init's instance-id of UserData (the UID when empty, as a create's): a
 	// VM whose mark names another is given a new seed of UserData, and rebooted.
@@ -365,7 +365,7 @@ func (c *change) reseed(instanceID string) (activities.UploadISOResult, error) {
 		return activities.UploadISOResult{}, err
 	}
 	c.t.step("upload the new seed ISO")
-	return c.uploadSeed(c.vm.Node, instanceID, proxy.SeedNetwork(c.vm.Config, c.in.Addresses, c.s.nics(c.in.NICs, c.in.MachineType), c.s.Nameservers))
+	return c.uploadSeed(c.vm.Node, instanceID, c.in.UserData, proxy.SeedNetwork(c.vm.Config, c.in.Addresses, c.s.nics(c.in.NICs, c.in.MachineType), c.s.Nameservers))
 }
 
 // restart starts the VM if it is stopped, or reboots it if it runs and the change needs a reboot

@@ -33,8 +33,8 @@ type CreateProxyInput struct {
 	Region string `json:"region,omitempty"`
 	// UserData is the cloud-init user-data, at most MaxUserDataBytes. It may hold secrets: it
 	// goes onto the seed ISO and nowhere else pveflow writes (logs, errors, search attributes,
-	// results). This input is the one place Temporal's history holds it: UploadISO reads it from
-	// here.
+	// results). Temporal's history holds it as payloads (the entity's request, this input, and
+	// UploadISO's when it ran as an activity), which a codec (PVEFLOW_CODEC_KEY_FILE) encrypts.
 	UserData string `json:"userData,omitempty"`
 	// InstanceID is cloud-init's instance-id on the seed ISO; empty means the UID. The proxy's
 	// entity gives a new one with each new user-data, so cloud-init runs it again.
@@ -654,7 +654,7 @@ func (c *create) provision() error {
 	mark := markFor(cfg["description"], c.in.Image, cmp.Or(c.in.InstanceID, c.in.UID),
 		proxy.Spec{MachineType: c.in.MachineType, Zone: c.in.Zone, Addresses: c.in.Addresses, AddressPool: c.in.AddressPool, NICs: c.in.NICs}, userDataSHA256(c.in.UserData))
 	mark.Op = &proxy.Op{Run: c.runID(), Provisioned: true}
-	seed, err := c.uploadSeed(c.vm.Node, mark.InstanceID, proxy.SeedNetwork(cfg, c.in.Addresses, nics, c.s.Nameservers))
+	seed, err := c.uploadSeed(c.vm.Node, mark.InstanceID, c.in.UserData, proxy.SeedNetwork(cfg, c.in.Addresses, nics, c.s.Nameservers))
 	if err != nil {
 		return err
 	}

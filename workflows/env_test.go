@@ -57,9 +57,6 @@ type world struct {
 	log *syncbuf.Buffer
 	// wrap, when set, stands between the activities and the cluster, as a network would.
 	wrap func(pve.API) pve.API
-	// userData is the user-data of the CreateProxy or ChangeProxy the world runs, which
-	// UploadISO reads from the run's input: createInput's, or what create or change was given.
-	userData string
 	// runs are the other workflows as Temporal would describe them.
 	runs *runs
 	// proxies are the Proxy entities RequestChange and RequestDelete send requests to.
@@ -168,14 +165,6 @@ func (r *runs) close(workflowID, status string) {
 	r.byID[workflowID] = run
 }
 
-// startInput stands for the history a worker reads a run's user-data from, which a test
-// environment does not keep.
-type startInput struct{ w *world }
-
-func (s startInput) UserData(context.Context, string, string) (string, error) {
-	return s.w.userData, nil
-}
-
 // api is what the activities call.
 func (w *world) api() pve.API {
 	if w.wrap != nil {
@@ -209,7 +198,7 @@ func newWorld(t *testing.T, change ...func(*pvesim.Options)) *world {
 		c(&opts)
 	}
 	cluster := pvesim.New(opts)
-	return &world{t: t, cfg: testConfig(t), cluster: cluster, clock: clock, log: &syncbuf.Buffer{}, userData: createInput().UserData,
+	return &world{t: t, cfg: testConfig(t), cluster: cluster, clock: clock, log: &syncbuf.Buffer{},
 		runs: &runs{byID: make(map[string]activities.RunInfo), looks: make(map[string][]workflows.Look)}, proxies: newProxies(clock, cluster), pools: &addressPools{clock: clock}}
 }
 
@@ -221,7 +210,7 @@ func (w *world) env() *testsuite.TestWorkflowEnvironment {
 	// Time goes on from where the last environment left the cluster.
 	env.SetStartTime(w.clock.Now())
 	w.clock.env = env
-	env.RegisterActivity(&activities.Activities{API: w.api(), Proxmox: w.cfg.Proxmox, Now: env.Now, StartInput: startInput{w}, Runs: w.runs, Proxies: w.proxies,
+	env.RegisterActivity(&activities.Activities{API: w.api(), Proxmox: w.cfg.Proxmox, Now: env.Now, Runs: w.runs, Proxies: w.proxies,
 		AddressPools: w.pools})
 	(&workflows.Workflows{Config: w.cfg}).Register(env)
 	env.RegisterWorkflowWithOptions(entityStub, workflow.RegisterOptions{Name: entityStubName})
@@ -275,7 +264,6 @@ func (w *world) advance(d time.Duration) {
 }
 
 func (w *world) create(in workflows.CreateProxyInput) (workflows.CreateProxyResult, error) {
-	w.userData = in.UserData
 	env := w.env()
 	w.runOp(env, workflows.CreateProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
@@ -288,7 +276,6 @@ func (w *world) create(in workflows.CreateProxyInput) (workflows.CreateProxyResu
 }
 
 func (w *world) change(in workflows.ChangeProxyInput) (workflows.ChangeProxyResult, error) {
-	w.userData = in.UserData
 	env := w.env()
 	w.runOp(env, workflows.ChangeProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())

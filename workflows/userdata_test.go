@@ -1,14 +1,11 @@
 package workflows_test
 
 import (
-	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/activity"
 
 	"github.com/pveflow/pveflow/workflows"
 )
@@ -42,31 +39,6 @@ func TestCreate_seedISOHoldsTheUserDataOfTheRunsInput(t *testing.T) {
 
 	require.NoError(t, err)
 	assert.Equal(t, in.UserData, seedUserData(t, w))
-}
-
-func TestCreate_uploadISOInputCarriesNoUserData(t *testing.T) {
-	w := newWorld(t)
-	env := w.env()
-	// UploadISO is a call: a local activity, and an activity only when that attempt failed.
-	var uploads []map[string]any
-	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
-		if info.ActivityType.Name == "UploadISO" {
-			data, err := json.Marshal(args[0])
-			require.NoError(t, err)
-			var req map[string]any
-			require.NoError(t, json.Unmarshal(data, &req))
-			uploads = append(uploads, req)
-		}
-	})
-
-	w.runOp(env, workflows.CreateProxyName, createInput())
-
-	require.NoError(t, env.GetWorkflowError())
-	require.Len(t, uploads, 1)
-	assert.NotContains(t, uploads[0], "userData")
-	data, err := json.Marshal(uploads[0])
-	require.NoError(t, err)
-	assert.NotContains(t, string(data), "cloud-config")
 }
 
 func TestCreate_userDataOverTheLimitIsPermanentBeforeAnyCall(t *testing.T) {

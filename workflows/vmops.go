@@ -109,15 +109,16 @@ func (o *proxyOps) addNICs(ref activities.VMRef, cfg pve.VMConfig, nics []config
 }
 
 // uploadSeed uploads the proxy's seed ISO to the ISO storage of node, with cloud-init's
-// instance-id, the user-data of the run's input (UploadISO reads it there) and the guest's
-// network (proxy.SeedNetwork), and waits for the upload. The ISO is named after the UID, not the VM, so that a delete by UID alone finds it.
-func (o *proxyOps) uploadSeed(node, instanceID string, network []nocloud.Ethernet) (activities.UploadISOResult, error) {
+// instance-id, userData and the guest's network (proxy.SeedNetwork), and waits for the upload.
+// The ISO is named after the UID, not the VM, so that a delete by UID alone finds it.
+func (o *proxyOps) uploadSeed(node, instanceID, userData string, network []nocloud.Ethernet) (activities.UploadISOResult, error) {
 	var a *activities.Activities
 	req := activities.UploadISORequest{
 		StorageRef: activities.StorageRef{Node: node, Storage: o.s.ISOStorage},
 		Name:       o.name,
 		InstanceID: instanceID,
 		Seed:       proxy.NameFromUID(o.uid),
+		UserData:   userData,
 		Network:    network,
 	}
 	summary := fmt.Sprintf("upload seed ISO %s to %s on %s", proxy.SeedISOName(req.Seed), o.s.ISOStorage, node)

@@ -47,7 +47,7 @@ func TestE2E_threeWorkersNeverExceedTheClustersCallCap(t *testing.T) {
 		require.NoError(t, err)
 		w := s.server.NewWorkerWithOptions(workflows.DefaultTaskQueue, func(r worker.Registry) {
 			(&workflows.Workflows{Config: cfg}).Register(r)
-			r.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, StartInput: s.startInput, Runs: s.startInput,
+			r.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, Runs: s.runs,
 				Proxies: starter.EntityProxies{Client: s.starter}, AddressPools: starter.AddressPools{Client: s.starter}})
 		}, worker.Options{Interceptors: []interceptor.WorkerInterceptor{activities.CallPriority(workflows.CareWorkflows...)}})
 		require.NotNil(t, w)

@@ -86,8 +86,8 @@ func TestE2E_withTheCodecNoEventOfTheHistoriesHoldsTheUserData(t *testing.T) {
 func TestE2E_withoutTheCodecTheUserDataIsInTheWorkflowInputOnce(t *testing.T) {
 	history, _ := createWithSecret(t, client.Options{})
 
-	// The workflow's input, once: not UploadISO's input (the activity reads it from the start
-	// event), nor any result, failure, marker, memo or search attribute.
+	// The workflow's input, once: UploadISO is a local activity, whose input the history does
+	// not keep, and no result, failure, marker, memo or search attribute holds it.
 	require.Equal(t, []string{"WorkflowExecutionStarted"}, eventsHolding(t, history, secret))
 	start, err := proto.Marshal(history[0])
 	require.NoError(t, err)

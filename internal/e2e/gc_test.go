@@ -152,7 +152,7 @@ func TestE2E_aCollectionDoesNotDestroyAProxyCreatedSinceItLooked(t *testing.T) {
 	// The stack's worker, with a create asked for between the collection's look and its delete.
 	s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: s.cfg}).Register(r)
-		r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, StartInput: s.startInput, Runs: s.startInput,
+		r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, Runs: s.runs,
 			Proxies: &createsFirst{EntityProxies: starter.EntityProxies{Client: s.starter}, t: t}})
 	})
 	const recreated = "recreated-proxy"

@@ -257,10 +257,6 @@ func TestRecordHistories(t *testing.T) {
 		}, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			return created(t, s, createInput(uid))
 		}},
-		{name: "create-userdata-once", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
-			// UploadISO reads the user-data from the run's start event.
-			return created(t, s, createInput(uid))
-		}},
 		{name: "create-resumed-after-wait-out-of-budget",
 			cluster: func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 4 * time.Second} },
 			config:  func(c *config.Config) { c.Budgets.Clone = 2 * time.Second },

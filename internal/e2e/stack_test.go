@@ -37,9 +37,8 @@ type stack struct {
 	client    client.Client
 	cfg       config.Config
 	api       pve.API
-	// startInput reads a run's user-data, and describes runs, through the server's default
-	// client, the workers'.
-	startInput *activities.HistoryStartInput
+	// runs describes and signals runs through the server's default client, the workers'.
+	runs *activities.TemporalRuns
 	// starter sends requests to the proxies' entities, as pveflow and the worker's
 	// EntityProxies do.
 	starter *starter.Client
@@ -106,8 +105,8 @@ func newStack(t testing.TB, api pve.API, cfg config.Config, base client.Options)
 // its worker polls through c.
 func newStackOnClient(t testing.TB, c client.Client, namespace string, api pve.API, cfg config.Config, base client.Options) *stack {
 	return &stack{t: t, client: c, cfg: cfg, api: api,
-		startInput: &activities.HistoryStartInput{Service: c.WorkflowService(), Namespace: namespace, DataConverter: base.DataConverter, Client: c},
-		starter:    starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(namespace)),
+		runs:    &activities.TemporalRuns{Client: c},
+		starter: starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(namespace)),
 	}
 }
 
@@ -161,7 +160,7 @@ func (s *stack) startWorker() {
 // CollectGarbage's requests go to the entities through the stack's starter.
 func (s *stack) register(r worker.Registry) {
 	(&workflows.Workflows{Config: s.cfg}).Register(r)
-	r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, StartInput: s.startInput, Runs: s.startInput,
+	r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, Runs: s.runs,
 		Proxies: starter.EntityProxies{Client: s.starter}, AddressPools: starter.AddressPools{Client: s.starter},
 		LookAgainWithin: activities.DefaultLookAgainWithin})
 }

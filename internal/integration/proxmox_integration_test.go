@@ -252,9 +252,8 @@ func startHarness(t *testing.T, e hostEnv) *harness {
 	api := e.client(t, export.PVETransport(tp))
 	server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
-		temporalSide := &activities.HistoryStartInput{Service: server.Client().WorkflowService(), Namespace: server.Namespace(), Client: server.Client()}
 		entities := starter.EntityProxies{Client: starter.New(server.Client(), workflows.DefaultTaskQueue, starter.WithNamespace(server.Namespace()))}
-		r.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, StartInput: temporalSide, Runs: temporalSide, Proxies: entities})
+		r.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, Runs: &activities.TemporalRuns{Client: server.Client()}, Proxies: entities})
 	})
 	t.Logf("pveflow on a Temporal dev server at %s, against %s node %s", server.Address(), e.URL, e.Node)
 	return &harness{

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/pveflow/pveflow/activities"
@@ -35,11 +34,7 @@ func serveWorkflows(server *testserver.Server, taskQueue string, cfg config.Conf
 	entities := starter.EntityProxies{Client: starter.New(server.Client(), taskQueue, starter.WithNamespace(server.Namespace()))}
 	server.NewWorker(taskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
-		history := &activities.HistoryStartInput{
-			Service: server.Client().WorkflowService(), Namespace: server.Namespace(), DataConverter: converter.GetDefaultDataConverter(),
-			Client: server.Client(),
-		}
-		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, StartInput: history, Runs: history, Proxies: entities})
+		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, Runs: &activities.TemporalRuns{Client: server.Client()}, Proxies: entities})
 	})
 }
 
