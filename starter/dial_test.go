@@ -90,17 +90,20 @@ func subject(t *testing.T, opts client.Options) string {
 	return opts.ConnectionOptions.TLS.Certificates[0].Leaf.Subject.CommonName
 }
 
+// connectionEnv are the variables DialFromEnv reads besides the TEMPORAL_GRPC_META_* ones.
+var connectionEnv = []string{
+	"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_TLS",
+	"TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
+	"TEMPORAL_TLS_SERVER_NAME", "TEMPORAL_TLS_DISABLE_HOST_VERIFICATION", "TEMPORAL_TLS_CLIENT_CERT_DATA",
+	"TEMPORAL_TLS_CLIENT_KEY_DATA", "TEMPORAL_TLS_SERVER_CA_CERT_DATA", "TEMPORAL_CLIENT_AUTHORITY",
+	"TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE", "PVEFLOW_CODEC_KEY_FILE",
+}
+
 // isolate keeps the tests that read the process environment from the Temporal settings of
 // whoever runs them: no TEMPORAL_* variable, and a configuration directory of their own.
 func isolate(t *testing.T) {
 	t.Helper()
-	for _, name := range []string{
-		"TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_TLS",
-		"TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_CLIENT_KEY_PATH", "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
-		"TEMPORAL_TLS_SERVER_NAME", "TEMPORAL_TLS_DISABLE_HOST_VERIFICATION", "TEMPORAL_TLS_CLIENT_CERT_DATA",
-		"TEMPORAL_TLS_CLIENT_KEY_DATA", "TEMPORAL_TLS_SERVER_CA_CERT_DATA", "TEMPORAL_CLIENT_AUTHORITY",
-		"TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE", "PVEFLOW_CODEC_KEY_FILE",
-	} {
+	for _, name := range connectionEnv {
 		t.Setenv(name, "")
 	}
 	home := t.TempDir()

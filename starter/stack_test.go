@@ -52,8 +52,29 @@ func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options, 
 	opts.AgentBootDelay = 300 * time.Millisecond
 	cluster := pvesim.New(opts)
 
-	cfg, err := config.Load(filepath.Join("..", "testdata", "config", "simulator.yaml"))
+	cfg, err := simulatorConfig()
 	require.NoError(t, err)
+	if configure != nil {
+		configure(&cfg)
+	}
+
+	server := testserver.New(t, testserver.WithBaseClientOptions(base))
+	s := &stack{
+		server: server, cluster: cluster,
+		starter: starter.New(server.Client(), workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(server.Namespace())),
+	}
+	s.register = registration(cfg, cluster, server, s.starter)
+	s.startWorker()
+	return s
+}
+
+// simulatorConfig is the worker's configuration for the simulator's default cluster, with the
+// budgets and polls of a quick simulator: a wait that goes wrong fails within seconds.
+func simulatorConfig() (config.Config, error) {
+	cfg, err := config.Load(filepath.Join("..", "testdata", "config", "simulator.yaml"))
+	if err != nil {
+		return config.Config{}, err
+	}
 	cfg.Budgets = config.Budgets{
 		Clone: time.Minute, Upload: 10 * time.Second, Resize: 10 * time.Second,
 		Start: 10 * time.Second, Stop: 10 * time.Second, Destroy: 10 * time.Second,
@@ -61,24 +82,19 @@ func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options, 
 		Request: 10 * time.Second,
 	}
 	cfg.Poll = config.Poll{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 1.2, MaximumInterval: time.Second}
-	if configure != nil {
-		configure(&cfg)
-	}
+	return cfg, nil
+}
 
-	server := testserver.New(t, testserver.WithBaseClientOptions(base))
+// registration registers pveflow's workflows with cfg and its activities against cluster on a
+// worker of server, whose Rollout and CollectGarbage send their requests to the entities
+// through s.
+func registration(cfg config.Config, cluster *pvesim.Cluster, server *testserver.Server, s *starter.Client) func(worker.Registry) {
 	c := server.Client()
-	s := &stack{
-		server: server, cluster: cluster,
-		starter: starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(server.Namespace())),
-	}
-	s.register = func(r worker.Registry) {
-		// Rollout's and CollectGarbage's requests go to the entities through the starter.
+	return func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
-		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, Runs: &activities.TemporalRuns{Client: c}, Proxies: starter.EntityProxies{Client: s.starter},
-			AddressPools: starter.AddressPools{Client: s.starter}})
+		r.RegisterActivity(&activities.Activities{API: cluster, Proxmox: cfg.Proxmox, Runs: &activities.TemporalRuns{Client: c}, Proxies: starter.EntityProxies{Client: s},
+			AddressPools: starter.AddressPools{Client: s}})
 	}
-	s.startWorker()
-	return s
 }
 
 // startWorker starts a worker on the stack's task queue; the server stops it when the test ends.

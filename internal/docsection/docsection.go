@@ -1,7 +1,8 @@
 // Package docsection keeps a section of a Markdown file equal to what a test generates, such as
 // the README's command reference generated from the commands' flags: the test fails while they
 // differ, and, run with its -update flag, writes the section instead. Block hands a test the
-// code block it runs, such as the README's CLI block.
+// code block it runs, such as the README's CLI block, and Blocks the code blocks it compiles,
+// such as the README's Go.
 //
 // A section sits between two comment lines, which the file holds once each:
 //
@@ -43,17 +44,41 @@ func Check(t testing.TB, path, name, command, want string, update bool) {
 // path that contains marker, for a test that runs what the file tells a reader to run.
 func Block(t testing.TB, path, lang, marker string) string {
 	t.Helper()
+	for _, b := range Blocks(t, path, lang) {
+		if strings.Contains(b.Body, marker) {
+			return b.Body
+		}
+	}
+	require.Fail(t, fmt.Sprintf("%s has no ```%s block holding %q", path, lang, marker))
+	return ""
+}
+
+// A CodeBlock is a fenced code block of a Markdown file.
+type CodeBlock struct {
+	// Line is the line of the file, counted from 1, that the body starts on: the one after
+	// the opening fence.
+	Line int
+	Body string
+}
+
+// Blocks are the fenced code blocks of language lang in the Markdown file at path, in order,
+// for a test that compiles what the file shows a reader.
+func Blocks(t testing.TB, path, lang string) []CodeBlock {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	rest := string(data)
+	var blocks []CodeBlock
+	line, rest := 1, string(data)
 	for {
-		_, after, ok := strings.Cut(rest, "```"+lang+"\n")
-		require.True(t, ok, "%s has no ```%s block holding %q", path, lang, marker)
-		body, next, ok := strings.Cut(after, "```")
-		require.True(t, ok, "%s: a ```%s block is not closed", path, lang)
-		if strings.Contains(body, marker) {
-			return body
+		before, after, ok := strings.Cut(rest, "```"+lang+"\n")
+		if !ok {
+			return blocks
 		}
+		line += strings.Count(before, "\n") + 1
+		body, next, ok := strings.Cut(after, "```")
+		require.True(t, ok, "%s:%d: a ```%s block is not closed", path, line-1, lang)
+		blocks = append(blocks, CodeBlock{Line: line, Body: body})
+		line += strings.Count(body, "\n")
 		rest = next
 	}
 }

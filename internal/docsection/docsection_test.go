@@ -39,3 +39,10 @@ func TestBlock_isTheFirstBlockOfTheLanguageHoldingTheMarker(t *testing.T) {
 
 	assert.Equal(t, "bin/pveflow create\nbin/pveflow delete\n", Block(t, path, "sh", "bin/pveflow"))
 }
+
+func TestBlocks_areTheBlocksOfTheLanguageWithTheLinesTheyStartOn(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "README.md")
+	require.NoError(t, os.WriteFile(path, []byte("# x\n\n```go\nrun()\n```\n\n```sh\nmake test\n```\n\n```go\na()\nb()\n```\n"), 0o644))
+
+	assert.Equal(t, []CodeBlock{{Line: 4, Body: "run()\n"}, {Line: 12, Body: "a()\nb()\n"}}, Blocks(t, path, "go"))
+}
