@@ -29,7 +29,7 @@ func Example() {
 	proxies := starter.New(c, workflows.DefaultTaskQueue)
 	const uid = "0f5b1c9e"
 
-	req, err := proxies.Create(ctx, workflows.CreateProxyInput{
+	req, err := proxies.Create(ctx, workflows.ProxySpec{
 		UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\npackages: [squid]\n",
 	})
 	if err != nil {
@@ -84,7 +84,7 @@ func ExampleClient_Create() {
 	defer c.Close()
 	proxies := starter.New(c, workflows.DefaultTaskQueue)
 
-	req, err := proxies.Create(ctx, workflows.CreateProxyInput{
+	req, err := proxies.Create(ctx, workflows.ProxySpec{
 		UID: "7d3e2a10", Image: "debian13", MachineType: "small", UserData: "#cloud-config\n",
 	}, starter.WithUpdateID("7d3e2a10-create-1"))
 	if err != nil {
@@ -112,7 +112,7 @@ func ExampleClient_Create_rejected() {
 	defer c.Close()
 	proxies := starter.New(c, workflows.DefaultTaskQueue)
 
-	_, err = proxies.Create(ctx, workflows.CreateProxyInput{UID: "4b9e0c7a", Image: "debian13", MachineType: "huge"})
+	_, err = proxies.Create(ctx, workflows.ProxySpec{UID: "4b9e0c7a", Image: "debian13", MachineType: "huge"})
 	if errors.Is(err, starter.ErrRejected) {
 		fmt.Println(err)
 	}
@@ -130,7 +130,7 @@ func ExampleClient_Change() {
 	defer c.Close()
 	proxies := starter.New(c, workflows.DefaultTaskQueue)
 	const uid = "c41a7f02"
-	req, err := proxies.Create(ctx, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
+	req, err := proxies.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func ExampleClient_ProxyStatus() {
 	defer c.Close()
 	proxies := starter.New(c, workflows.DefaultTaskQueue)
 	const uid = "9a62d5e8"
-	req, err := proxies.Create(ctx, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
+	req, err := proxies.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func ExampleClient_Delete() {
 	defer c.Close()
 	proxies := starter.New(c, workflows.DefaultTaskQueue)
 	const uid = "e5f08b33"
-	req, err := proxies.Create(ctx, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
+	req, err := proxies.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func ExampleClient_CreateResult() {
 	defer c.Close()
 	proxies := starter.New(c, workflows.DefaultTaskQueue)
 	const uid = "21d7c9b4"
-	if _, err := proxies.Create(ctx, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"}); err != nil {
+	if _, err := proxies.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"}); err != nil {
 		log.Fatal(err)
 	}
 
@@ -256,7 +256,7 @@ func ExampleFailureType() {
 	defer c.Close()
 	proxies := starter.New(c, workflows.DefaultTaskQueue)
 	const uid = "b80e4d16"
-	create, err := proxies.Create(ctx, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
+	create, err := proxies.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/workflows"
 )
 
@@ -84,47 +83,25 @@ func (r *Request) Op() Op {
 
 // Create asks the entity of in.UID for the proxy to be present with in's spec, starting the
 // entity when none runs. It returns once the entity accepted the request, which needs a worker;
-// Get waits for the CreateProxy that serves it. An invalid in.UID fails with ErrInvalidUID, a
-// name workflows.ValidateName refuses with ErrInvalidName, addresses or NICs that
-// proxy.Addresses.Validate or config.ValidateNICs refuses, or an address pool given with static
-// addresses, with ErrInvalidNetwork, user-data over workflows.MaxUserDataBytes with
-// ErrUserDataTooLarge, before Temporal is called;
-// a request the entity refuses fails with ErrRejected.
-func (c *Client) Create(ctx context.Context, in workflows.CreateProxyInput, opts ...RequestOption) (*Request, error) {
-	if err := checkUID(in.UID); err != nil {
+// Get waits for the CreateProxy that serves it. A spec that in.Check refuses fails with its
+// workflows.SpecError (ErrInvalidUID, ErrInvalidName, ErrInvalidNetwork or ErrUserDataTooLarge
+// to errors.Is) before Temporal is called; a request the entity refuses fails with ErrRejected.
+func (c *Client) Create(ctx context.Context, in workflows.ProxySpec, opts ...RequestOption) (*Request, error) {
+	if err := in.Check(); err != nil {
 		return nil, err
-	}
-	if err := workflows.ValidateName(in.Name); err != nil {
-		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrInvalidName}
-	}
-	if err := in.Addresses.Validate(); err != nil {
-		return nil, refused{fmt.Errorf("create proxy %s: addresses: %w", in.UID, err), ErrInvalidNetwork}
-	}
-	if err := config.ValidateNICs(in.NICs); err != nil {
-		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrInvalidNetwork}
-	}
-	if err := workflows.ValidateUserData(in.UserData); err != nil {
-		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrUserDataTooLarge}
-	}
-	if err := workflows.ValidateAddressPool(in); err != nil {
-		return nil, refused{fmt.Errorf("create proxy %s: %w", in.UID, err), ErrInvalidNetwork}
 	}
 	return c.request(ctx, &Request{UID: in.UID, Kind: workflows.OpCreate}, workflows.CreateUpdate, in, opts)
 }
 
 // Change asks the entity of req.UID to change its present proxy: what req sets. It returns once
 // the entity accepted the request; Get waits for the ChangeProxy (or, with a new image, the
-// delete and create) that serves it. An invalid req.UID fails with ErrInvalidUID, user-data over
-// workflows.MaxUserDataBytes with ErrUserDataTooLarge, before Temporal is called; a request the
-// entity refuses, a change of an absent proxy among them, fails with ErrRejected.
+// delete and create) that serves it. A change that req.Check refuses fails with its
+// workflows.SpecError (ErrInvalidUID, ErrNothingToChange or ErrUserDataTooLarge to errors.Is)
+// before Temporal is called; a request the entity refuses, a change of an absent proxy among
+// them, fails with ErrRejected.
 func (c *Client) Change(ctx context.Context, req workflows.ChangeRequest, opts ...RequestOption) (*Request, error) {
-	if err := checkUID(req.UID); err != nil {
+	if err := req.Check(); err != nil {
 		return nil, err
-	}
-	if req.UserData != nil {
-		if err := workflows.ValidateUserData(*req.UserData); err != nil {
-			return nil, refused{fmt.Errorf("change proxy %s: %w", req.UID, err), ErrUserDataTooLarge}
-		}
 	}
 	r := &Request{UID: req.UID, Kind: workflows.OpChange, rebuild: req.Image != ""}
 	return c.request(ctx, r, workflows.ChangeUpdate, req, opts)

@@ -20,8 +20,8 @@ import (
 
 const uid = "5d2c8a41-7e3b-4f9a-b06c-1e8d9f2a3b47"
 
-func createInput(uid string) workflows.CreateProxyInput {
-	return workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
+func createInput(uid string) workflows.ProxySpec {
+	return workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
 }
 
 // stack is a Temporal server with pveflow's search attributes and a worker running

@@ -41,32 +41,28 @@ import (
 	"github.com/pveflow/pveflow/workflows"
 )
 
-// ErrInvalidUID is what errors.Is finds in the error of a method given a UID that is not a Proxy
-// UID: empty, longer than 128 bytes, or with a character besides ASCII letters, digits, '-',
-// '_' and '.', or not starting with a letter or digit. It is bad input: the call never reached
-// Temporal, and no workflow was started or asked. The error's message says what is wrong with
-// the UID, quoting it.
-var ErrInvalidUID = errors.New("invalid proxy UID")
+// What errors.Is finds in the error of a method given input it refuses before it calls Temporal:
+// the same refusals, with the same messages, as the CLI's and the proxy's entity's
+// (workflows.SpecError). Each is bad input: no workflow was started or asked.
+var (
+	// ErrInvalidUID: a UID that is not a Proxy UID: empty, longer than 128 bytes, with a
+	// character besides ASCII letters, digits, '-', '_' and '.', or not starting with a letter
+	// or digit. The message quotes it.
+	ErrInvalidUID = workflows.ErrInvalidUID
+	// ErrUserDataTooLarge: user-data over workflows.MaxUserDataBytes. The message gives the
+	// user-data's size and the limit, never the user-data.
+	ErrUserDataTooLarge = workflows.ErrUserDataTooLarge
+	// ErrInvalidName: a name that is not a DNS label. The message quotes it.
+	ErrInvalidName = workflows.ErrInvalidName
+	// ErrInvalidNetwork: static addresses or NICs that are not valid, or an address pool
+	// beside static addresses. The message says what is wrong with each.
+	ErrInvalidNetwork = workflows.ErrInvalidNetwork
+	// ErrNothingToChange: a change that sets nothing.
+	ErrNothingToChange = workflows.ErrNothingToChange
+)
 
-// ErrUserDataTooLarge is what errors.Is finds in the error of Create given user-data over
-// workflows.MaxUserDataBytes. It is bad input: no workflow was started. The error's message gives
-// the user-data's size and the limit, never the user-data.
-var ErrUserDataTooLarge = errors.New("user-data too large")
-
-// ErrInvalidName is what errors.Is finds in the error of Create given a name that
-// workflows.ValidateName refuses: one that is not a DNS label. It is bad input: no workflow was
-// started. The error's message says what is wrong with the name, quoting it.
-var ErrInvalidName = errors.New("invalid proxy name")
-
-// ErrInvalidNetwork is what errors.Is finds in the error of Create given static addresses
-// that proxy.Addresses.Validate refuses, NICs that config.ValidateNICs refuses, or an address
-// pool beside static addresses (workflows.ValidateAddressPool). It is bad
-// input: no workflow was started. The error's message says what is wrong with each.
-var ErrInvalidNetwork = errors.New("invalid proxy network")
-
-// refused is the error of input a validation refused: its message is the validation's, and it
-// is its sentinel (ErrInvalidUID, ErrInvalidName, ErrInvalidNetwork, ErrUserDataTooLarge) to
-// errors.Is.
+// refused is the error of a request refused before or by the entity: its message is the
+// refusal's, and it is its sentinel (ErrInvalidUID, ErrRejected) to errors.Is.
 type refused struct{ err, sentinel error }
 
 func (e refused) Error() string        { return e.err.Error() }

@@ -168,7 +168,7 @@ func TestClient_invalidUIDErrorIsTheValidationMessage(t *testing.T) {
 	_, err := c.Create(context.Background(), createInput("proxy a\n"))
 
 	require.ErrorIs(t, err, starter.ErrInvalidUID)
-	assert.EqualError(t, err, `proxy UID "proxy a\n": only ASCII letters, digits, '-', '_' and '.' are allowed, starting with a letter or digit`)
+	assert.EqualError(t, err, `create proxy: proxy UID "proxy a\n": only ASCII letters, digits, '-', '_' and '.' are allowed, starting with a letter or digit`)
 }
 
 func TestClient_invalidUIDRefusedBeforeAnUnknownOp(t *testing.T) {

@@ -185,7 +185,7 @@ func TestRun_everyDashboardPanelShowsSeriesOfTheWorkerAndTheServer(t *testing.T)
 	uids := []string{"6c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", "7d2e3f4a-5b6c-4d7e-8f9a-0b1c2d3e4f5a"}
 	var creates []*starter.Request
 	for _, uid := range uids {
-		req, err := s.Create(ctx, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
+		req, err := s.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 		require.NoError(t, err)
 		creates = append(creates, req)
 	}

@@ -284,7 +284,7 @@ func createProxy(t *testing.T, server *testserver.Server, w workerRun) workflows
 	const uid = "b3a1f9c2-6d4e-4a8b-9c70-2e5f1d3a4b68"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req, err := s.Create(ctx, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
+	req, err := s.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 	require.NoError(t, err, w.stderr.String())
 	var res workflows.CreateProxyResult
 	require.NoError(t, req.Get(ctx, &res), w.stderr.String())

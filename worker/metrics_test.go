@@ -117,12 +117,12 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsClonesChecksAndHealsWithT
 	const badUID = "8e3f4a5b-6c7d-4e8f-9a0b-1c2d3e4f5a6b"
 	var reqs []*starter.Request
 	for _, uid := range uids {
-		req, err := s.Create(context.Background(), workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small"})
+		req, err := s.Create(context.Background(), workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 		require.NoError(t, err)
 		reqs = append(reqs, req)
 	}
 	// The proxy's entity refuses an unknown image before any CreateProxy runs.
-	_, err = s.Create(context.Background(), workflows.CreateProxyInput{UID: badUID, Image: "no-such-image", MachineType: "small"})
+	_, err = s.Create(context.Background(), workflows.ProxySpec{UID: badUID, Image: "no-such-image", MachineType: "small"})
 	require.ErrorIs(t, err, starter.ErrRejected)
 	waitCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

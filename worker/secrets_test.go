@@ -87,7 +87,7 @@ func TestSecrets_userDataAndTokenAppearInNoLogErrorOrHistory(t *testing.T) {
 	var errs []string
 
 	stop := runWorker(sim.TokenFile())
-	in := workflows.CreateProxyInput{UID: "secret-proxy", Image: "debian13", MachineType: "small",
+	in := workflows.ProxySpec{UID: "secret-proxy", Image: "debian13", MachineType: "small",
 		UserData: "#cloud-config\npassword: " + userDataSecret + "\n"}
 	req, err := s.Create(ctx, in)
 	require.NoError(t, err)

@@ -154,7 +154,7 @@ func TestChange_aReseedKeepsTheStaticAddresses(t *testing.T) {
 	in.Addresses = addrs
 	_, err := w.create(in)
 	require.NoError(t, err)
-	change := workflows.ChangeProxyInput{UID: uid, Image: "debian13", MachineType: "small", Addresses: addrs,
+	change := workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", Addresses: addrs,
 		InstanceID: uid + "-2", UserData: "#cloud-config\n"}
 
 	res, err := w.change(change)
@@ -166,19 +166,19 @@ func TestChange_aReseedKeepsTheStaticAddresses(t *testing.T) {
 
 func TestProxy_aUserDataChangeKeepsTheProxysAddresses(t *testing.T) {
 	for name, tc := range map[string]struct {
-		create  func(*workflows.CreateProxyInput)
+		create  func(*workflows.ProxySpec)
 		address string
 		ipv4    string
 		ipv6    string
 	}{
 		"static, IPv6 only": {
-			create: func(in *workflows.CreateProxyInput) {
+			create: func(in *workflows.ProxySpec) {
 				in.Addresses = proxy.Addresses{IPv6: "2001:db8:1::10/64", Gateway6: "fe80::1", NoIPv4: true}
 			},
 			address: "2001:db8:1::10/64", ipv6: "2001:db8:1::10", // waited for, not an IPv4 the proxy never has
 		},
 		"from an address pool": {
-			create:  func(in *workflows.CreateProxyInput) { in.AddressPool = "egress" },
+			create:  func(in *workflows.ProxySpec) { in.AddressPool = "egress" },
 			address: "192.0.2.10/24", ipv4: "192.0.2.10", ipv6: "2001:db8::10", // asked of the pool again
 		},
 	} {

@@ -19,7 +19,7 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 )
 
-// Address pools. A proxy created with an address pool (CreateProxyInput.AddressPool) gets its
+// Address pools. A proxy created with an address pool (ProxySpec.AddressPool) gets its
 // static addresses from that configured pool (proxmox.addressPools), one allocation per UID,
 // until the proxy is deleted. One AddressPool workflow per pool keeps the allocations: it is
 // the one place that sees every request in order, so no two proxies are ever given one
@@ -356,36 +356,6 @@ func (p *addressPool) addresses(a AddressAllocation) proxy.Addresses {
 	return out
 }
 
-// ValidateAddressPool refuses a request that names an address pool and gives static
-// addresses too: one or the other says where net0's addresses come from. Whether the pool is
-// configured the proxy's entity checks (validateAddressPool), before any Proxmox call; the
-// starter and the CLI, which have no config, check this.
-func ValidateAddressPool(in CreateProxyInput) error {
-	if in.AddressPool != "" && !in.Addresses.IsZero() {
-		return fmt.Errorf("address pool %q and static addresses are both given: choose one", in.AddressPool)
-	}
-	return nil
-}
-
-// validateAddressPool is ValidateAddressPool, and refuses a pool the config does not have,
-// and a static address inside a pool's range: the pool gives that address to whichever proxy
-// it falls to, and only the pool's record says whose it is.
-func validateAddressPool(cfg config.Proxmox, in CreateProxyInput) error {
-	if err := ValidateAddressPool(in); err != nil {
-		return err
-	}
-	if _, ok := cfg.AddressPools[in.AddressPool]; in.AddressPool != "" && !ok {
-		return unknownPool(in.AddressPool, cfg.AddressPoolNames())
-	}
-	for _, addr := range []string{in.Addresses.IPv4, in.Addresses.IPv6} {
-		if pool := cfg.AddressPoolHolding(addr); addr != "" && pool != "" {
-			return fmt.Errorf("static address %s is in the range of address pool %s, which gives its addresses to proxies itself: "+
-				"give an address outside every pool's range, or the pool (--address-pool %s)", addr, pool, pool)
-		}
-	}
-	return nil
-}
-
 func unknownPool(pool string, known []string) error {
 	if len(known) == 0 {
 		return fmt.Errorf("address pool %q is not configured: proxmox.addressPools is empty", pool)
@@ -398,9 +368,6 @@ func unknownPool(pool string, known []string) error {
 func (c *create) allocateAddresses() error {
 	if c.in.AddressPool == "" {
 		return nil
-	}
-	if err := ValidateAddressPool(c.in); err != nil {
-		return permanentf("create proxy %s: %v", c.in.Name, err)
 	}
 	addrs, err := c.poolAddresses("create", c.in.AddressPool)
 	c.in.Addresses = addrs

@@ -14,32 +14,6 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
-// ChangeProxyInput is the input of ChangeProxy: the whole spec the proxy's VM is to match, as
-// its Proxy entity holds it. ChangeProxy never rebuilds: a new image or zone is a delete and a
-// create, which the entity runs.
-type ChangeProxyInput struct {
-	UID  string `json:"uid"`
-	Name string `json:"name"`
-	// Zone and Image are the proxy's, to resolve MachineType's placement with.
-	Zone        string `json:"zone,omitempty"`
-	Image       string `json:"image"`
-	MachineType string `json:"machineType"`
-	// UserData goes into the seed, as CreateProxy's does (see CreateProxyInput).
-	UserData string `json:"userData,omitempty"`
-	// InstanceID is cloud-init's instance-id of UserData (the UID when empty, as a create's): a
-	// VM whose mark names another is given a new seed of UserData, and rebooted.
-	InstanceID string `json:"instanceID,omitempty"`
-	// Addresses are the proxy's static addresses (CreateProxyInput.Addresses): a reseed writes
-	// them into the new seed, and the change waits for them.
-	Addresses proxy.Addresses `json:"addresses,omitzero"`
-	// NICs are the proxy's own NICs (CreateProxyInput.NICs), in place of its machine type's:
-	// the NICs the VM is made to have, and a reseed's network-config.
-	NICs []config.NIC `json:"nics,omitempty"`
-	// AddressPool is the pool the proxy's create took its addresses from
-	// (CreateProxyInput.AddressPool): the change asks it for them, in place of Addresses.
-	AddressPool string `json:"addressPool,omitempty"`
-}
-
 // ChangeProxyResult is what ChangeProxy returns, and what the entity's change Update answers.
 type ChangeProxyResult struct {
 	VMID int    `json:"vmid"`
@@ -88,10 +62,10 @@ type ChangeProxyResult struct {
 // change needs is owed in the VM's mark by the write of the change itself (proxy.RebootOwed),
 // and forgotten once the reboot ended: PVE's config shows pending values as in effect, so a
 // run resumed between the two would otherwise find nothing to do.
-func (w *Workflows) ChangeProxy(ctx workflow.Context, in ChangeProxyInput) (_ ChangeProxyResult, err error) {
+func (w *Workflows) ChangeProxy(ctx workflow.Context, in ProxySpec) (_ ChangeProxyResult, err error) {
 	var t *tracker
 	defer func() { recordOutcome(ctx, changeMetrics, in.UID, t, err) }()
-	if err := checkOperation(ctx, "change", in.UID, in.UserData); err != nil {
+	if err := checkOperation(ctx, "change", in.UID, in.check); err != nil {
 		return ChangeProxyResult{}, err
 	}
 	c, err := newChange(ctx, w.Config, in)
@@ -106,12 +80,12 @@ func (w *Workflows) ChangeProxy(ctx workflow.Context, in ChangeProxyInput) (_ Ch
 
 type change struct {
 	proxyOps
-	in ChangeProxyInput
+	in ProxySpec
 	p  config.Placement
 	vm vm
 }
 
-func newChange(ctx workflow.Context, cfg config.Config, in ChangeProxyInput) (*change, error) {
+func newChange(ctx workflow.Context, cfg config.Config, in ProxySpec) (*change, error) {
 	if in.Name == "" {
 		in.Name = proxy.NameFromUID(in.UID)
 	}

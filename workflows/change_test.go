@@ -27,8 +27,8 @@ var (
 // changeInput changes the proxy of createInput to machine type machineType.
 // changeInput is the whole spec of createInput's proxy with another machine type, as its entity
 // gives it.
-func changeInput(machineType string) workflows.ChangeProxyInput {
-	return workflows.ChangeProxyInput{UID: uid, Image: "debian13", MachineType: machineType, UserData: createInput().UserData}
+func changeInput(machineType string) workflows.ProxySpec {
+	return workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: machineType, UserData: createInput().UserData}
 }
 
 // changeable is a world with the proxy of createInput created, and the machine types medium and
@@ -244,10 +244,10 @@ func TestChange_waitsOutABackupLock(t *testing.T) {
 }
 
 func TestChange_refusesBadInputBeforeAnyCall(t *testing.T) {
-	tests := map[string]func(*workflows.ChangeProxyInput){
-		"invalid UID":              func(in *workflows.ChangeProxyInput) { in.UID = "Not A UID" },
-		"user-data over the limit": func(in *workflows.ChangeProxyInput) { in.UserData = strings.Repeat("x", workflows.MaxUserDataBytes+1) },
-		"unknown machine type":     func(in *workflows.ChangeProxyInput) { in.MachineType = "huge" },
+	tests := map[string]func(*workflows.ProxySpec){
+		"invalid UID":              func(in *workflows.ProxySpec) { in.UID = "Not A UID" },
+		"user-data over the limit": func(in *workflows.ProxySpec) { in.UserData = strings.Repeat("x", workflows.MaxUserDataBytes+1) },
+		"unknown machine type":     func(in *workflows.ProxySpec) { in.MachineType = "huge" },
 	}
 	for name, edit := range tests {
 		t.Run(name, func(t *testing.T) {

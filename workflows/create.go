@@ -17,73 +17,6 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 )
 
-// CreateProxyInput is the input of CreateProxy.
-type CreateProxyInput struct {
-	UID string `json:"uid"`
-	// Name is the VM's name, and the guest's hostname; empty means proxy.NameFromUID(UID).
-	// ValidateName says which names a create takes.
-	Name string `json:"name,omitempty"`
-	// Zone is the node; it may be empty when the config names one node.
-	Zone string `json:"zone,omitempty"`
-	// Image is a key of the config's templates.
-	Image string `json:"image"`
-	// MachineType is a key of the config's machine types.
-	MachineType string `json:"machineType"`
-	// Region is accepted and ignored: a Proxmox cluster has no regions.
-	Region string `json:"region,omitempty"`
-	// UserData is the cloud-init user-data, at most MaxUserDataBytes. It may hold secrets: it
-	// goes onto the seed ISO and nowhere else pveflow writes (logs, errors, search attributes,
-	// results). Temporal's history holds it as payloads (the entity's request, this input, and
-	// UploadISO's when it ran as an activity), which a codec (PVEFLOW_CODEC_KEY_FILE) encrypts.
-	UserData string `json:"userData,omitempty"`
-	// InstanceID is cloud-init's instance-id on the seed ISO; empty means the UID. The proxy's
-	// entity gives a new one with each new user-data, so cloud-init runs it again.
-	InstanceID string `json:"instanceID,omitempty"`
-	// Addresses are net0's static addresses; empty takes DHCP's IPv4. They are validated
-	// (proxy.Addresses.Validate) wherever the name is, and written into the seed's
-	// network-config; a create waits until the guest reports each.
-	Addresses proxy.Addresses `json:"addresses,omitzero"`
-	// NICs are the VM's NICs (config.NIC: net0 first, further ones added), in place of its
-	// machine type's; empty takes the machine type's. config.ValidateNICs checks them.
-	NICs []config.NIC `json:"nics,omitempty"`
-	// AddressPool names a configured address pool that gives net0's addresses, allocated per
-	// UID and freed when the proxy is deleted; empty allocates none. It excludes Addresses.
-	AddressPool string `json:"addressPool,omitempty"`
-}
-
-// MaxUserDataBytes is the most cloud-init user-data, in bytes, a CreateProxy takes: 64 KiB.
-// The starter refuses more before it starts the workflow, and CreateProxy fails Permanent on
-// more before its first step, where Temporal would otherwise refuse the start or a later
-// command with a blob-size error.
-//
-// The user-data is stored in the workflow's input, a payload Temporal refuses over 2 MB and
-// warns about over 512 KB (its default blob-size limits). JSON writes a byte as at most six
-// (\u003c for '<', \u00XX for a control character, \ufffd for a byte that is not UTF-8), so
-// 64 KiB of user-data makes at most 384 KiB of payload: under the warning, whatever it holds.
-// It is also what clouds allow (EC2 takes 16 KB, Azure 64 KB): user-data is configuration, and
-// anything larger belongs in a file the guest fetches.
-const MaxUserDataBytes = 64 << 10
-
-// ValidateUserData refuses user-data over MaxUserDataBytes. Its message gives the sizes, never
-// the user-data.
-func ValidateUserData(userData string) error {
-	if len(userData) > MaxUserDataBytes {
-		return fmt.Errorf("user-data is %d bytes, more than the limit of %d (workflows.MaxUserDataBytes)", len(userData), MaxUserDataBytes)
-	}
-	return nil
-}
-
-// ValidateName refuses a name that a create could not carry through every step, the seed's
-// hostname and the provider ID among them: the rule is proxy.ValidateName. An empty name is
-// the default, proxy.NameFromUID of the UID. The entity's validator, CreateProxy, the starter
-// and the CLI check it before any Proxmox call.
-func ValidateName(name string) error {
-	if name == "" {
-		return nil
-	}
-	return proxy.ValidateName(name)
-}
-
 // CreateProxyResult is what CreateProxy returns.
 type CreateProxyResult struct {
 	// ProviderID is "vms/<vmid>/<name>".
@@ -121,20 +54,11 @@ type CreateProxyResult struct {
 // stopped is provisioned and started again. It runs only as a child of the proxy's entity
 // (Proxy), which never runs it beside another operation of the proxy and cancels it when a
 // delete supersedes it.
-func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ CreateProxyResult, err error) {
+func (w *Workflows) CreateProxy(ctx workflow.Context, in ProxySpec) (_ CreateProxyResult, err error) {
 	var t *tracker
 	defer func() { recordOutcome(ctx, createMetrics, in.UID, t, err) }()
-	if err := checkOperation(ctx, "create", in.UID, in.UserData); err != nil {
+	if err := checkOperation(ctx, "create", in.UID, in.check); err != nil {
 		return CreateProxyResult{}, err
-	}
-	if err := ValidateName(in.Name); err != nil {
-		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
-	}
-	if err := in.Addresses.Validate(); err != nil {
-		return CreateProxyResult{}, permanentf("create proxy %s: addresses: %v", in.UID, err)
-	}
-	if err := config.ValidateNICs(in.NICs); err != nil {
-		return CreateProxyResult{}, permanentf("create proxy %s: %v", in.UID, err)
 	}
 	c, err := newCreate(ctx, w.Config, in)
 	if err != nil {
@@ -149,17 +73,20 @@ func (w *Workflows) CreateProxy(ctx workflow.Context, in CreateProxyInput) (_ Cr
 	return res, err
 }
 
-// checkOperation refuses an operation before its first step: a UID that is not one, a run that
-// its proxy's entity did not start, user-data over MaxUserDataBytes.
-func checkOperation(ctx workflow.Context, op, uid, userData string) error {
+// checkOperation refuses operation op before its first step: a UID that is not one, a run that
+// its proxy's entity did not start, and, with checkSpec, a spec that check refuses (a create's
+// or change's).
+func checkOperation(ctx workflow.Context, op, uid string, checkSpec func(op string) error) error {
 	if err := proxy.ValidateUID(uid); err != nil {
 		return permanentf("%s proxy: %v", op, err)
 	}
 	if err := underEntity(ctx, op, uid); err != nil {
 		return err
 	}
-	if err := ValidateUserData(userData); err != nil {
-		return permanentf("%s proxy %s: %v", op, uid, err)
+	if checkSpec != nil {
+		if err := checkSpec(op); err != nil {
+			return permanentf("%v", err)
+		}
 	}
 	return nil
 }
@@ -200,7 +127,7 @@ func resolve(ctx workflow.Context, cfg config.Config, zone, image, machineType s
 
 type create struct {
 	proxyOps
-	in CreateProxyInput
+	in ProxySpec
 	p  config.Placement
 	// vm is the VM being created, once it is known.
 	vm vm
@@ -208,7 +135,7 @@ type create struct {
 	createdAt time.Time
 }
 
-func newCreate(ctx workflow.Context, cfg config.Config, in CreateProxyInput) (*create, error) {
+func newCreate(ctx workflow.Context, cfg config.Config, in ProxySpec) (*create, error) {
 	if in.Name == "" {
 		in.Name = proxy.NameFromUID(in.UID)
 	}
@@ -314,7 +241,7 @@ func (c *create) converge(res *ChangeProxyResult) (provisioned, reseeded bool, e
 		return true, true, nil
 	}
 	in := c.in
-	ch := &change{proxyOps: c.proxyOps, p: c.p, vm: c.vm, in: ChangeProxyInput{UID: in.UID, Name: in.Name, Zone: in.Zone, Image: in.Image,
+	ch := &change{proxyOps: c.proxyOps, p: c.p, vm: c.vm, in: ProxySpec{UID: in.UID, Name: in.Name, Zone: in.Zone, Image: in.Image,
 		MachineType: in.MachineType, UserData: in.UserData, InstanceID: in.InstanceID, Addresses: in.Addresses, NICs: in.NICs, AddressPool: in.AddressPool}}
 	reseeded, err = ch.converge(cfg, true, res)
 	c.vm = ch.vm

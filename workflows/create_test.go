@@ -159,10 +159,10 @@ func TestCreate_resumesStoppedVMFromSeedStep(t *testing.T) {
 }
 
 func TestCreate_rejectsUnknownPlacementBeforeAnyCall(t *testing.T) {
-	tests := map[string]func(*workflows.CreateProxyInput){
-		"image":        func(in *workflows.CreateProxyInput) { in.Image = "windows" },
-		"machine type": func(in *workflows.CreateProxyInput) { in.MachineType = "huge" },
-		"zone":         func(in *workflows.CreateProxyInput) { in.Zone = "pve9" },
+	tests := map[string]func(*workflows.ProxySpec){
+		"image":        func(in *workflows.ProxySpec) { in.Image = "windows" },
+		"machine type": func(in *workflows.ProxySpec) { in.MachineType = "huge" },
+		"zone":         func(in *workflows.ProxySpec) { in.Zone = "pve9" },
 	}
 	for name, change := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -48,7 +48,7 @@ type DeleteProxyResult struct {
 func (w *Workflows) DeleteProxy(ctx workflow.Context, in DeleteProxyInput) (_ DeleteProxyResult, err error) {
 	var t *tracker
 	defer func() { recordOutcome(ctx, deleteMetrics, in.UID, t, err) }()
-	if err := checkOperation(ctx, "delete", in.UID, ""); err != nil {
+	if err := checkOperation(ctx, "delete", in.UID, nil); err != nil {
 		return DeleteProxyResult{}, err
 	}
 	if in.Name == "" {

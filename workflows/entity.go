@@ -123,9 +123,9 @@ type runningOp struct {
 	// serves is the last request version the operation's input reflects.
 	serves int
 	// spec is the spec the operation makes the VM match (nil for a delete).
-	spec *CreateProxyInput
+	spec *ProxySpec
 	// rebuildFrom is the applied spec a rebuild (delete, then create) replaces.
-	rebuildFrom *CreateProxyInput
+	rebuildFrom *ProxySpec
 	cancel      workflow.CancelFunc
 	// superseded is set when a later request cancelled it.
 	superseded string
@@ -139,10 +139,10 @@ func (e *entity) register() error {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(e.ctx, CreateUpdate,
-		func(ctx workflow.Context, in CreateProxyInput) (CreateProxyResult, error) {
+		func(ctx workflow.Context, in ProxySpec) (CreateProxyResult, error) {
 			return handle[CreateProxyResult](ctx, e, OpCreate, nil, func() { e.want(in); e.st.WantedAt = workflow.Now(e.ctx) })
 		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in CreateProxyInput) error {
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in ProxySpec) error {
 			return e.validate(ctx, func() error { return e.validateCreate(in) })
 		}}); err != nil {
 		return err
@@ -256,7 +256,7 @@ func (e *entity) rebuild(ctx workflow.Context) error {
 			e.uid, got.VMID, got.Node), FailRejected, nil)
 	default:
 		m := got.Spec
-		spec := CreateProxyInput{UID: e.uid, Name: got.Name, Zone: m.Zone, Image: got.Image, MachineType: m.MachineType, InstanceID: got.InstanceID,
+		spec := ProxySpec{UID: e.uid, Name: got.Name, Zone: m.Zone, Image: got.Image, MachineType: m.MachineType, InstanceID: got.InstanceID,
 			Addresses: m.Addresses, NICs: m.NICs, AddressPool: m.AddressPool}
 		e.st.Spec, e.st.Applied, e.st.UserDataDigest = &spec, withoutUserData(&spec), m.UserDataSHA256
 		if _, gen, ok := strings.Cut(got.InstanceID, ".g"); ok {
@@ -381,7 +381,7 @@ func (e *entity) stopForDelete(why string) {
 }
 
 // want makes the create request's spec the proxy's.
-func (e *entity) want(in CreateProxyInput) {
+func (e *entity) want(in ProxySpec) {
 	if e.st.Spec != nil {
 		// The validator lets through only the spec the proxy has: with the user-data, when
 		// the spec was rebuilt without it.
@@ -419,58 +419,20 @@ func (e *entity) change(req ChangeRequest) {
 
 // newInstance gives spec a new cloud-init instance-id, <uid>.g<N>: its seed is to be written
 // anew, and cloud-init to run it as a new instance.
-func (e *entity) newInstance(spec *CreateProxyInput) {
+func (e *entity) newInstance(spec *ProxySpec) {
 	e.st.UserDataGen++
 	spec.InstanceID = fmt.Sprintf("%s.g%d", e.uid, e.st.UserDataGen)
 }
 
-func withDefaults(in CreateProxyInput) CreateProxyInput {
-	if in.Name == "" {
-		in.Name = proxy.NameFromUID(in.UID)
-	}
-	in.Region = ""
-	return in
-}
-
-// specDiff says in words how spec b differs from a, leaving the user-data out.
-func specDiff(a, b CreateProxyInput) []string {
-	var d []string
-	for _, f := range []struct{ name, a, b string }{
-		{"name", a.Name, b.Name}, {"zone", a.Zone, b.Zone}, {"image", a.Image, b.Image}, {"machine type", a.MachineType, b.MachineType},
-		{"addresses", a.Addresses.String(), b.Addresses.String()}, {"nics", fmt.Sprint(a.NICs), fmt.Sprint(b.NICs)},
-		{"address pool", a.AddressPool, b.AddressPool},
-	} {
-		if f.a != f.b {
-			d = append(d, fmt.Sprintf("%s %q -> %q", f.name, f.a, f.b))
-		}
-	}
-	return d
-}
-
 // The validators read the worker's configuration as it is: Temporal does not run them on
 // replay, so their reads need not be deterministic (hence the workflowcheck:ignore).
-func (e *entity) validateCreate(in CreateProxyInput) error {
+func (e *entity) validateCreate(in ProxySpec) error {
 	if err := e.validateUID(in.UID); err != nil {
 		return err
 	}
-	if err := ValidateUserData(in.UserData); err != nil {
-		return fmt.Errorf("create proxy %s: %w", in.UID, err)
-	}
-	if err := ValidateName(in.Name); err != nil {
-		return fmt.Errorf("create proxy %s: %w", in.UID, err)
-	}
-	if err := in.Addresses.Validate(); err != nil {
-		return fmt.Errorf("create proxy %s: addresses: %w", in.UID, err)
-	}
-	if err := config.ValidateNICs(in.NICs); err != nil {
-		return fmt.Errorf("create proxy %s: %w", in.UID, err)
-	}
-	_, err := e.cfg.Proxmox.ResolvePlacement(in.Zone, in.Image, in.MachineType) //workflowcheck:ignore
+	err := in.CheckFor(e.cfg.Proxmox) //workflowcheck:ignore
 	if err != nil {
-		return fmt.Errorf("create proxy %s: %w", in.UID, err)
-	}
-	if err := validateAddressPool(e.cfg.Proxmox, in); err != nil {
-		return fmt.Errorf("create proxy %s: %w", in.UID, err)
+		return err
 	}
 	if e.st.Spec == nil {
 		return nil
@@ -490,13 +452,8 @@ func (e *entity) validateChange(req ChangeRequest) error {
 	if err := e.validateUID(req.UID); err != nil {
 		return err
 	}
-	if req.Image == "" && req.MachineType == "" && req.UserData == nil {
-		return fmt.Errorf("change proxy %s: nothing to change: give an image, a machine type or user-data", req.UID)
-	}
-	if req.UserData != nil {
-		if err := ValidateUserData(*req.UserData); err != nil {
-			return fmt.Errorf("change proxy %s: %w", req.UID, err)
-		}
+	if err := req.Check(); err != nil {
+		return err
 	}
 	switch {
 	case e.st.Spec == nil && !e.st.Known:
@@ -511,11 +468,7 @@ func (e *entity) validateChange(req ChangeRequest) error {
 	if req.MachineType != "" {
 		spec.MachineType = req.MachineType
 	}
-	_, err := e.cfg.Proxmox.ResolvePlacement(spec.Zone, spec.Image, spec.MachineType) //workflowcheck:ignore
-	if err != nil {
-		return fmt.Errorf("change proxy %s: %w", req.UID, err)
-	}
-	return nil
+	return spec.checkPlacement("change", e.cfg.Proxmox) //workflowcheck:ignore
 }
 
 func (e *entity) validateDelete(in DeleteProxyInput) error {
@@ -638,14 +591,14 @@ func (e *entity) startNext() {
 
 // startCreate starts a CreateProxy of spec: of a proxy that has no VM or a stopped one, or,
 // with rebuildFrom, the second half of a rebuild.
-func (e *entity) startCreate(spec CreateProxyInput, rebuildFrom *CreateProxyInput) {
+func (e *entity) startCreate(spec ProxySpec, rebuildFrom *ProxySpec) {
 	e.start(&runningOp{spec: &spec, rebuildFrom: rebuildFrom}, OpCreate, CreateWorkflowID(e.uid), CreateProxyName, spec)
 }
 
 // startChange starts a ChangeProxy of the whole spec: the VM's mark tells it whether the guest
 // has the spec's user-data.
-func (e *entity) startChange(spec CreateProxyInput) {
-	in := ChangeProxyInput{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType, Addresses: spec.Addresses,
+func (e *entity) startChange(spec ProxySpec) {
+	in := ProxySpec{UID: e.uid, Name: spec.Name, Zone: spec.Zone, Image: spec.Image, MachineType: spec.MachineType, Addresses: spec.Addresses,
 		NICs: spec.NICs, AddressPool: spec.AddressPool, UserData: spec.UserData, InstanceID: spec.InstanceID}
 	e.drifted = false
 	e.start(&runningOp{spec: &spec}, OpChange, ChangeWorkflowID(e.uid), ChangeProxyName, in)
@@ -653,7 +606,7 @@ func (e *entity) startChange(spec CreateProxyInput) {
 
 // startDelete starts a DeleteProxy: of an absent proxy, or, with rebuildFrom, the first half of
 // a rebuild onto a new image or zone, which a create of the spec follows.
-func (e *entity) startDelete(rebuildFrom *CreateProxyInput) {
+func (e *entity) startDelete(rebuildFrom *ProxySpec) {
 	in := DeleteProxyInput{UID: e.uid, Name: e.nameOf()}
 	if rebuildFrom != nil {
 		in.Name = rebuildFrom.Name
@@ -852,7 +805,7 @@ func (e *entity) serve(op *runningOp) {
 	}
 }
 
-func withoutUserData(spec *CreateProxyInput) *CreateProxyInput {
+func withoutUserData(spec *ProxySpec) *ProxySpec {
 	s := *spec
 	s.UserData = ""
 	return &s
@@ -1021,7 +974,7 @@ func (e *entity) adoptRunningOperation() error {
 // resumeOperation follows an operation this run did not start until it closes.
 // spec is what it makes the VM match, nil when that is not known (a create or change that an
 // earlier entity started).
-func (e *entity) resumeOperation(rec *OperationRecord, spec *CreateProxyInput) {
+func (e *entity) resumeOperation(rec *OperationRecord, spec *ProxySpec) {
 	r := *rec
 	// It serves no request of this run: those wait for the operation after it.
 	op := &runningOp{rec: &r, spec: spec}

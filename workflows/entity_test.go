@@ -217,11 +217,11 @@ func TestProxy_invalidRequestsAreRefusedAndNothingRecorded(t *testing.T) {
 		arg     any
 		wantErr string
 	}{
-		{"unknown machine type", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "huge"}, `machineType: "huge" is not a configured machine type`},
-		{"another proxy's UID", workflows.CreateUpdate, workflows.CreateProxyInput{UID: otherUID, Image: "debian13", MachineType: "small"}, "send it to proxy/" + otherUID},
-		{"name that is not a DNS label", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Name: "egress.eu-1", Image: "debian13", MachineType: "small"}, `name "egress.eu-1" is not a DNS label`},
-		{"invalid addresses", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", Addresses: proxy.Addresses{Gateway6: "fe80::1"}}, "addresses: gateway6 fe80::1 is given without an ipv6 address"},
-		{"user-data too large", workflows.CreateUpdate, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: string(make([]byte, workflows.MaxUserDataBytes+1))}, "more than the limit"},
+		{"unknown machine type", workflows.CreateUpdate, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "huge"}, `machineType: "huge" is not a configured machine type`},
+		{"another proxy's UID", workflows.CreateUpdate, workflows.ProxySpec{UID: otherUID, Image: "debian13", MachineType: "small"}, "send it to proxy/" + otherUID},
+		{"name that is not a DNS label", workflows.CreateUpdate, workflows.ProxySpec{UID: uid, Name: "egress.eu-1", Image: "debian13", MachineType: "small"}, `name "egress.eu-1" is not a DNS label`},
+		{"invalid addresses", workflows.CreateUpdate, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", Addresses: proxy.Addresses{Gateway6: "fe80::1"}}, "addresses: gateway6 fe80::1 is given without an ipv6 address"},
+		{"user-data too large", workflows.CreateUpdate, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: string(make([]byte, workflows.MaxUserDataBytes+1))}, "more than the limit"},
 		{"change of nothing", workflows.ChangeUpdate, workflows.ChangeRequest{UID: uid}, "nothing to change"},
 	}
 	for _, tt := range tests {

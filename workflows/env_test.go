@@ -41,8 +41,8 @@ func testConfig(t *testing.T) config.Config {
 	return cfg
 }
 
-func createInput() workflows.CreateProxyInput {
-	return workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
+func createInput() workflows.ProxySpec {
+	return workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
 }
 
 // world is a simulated cluster that outlives the workflow environments run against it, so a
@@ -263,7 +263,7 @@ func (w *world) advance(d time.Duration) {
 	w.clock.env = nil
 }
 
-func (w *world) create(in workflows.CreateProxyInput) (workflows.CreateProxyResult, error) {
+func (w *world) create(in workflows.ProxySpec) (workflows.CreateProxyResult, error) {
 	env := w.env()
 	w.runOp(env, workflows.CreateProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
@@ -275,7 +275,7 @@ func (w *world) create(in workflows.CreateProxyInput) (workflows.CreateProxyResu
 	return res, nil
 }
 
-func (w *world) change(in workflows.ChangeProxyInput) (workflows.ChangeProxyResult, error) {
+func (w *world) change(in workflows.ProxySpec) (workflows.ChangeProxyResult, error) {
 	env := w.env()
 	w.runOp(env, workflows.ChangeProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())

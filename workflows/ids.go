@@ -71,7 +71,7 @@ const (
 
 // The Updates a Proxy entity takes (see proxy.go). Their names are recorded in histories.
 const (
-	// CreateUpdate asks for the proxy to be present with a CreateProxyInput's spec; its result
+	// CreateUpdate asks for the proxy to be present with a ProxySpec's spec; its result
 	// is a CreateProxyResult.
 	CreateUpdate = "create"
 	// ChangeUpdate asks for a present proxy to change (a ChangeRequest); its result is a

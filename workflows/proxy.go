@@ -5,17 +5,6 @@ import (
 	"time"
 )
 
-// ChangeRequest is the argument of the change Update: what to change in a present proxy. An
-// empty field leaves that part as it is.
-type ChangeRequest struct {
-	UID         string `json:"uid"`
-	Image       string `json:"image,omitempty"`
-	MachineType string `json:"machineType,omitempty"`
-	// UserData, when set, replaces the user-data: a new seed ISO with a new instance-id, and a
-	// reboot, so cloud-init runs it. It may hold secrets, as CreateProxyInput.UserData may.
-	UserData *string `json:"userData,omitempty"`
-}
-
 // Proxy phases: what a Proxy entity's ProxyPhase search attribute and status say.
 const (
 	ProxyAbsent   = "absent"
@@ -124,10 +113,10 @@ type ProxyInput struct {
 type ProxyState struct {
 	// Spec is what the operator asked for while the proxy is present, nil while it is absent.
 	// It holds the user-data, which nothing the entity reports shows.
-	Spec *CreateProxyInput `json:"spec,omitempty"`
+	Spec *ProxySpec `json:"spec,omitempty"`
 	// Applied is the spec the VM was last made to match, without its user-data (its InstanceID
 	// says which), nil when unknown: never created, deleted, failed, or a check found it off.
-	Applied *CreateProxyInput `json:"applied,omitempty"`
+	Applied *ProxySpec `json:"applied,omitempty"`
 	// UserDataGen counts the new seeds since the proxy was created (new user-data, other NICs);
 	// the instance-id carries it.
 	UserDataGen int           `json:"userDataGen,omitempty"`

@@ -141,7 +141,7 @@ func TestReplay_catchesAnInsertedStep(t *testing.T) {
 	file := filepath.Join(historiesDir, "create-clean.json")
 	wfs := &workflows.Workflows{Config: testConfig(t)}
 	// CreateProxy with one more call before its first step, as a careless change would add it.
-	changed := func(ctx workflow.Context, in workflows.CreateProxyInput) (workflows.CreateProxyResult, error) {
+	changed := func(ctx workflow.Context, in workflows.ProxySpec) (workflows.CreateProxyResult, error) {
 		var a *activities.Activities
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
 		if err := workflow.ExecuteActivity(ctx, a.Version).Get(ctx, nil); err != nil {

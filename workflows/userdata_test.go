@@ -53,26 +53,3 @@ func TestCreate_userDataOverTheLimitIsPermanentBeforeAnyCall(t *testing.T) {
 	assert.NotContains(t, err.Error(), "cloud-config")
 	assert.Empty(t, w.cluster.Calls())
 }
-
-func TestValidateUserData(t *testing.T) {
-	tests := []struct {
-		name    string
-		size    int
-		wantErr string
-	}{
-		{"none", 0, ""},
-		{"at the limit", workflows.MaxUserDataBytes, ""},
-		{"a byte over", workflows.MaxUserDataBytes + 1, "user-data is 65537 bytes, more than the limit of 65536 (workflows.MaxUserDataBytes)"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := workflows.ValidateUserData(strings.Repeat("s", tt.size))
-
-			if tt.wantErr == "" {
-				assert.NoError(t, err)
-				return
-			}
-			assert.EqualError(t, err, tt.wantErr)
-		})
-	}
-}

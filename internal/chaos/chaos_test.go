@@ -338,8 +338,8 @@ func userData(uid string, gen int) string {
 }
 
 // createInput is the create of uid: small, from the address pool when pooled.
-func createInput(uid string, pooled bool) workflows.CreateProxyInput {
-	in := workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: userData(uid, 0)}
+func createInput(uid string, pooled bool) workflows.ProxySpec {
+	in := workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: userData(uid, 0)}
 	if pooled {
 		in.AddressPool = poolName
 	}
@@ -492,7 +492,7 @@ func (r *run) askChange(uid string, n int, c plannedChange) {
 // requestDeadline bounds how long the driver follows one request, resends included.
 const requestDeadline = 10 * time.Minute
 
-// ask sends op for uid, with in (a CreateProxyInput, ChangeRequest or DeleteProxyInput), and
+// ask sends op for uid, with in (a ProxySpec, ChangeRequest or DeleteProxyInput), and
 // follows it to its end; it reports whether the request ended done. Its Update IDs are stem
 // and the attempt's number. A request the entity could not be reached for is sent again under
 // the same Update ID, which makes it the same request. An operation that fails while its
@@ -582,7 +582,7 @@ func (r *run) send(ctx context.Context, uid string, op starter.Op, updateID stri
 		var req *starter.Request
 		var err error
 		switch in := in.(type) {
-		case workflows.CreateProxyInput:
+		case workflows.ProxySpec:
 			req, err = r.starter.Create(sendCtx, in, starter.WithUpdateID(updateID))
 		case workflows.ChangeRequest:
 			req, err = r.starter.Change(sendCtx, in, starter.WithUpdateID(updateID))

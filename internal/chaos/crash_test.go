@@ -214,7 +214,7 @@ const (
 )
 
 func sendCreate(ctx context.Context, c *starter.Client, uid string) (*starter.Request, error) {
-	return c.Create(ctx, workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: crashUserData})
+	return c.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: crashUserData})
 }
 
 var crashOps = []crashOp{

@@ -45,7 +45,7 @@ func (e *payloadError) Error() string { return "payload " + e.problem }
 //     failure's message is what the Web UI shows first of a pending activity's last failure and
 //     of a failed workflow; encrypted, it reads "Encoded failure" there, the real text nested
 //     below. pveflow's messages carry no secret by design: they name the task, the node, the VM
-//     and what Proxmox answered, never the token or the user-data (ValidateUserData gives its
+//     and what Proxmox answered, never the token or the user-data (ProxySpec.Check gives its
 //     size only), which worker's TestSecrets_userDataAndTokenAppearInNoLogErrorOrHistory and
 //     activities' TestSecrets_neverInLogsErrorsOrResults hold. An error that comes of a payload
 //     dc cannot read (the workflow's input, refused) fails Permanent and non-retryable, and a

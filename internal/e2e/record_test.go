@@ -403,7 +403,7 @@ func startRead(t *testing.T, s *stack, id, workflowType string, args ...any) cli
 }
 
 // created requests the proxy of in and returns the run of the CreateProxy that served it.
-func created(t *testing.T, s *stack, in workflows.CreateProxyInput) client.WorkflowRun {
+func created(t *testing.T, s *stack, in workflows.ProxySpec) client.WorkflowRun {
 	t.Helper()
 	serve[workflows.CreateProxyResult](t, s.startCreate(in))
 	return s.operation(in.UID, workflows.OpCreate)

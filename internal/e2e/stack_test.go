@@ -72,8 +72,8 @@ const otherUID = "7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f"
 // thirdUID is a third proxy's, queued behind both.
 const thirdUID = "2c4e6a80-1b3d-4f5a-9c7e-8d0f1a2b3c4d"
 
-func createInput(uid string) workflows.CreateProxyInput {
-	return workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
+func createInput(uid string) workflows.ProxySpec {
+	return workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
 }
 
 // startStack starts the stack for a test or benchmark, which stops it when it ends. A benchmark
@@ -167,7 +167,7 @@ func (s *stack) register(r worker.Registry) {
 
 // startCreate sends a create request to the entity of in.UID, as pveflow create does, and
 // returns once the entity accepted it.
-func (s *stack) startCreate(in workflows.CreateProxyInput) *starter.Request {
+func (s *stack) startCreate(in workflows.ProxySpec) *starter.Request {
 	s.t.Helper()
 	return accepted(s.t)(s.starter.Create(context.Background(), in))
 }

@@ -295,7 +295,7 @@ func (h *harness) vmsInRange(ctx context.Context, t *testing.T) []pve.VMResource
 }
 
 // create asks the proxy of in.UID to be created and waits for its result.
-func (h *harness) create(ctx context.Context, t *testing.T, in workflows.CreateProxyInput) workflows.CreateProxyResult {
+func (h *harness) create(ctx context.Context, t *testing.T, in workflows.ProxySpec) workflows.CreateProxyResult {
 	t.Helper()
 	req, err := h.starter.Create(ctx, in)
 	require.NoError(t, err)
@@ -417,7 +417,7 @@ func TestProxmox_lifecycle(t *testing.T) {
 	uid := "pveflow-it-" + randomHex(8)
 	name := proxy.NameFromUID(uid)
 	sentinel := "pveflow-integration-sentinel-" + randomHex(8)
-	in := workflows.CreateProxyInput{
+	in := workflows.ProxySpec{
 		UID: uid, Image: image, MachineType: machineType,
 		UserData: "#cloud-config\n# " + sentinel + "\n",
 	}

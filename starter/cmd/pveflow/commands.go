@@ -25,7 +25,7 @@ import (
 )
 
 func (c *cli) createCommand() *cobra.Command {
-	var in workflows.CreateProxyInput
+	var in workflows.ProxySpec
 	var userDataFile string
 	var nics []string
 	var wait bool
@@ -56,25 +56,18 @@ printed.`,
 			if err := checkUID(cmd, in.UID); err != nil {
 				return err
 			}
-			if err := workflows.ValidateName(in.Name); err != nil {
-				return usageError{fmt.Errorf("create: --name: %w", err)}
-			}
-			if err := in.Addresses.Validate(); err != nil {
-				return usageError{fmt.Errorf("create: addresses: %w", err)}
-			}
 			var err error
 			if in.NICs, err = parseNICs(nics); err != nil {
 				return usageError{fmt.Errorf("create: --nic: %w", err)}
 			}
-			if err := workflows.ValidateAddressPool(in); err != nil {
-				return usageError{fmt.Errorf("create: --address-pool: %w", err)}
-			}
 			if userDataFile != "" {
-				data, err := readUserData(cmd, userDataFile)
-				if err != nil {
+				if in.UserData, err = readUserData(cmd, userDataFile); err != nil {
 					return err
 				}
-				in.UserData = data
+			}
+			// The spec's one validation, as the starter and the proxy's entity ask it.
+			if err := in.Check(); err != nil {
+				return usageError{err}
 			}
 			return sendAndWait(cmd.Context(), c, starter.Create, in.UID, wait,
 				func(ctx context.Context) (*starter.Request, error) { return c.starter.Create(ctx, in) },
@@ -100,8 +93,8 @@ printed.`,
 	return cmd
 }
 
-// parseNICs reads --nic values, "BRIDGE[:VLAN]" each, and checks them as config.ValidateNICs
-// does.
+// parseNICs reads --nic values, "BRIDGE[:VLAN]" each; the spec's check (ProxySpec.Check) judges
+// them.
 func parseNICs(values []string) ([]config.NIC, error) {
 	var nics []config.NIC
 	for _, v := range values {
@@ -115,19 +108,16 @@ func parseNICs(values []string) ([]config.NIC, error) {
 		}
 		nics = append(nics, n)
 	}
-	return nics, config.ValidateNICs(nics)
+	return nics, nil
 }
 
 // readUserData reads the user-data file of cmd's --user-data-file: a file that cannot be read
-// or is over the limit is a usage error. The file may hold secrets: an error names the file,
-// never its content.
+// is a usage error; its size the spec's or the change's check judges. The file may hold
+// secrets: an error names the file, never its content.
 func readUserData(cmd *cobra.Command, file string) (string, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return "", usageError{fmt.Errorf("%s: --user-data-file: %w", cmd.Name(), err)}
-	}
-	if err := workflows.ValidateUserData(string(data)); err != nil {
-		return "", usageError{fmt.Errorf("%s: --user-data-file %s: %w", cmd.Name(), file, err)}
 	}
 	return string(data), nil
 }
@@ -152,15 +142,15 @@ and a reboot, so that cloud-init runs it; a new image rebuilds the VM from the n
 			if err := checkUID(cmd, req.UID); err != nil {
 				return err
 			}
-			if req.MachineType == "" && req.Image == "" && userDataFile == "" {
-				return usageError{errors.New("update: give at least one of --machine-type, --user-data-file, --image")}
-			}
 			if userDataFile != "" {
 				data, err := readUserData(cmd, userDataFile)
 				if err != nil {
 					return err
 				}
 				req.UserData = &data
+			}
+			if err := req.Check(); err != nil {
+				return usageError{err}
 			}
 			return sendAndWait(cmd.Context(), c, starter.Change, req.UID, true,
 				func(ctx context.Context) (*starter.Request, error) { return c.starter.Change(ctx, req) },
@@ -577,7 +567,7 @@ func (c *cli) list(ctx context.Context, phase string) error {
 }
 
 func (c *cli) demoCommand() *cobra.Command {
-	var in workflows.CreateProxyInput
+	var in workflows.ProxySpec
 	cmd := &cobra.Command{
 		Use:   "demo [flags]",
 		Short: "Create a proxy with a new UID, wait for it, then delete it",
@@ -599,7 +589,7 @@ behind.`,
 
 // demo creates a proxy with a new UID, waits for it, and deletes it again: what `make run`
 // shows. A create that fails is deleted all the same, so the demo leaves nothing behind.
-func (c *cli) demo(ctx context.Context, in workflows.CreateProxyInput) error {
+func (c *cli) demo(ctx context.Context, in workflows.ProxySpec) error {
 	closeConn, err := c.connect(ctx)
 	if err != nil {
 		return err

@@ -106,7 +106,7 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	require.Equal(t, exitOK, vmsListed.code, vmsListed.stderr)
 	assert.Regexp(t, `(?m)^PROVIDER ID\s+NODE\s+VM STATUS\s+UID\s+CREATED$`, vmsListed.stdout)
 
-	deleted := s.pveflow("delete", "--uid", uid, "--provider-id", providerID, "--wait")
+	deleted := s.pveflow("delete", "--uid", uid, "--wait")
 	require.Equal(t, exitOK, deleted.code, deleted.stderr)
 	assert.Contains(t, deleted.stdout, "proxy deleted: "+uid+"\n")
 	assert.Empty(t, proxyVMs(t, simURL, simDir))

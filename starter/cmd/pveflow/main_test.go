@@ -58,14 +58,14 @@ func TestRun_usageErrorsExit2(t *testing.T) {
 		{"misspelt help topic", []string{"help", "craete"}, "pveflow: help: unknown command \"craete\"; did you mean create?\n"},
 		{"unknown shell", []string{"completion", "tcsh"}, `completion: want bash or zsh, not "tcsh"`},
 		{"bad duration", []string{"gc", "--all", "--grace", "soon"}, `gc: invalid argument "soon" for "--grace" flag`},
-		{"name that is not a DNS label", []string{"create", "--uid", "x", "--name", "egress.eu-1"}, `create: --name: name "egress.eu-1" is not a DNS label`},
+		{"name that is not a DNS label", []string{"create", "--uid", "x", "--name", "egress.eu-1"}, `create proxy x: name "egress.eu-1" is not a DNS label`},
 		{"gateway outside its prefix", []string{"create", "--uid", "x", "--ipv4", "192.0.2.10/24", "--gateway4", "198.51.100.1", "--ipv6", "192.0.2.11/24"},
-			"create: addresses: ipv4: gateway 198.51.100.1 is outside 192.0.2.0/24; ipv6: 192.0.2.11/24 is not an IPv6 address"},
-		{"NIC with a VLAN over PVE's", []string{"create", "--uid", "x", "--nic", ":20", "--nic", "vmbr1:5000"}, "create: --nic: nics[1].vlan: 5000 is outside PVE's VLAN tags 1..4094"},
+			"create proxy x: addresses: ipv4: gateway 198.51.100.1 is outside 192.0.2.0/24; ipv6: 192.0.2.11/24 is not an IPv6 address"},
+		{"NIC with a VLAN over PVE's", []string{"create", "--uid", "x", "--nic", ":20", "--nic", "vmbr1:5000"}, "create proxy x: nics[1].vlan: 5000 is outside PVE's VLAN tags 1..4094"},
 		{"NIC with a VLAN that is no number", []string{"create", "--uid", "x", "--nic", "vmbr1:ten"}, `create: --nic: "vmbr1:ten": VLAN "ten" is not a number`},
 		{"user-data file that is not there", []string{"create", "--uid", "x", "--user-data-file", "no-such-proxy.yaml"}, "create: --user-data-file: open no-such-proxy.yaml: no such file or directory"},
 		{"phase that is none", []string{"list", "--phase", "presnt"}, `list: --phase "presnt" is not a phase: want one of absent, `},
-		{"update that changes nothing", []string{"update", "--uid", "x"}, "update: give at least one of --machine-type, --user-data-file, --image"},
+		{"update that changes nothing", []string{"update", "--uid", "x"}, "change proxy x: nothing to change: give an image, a machine type or user-data"},
 		{"status of the delete, which is gone", []string{"status", "--uid", "x", "--delete"}, "status: unknown flag: --delete"},
 		{"wait on the delete and the change", []string{"wait", "--uid", "x", "--delete", "--change", "--retry-now"}, "wait: give one of --delete, --change"},
 	}
@@ -99,7 +99,7 @@ func TestRun_invalidUIDIsAUsageErrorBeforeConnecting(t *testing.T) {
 		uid  string
 	}{
 		{"create", []string{"create", "--image", "debian13"}, "team/proxy"},
-		{"delete", []string{"delete", "--name", "egress-a"}, "proxy a"},
+		{"delete", []string{"delete"}, "proxy a"},
 		{"status", []string{"status"}, "-proxy"},
 		{"update", []string{"update", "--machine-type", "small"}, "próxy"},
 		{"result", []string{"result"}, "proxy=a"},
@@ -186,7 +186,7 @@ func TestRun_userDataFileOverTheLimitIsAUsageErrorBeforeConnecting(t *testing.T)
 	code, stdout, stderr := runCLI(env, "create", "--uid", "x", "--user-data-file", file)
 
 	assert.Equal(t, exitUsage, code, "exit 1 would mean it tried to connect")
-	assert.Contains(t, stderr, "pveflow: create: --user-data-file "+file+": user-data is 65587 bytes, more than the limit of 65536 (workflows.MaxUserDataBytes)\n")
+	assert.Contains(t, stderr, "pveflow: create proxy x: user-data is 65587 bytes, more than the limit of 65536 (workflows.MaxUserDataBytes)\n")
 	assert.NotContains(t, stderr, secret)
 	assert.Empty(t, stdout)
 }
@@ -194,7 +194,7 @@ func TestRun_userDataFileOverTheLimitIsAUsageErrorBeforeConnecting(t *testing.T)
 func TestExitCode(t *testing.T) {
 	_, invalidUID := starter.New(nil, workflows.DefaultTaskQueue).Status(context.Background(), "a b", starter.Create)
 	require.ErrorIs(t, invalidUID, starter.ErrInvalidUID)
-	big := workflows.CreateProxyInput{UID: "u", UserData: strings.Repeat("x", workflows.MaxUserDataBytes+1)}
+	big := workflows.ProxySpec{UID: "u", UserData: strings.Repeat("x", workflows.MaxUserDataBytes+1)}
 	_, userDataTooLarge := starter.New(nil, workflows.DefaultTaskQueue).Create(context.Background(), big)
 	require.ErrorIs(t, userDataTooLarge, starter.ErrUserDataTooLarge)
 	workflowErr := func(typ string) error {
