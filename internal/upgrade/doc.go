@@ -9,6 +9,6 @@
 //
 // The changed builds are made at test time, with go build -overlay, from copies of workflow files
 // the test writes with the change inserted at a named anchor: the repository's workflows/ holds
-// no GetVersion of them. docs/deploy.md, *Upgrading a worker deployment*, has an operator's
+// no GetVersion of them. docs/deploy.md, *Upgrading the worker*, has an operator's
 // commands for the same upgrade and rollback.
 package upgrade
