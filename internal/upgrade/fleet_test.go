@@ -65,9 +65,11 @@ type op struct {
 }
 
 // The simulator's pace: clones long enough that a create is caught waiting for one, reboots,
-// stops and destroys long enough to catch a change or a delete in flight.
+// stops and destroys long enough to catch a change or a delete in flight. A change (a reboot)
+// ran 2.2 to 2.9 s with reboots of 1.5 s, seconds more than the test takes from seeing it run
+// to the switch; 2.5 s leaves room for a loaded machine.
 var taskDurations = map[string]time.Duration{
-	"qmclone": 3 * time.Second, "qmreboot": 1500 * time.Millisecond, "qmstop": 1500 * time.Millisecond,
+	"qmclone": 3 * time.Second, "qmreboot": 2500 * time.Millisecond, "qmstop": 1500 * time.Millisecond,
 	"qmstart": 500 * time.Millisecond, "qmdestroy": 1500 * time.Millisecond,
 }
 

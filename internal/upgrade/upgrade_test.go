@@ -63,6 +63,7 @@ var kept = []string{creatingAtRollback, createdAfterRollback}
 // stays there through the second rollback, made while a create of next's is in flight.
 func TestUpgrade_aFleetMovesToANewBuildAndBackWithNothingLostOrBroken(t *testing.T) {
 	t.Parallel()
+	skipShort(t)
 	bins := binaries(t, release, next)
 	f := newFleet(t)
 	f.step("the server and the simulator are up")
@@ -188,6 +189,7 @@ func TestUpgrade_aFleetMovesToANewBuildAndBackWithNothingLostOrBroken(t *testing
 // change is made without its GetVersion, as issue 35 asks.
 func TestUpgrade_theLongLivedChangeWithoutItsGetVersionFailsAnEntityThatRanTheOldCode(t *testing.T) {
 	t.Parallel()
+	skipShort(t)
 	bins := binaries(t, release, nextWithoutGetVersion)
 	f := newFleet(t)
 	f.startWorker(bins[release], release, "--promote")
@@ -218,6 +220,14 @@ func TestUpgrade_theLongLivedChangeWithoutItsGetVersionFailsAnEntityThatRanTheOl
 	assert.Equal(t, enumspb.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR, failed[0].cause, failed[0].message)
 	assert.Contains(t, failed[0].message, "nondeterministic")
 	f.step("checked")
+}
+
+// skipShort skips a test of -short: each builds the worker and runs it as processes for a
+// minute or more.
+func skipShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the worker twice and runs a fleet on real processes for a minute or more")
+	}
 }
 
 // failedTasksOf are the failed workflow tasks of the workflow's latest run.
