@@ -59,7 +59,7 @@ type edit struct {
 // upgrade and take again after it. The timer comes before the ChangeProxy child's start, so a
 // history of the release's startChange holds the child's start where the changed code makes the
 // timer.
-const entityAnchor = "\tin := ChangeProxyInput{UID: e.uid, Name: spec.Name,"
+const entityAnchor = "\tin := ProxySpec{UID: e.uid, Name: spec.Name,"
 
 // createAnchor is where the create's change goes: before newCreate, whose side effect (the run's
 // settings) is CreateProxy's first command.

@@ -248,8 +248,8 @@ func (f *fleet) pin(uid, build string) {
 // uidOf is the UID of the proxy of a role in the test's fleet.
 func uidOf(role string) string { return "upgrade-" + role }
 
-func createInput(uid string) workflows.CreateProxyInput {
-	return workflows.CreateProxyInput{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\nhostname: " + uid + "\n"}
+func createInput(uid string) workflows.ProxySpec {
+	return workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\nhostname: " + uid + "\n"}
 }
 
 // create, change and remove send a request to the entity of the role's proxy, as the pveflow
