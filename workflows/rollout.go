@@ -78,7 +78,7 @@ type RolloutFailure struct {
 // when Temporal suggests it, once the changes that run have closed, carrying its progress.
 //
 // It lives as long as its rollout, paused for as long as nobody resumes it, so it auto-upgrades
-// (deployment.go): a change to its commands goes behind workflow.GetVersion.
+// (deployment.go): a change to its commands goes behind a version marker.
 func (w *Workflows) Rollout(ctx workflow.Context, in RolloutInput) (RolloutStatus, error) {
 	if err := in.validate(); err != nil {
 		return RolloutStatus{}, err
