@@ -62,10 +62,12 @@ inputs and results (cloud-init user-data among them) are encrypted in Temporal's
 failure messages stay plain, carrying no secret. The starters and the codec server must use
 the same file.
 
-OTEL_TRACES_EXPORTER (otlp, console or none), OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL
-(grpc or http/protobuf) and OTEL_SERVICE_NAME (default pveflow-worker) export the worker's spans,
-as for any OpenTelemetry program; with none of them set, nothing is exported. Console spans go to
-stderr.
+OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER (otlp, console or none; for metrics also
+prometheus), OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL (grpc or http/protobuf) and
+OTEL_SERVICE_NAME (default pveflow-worker) export the worker's spans and metrics, as for any
+OpenTelemetry program, except that nothing is exported unless asked: spans go by OTLP once an
+endpoint is set, metrics only when OTEL_METRICS_EXPORTER names an exporter (--metrics-listen
+serves them to Prometheus either way). The console exporters write to stderr.
 
 Each flag can be set by its variable instead, PVEFLOW_ and the flag's name in capitals with '_'
 for '-': --log-level by PVEFLOW_LOG_LEVEL. A flag given wins over its variable.

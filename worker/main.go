@@ -10,9 +10,9 @@
 // by the TEMPORAL_* environment and the temporal CLI's profiles, as for the temporal CLI, and
 // PVEFLOW_CODEC_KEY_FILE turns payload encryption on (see starter.ClientOptions). With
 // --metrics-listen it serves Prometheus metrics, the SDK's and its own, at /metrics. The standard
-// OTEL_* environment turns span export on (see export.SetupTracing). SIGINT or
-// SIGTERM stops the worker once the activities in flight have finished; a second one ends it at
-// once.
+// OTEL_* environment turns span and metric export on (see export.SetupTracing and
+// export.NewMetrics). SIGINT or SIGTERM stops the worker once the activities in flight have
+// finished; a second one ends it at once.
 package main
 
 import (
@@ -57,9 +57,9 @@ func main() {
 // Temporal UI shows beside every task the worker took.
 const workerProgram = "pveflow-worker"
 
-// tracingFlushTimeout bounds how long the worker, stopping, waits for its last spans to be
-// exported.
-const tracingFlushTimeout = 5 * time.Second
+// flushTimeout bounds how long the worker, stopping, waits for its last spans to be exported,
+// and as long for its last metrics.
+const flushTimeout = 5 * time.Second
 
 // Exit codes.
 const (
@@ -99,13 +99,13 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	if err != nil {
 		return err
 	}
-	shutdownTracing, err := export.SetupTracing(ctx, getenv, workerProgram, stderr)
+	shutdownTracing, err := export.SetupTracing(ctx, workerProgram, stderr)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		// ctx is done by now: the flush gets a context of its own.
-		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracingFlushTimeout)
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 		defer cancel()
 		if err := shutdownTracing(flushCtx); err != nil {
 			logger.Warn("exporting the last spans failed", slog.Any("error", err))
@@ -141,21 +141,29 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	if err != nil {
 		return err
 	}
+	metrics, err := export.NewMetrics(ctx, workerProgram, opts.metricsListen != "", logger, stderr)
+	if err != nil {
+		return err
+	}
+	if metrics != nil {
+		defer func() {
+			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+			defer cancel()
+			if err := metrics.Close(flushCtx); err != nil {
+				logger.Warn("exporting the last metrics failed", slog.Any("error", err))
+			}
+		}()
+		clientOpts.MetricsHandler = metrics.Handler()
+		clientConfig.ObserveRequest = metrics.ObserveProxmoxRequest
+		clientConfig.ObserveHeld = metrics.ObserveProxmoxHeld
+	}
 	var ready readiness
 	if opts.metricsListen != "" {
-		metrics, err := export.NewMetrics(logger)
-		if err != nil {
-			return err
-		}
-		defer metrics.Close(context.Background())
 		stopOps, err := serveOps(opts.metricsListen, opsMux(metrics, &ready), logger)
 		if err != nil {
 			return err
 		}
 		defer stopOps()
-		clientOpts.MetricsHandler = metrics.Handler()
-		clientConfig.ObserveRequest = metrics.ObserveProxmoxRequest
-		clientConfig.ObserveHeld = metrics.ObserveProxmoxHeld
 	}
 	api, err := pve.NewClient(clientConfig)
 	if err != nil {

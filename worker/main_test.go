@@ -127,12 +127,6 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 			want: "worker: --metrics-listen: listen tcp " + taken.Addr().String() + ": bind: address already in use",
 		},
 		{
-			name: "unknown span exporter",
-			args: []string{"--config", writeConfig(t, "https://127.0.0.1:8006", token)},
-			env:  map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"},
-			want: `worker: OTEL_TRACES_EXPORTER "zipkin": want otlp, console or none`,
-		},
-		{
 			name: "config from the environment",
 			env:  map[string]string{"PVEFLOW_CONFIG": missingConfig},
 			want: "worker: read config: open " + missingConfig,
@@ -143,6 +137,28 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 			var stderr bytes.Buffer
 
 			code := run(context.Background(), tt.args, envOf(tt.env), io.Discard, &stderr)
+
+			assert.Equal(t, exitError, code)
+			assert.Contains(t, stderr.String(), tt.want)
+			assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %s", stderr.String())
+		})
+	}
+}
+
+func TestRun_anExporterTheOTelEnvironmentNamesButNoneKnowsIsAStartUpError(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(token, []byte("pveflow@pve!test=secret\n"), 0o600))
+	for _, tt := range []struct{ variable, want string }{
+		{"OTEL_TRACES_EXPORTER", `worker: OTEL_TRACES_EXPORTER "zipkin": unknown exporter`},
+		{"OTEL_METRICS_EXPORTER", `worker: OTEL_METRICS_EXPORTER "zipkin": unknown exporter`},
+	} {
+		t.Run(tt.variable, func(t *testing.T) {
+			// The exporters read the process environment, as the OpenTelemetry SDK does.
+			t.Setenv(tt.variable, "zipkin")
+			var stderr bytes.Buffer
+
+			code := run(context.Background(), []string{"--config", writeConfig(t, "https://127.0.0.1:8006", token)}, envOf(nil), io.Discard, &stderr)
 
 			assert.Equal(t, exitError, code)
 			assert.Contains(t, stderr.String(), tt.want)
