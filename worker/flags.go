@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"strings"
 	"time"
 
+	"github.com/caarlos0/env/v11"
 	"github.com/spf13/pflag"
 
 	"github.com/pveflow/pveflow/internal/cliflag"
@@ -18,35 +20,34 @@ import (
 // default cluster, relative to the repository root where `go run ./worker` runs.
 const simulatorConfig = "testdata/config/simulator.yaml"
 
-// options are the worker's command line.
+// options are the worker's settings, one field a flag. Each is set by its flag, else by the
+// variable of its env tag, else it is the flag's default: flagSet binds the flags, and
+// parseFlags reads the variables with github.com/caarlos0/env. A tag is the flag's name as
+// flagEnv spells it (TestFlags_eachReadsTheVariableItsHelpNames).
 type options struct {
-	configPath string
-	taskQueue  string
-	logJSON    bool
-	logLevel   slog.Level
-	simulator  bool
-	sim        simOptions
-	// metricsListen is the address of the metrics endpoint; empty turns it off.
-	metricsListen string
-	// healthEvery is the interval of the health schedule the worker applies at start; 0
+	ConfigPath string `env:"PVEFLOW_CONFIG"`
+	TaskQueue  string `env:"PVEFLOW_TASK_QUEUE"`
+	// MetricsListen is the address of the metrics endpoint; empty turns it off.
+	MetricsListen string `env:"PVEFLOW_METRICS_LISTEN"`
+	LogFormat     string `env:"PVEFLOW_LOG_FORMAT"`
+	LogLevel      string `env:"PVEFLOW_LOG_LEVEL"`
+	// HealthEvery is the interval of the health schedule the worker applies at start; 0
 	// leaves the schedule alone.
-	healthEvery time.Duration
-	deployment  deploymentOptions
-}
+	HealthEvery time.Duration `env:"PVEFLOW_HEALTH_EVERY"`
+	// The worker deployment the worker joins (see workflows.DeploymentOptions): no
+	// DeploymentName leaves the worker unversioned.
+	DeploymentName string `env:"PVEFLOW_DEPLOYMENT_NAME"`
+	BuildID        string `env:"PVEFLOW_BUILD_ID"`
+	Promote        bool   `env:"PVEFLOW_PROMOTE"`
+	// Simulator serves the in-process simulator that the other Simulator fields shape.
+	Simulator            bool          `env:"PVEFLOW_SIMULATOR"`
+	SimulatorDir         string        `env:"PVEFLOW_SIMULATOR_DIR"`
+	SimulatorCloneTime   time.Duration `env:"PVEFLOW_SIMULATOR_CLONE_TIME"`
+	SimulatorAgentDelay  time.Duration `env:"PVEFLOW_SIMULATOR_AGENT_DELAY"`
+	SimulatorStallClones bool          `env:"PVEFLOW_SIMULATOR_STALL_CLONES"`
 
-// deploymentOptions put the worker in a worker deployment (see workflows.DeploymentOptions).
-type deploymentOptions struct {
-	name    string // "" leaves the worker unversioned
-	buildID string
-	promote bool
-}
-
-// simOptions shape the in-process simulator of --simulator.
-type simOptions struct {
-	dir         string
-	cloneTime   time.Duration
-	agentDelay  time.Duration
-	stallClones bool
+	// logLevel is LogLevel, read by check.
+	logLevel slog.Level
 }
 
 const usageText = `Usage: worker [flags]
@@ -62,13 +63,16 @@ inputs and results (cloud-init user-data among them) are encrypted in Temporal's
 failure messages stay plain, carrying no secret. The starters and the codec server must use
 the same file.
 
-OTEL_TRACES_EXPORTER (otlp, console or none), OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL
-(grpc or http/protobuf) and OTEL_SERVICE_NAME (default pveflow-worker) export the worker's spans,
-as for any OpenTelemetry program; with none of them set, nothing is exported. Console spans go to
-stderr.
+OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER (otlp, console or none; for metrics also
+prometheus), OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL (grpc or http/protobuf) and
+OTEL_SERVICE_NAME (default pveflow-worker) export the worker's spans and metrics, as for any
+OpenTelemetry program, except that nothing is exported unless asked: spans go by OTLP once an
+endpoint is set, metrics only when OTEL_METRICS_EXPORTER names an exporter (--metrics-listen
+serves them to Prometheus either way). The console exporters write to stderr.
 
 Each flag can be set by its variable instead, PVEFLOW_ and the flag's name in capitals with '_'
-for '-': --log-level by PVEFLOW_LOG_LEVEL. A flag given wins over its variable.
+for '-': --log-level by PVEFLOW_LOG_LEVEL. A flag given wins over its variable, whose value must
+still be valid.
 
 Flags:
 `
@@ -76,30 +80,30 @@ Flags:
 // errUsage is the error of a command line the worker cannot run, once it is reported.
 var errUsage = errors.New("usage error")
 
-// flagEnv is the variable that sets the flag name when the command line does not.
+// flagEnv is the variable of the flag name, which its usage names: the env tag of its options
+// field.
 func flagEnv(name string) string {
 	return "PVEFLOW_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// flagSet is the worker's flags, which parse into o and, for what needs checking after, into
-// logFormat and logLevel. Each usage names the flag's variable.
-func flagSet(o *options, logFormat, logLevel *string) *pflag.FlagSet {
+// flagSet is the worker's flags, which parse into o. Each usage names the flag's variable.
+func flagSet(o *options) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("worker", pflag.ContinueOnError)
 	fs.SortFlags = false
-	fs.StringVar(&o.configPath, "config", "", "configuration `FILE`; required unless --simulator, which defaults to "+simulatorConfig)
-	fs.StringVar(&o.taskQueue, "task-queue", workflows.DefaultTaskQueue, "task `QUEUE` to poll")
-	fs.StringVar(&o.metricsListen, "metrics-listen", "", "`ADDR` to serve Prometheus metrics (/metrics) and health checks (/healthz, /readyz) on, such as 127.0.0.1:9464; off when empty")
-	fs.StringVar(logFormat, "log-format", "text", "log `FORMAT`, text or json")
-	fs.StringVar(logLevel, "log-level", "info", "least `LEVEL` logged: debug, info, warn or error")
-	fs.DurationVar(&o.healthEvery, "health-every", 5*time.Minute, "run the CheckHealth workflow this often, on a Temporal Schedule the worker creates or updates at start; 0 leaves the schedule alone")
-	fs.StringVar(&o.deployment.name, "deployment-name", "", "worker deployment `NAME` to join as a versioned worker; unset, the worker is unversioned")
-	fs.StringVar(&o.deployment.buildID, "build-id", "", "`ID` of this build in its deployment; unset, it comes from the binary's build info")
-	fs.BoolVar(&o.deployment.promote, "promote", false, "make this build the deployment's current version once it polls, moving running workflows to it")
-	fs.BoolVar(&o.simulator, "simulator", false, "serve the Proxmox simulator in this process and use it instead of the configured cluster")
-	fs.StringVar(&o.sim.dir, "simulator-dir", ".run/pvesim", "`DIR` receiving the simulator's url, ca.pem and token files")
-	fs.DurationVar(&o.sim.cloneTime, "simulator-clone-time", 5*time.Second, "how long a simulated clone takes")
-	fs.DurationVar(&o.sim.agentDelay, "simulator-agent-delay", 3*time.Second, "how long a simulated VM runs before its guest agent answers")
-	fs.BoolVar(&o.sim.stallClones, "simulator-stall-clones", false, "let every simulated clone run forever, as a clone stuck on its storage does")
+	fs.StringVar(&o.ConfigPath, "config", "", "configuration `FILE`; required unless --simulator, which defaults to "+simulatorConfig)
+	fs.StringVar(&o.TaskQueue, "task-queue", workflows.DefaultTaskQueue, "task `QUEUE` to poll")
+	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "`ADDR` to serve Prometheus metrics (/metrics) and health checks (/healthz, /readyz) on, such as 127.0.0.1:9464; off when empty")
+	fs.StringVar(&o.LogFormat, "log-format", "text", "log `FORMAT`, text or json")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "least `LEVEL` logged: debug, info, warn or error")
+	fs.DurationVar(&o.HealthEvery, "health-every", 5*time.Minute, "run the CheckHealth workflow this often, on a Temporal Schedule the worker creates or updates at start; 0 leaves the schedule alone")
+	fs.StringVar(&o.DeploymentName, "deployment-name", "", "worker deployment `NAME` to join as a versioned worker; unset, the worker is unversioned")
+	fs.StringVar(&o.BuildID, "build-id", "", "`ID` of this build in its deployment; unset, it comes from the binary's build info")
+	fs.BoolVar(&o.Promote, "promote", false, "make this build the deployment's current version once it polls, moving running workflows to it")
+	fs.BoolVar(&o.Simulator, "simulator", false, "serve the Proxmox simulator in this process and use it instead of the configured cluster")
+	fs.StringVar(&o.SimulatorDir, "simulator-dir", ".run/pvesim", "`DIR` receiving the simulator's url, ca.pem and token files")
+	fs.DurationVar(&o.SimulatorCloneTime, "simulator-clone-time", 5*time.Second, "how long a simulated clone takes")
+	fs.DurationVar(&o.SimulatorAgentDelay, "simulator-agent-delay", 3*time.Second, "how long a simulated VM runs before its guest agent answers")
+	fs.BoolVar(&o.SimulatorStallClones, "simulator-stall-clones", false, "let every simulated clone run forever, as a clone stuck on its storage does")
 	fs.VisitAll(func(f *pflag.Flag) { f.Usage += " ($" + flagEnv(f.Name) + ")" })
 	fs.BoolP("help", "h", false, "show this help")
 	fs.Bool("version", false, "print this build: module version, commit, Go and Temporal SDK")
@@ -113,18 +117,21 @@ var actions = map[string]bool{"help": true, "version": true}
 // errVersion is parseFlags' answer to --version.
 var errVersion = errors.New("worker: --version")
 
-// parseFlags reads the command line, and the PVEFLOW_* variable of each flag it leaves out. A
-// usage error has been reported on stderr, in one line, when it returns errUsage; -h has
-// written the help there when it returns pflag.ErrHelp; --version returns errVersion.
-func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+// parseFlags reads the command line, and each flag's PVEFLOW_* variable from environ, the flag
+// winning. A usage error has been reported on stderr, in one line, when it returns errUsage; -h
+// has written the help there when it returns pflag.ErrHelp; --version returns errVersion.
+func parseFlags(args []string, environ map[string]string, stderr io.Writer) (options, error) {
 	var o options
-	var logFormat, logLevel string
-	fs := flagSet(&o, &logFormat, &logLevel)
+	fs := flagSet(&o)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageText)
 		fs.PrintDefaults()
 	}
+	// The variables go over the flags' defaults before the command line goes over them, so a
+	// flag given wins; a bad variable is an error even then, once help and version are ruled
+	// out.
+	envErr := env.ParseWithOptions(&o, env.Options{Environment: environ})
 	problem := cliflag.Explain(fs, fs.Parse(args))
 	if help, _ := fs.GetBool("help"); help && problem == nil {
 		fs.Usage()
@@ -133,59 +140,55 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if version, _ := fs.GetBool("version"); version && problem == nil {
 		return options{}, errVersion
 	}
-	if problem == nil {
-		problem = setFromEnv(fs, getenv)
+	if problem == nil && envErr != nil {
+		problem = variableError(envErr)
 	}
 	if problem == nil {
-		problem = o.check(fs.Args(), logFormat, logLevel)
+		problem = o.check(fs.Args())
 	}
 	if problem != nil {
 		fmt.Fprintf(stderr, "worker: %v; run 'worker --help' for usage\n", problem)
 		return options{}, errUsage
 	}
-	o.logJSON = logFormat == "json"
-	if o.configPath == "" {
-		o.configPath = simulatorConfig
+	if o.ConfigPath == "" {
+		o.ConfigPath = simulatorConfig
 	}
-	if o.deployment.buildID == "" {
-		o.deployment.buildID = buildID()
+	if o.BuildID == "" {
+		o.BuildID = buildID()
 	}
 	return o, nil
 }
 
-// setFromEnv sets each flag the command line left out from its variable, when that is set.
-func setFromEnv(fs *pflag.FlagSet, getenv func(string) string) error {
-	var err error
-	fs.VisitAll(func(f *pflag.Flag) {
-		v := getenv(flagEnv(f.Name))
-		if err != nil || f.Changed || v == "" || actions[f.Name] {
-			return
-		}
-		if setErr := f.Value.Set(v); setErr != nil {
-			err = fmt.Errorf("%s %q: %w", flagEnv(f.Name), v, setErr)
-		}
-	})
-	return err
+// variableError names the variable of a value env could not parse, whose error names the
+// options field instead.
+func variableError(err error) error {
+	var bad env.ParseError
+	if !errors.As(err, &bad) {
+		return err
+	}
+	field, _ := reflect.TypeFor[options]().FieldByName(bad.Name)
+	return fmt.Errorf("%s: %w", field.Tag.Get("env"), bad.Err)
 }
 
-// check finds what the command line gets wrong beyond what pflag checks.
-func (o *options) check(args []string, logFormat, logLevel string) error {
+// check finds what the command line gets wrong beyond what pflag checks, and reads the log
+// level.
+func (o *options) check(args []string) error {
 	switch {
 	case len(args) > 0:
 		return fmt.Errorf("unexpected arguments %q", args)
-	case logFormat != "text" && logFormat != "json":
-		return fmt.Errorf("--log-format %q: want text or json", logFormat)
-	case o.logLevel.UnmarshalText([]byte(logLevel)) != nil:
-		return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
-	case o.configPath == "" && !o.simulator:
+	case o.LogFormat != "text" && o.LogFormat != "json":
+		return fmt.Errorf("--log-format %q: want text or json", o.LogFormat)
+	case o.logLevel.UnmarshalText([]byte(o.LogLevel)) != nil:
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", o.LogLevel)
+	case o.ConfigPath == "" && !o.Simulator:
 		return errors.New("--config (or PVEFLOW_CONFIG) is required unless --simulator")
-	case o.sim.cloneTime < 0 || o.sim.agentDelay < 0:
+	case o.SimulatorCloneTime < 0 || o.SimulatorAgentDelay < 0:
 		return errors.New("--simulator-clone-time and --simulator-agent-delay must not be negative")
-	case o.deployment.promote && o.deployment.name == "":
+	case o.Promote && o.DeploymentName == "":
 		return errors.New("--promote needs --deployment-name (or PVEFLOW_DEPLOYMENT_NAME)")
-	case o.deployment.name != "" && o.deployment.buildID == "" && buildID() == "":
+	case o.DeploymentName != "" && o.BuildID == "" && buildID() == "":
 		return errors.New("--deployment-name needs a --build-id: this binary's build info has none")
-	case o.healthEvery < 0:
+	case o.HealthEvery < 0:
 		return errors.New("--health-every must not be negative")
 	}
 	return nil
@@ -194,7 +197,7 @@ func (o *options) check(args []string, logFormat, logLevel string) error {
 // logger is the worker's logger, writing to w.
 func (o options) logger(w io.Writer) *slog.Logger {
 	hopts := &slog.HandlerOptions{Level: o.logLevel}
-	if o.logJSON {
+	if o.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, hopts))
 	}
 	return slog.New(slog.NewTextHandler(w, hopts))

@@ -10,9 +10,9 @@
 // by the TEMPORAL_* environment and the temporal CLI's profiles, as for the temporal CLI, and
 // PVEFLOW_CODEC_KEY_FILE turns payload encryption on (see starter.ClientOptions). With
 // --metrics-listen it serves Prometheus metrics, the SDK's and its own, at /metrics. The standard
-// OTEL_* environment turns span export on (see export.SetupTracing). SIGINT or
-// SIGTERM stops the worker once the activities in flight have finished; a second one ends it at
-// once.
+// OTEL_* environment turns span and metric export on (see export.SetupTracing and
+// export.NewMetrics). SIGINT or SIGTERM stops the worker once the activities in flight have
+// finished; a second one ends it at once.
 package main
 
 import (
@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/caarlos0/env/v11"
 	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel"
 	"go.temporal.io/sdk/client"
@@ -50,16 +51,16 @@ func main() {
 		<-ctx.Done()
 		stop() // the next signal kills the process, should stopping hang
 	}()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	os.Exit(run(ctx, os.Args[1:], env.ToMap(os.Environ()), os.Stdout, os.Stderr))
 }
 
 // workerProgram names the worker in its client identity, workerProgram@host:pid, which the
 // Temporal UI shows beside every task the worker took.
 const workerProgram = "pveflow-worker"
 
-// tracingFlushTimeout bounds how long the worker, stopping, waits for its last spans to be
-// exported.
-const tracingFlushTimeout = 5 * time.Second
+// flushTimeout bounds how long the worker, stopping, waits for its last spans to be exported,
+// and as long for its last metrics.
+const flushTimeout = 5 * time.Second
 
 // Exit codes.
 const (
@@ -68,10 +69,11 @@ const (
 	exitUsage = 2
 )
 
-// run runs the worker until ctx is done and returns the exit code. Start-up errors are written
-// to stderr one line each; logs go there too. Only --version writes to stdout.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	opts, err := parseFlags(args, getenv, stderr)
+// run runs the worker until ctx is done and returns the exit code. environ is the environment,
+// by name. Start-up errors are written to stderr one line each; logs go there too. Only
+// --version writes to stdout.
+func run(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) int {
+	opts, err := parseFlags(args, environ, stderr)
 	switch {
 	case errors.Is(err, pflag.ErrHelp):
 		return exitOK
@@ -84,6 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case err != nil:
 		return exitUsage
 	}
+	getenv := func(name string) string { return environ[name] }
 	if err := serve(ctx, opts, getenv, stderr); err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
 		return exitError
@@ -95,24 +98,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // until ctx is done.
 func serve(ctx context.Context, opts options, getenv func(string) string, stderr io.Writer) error {
 	logger := opts.logger(stderr)
-	cfg, err := config.Load(opts.configPath)
+	cfg, err := config.Load(opts.ConfigPath)
 	if err != nil {
 		return err
 	}
-	shutdownTracing, err := export.SetupTracing(ctx, getenv, workerProgram, stderr)
+	shutdownTracing, err := export.SetupTracing(ctx, workerProgram, stderr)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		// ctx is done by now: the flush gets a context of its own.
-		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracingFlushTimeout)
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 		defer cancel()
 		if err := shutdownTracing(flushCtx); err != nil {
 			logger.Warn("exporting the last spans failed", slog.Any("error", err))
 		}
 	}()
-	if opts.simulator {
-		sim, err := startSimulator(opts.sim, logger)
+	if opts.Simulator {
+		sim, err := startSimulator(opts, logger)
 		if err != nil {
 			return err
 		}
@@ -141,21 +144,29 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	if err != nil {
 		return err
 	}
+	metrics, err := export.NewMetrics(ctx, workerProgram, opts.MetricsListen != "", logger, stderr)
+	if err != nil {
+		return err
+	}
+	if metrics != nil {
+		defer func() {
+			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+			defer cancel()
+			if err := metrics.Close(flushCtx); err != nil {
+				logger.Warn("exporting the last metrics failed", slog.Any("error", err))
+			}
+		}()
+		clientOpts.MetricsHandler = metrics.Handler()
+		clientConfig.ObserveRequest = metrics.ObserveProxmoxRequest
+		clientConfig.ObserveHeld = metrics.ObserveProxmoxHeld
+	}
 	var ready readiness
-	if opts.metricsListen != "" {
-		metrics, err := export.NewMetrics(logger)
-		if err != nil {
-			return err
-		}
-		defer metrics.Close(context.Background())
-		stopOps, err := serveOps(opts.metricsListen, opsMux(metrics, &ready), logger)
+	if opts.MetricsListen != "" {
+		stopOps, err := serveOps(opts.MetricsListen, opsMux(metrics, &ready), logger)
 		if err != nil {
 			return err
 		}
 		defer stopOps()
-		clientOpts.MetricsHandler = metrics.Handler()
-		clientConfig.ObserveRequest = metrics.ObserveProxmoxRequest
-		clientConfig.ObserveHeld = metrics.ObserveProxmoxHeld
 	}
 	api, err := pve.NewClient(clientConfig)
 	if err != nil {
@@ -170,8 +181,8 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 
 	// The worker's own client sends the requests of Rollout and CollectGarbage to the proxies'
 	// entities, and applies the health schedule.
-	requests := starter.New(c, opts.taskQueue, starter.WithDataConverter(clientOpts.DataConverter), starter.WithNamespace(clientOpts.Namespace))
-	applyHealthSchedule(ctx, requests, opts.healthEvery, logger)
+	requests := starter.New(c, opts.TaskQueue, starter.WithDataConverter(clientOpts.DataConverter), starter.WithNamespace(clientOpts.Namespace))
+	applyHealthSchedule(ctx, requests, opts.HealthEvery, logger)
 
 	workerOpts := worker.Options{
 		// No activity attempt runs longer than budgets.request (its StartToClose timeout), so
@@ -183,10 +194,10 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		// (proxmox.calls) would only have delayed (docs/proxmox.md, "The call cap").
 		Interceptors: []interceptor.WorkerInterceptor{activities.CallPriority(workflows.CareWorkflows...)},
 	}
-	if d := opts.deployment; d.name != "" {
-		workerOpts.DeploymentOptions = workflows.DeploymentOptions(d.name, d.buildID)
+	if opts.DeploymentName != "" {
+		workerOpts.DeploymentOptions = workflows.DeploymentOptions(opts.DeploymentName, opts.BuildID)
 	}
-	w := worker.New(c, opts.taskQueue, workerOpts)
+	w := worker.New(c, opts.TaskQueue, workerOpts)
 	(&workflows.Workflows{Config: cfg}).Register(w)
 	w.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, Runs: &activities.TemporalRuns{Client: c},
 		Proxies: starter.EntityProxies{Client: requests}, AddressPools: starter.AddressPools{Client: requests},
@@ -194,17 +205,17 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 	logger.Info("pveflow worker starting",
 		slog.String("temporal", clientOpts.HostPort),
 		slog.String("namespace", clientOpts.Namespace),
-		slog.String("taskQueue", opts.taskQueue),
+		slog.String("taskQueue", opts.TaskQueue),
 		slog.String("identity", clientOpts.Identity),
 		slog.String("proxmox", cfg.Proxmox.URL),
 		slog.String("payloads", payloadEncryption(getenv)),
-		slog.String("deployment", deployment(opts.deployment)))
-	if opts.deployment.promote {
-		go promote(ctx, c, opts.deployment, logger)
+		slog.String("deployment", deployment(opts)))
+	if opts.Promote {
+		go promote(ctx, c, opts, logger)
 	}
 	if capped(cfg.Proxmox.Calls) {
 		share := starter.CallShare{Worker: clientOpts.Identity, Cap: cfg.Proxmox.Calls, Proxmox: api, Drain: api.RequestTimeout(), Logger: logger}
-		slot, before, err := claimSlot(slotDir(getenv), opts.taskQueue, clientOpts.Identity)
+		slot, before, err := claimSlot(slotDir(getenv), opts.TaskQueue, clientOpts.Identity)
 		if err != nil {
 			logger.Warn("no worker slot: a worker started after this one is killed waits for its call share's lease to end", "error", err)
 		} else {
@@ -215,9 +226,9 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		}
 		go requests.KeepCallShare(ctx, share)
 	}
-	ready.watch(pollingCheck(c, opts.taskQueue, clientOpts.Identity), proxmoxCheck(api))
+	ready.watch(pollingCheck(c, opts.TaskQueue, clientOpts.Identity), proxmoxCheck(api))
 	if err := w.Run(doneChan(ctx)); err != nil {
-		return fmt.Errorf("worker on task queue %s: %w", opts.taskQueue, err)
+		return fmt.Errorf("worker on task queue %s: %w", opts.TaskQueue, err)
 	}
 	logger.Info("pveflow worker stopped")
 	return nil
@@ -264,24 +275,24 @@ func payloadEncryption(getenv func(string) string) string {
 const stickyScheduleToStart = time.Second
 
 // deployment says, for the start-up log, which worker deployment and build the worker is.
-func deployment(d deploymentOptions) string {
-	if d.name == "" {
+func deployment(o options) string {
+	if o.DeploymentName == "" {
 		return "unversioned"
 	}
-	return d.name + " build " + d.buildID
+	return o.DeploymentName + " build " + o.BuildID
 }
 
 // promote makes the worker's build its deployment's current version once the server has seen
 // it poll. A failure leaves the worker running, serving the runs already on its build.
-func promote(ctx context.Context, c client.Client, d deploymentOptions, logger *slog.Logger) {
-	if err := starter.PromoteBuild(ctx, c, d.name, d.buildID); err != nil {
+func promote(ctx context.Context, c client.Client, o options, logger *slog.Logger) {
+	if err := starter.PromoteBuild(ctx, c, o.DeploymentName, o.BuildID); err != nil {
 		if ctx.Err() == nil {
 			logger.Error("worker build not promoted", slog.Any("error", err))
 		}
 		return
 	}
 	logger.Info("worker build promoted: new and running workflows go to it",
-		slog.String("deployment", d.name), slog.String("buildID", d.buildID))
+		slog.String("deployment", o.DeploymentName), slog.String("buildID", o.BuildID))
 }
 
 // doneChan is ctx.Done as the channel type worker.Run takes.
@@ -300,16 +311,16 @@ const simResourcesLag = 10 * time.Second
 
 // startSimulator serves the simulator's default cluster on a free loopback port, in real time,
 // and writes its URL to <dir>/url beside the CA and token files, for tools and tests to find.
-func startSimulator(o simOptions, logger *slog.Logger) (*simserver.Server, error) {
-	dir, err := filepath.Abs(o.dir)
+func startSimulator(o options, logger *slog.Logger) (*simserver.Server, error) {
+	dir, err := filepath.Abs(o.SimulatorDir)
 	if err != nil {
-		return nil, fmt.Errorf("simulator directory %s: %w", o.dir, err)
+		return nil, fmt.Errorf("simulator directory %s: %w", o.SimulatorDir, err)
 	}
 	model := pvesim.Default()
-	model.TaskDurations = map[string]time.Duration{"qmclone": o.cloneTime}
-	model.AgentBootDelay = o.agentDelay
+	model.TaskDurations = map[string]time.Duration{"qmclone": o.SimulatorCloneTime}
+	model.AgentBootDelay = o.SimulatorAgentDelay
 	model.ResourcesLag = simResourcesLag
-	model.StallClones = o.stallClones
+	model.StallClones = o.SimulatorStallClones
 	srv, err := simserver.Start(simserver.Options{API: pvesim.New(model), Dir: dir, Logger: logger})
 	if err != nil {
 		return nil, err
@@ -323,7 +334,7 @@ func startSimulator(o simOptions, logger *slog.Logger) (*simserver.Server, error
 		slog.String("urlFile", urlFile),
 		slog.String("caFile", srv.CAFile()),
 		slog.String("tokenFile", srv.TokenFile()),
-		slog.Duration("cloneTime", o.cloneTime),
-		slog.Bool("stallClones", o.stallClones))
+		slog.Duration("cloneTime", o.SimulatorCloneTime),
+		slog.Bool("stallClones", o.SimulatorStallClones))
 	return srv, nil
 }

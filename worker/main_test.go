@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caarlos0/env/v11"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -49,10 +50,6 @@ func closedAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	return addr
-}
-
-func envOf(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
 }
 
 func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
@@ -127,12 +124,6 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 			want: "worker: --metrics-listen: listen tcp " + taken.Addr().String() + ": bind: address already in use",
 		},
 		{
-			name: "unknown span exporter",
-			args: []string{"--config", writeConfig(t, "https://127.0.0.1:8006", token)},
-			env:  map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"},
-			want: `worker: OTEL_TRACES_EXPORTER "zipkin": want otlp, console or none`,
-		},
-		{
 			name: "config from the environment",
 			env:  map[string]string{"PVEFLOW_CONFIG": missingConfig},
 			want: "worker: read config: open " + missingConfig,
@@ -142,7 +133,29 @@ func TestRun_startUpErrorsAreOneLineNamingWhatIsWrong(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr bytes.Buffer
 
-			code := run(context.Background(), tt.args, envOf(tt.env), io.Discard, &stderr)
+			code := run(context.Background(), tt.args, tt.env, io.Discard, &stderr)
+
+			assert.Equal(t, exitError, code)
+			assert.Contains(t, stderr.String(), tt.want)
+			assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %s", stderr.String())
+		})
+	}
+}
+
+func TestRun_anExporterTheOTelEnvironmentNamesButNoneKnowsIsAStartUpError(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(token, []byte("pveflow@pve!test=secret\n"), 0o600))
+	for _, tt := range []struct{ variable, want string }{
+		{"OTEL_TRACES_EXPORTER", `worker: OTEL_TRACES_EXPORTER "zipkin": unknown exporter`},
+		{"OTEL_METRICS_EXPORTER", `worker: OTEL_METRICS_EXPORTER "zipkin": unknown exporter`},
+	} {
+		t.Run(tt.variable, func(t *testing.T) {
+			// The exporters read the process environment, as the OpenTelemetry SDK does.
+			t.Setenv(tt.variable, "zipkin")
+			var stderr bytes.Buffer
+
+			code := run(context.Background(), []string{"--config", writeConfig(t, "https://127.0.0.1:8006", token)}, nil, io.Discard, &stderr)
 
 			assert.Equal(t, exitError, code)
 			assert.Contains(t, stderr.String(), tt.want)
@@ -167,7 +180,9 @@ func TestRun_usageErrorsExit2WithOneLine(t *testing.T) {
 			`--log-level "chatty": want debug, info, warn or error`},
 		{"bad log format", []string{"--simulator", "--log-format", "xml"}, nil, `--log-format "xml": want text or json`},
 		{"bad duration from the environment", []string{"--simulator"}, map[string]string{"PVEFLOW_HEALTH_EVERY": "often"},
-			`PVEFLOW_HEALTH_EVERY "often": time: invalid duration "often"`},
+			`PVEFLOW_HEALTH_EVERY: unable to parse duration: time: invalid duration "often"`},
+		{"bad boolean from the environment", []string{"--simulator"}, map[string]string{"PVEFLOW_PROMOTE": "maybe"},
+			`PVEFLOW_PROMOTE: strconv.ParseBool: parsing "maybe": invalid syntax`},
 		{"stray argument", []string{"--simulator", "now"}, nil, `unexpected arguments ["now"]`},
 		{"negative clone time", []string{"--simulator", "--simulator-clone-time", "-1s"}, nil,
 			"--simulator-clone-time and --simulator-agent-delay must not be negative"},
@@ -178,7 +193,7 @@ func TestRun_usageErrorsExit2WithOneLine(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr bytes.Buffer
 
-			code := run(context.Background(), tt.args, envOf(tt.env), io.Discard, &stderr)
+			code := run(context.Background(), tt.args, tt.env, io.Discard, &stderr)
 
 			assert.Equal(t, exitUsage, code)
 			assert.Equal(t, "worker: "+tt.want+"; run 'worker --help' for usage\n", stderr.String())
@@ -189,7 +204,7 @@ func TestRun_usageErrorsExit2WithOneLine(t *testing.T) {
 func TestRun_versionPrintsTheBuildOnStdout(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 
-	code := run(context.Background(), []string{"--version"}, envOf(nil), &stdout, &stderr)
+	code := run(context.Background(), []string{"--version"}, nil, &stdout, &stderr)
 
 	assert.Equal(t, exitOK, code)
 	assert.Regexp(t, `^worker  +github.com/pveflow/pveflow \S+\n`, stdout.String())
@@ -200,12 +215,11 @@ func TestRun_versionPrintsTheBuildOnStdout(t *testing.T) {
 func TestRun_helpListsEveryFlagWithItsVariable(t *testing.T) {
 	var stderr bytes.Buffer
 
-	code := run(context.Background(), []string{"--help"}, envOf(nil), io.Discard, &stderr)
+	code := run(context.Background(), []string{"--help"}, nil, io.Discard, &stderr)
 
 	assert.Equal(t, exitOK, code)
 	var o options
-	var logFormat, logLevel string
-	flagSet(&o, &logFormat, &logLevel).VisitAll(func(f *pflag.Flag) {
+	flagSet(&o).VisitAll(func(f *pflag.Flag) {
 		if !actions[f.Name] {
 			assert.Regexp(t, `(?m)^      --`+f.Name+` .*\(\$`+flagEnv(f.Name)+`\)`, stderr.String())
 		}
@@ -213,17 +227,35 @@ func TestRun_helpListsEveryFlagWithItsVariable(t *testing.T) {
 }
 
 func TestParseFlags_aFlagWinsOverItsVariable(t *testing.T) {
-	env := envOf(map[string]string{"PVEFLOW_TASK_QUEUE": "from-env", "PVEFLOW_HEALTH_EVERY": "1m", "PVEFLOW_PROMOTE": "true",
-		"PVEFLOW_DEPLOYMENT_NAME": "pveflow", "PVEFLOW_BUILD_ID": "b1", "PVEFLOW_SIMULATOR": "true"})
+	environ := map[string]string{"PVEFLOW_TASK_QUEUE": "from-env", "PVEFLOW_HEALTH_EVERY": "1m", "PVEFLOW_PROMOTE": "true",
+		"PVEFLOW_DEPLOYMENT_NAME": "pveflow", "PVEFLOW_BUILD_ID": "b1", "PVEFLOW_SIMULATOR": "true"}
 
-	o, err := parseFlags([]string{"--task-queue", "from-flag"}, env, io.Discard)
+	o, err := parseFlags([]string{"--task-queue", "from-flag"}, environ, io.Discard)
 
 	require.NoError(t, err)
-	assert.Equal(t, "from-flag", o.taskQueue)
-	assert.Equal(t, time.Minute, o.healthEvery)
-	assert.True(t, o.deployment.promote)
-	assert.True(t, o.simulator)
-	assert.Equal(t, simulatorConfig, o.configPath)
+	assert.Equal(t, "from-flag", o.TaskQueue)
+	assert.Equal(t, time.Minute, o.HealthEvery)
+	assert.True(t, o.Promote)
+	assert.True(t, o.Simulator)
+	assert.Equal(t, simulatorConfig, o.ConfigPath)
+}
+
+func TestFlags_eachReadsTheVariableItsHelpNames(t *testing.T) {
+	var o options
+	var named []string
+	flagSet(&o).VisitAll(func(f *pflag.Flag) {
+		if !actions[f.Name] {
+			named = append(named, flagEnv(f.Name))
+		}
+	})
+	params, err := env.GetFieldParams(&o)
+	require.NoError(t, err)
+	var read []string
+	for _, p := range params {
+		read = append(read, p.Key)
+	}
+
+	assert.Equal(t, named, read, "the env tags of options, in the order of the flags")
 }
 
 // workerRun is the worker run by a test against a test server, on task queue "worker-test".
@@ -253,11 +285,11 @@ func runWorker(t *testing.T, server *testserver.Server, args ...string) workerRu
 	ctx, cancel := context.WithCancel(context.Background())
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run(ctx, append([]string{"--task-queue", "worker-test"}, args...), envOf(map[string]string{
+		exit <- run(ctx, append([]string{"--task-queue", "worker-test"}, args...), map[string]string{
 			"TEMPORAL_ADDRESS":   server.Address(),
 			"TEMPORAL_NAMESPACE": server.Namespace(),
 			"XDG_RUNTIME_DIR":    t.TempDir(), // its worker slot
-		}), io.Discard, w.stderr)
+		}, io.Discard, w.stderr)
 	}()
 	var code int
 	stopped := false

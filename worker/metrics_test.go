@@ -199,3 +199,19 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsClonesChecksAndHealsWithT
 		assert.Contains(t, m, sdk, "the SDK's own metrics")
 	}
 }
+
+func TestRun_withoutTheEndpointMetricsGoToTheExporterOTELMetricsExporterNames(t *testing.T) {
+	// The exporters read the process environment, as the OpenTelemetry SDK does.
+	t.Setenv("OTEL_METRICS_EXPORTER", "console")
+	server := testserver.New(t)
+	w := runSimWorker(t, server)
+
+	createProxy(t, server, w)
+	require.Equal(t, exitOK, w.stop(), w.stderr.String())
+
+	// The console exporter writes to stderr, among the logs, as the worker stops.
+	assert.NotContains(t, w.stderr.String(), "metrics serving")
+	assert.Contains(t, w.stderr.String(), `"Name":"pveflow_proxies_created"`)
+	assert.Contains(t, w.stderr.String(), `"Name":"temporal_request"`, "the SDK's own")
+	assert.Contains(t, w.stderr.String(), `{"Key":"service.name","Value":{"Type":"STRING","Value":"pveflow-worker"}}`)
+}

@@ -17,10 +17,9 @@ var update = flag.Bool("update", false, "write the README's list of the worker's
 // flagReference is the README's table of the worker's flags, made from their help.
 func flagReference() string {
 	var o options
-	var logFormat, logLevel string
 	var b strings.Builder
 	b.WriteString("| flag | variable | default | what it sets |\n| --- | --- | --- | --- |\n")
-	flagSet(&o, &logFormat, &logLevel).VisitAll(func(f *pflag.Flag) {
+	flagSet(&o).VisitAll(func(f *pflag.Flag) {
 		if actions[f.Name] {
 			return
 		}

@@ -70,7 +70,7 @@ func TestSecrets_userDataAndTokenAppearInNoLogErrorOrHistory(t *testing.T) {
 			done <- run(ctx, []string{
 				"--config", writeSimConfig(t, sim, tokenFile), "--task-queue", "secrets",
 				"--log-level", "debug", "--log-format", "json",
-			}, envOf(env(server)), io.Discard, &logs)
+			}, env(server), io.Discard, &logs)
 		}()
 		return func() {
 			cancel()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -146,6 +147,8 @@ func TestClone_regeneratesIdentity(t *testing.T) {
 		assert.NotEqual(t, tmpl.Config[key], clone.Config[key], key)
 	}
 	assert.Regexp(t, `^virtio=BC:24:11:[0-9A-F:]{8},bridge=vmbr0$`, clone.Config["net0"])
+	_, err := uuid.Parse(clone.Config["vmgenid"])
+	assert.NoError(t, err, "vmgenid")
 	assert.NotContains(t, clone.Config, "template")
 }
 

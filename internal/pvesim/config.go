@@ -14,6 +14,7 @@ import (
 	"sync"
 	"unicode"
 
+	"github.com/google/uuid"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pveschema"
 )
@@ -182,14 +183,14 @@ func macFor(vmid int, key string) string {
 	return fmt.Sprintf("BC:24:11:%02X:%02X:%02X", byte(s>>16), byte(s>>8), byte(s))
 }
 
-// uuidFor is a version 4 UUID derived from the VMID, for a clone's smbios1 and vmgenid.
+// vmUUIDs is the namespace of uuidFor's UUIDs: any fixed UUID would do.
+var vmUUIDs = uuid.MustParse("6f1d3c2a-8e4b-4f7a-9d15-0c2b7e9a4f38")
+
+// uuidFor is a UUID derived from the VMID and what it is for, a clone's smbios1 and vmgenid. PVE
+// draws them at random; a name-based (version 5) UUID keeps tests deterministic while the VMID
+// keeps VMs apart, as macFor does for MACs.
 func uuidFor(vmid int, what string) string {
-	h := fnv.New128a()
-	fmt.Fprintf(h, "%d/%s", vmid, what)
-	b := h.Sum(nil)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	return uuid.NewSHA1(vmUUIDs, fmt.Appendf(nil, "%d/%s", vmid, what)).String()
 }
 
 // parseBool reads a boolean inside a property string.

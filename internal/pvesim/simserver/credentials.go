@@ -17,6 +17,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // File names inside Options.Dir.
@@ -106,13 +108,11 @@ func newCertificate() (tls.Certificate, []byte, error) {
 
 // newSecret makes a token secret in PVE's format, a random UUID.
 func newSecret() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	secret, err := uuid.NewRandom()
+	if err != nil {
 		return "", fmt.Errorf("generate token secret: %w", err)
 	}
-	b[6] = b[6]&0x0f | 0x40 // version 4
-	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:]), nil
+	return secret.String(), nil
 }
 
 // writeFiles writes the CA and the token file into dir, readable by the owner only: the token

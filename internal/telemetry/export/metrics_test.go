@@ -1,21 +1,21 @@
-package export_test
+package export
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/pveflow/pveflow/internal/telemetry/export"
 )
 
 // scrape is what the metrics' HTTP handler serves, in Prometheus's text format.
-func scrape(t *testing.T, m *export.Metrics) string {
+func scrape(t *testing.T, m *Metrics) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	m.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -25,9 +25,12 @@ func scrape(t *testing.T, m *export.Metrics) string {
 	return string(body)
 }
 
-func newMetrics(t *testing.T, logTo io.Writer) *export.Metrics {
+// newMetrics is the metrics Prometheus scrapes, with nothing else asked of the OTEL_*
+// environment.
+func newMetrics(t *testing.T, logTo io.Writer) *Metrics {
 	t.Helper()
-	m, err := export.NewMetrics(slog.New(slog.NewTextHandler(logTo, nil)))
+	otelEnv(t, nil)
+	m, err := NewMetrics(t.Context(), "pveflow-test", true, slog.New(slog.NewTextHandler(logTo, nil)), io.Discard)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, m.Close(t.Context())) })
 	return m
@@ -88,4 +91,95 @@ func TestMetrics_aMetricThatCannotBeRecordedIsLoggedNotPanicked(t *testing.T) {
 	assert.NotPanics(t, func() { m.Handler().Counter("not a valid name").Inc(1) })
 
 	assert.Contains(t, log.String(), "metric not recorded")
+}
+
+func TestNewMetrics_recordsNothingWhenNothingReadsThem(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		vars map[string]string
+	}{
+		{"nothing set", nil},
+		{"an OTLP endpoint is for the spans", map[string]string{envEndpoint: "http://127.0.0.1:4318"}},
+		{"none", map[string]string{envMetricsExporter: "none"}},
+		{"the SDK disabled", map[string]string{envSDKDisabled: "true", envMetricsExporter: "console"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			otelEnv(t, tc.vars)
+
+			m, err := NewMetrics(t.Context(), "pveflow-test", false, slog.New(slog.DiscardHandler), io.Discard)
+
+			require.NoError(t, err)
+			assert.Nil(t, m)
+		})
+	}
+}
+
+func TestNewMetrics_consoleExportsOnCloseBesidesTheScrape(t *testing.T) {
+	otelEnv(t, map[string]string{envMetricsExporter: "console"})
+	var console bytes.Buffer
+	m, err := NewMetrics(t.Context(), "pveflow-test", true, slog.New(slog.DiscardHandler), &console)
+	require.NoError(t, err)
+
+	m.ObserveProxmoxRequest("Clone", "2xx", 20*time.Millisecond)
+
+	assert.Contains(t, scrape(t, m), `pveflow_proxmox_request_duration_seconds_count{method="Clone",status_class="2xx"} 1`+"\n")
+	require.NoError(t, m.Close(t.Context()))
+	assert.Contains(t, console.String(), `"Name":"pveflow_proxmox_request_duration"`)
+	assert.Contains(t, console.String(), `{"Key":"service.name","Value":{"Type":"STRING","Value":"pveflow-test"}}`)
+}
+
+func TestNewMetrics_consoleAloneRecordsWithoutTheScrape(t *testing.T) {
+	otelEnv(t, map[string]string{envMetricsExporter: "console"})
+	var console bytes.Buffer
+	m, err := NewMetrics(t.Context(), "pveflow-test", false, slog.New(slog.DiscardHandler), &console)
+	require.NoError(t, err)
+
+	m.Handler().Counter("pveflow_things").Inc(2)
+
+	require.NoError(t, m.Close(t.Context()))
+	assert.Contains(t, console.String(), `"Name":"pveflow_things"`)
+}
+
+func TestNewMetrics_otlpAndPrometheusMakeAReader(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		vars map[string]string
+	}{
+		// Nothing listens there: the reader dials on its first export, at Close.
+		{"otlp", map[string]string{envMetricsExporter: "otlp", envEndpoint: "http://" + closedAddr(t)}},
+		// A server of its own, on a port of the system's choosing.
+		{"prometheus", map[string]string{envMetricsExporter: "prometheus",
+			"OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1", "OTEL_EXPORTER_PROMETHEUS_PORT": "0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			otelEnv(t, tc.vars)
+
+			m, err := NewMetrics(t.Context(), "pveflow-test", false, slog.New(slog.DiscardHandler), io.Discard)
+
+			require.NoError(t, err)
+			require.NotNil(t, m)
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			defer cancel()
+			_ = m.Close(ctx) // nothing listens for otlp's last export: its error is not the point
+		})
+	}
+}
+
+func TestNewMetrics_anExporterItCannotMakeIsAnErrorNamingTheVariable(t *testing.T) {
+	otelEnv(t, map[string]string{envMetricsExporter: "statsd"})
+
+	_, err := NewMetrics(t.Context(), "pveflow-test", true, slog.New(slog.DiscardHandler), io.Discard)
+
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `OTEL_METRICS_EXPORTER "statsd": unknown exporter`)
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
 }

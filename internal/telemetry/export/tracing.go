@@ -1,22 +1,20 @@
 // Package export is the half of pveflow's telemetry that only its programs need, the worker and
-// the pveflow CLI: the tracer provider with its span exporters (OTLP, console) from the OTEL_*
-// environment, and the worker's Prometheus metrics. It holds the OpenTelemetry SDK, the
-// exporters and the Prometheus client, which the library packages (starter, workflows,
-// activities) must not pull into a program that imports them: those use package telemetry,
-// which needs only the OpenTelemetry API.
+// the pveflow CLI: the tracer provider with the span exporter the OTEL_* environment names, and
+// the worker's metrics, for Prometheus and the metric exporter that environment names. It holds
+// the OpenTelemetry SDK, the exporters and the Prometheus client, which the library packages
+// (starter, workflows, activities) must not pull into a program that imports them: those use
+// package telemetry, which needs only the OpenTelemetry API.
 package export
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"slices"
+	"os"
 	"strings"
 
+	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -25,84 +23,19 @@ import (
 	"github.com/pveflow/pveflow/internal/telemetry"
 )
 
-// The standard variables that choose the span exporters, and their values.
+// The standard variables pveflow reads itself, beside those autoexport and the exporters read.
 const (
-	envTracesExporter     = "OTEL_TRACES_EXPORTER"
-	envSDKDisabled        = "OTEL_SDK_DISABLED"
-	envEndpoint           = "OTEL_EXPORTER_OTLP_ENDPOINT"
-	envTracesEndpoint     = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-	envProtocol           = "OTEL_EXPORTER_OTLP_PROTOCOL"
-	envTracesProtocol     = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-	exporterOTLP          = "otlp"
-	exporterConsole       = "console"
-	exporterNone          = "none"
-	protocolGRPC          = "grpc"
-	protocolHTTPProtobuf  = "http/protobuf"
-	defaultOTLPProtocol   = protocolHTTPProtobuf // the specification's default
-	tracesExporterChoices = "otlp, console or none"
+	envTracesExporter  = "OTEL_TRACES_EXPORTER"
+	envMetricsExporter = "OTEL_METRICS_EXPORTER"
+	envSDKDisabled     = "OTEL_SDK_DISABLED"
+	envEndpoint        = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	envTracesEndpoint  = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	// exporterConsole is the exporter pveflow makes itself: autoexport's writes to stdout,
+	// which carries the CLI's results.
+	exporterConsole = "console"
 )
 
-// exportChoice is what the environment asks of span export: no exporter at all (the zero
-// value), or the named exporters with the OTLP protocol when one of them is otlp.
-type exportChoice struct {
-	exporters []string
-	protocol  string
-}
-
-// chooseExport reads the choice from the standard variables (getenv is os.Getenv outside
-// tests; "" is unset):
-//
-//   - OTEL_SDK_DISABLED=true: nothing is exported;
-//   - OTEL_TRACES_EXPORTER: a comma-separated list of otlp and console, or none; unset, it
-//     is otlp when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set,
-//     and none otherwise;
-//   - OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL: grpc or
-//     http/protobuf (the default).
-//
-// Anything else is an error naming the variable.
-func chooseExport(getenv func(string) string) (exportChoice, error) {
-	if strings.EqualFold(strings.TrimSpace(getenv(envSDKDisabled)), "true") {
-		return exportChoice{}, nil
-	}
-	value := strings.ToLower(strings.TrimSpace(getenv(envTracesExporter)))
-	if value == "" {
-		if getenv(envEndpoint) == "" && getenv(envTracesEndpoint) == "" {
-			return exportChoice{}, nil
-		}
-		value = exporterOTLP
-	}
-	var choice exportChoice
-	for name := range strings.SplitSeq(value, ",") {
-		switch name = strings.TrimSpace(name); name {
-		case exporterOTLP, exporterConsole:
-			if !slices.Contains(choice.exporters, name) {
-				choice.exporters = append(choice.exporters, name)
-			}
-		case exporterNone:
-			if value != exporterNone {
-				return exportChoice{}, fmt.Errorf("%s %q: none stands alone", envTracesExporter, getenv(envTracesExporter))
-			}
-			return exportChoice{}, nil
-		default:
-			return exportChoice{}, fmt.Errorf("%s %q: want %s", envTracesExporter, getenv(envTracesExporter), tracesExporterChoices)
-		}
-	}
-	if slices.Contains(choice.exporters, exporterOTLP) {
-		variable := envTracesProtocol
-		if getenv(variable) == "" {
-			variable = envProtocol
-		}
-		switch p := cmp.Or(strings.TrimSpace(getenv(variable)), defaultOTLPProtocol); p {
-		case protocolGRPC, protocolHTTPProtobuf:
-			choice.protocol = p
-		default:
-			return exportChoice{}, fmt.Errorf("%s %q: want %s or %s", variable, getenv(variable), protocolGRPC, protocolHTTPProtobuf)
-		}
-	}
-	return choice, nil
-}
-
-// SetupTracing makes the tracer provider the standard environment asks for (see chooseExport)
+// SetupTracing makes the tracer provider the standard environment asks for (see spanExporter)
 // the global one, for the Temporal interceptor (telemetry.TracingInterceptor) and the Proxmox
 // transport (PVETransport) on otel.GetTracerProvider(), and returns the func that flushes and
 // stops it.
@@ -110,53 +43,62 @@ func chooseExport(getenv func(string) string) (exportChoice, error) {
 // OTEL_RESOURCE_ATTRIBUTES override. The console exporter writes to console.
 //
 // When nothing asks for an exporter, it changes nothing and its shutdown does nothing: spans
-// are then never recorded. getenv makes that choice; the exporters read their endpoint,
-// headers, TLS and timeouts, and the resource its attributes, from the process environment as
-// the OpenTelemetry SDK does.
-func SetupTracing(ctx context.Context, getenv func(string) string, service string, console io.Writer) (shutdown func(context.Context) error, err error) {
-	choice, err := chooseExport(getenv)
-	if err != nil || len(choice.exporters) == 0 {
+// are then never recorded. Like the OpenTelemetry SDK, it reads the process environment.
+func SetupTracing(ctx context.Context, service string, console io.Writer) (shutdown func(context.Context) error, err error) {
+	exp, err := spanExporter(ctx, console)
+	if err != nil || exp == nil {
 		return func(context.Context) error { return nil }, err
 	}
-	opts := make([]sdktrace.TracerProviderOption, 0, len(choice.exporters)+1)
-	for _, name := range choice.exporters {
-		exp, err := newExporter(ctx, name, choice.protocol, console)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, sdktrace.WithBatcher(exp))
+	res, err := serviceResource(ctx, service)
+	if err != nil {
+		return nil, err
 	}
+	tp := NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	return tp.Shutdown, nil
+}
+
+// spanExporter is the exporter OTEL_TRACES_EXPORTER names, made by autoexport (otlp over
+// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, console, none), or nil
+// for none. Unset, it is otlp when an OTLP endpoint is set and none otherwise: the
+// specification's default is otlp, which would send every program's spans to localhost:4318
+// unasked. OTEL_SDK_DISABLED=true is none whatever else is set. A value autoexport does not
+// know is an error naming the variable.
+func spanExporter(ctx context.Context, console io.Writer) (sdktrace.SpanExporter, error) {
+	name := os.Getenv(envTracesExporter)
+	switch {
+	case sdkDisabled(), name == "" && os.Getenv(envEndpoint) == "" && os.Getenv(envTracesEndpoint) == "":
+		return nil, nil
+	case name == exporterConsole:
+		return stdouttrace.New(stdouttrace.WithWriter(console))
+	}
+	exp, err := autoexport.NewSpanExporter(ctx)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s %q: %w", envTracesExporter, name, err)
+	case autoexport.IsNoneSpanExporter(exp):
+		return nil, nil
+	}
+	return exp, nil
+}
+
+// sdkDisabled is whether OTEL_SDK_DISABLED turns all export off.
+func sdkDisabled() bool {
+	return strings.EqualFold(strings.TrimSpace(os.Getenv(envSDKDisabled)), "true")
+}
+
+// serviceResource is the resource of pveflow's spans and pushed metrics: service.name is
+// service unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES names another.
+func serviceResource(ctx context.Context, service string) (*resource.Resource, error) {
 	// Later detectors win: the environment's service name over the default.
 	res, err := resource.New(ctx,
 		resource.WithAttributes(semconv.ServiceName(service)),
 		resource.WithFromEnv(),
 		resource.WithTelemetrySDK())
 	if err != nil {
-		return nil, fmt.Errorf("tracing resource (OTEL_RESOURCE_ATTRIBUTES): %w", err)
+		return nil, fmt.Errorf("telemetry resource (OTEL_RESOURCE_ATTRIBUTES): %w", err)
 	}
-	tp := NewTracerProvider(append(opts, sdktrace.WithResource(res))...)
-	otel.SetTracerProvider(tp)
-	return tp.Shutdown, nil
-}
-
-// newExporter makes the exporter called name, one of chooseExport's.
-func newExporter(ctx context.Context, name, protocol string, console io.Writer) (sdktrace.SpanExporter, error) {
-	var (
-		exp sdktrace.SpanExporter
-		err error
-	)
-	switch {
-	case name == exporterConsole:
-		exp, err = stdouttrace.New(stdouttrace.WithWriter(console))
-	case protocol == protocolGRPC:
-		exp, err = otlptracegrpc.New(ctx)
-	default:
-		exp, err = otlptracehttp.New(ctx)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s span exporter: %w", name, err)
-	}
-	return exp, nil
+	return res, nil
 }
 
 // NewTracerProvider is sdktrace.NewTracerProvider with the replay-safe span IDs of workflow

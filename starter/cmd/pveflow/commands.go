@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/pveflow/pveflow/internal/config"
@@ -576,7 +576,8 @@ make run shows. A create that fails is deleted all the same, so the demo leaves 
 behind.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in.UID = newUID()
+			// A random (version 4) UUID: the form of a Kubernetes object's UID.
+			in.UID = uuid.NewString()
 			return c.demo(cmd.Context(), in)
 		},
 	}
@@ -828,13 +829,4 @@ func resultCommand(op starter.Op, uid string) string {
 		return "pveflow result --delete --uid " + uid
 	}
 	return "pveflow result --uid " + uid
-}
-
-// newUID is a random (version 4) UUID, the form of a Kubernetes object's UID.
-func newUID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

@@ -135,7 +135,7 @@ const tracingFlushTimeout = 5 * time.Second
 func (c *cli) connect(ctx context.Context) (func(), error) {
 	// The SDK's own logs, and the starter's, are for warnings here: stdout carries results.
 	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	shutdownTracing, err := export.SetupTracing(ctx, c.getenv, cliProgram, c.stderr)
+	shutdownTracing, err := export.SetupTracing(ctx, cliProgram, c.stderr)
 	if err != nil {
 		return nil, err
 	}

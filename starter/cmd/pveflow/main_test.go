@@ -353,13 +353,6 @@ func TestWaitText(t *testing.T) {
 	}
 }
 
-func TestNewUID_isARandomVersion4UUID(t *testing.T) {
-	a, b := newUID(), newUID()
-
-	assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, a)
-	assert.NotEqual(t, a, b)
-}
-
 func TestRun_waitCommandLines(t *testing.T) {
 	tests := []struct {
 		name string

@@ -54,7 +54,8 @@ and OpenTelemetry's:
   OTEL_SERVICE_NAME (default pveflow-cli)
                       export the spans of the calls to Temporal (StartWorkflow, ...),
                       whose children the workflow's spans are: otlp, console (on
-                      stderr) or none; unset, nothing is exported`
+                      stderr) or none; unset, otlp once an endpoint is set, and
+                      nothing otherwise`
 
 // helpTemplate is cobra's, with the environment and the exit codes after the root's usage.
 var helpTemplate = `{{with (or .Long .Short)}}{{. | trimTrailingWhitespaces}}
