@@ -32,6 +32,7 @@ build: $(TEMPORAL_BIN)
 BUILDINFO := github.com/pveflow/pveflow/internal/buildinfo
 VCS_LDFLAGS = $(shell git rev-parse HEAD >/dev/null 2>&1 && \
 	echo "-X $(BUILDINFO).revision=$$(git rev-parse HEAD)" \
+		"-X $(BUILDINFO).release=$$(git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null | sed 's/^v//')" \
 		"-X $(BUILDINFO).revisionTime=$$(TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd)" \
 		"-X $(BUILDINFO).modified=$$(test -z "$$(git status --porcelain)" && echo false || echo true)")
 

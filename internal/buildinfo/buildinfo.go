@@ -13,17 +13,22 @@ import (
 )
 
 // What make stamps (-ldflags -X); empty in a plain go build. modified is "true" or "false".
+// release is git describe's name of the commit by the release tags (v1.0.0 less its v: 1.0.0 on
+// the tagged commit, 1.0.0-3-g<commit> three commits after it, -dirty with changes), empty
+// before the first tag.
 var (
 	revision     string
 	revisionTime string
 	modified     string
+	release      string
 )
 
 // Info is a binary's build.
 type Info struct {
 	Module string `json:"module"`
-	// Version is the module's version; for a build from a checkout, which has none, its ID
-	// when the commit is known, "(devel)" when not.
+	// Version is the module's version; for a build from a checkout, which has none, the
+	// release make named it by (1.0.0 on the release's commit), else its ID when the commit is
+	// known, "(devel)" when not.
 	Version      string `json:"version"`
 	Revision     string `json:"revision,omitempty"`
 	RevisionTime string `json:"revisionTime,omitempty"`
@@ -39,11 +44,14 @@ func Read() (Info, bool) {
 	if !ok {
 		return Info{}, false
 	}
-	return of(info, revision, revisionTime, modified), true
+	return of(info, stamp{revision, revisionTime, modified, release}), true
 }
 
+// stamp is what make stamped into a build.
+type stamp struct{ revision, revisionTime, modified, release string }
+
 // of is the Info of a build: go build's own VCS settings, or what make stamped, which wins.
-func of(info *debug.BuildInfo, stampedRevision, stampedTime, stampedModified string) Info {
+func of(info *debug.BuildInfo, stamped stamp) Info {
 	v := Info{Module: info.Main.Path, Version: info.Main.Version, GoVersion: info.GoVersion}
 	for _, dep := range info.Deps {
 		if dep.Path == "go.temporal.io/sdk" {
@@ -60,10 +68,13 @@ func of(info *debug.BuildInfo, stampedRevision, stampedTime, stampedModified str
 			v.Modified = s.Value == "true"
 		}
 	}
-	if stampedRevision != "" {
-		v.Revision, v.RevisionTime, v.Modified = stampedRevision, stampedTime, stampedModified == "true"
+	if stamped.revision != "" {
+		v.Revision, v.RevisionTime, v.Modified = stamped.revision, stamped.revisionTime, stamped.modified == "true"
 	}
-	if v.Version == "(devel)" && v.Revision != "" {
+	switch {
+	case v.Version == "(devel)" && stamped.release != "":
+		v.Version = stamped.release
+	case v.Version == "(devel)" && v.Revision != "":
 		v.Version = v.ID()
 	}
 	return v

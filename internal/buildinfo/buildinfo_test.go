@@ -39,26 +39,33 @@ func TestInfo_ID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, of(build(tt.version, tt.settings), "", "", "").ID())
+			assert.Equal(t, tt.want, of(build(tt.version, tt.settings), stamp{}).ID())
 		})
 	}
 }
 
 func TestOf_makesStampWinsOverGoBuildsAndNamesTheVersion(t *testing.T) {
-	v := of(build("(devel)", nil), commit, "2026-12-06T23:00:00Z", "true")
+	v := of(build("(devel)", nil), stamp{revision: commit, revisionTime: "2026-12-06T23:00:00Z", modified: "true"})
 
 	assert.Equal(t, Info{Module: "github.com/pveflow/pveflow", Version: "9f1c2ab34d5e-dirty", Revision: commit,
 		RevisionTime: "2026-12-06T23:00:00Z", Modified: true, GoVersion: "go1.26.8", TemporalSDK: "v1.50.0"}, v)
 }
 
+func TestOf_aReleaseMakeNamedIsTheVersion(t *testing.T) {
+	v := of(build("(devel)", nil), stamp{revision: commit, modified: "false", release: "1.0.0"})
+
+	assert.Equal(t, "1.0.0", v.Version)
+	assert.Equal(t, "9f1c2ab34d5e", v.ID(), "a deployment's build ID stays the commit")
+}
+
 func TestOf_aPlainBuildIsDevel(t *testing.T) {
-	assert.Equal(t, "(devel)", of(build("(devel)", nil), "", "", "").Version)
+	assert.Equal(t, "(devel)", of(build("(devel)", nil), stamp{}).Version)
 }
 
 func TestInfo_Write(t *testing.T) {
 	var b strings.Builder
 
-	require.NoError(t, of(build("(devel)", nil), commit, "2026-12-06T23:00:00Z", "false").Write(&b, "worker"))
+	require.NoError(t, of(build("(devel)", nil), stamp{revision: commit, revisionTime: "2026-12-06T23:00:00Z", modified: "false"}).Write(&b, "worker"))
 
 	assert.Equal(t, "worker        github.com/pveflow/pveflow 9f1c2ab34d5e\n"+
 		"revision      "+commit+" 2026-12-06T23:00:00Z\n"+
@@ -91,4 +98,8 @@ func TestMakeBuild_pveflowVersionNamesTheCommit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Regexp(t, `(?m)^revision +`+strings.TrimSpace(string(head))+` \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`, string(version))
 	assert.NotContains(t, string(version), "(devel)")
+	// On a release's commit, the release; after it, git describe's name; before any, the commit.
+	if described, err := exec.Command("git", "describe", "--tags", "--match", "v[0-9]*", "--dirty").Output(); err == nil {
+		assert.Regexp(t, `(?m)^pveflow +github.com/pveflow/pveflow `+regexp.QuoteMeta(strings.TrimPrefix(strings.TrimSpace(string(described)), "v"))+`$`, string(version))
+	}
 }
