@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 const (
@@ -246,5 +246,5 @@ func TestNamespaceScript_registersEverySearchAttributeOfTheWorkflows(t *testing.
 	for _, m := range registerLine.FindAllStringSubmatch(string(data), -1) {
 		registered[m[1]] = m[2]
 	}
-	assert.Equal(t, workflows.SearchAttributes, registered)
+	assert.Equal(t, core.SearchAttributes, registered)
 }

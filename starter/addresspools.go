@@ -11,7 +11,7 @@ import (
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/addresspool"
 )
 
 // AddressPools is a worker's activities.AddressPools: it sends the allocate and free Updates
@@ -23,19 +23,19 @@ type AddressPools struct{ Client *Client }
 // runs, and waits for the answer.
 func (p AddressPools) Allocate(ctx context.Context, req activities.AddressRequest) (proxy.Addresses, error) {
 	c := p.Client.temporal
-	start := c.NewWithStartWorkflowOperation(workflows.AddressPoolOptions(req.TaskQueue, req.Pool), workflows.AddressPoolName,
-		workflows.AddressPoolState{Pool: req.Pool})
+	start := c.NewWithStartWorkflowOperation(addresspool.AddressPoolOptions(req.TaskQueue, req.Pool), addresspool.AddressPoolName,
+		addresspool.AddressPoolState{Pool: req.Pool})
 	handle, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateName:   workflows.AllocateAddressUpdate,
-			Args:         []any{workflows.AllocateAddressRequest{UID: req.UID, Range: req.Range}},
+			UpdateName:   addresspool.AllocateAddressUpdate,
+			Args:         []any{addresspool.AllocateAddressRequest{UID: req.UID, Range: req.Range}},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
 	var addrs proxy.Addresses
 	if err != nil {
-		return addrs, fmt.Errorf("send allocate of proxy %s to %s: %w", req.UID, workflows.AddressPoolWorkflowID(req.TaskQueue, req.Pool), err)
+		return addrs, fmt.Errorf("send allocate of proxy %s to %s: %w", req.UID, addresspool.AddressPoolWorkflowID(req.TaskQueue, req.Pool), err)
 	}
 	return addrs, handle.Get(ctx, &addrs)
 }
@@ -43,11 +43,11 @@ func (p AddressPools) Allocate(ctx context.Context, req activities.AddressReques
 // Free takes req.UID's addresses in req.Pool back, and returns them. A pool whose workflow
 // does not run holds no addresses, so it frees nothing.
 func (p AddressPools) Free(ctx context.Context, req activities.AddressRequest) (proxy.Addresses, error) {
-	id := workflows.AddressPoolWorkflowID(req.TaskQueue, req.Pool)
+	id := addresspool.AddressPoolWorkflowID(req.TaskQueue, req.Pool)
 	handle, err := p.Client.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   id,
-		UpdateName:   workflows.FreeAddressUpdate,
-		Args:         []any{workflows.FreeAddressRequest{UID: req.UID}},
+		UpdateName:   addresspool.FreeAddressUpdate,
+		Args:         []any{addresspool.FreeAddressRequest{UID: req.UID}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	var addrs proxy.Addresses
@@ -66,9 +66,9 @@ func (p AddressPools) Free(ctx context.Context, req activities.AddressRequest) (
 // nothing, and starting it would change something.
 func (p AddressPools) Reconcile(ctx context.Context, req activities.ReconcileRequest) (activities.Reconciled, error) {
 	c := p.Client.temporal
-	id := workflows.AddressPoolWorkflowID(req.TaskQueue, req.Pool)
+	id := addresspool.AddressPoolWorkflowID(req.TaskQueue, req.Pool)
 	update := client.UpdateWorkflowOptions{
-		UpdateName:   workflows.ReconcileAddressesUpdate,
+		UpdateName:   addresspool.ReconcileAddressesUpdate,
 		Args:         []any{req.AddressReconcile},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	}
@@ -78,8 +78,8 @@ func (p AddressPools) Reconcile(ctx context.Context, req activities.ReconcileReq
 		update.WorkflowID = id
 		handle, err = c.UpdateWorkflow(ctx, update)
 	} else {
-		start := c.NewWithStartWorkflowOperation(workflows.AddressPoolOptions(req.TaskQueue, req.Pool), workflows.AddressPoolName,
-			workflows.AddressPoolState{Pool: req.Pool})
+		start := c.NewWithStartWorkflowOperation(addresspool.AddressPoolOptions(req.TaskQueue, req.Pool), addresspool.AddressPoolName,
+			addresspool.AddressPoolState{Pool: req.Pool})
 		handle, err = c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start, UpdateOptions: update})
 	}
 	var res activities.Reconciled
@@ -93,10 +93,10 @@ func (p AddressPools) Reconcile(ctx context.Context, req activities.ReconcileReq
 }
 
 // AddressPool asks the workflow of pool on the Client's task queue for its allocations.
-func (c *Client) AddressPool(ctx context.Context, pool string) (workflows.AddressPoolState, error) {
-	var st workflows.AddressPoolState
-	id := workflows.AddressPoolWorkflowID(c.taskQueue, pool)
-	v, err := c.temporal.QueryWorkflow(ctx, id, "", workflows.AddressPoolQuery)
+func (c *Client) AddressPool(ctx context.Context, pool string) (addresspool.AddressPoolState, error) {
+	var st addresspool.AddressPoolState
+	id := addresspool.AddressPoolWorkflowID(c.taskQueue, pool)
+	v, err := c.temporal.QueryWorkflow(ctx, id, "", addresspool.AddressPoolQuery)
 	if err != nil {
 		return st, fmt.Errorf("query %s: %w", id, err)
 	}

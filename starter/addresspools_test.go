@@ -13,11 +13,11 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 func TestClient_addressPoolWithStaticAddressesRefusedBeforeTemporal(t *testing.T) {
-	c := starter.New(&fakeTemporal{t: t, refuse: true}, workflows.DefaultTaskQueue)
+	c := starter.New(&fakeTemporal{t: t, refuse: true}, core.DefaultTaskQueue)
 	in := createInput(uid)
 	in.AddressPool, in.Addresses = "egress", proxy.Addresses{IPv4: "192.0.2.5/24"}
 
@@ -34,7 +34,7 @@ func TestAddressPools_reconcileStartsAPoolOnlyToRestore(t *testing.T) {
 	held := activities.AddressHolding{UID: uid, IPv4: "192.0.2.10/24"}
 	reconcile := func(r activities.AddressReconcile) (activities.Reconciled, error) {
 		r.Range = rng
-		return pools.Reconcile(ctx(t), activities.ReconcileRequest{TaskQueue: workflows.DefaultTaskQueue, Pool: "egress", AddressReconcile: r})
+		return pools.Reconcile(ctx(t), activities.ReconcileRequest{TaskQueue: core.DefaultTaskQueue, Pool: "egress", AddressReconcile: r})
 	}
 
 	_, err := reconcile(activities.AddressReconcile{Held: []activities.AddressHolding{held}, DryRun: true})
@@ -45,7 +45,7 @@ func TestAddressPools_reconcileStartsAPoolOnlyToRestore(t *testing.T) {
 	res, err := reconcile(activities.AddressReconcile{Held: []activities.AddressHolding{held}})
 	require.NoError(t, err)
 	assert.Equal(t, []activities.AddressHolding{held}, res.Restored)
-	other, err := pools.Allocate(ctx(t), activities.AddressRequest{TaskQueue: workflows.DefaultTaskQueue, Pool: "egress", UID: "uid-other", Range: rng})
+	other, err := pools.Allocate(ctx(t), activities.AddressRequest{TaskQueue: core.DefaultTaskQueue, Pool: "egress", UID: "uid-other", Range: rng})
 	require.NoError(t, err)
 	assert.Equal(t, "192.0.2.11/24", other.IPv4, "the restored address is nobody else's")
 

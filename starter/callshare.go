@@ -11,7 +11,7 @@ import (
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/callshares"
 )
 
 // SharedCap is a Proxmox client whose cap is a share (pve.ClientConfig.SharedLimits).
@@ -20,7 +20,7 @@ type SharedCap interface {
 	CallsInFlight() int
 }
 
-// CallShare keeps a worker's share of its task queue's call cap (workflows.CallShares).
+// CallShare keeps a worker's share of its task queue's call cap (callshares.Workflows.CallShares).
 type CallShare struct {
 	// Worker names the worker process (Identity).
 	Worker string
@@ -61,12 +61,12 @@ const shareSoon = 500 * time.Millisecond
 func (c *Client) KeepCallShare(ctx context.Context, s CallShare) {
 	every, lease := cmp.Or(s.Every, CallShareEvery), cmp.Or(s.Lease, CallShareLease)
 	logger := cmp.Or(s.Logger, slog.New(slog.DiscardHandler))
-	var using workflows.CallShareGrant
+	var using callshares.CallShareGrant
 	var lapses time.Time // of the share applied
 	failing := false
 	for {
 		sent := time.Now()
-		req := workflows.CallShareRequest{Worker: s.Worker, Cap: s.Cap, Using: using, Lease: lease, Drain: s.Drain}
+		req := callshares.CallShareRequest{Worker: s.Worker, Cap: s.Cap, Using: using, Lease: lease, Drain: s.Drain}
 		if lapses.IsZero() {
 			req.Replaces, req.ReplacedCalls = s.Replaces, s.ReplacedCalls
 		}
@@ -106,25 +106,25 @@ func (c *Client) KeepCallShare(ctx context.Context, s CallShare) {
 // shrunk is whether share g is smaller than was in any of its parts: a worker given less than
 // it applied renews soon, to say it applies the smaller share, which frees the rest for the
 // others; and one given less than its fair part, to grow into what they leave.
-func shrunk(g, was workflows.CallShareGrant) bool {
+func shrunk(g, was callshares.CallShareGrant) bool {
 	return g.PerSecond < was.PerSecond || g.Burst < was.Burst || g.Concurrency < was.Concurrency
 }
 
 // renewCallShare sends req to the call cap of the Client's task queue, starting it when none
 // runs, and returns the share it gives.
-func (c *Client) renewCallShare(ctx context.Context, req workflows.CallShareRequest) (workflows.CallShareGrant, error) {
-	var g workflows.CallShareGrant
-	start := c.temporal.NewWithStartWorkflowOperation(workflows.CallSharesOptions(c.taskQueue), workflows.CallSharesName, workflows.CallSharesState{})
+func (c *Client) renewCallShare(ctx context.Context, req callshares.CallShareRequest) (callshares.CallShareGrant, error) {
+	var g callshares.CallShareGrant
+	start := c.temporal.NewWithStartWorkflowOperation(callshares.CallSharesOptions(c.taskQueue), callshares.CallSharesName, callshares.CallSharesState{})
 	handle, err := c.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateName:   workflows.RenewCallShareUpdate,
+			UpdateName:   callshares.RenewCallShareUpdate,
 			Args:         []any{req},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
 	if err != nil {
-		return g, fmt.Errorf("renew the call share of %s at %s: %w", req.Worker, workflows.CallSharesWorkflowID(c.taskQueue), err)
+		return g, fmt.Errorf("renew the call share of %s at %s: %w", req.Worker, callshares.CallSharesWorkflowID(c.taskQueue), err)
 	}
 	return g, handle.Get(ctx, &g)
 }

@@ -8,7 +8,8 @@ import (
 	"strings"
 
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // The examples run against the Temporal server, worker and simulated cluster TestMain starts
@@ -26,26 +27,26 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	proxies := starter.New(c, workflows.DefaultTaskQueue)
+	proxies := starter.New(c, core.DefaultTaskQueue)
 	const uid = "0f5b1c9e"
 
-	req, err := proxies.Create(ctx, workflows.ProxySpec{
+	req, err := proxies.Create(ctx, proxyvm.ProxySpec{
 		UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\npackages: [squid]\n",
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	var created workflows.CreateProxyResult
+	var created proxyvm.CreateProxyResult
 	if err := req.Get(ctx, &created); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("created:", created.ProviderID, "on", created.Node, "at", created.IPv4)
 
-	req, err = proxies.Change(ctx, workflows.ChangeRequest{UID: uid, MachineType: "large"})
+	req, err = proxies.Change(ctx, proxyvm.ChangeRequest{UID: uid, MachineType: "large"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	var changed workflows.ChangeProxyResult
+	var changed proxyvm.ChangeProxyResult
 	if err := req.Get(ctx, &changed); err != nil {
 		log.Fatal(err)
 	}
@@ -57,11 +58,11 @@ func Example() {
 	}
 	fmt.Println("status:", st.Phase, st.Desired.MachineType, st.Observed.State)
 
-	req, err = proxies.Delete(ctx, workflows.DeleteProxyInput{UID: uid})
+	req, err = proxies.Delete(ctx, proxyvm.DeleteProxyInput{UID: uid})
 	if err != nil {
 		log.Fatal(err)
 	}
-	var deleted workflows.DeleteProxyResult
+	var deleted proxyvm.DeleteProxyResult
 	if err := req.Get(ctx, &deleted); err != nil {
 		log.Fatal(err)
 	}
@@ -82,17 +83,17 @@ func ExampleClient_Create() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	proxies := starter.New(c, workflows.DefaultTaskQueue)
+	proxies := starter.New(c, core.DefaultTaskQueue)
 
-	req, err := proxies.Create(ctx, workflows.ProxySpec{
+	req, err := proxies.Create(ctx, proxyvm.ProxySpec{
 		UID: "7d3e2a10", Image: "debian13", MachineType: "small", UserData: "#cloud-config\n",
 	}, starter.WithUpdateID("7d3e2a10-create-1"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	var res workflows.CreateProxyResult
+	var res proxyvm.CreateProxyResult
 	err = req.Get(ctx, &res)
-	if starter.FailureType(err) == workflows.FailTransient {
+	if starter.FailureType(err) == core.FailTransient {
 		log.Fatal("ask again later: ", err) // a budget ran out, or Proxmox had trouble
 	}
 	if err != nil {
@@ -110,9 +111,9 @@ func ExampleClient_Create_rejected() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	proxies := starter.New(c, workflows.DefaultTaskQueue)
+	proxies := starter.New(c, core.DefaultTaskQueue)
 
-	_, err = proxies.Create(ctx, workflows.ProxySpec{UID: "4b9e0c7a", Image: "debian13", MachineType: "huge"})
+	_, err = proxies.Create(ctx, proxyvm.ProxySpec{UID: "4b9e0c7a", Image: "debian13", MachineType: "huge"})
 	if errors.Is(err, starter.ErrRejected) {
 		fmt.Println(err)
 	}
@@ -128,9 +129,9 @@ func ExampleClient_Change() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	proxies := starter.New(c, workflows.DefaultTaskQueue)
+	proxies := starter.New(c, core.DefaultTaskQueue)
 	const uid = "c41a7f02"
-	req, err := proxies.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
+	req, err := proxies.Create(ctx, proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -139,11 +140,11 @@ func ExampleClient_Change() {
 	}
 
 	userData := "#cloud-config\npackages: [squid, curl]\n"
-	req, err = proxies.Change(ctx, workflows.ChangeRequest{UID: uid, UserData: &userData})
+	req, err = proxies.Change(ctx, proxyvm.ChangeRequest{UID: uid, UserData: &userData})
 	if err != nil {
 		log.Fatal(err)
 	}
-	var res workflows.ChangeProxyResult
+	var res proxyvm.ChangeProxyResult
 	if err := req.Get(ctx, &res); err != nil {
 		log.Fatal(err)
 	}
@@ -163,9 +164,9 @@ func ExampleClient_ProxyStatus() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	proxies := starter.New(c, workflows.DefaultTaskQueue)
+	proxies := starter.New(c, core.DefaultTaskQueue)
 	const uid = "9a62d5e8"
-	req, err := proxies.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
+	req, err := proxies.Create(ctx, proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -198,9 +199,9 @@ func ExampleClient_Delete() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	proxies := starter.New(c, workflows.DefaultTaskQueue)
+	proxies := starter.New(c, core.DefaultTaskQueue)
 	const uid = "e5f08b33"
-	req, err := proxies.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
+	req, err := proxies.Create(ctx, proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -208,11 +209,11 @@ func ExampleClient_Delete() {
 		log.Fatal(err)
 	}
 
-	req, err = proxies.Delete(ctx, workflows.DeleteProxyInput{UID: uid})
+	req, err = proxies.Delete(ctx, proxyvm.DeleteProxyInput{UID: uid})
 	if err != nil {
 		log.Fatal(err)
 	}
-	var res workflows.DeleteProxyResult
+	var res proxyvm.DeleteProxyResult
 	if err := req.Get(ctx, &res); err != nil {
 		log.Fatal(err)
 	}
@@ -231,9 +232,9 @@ func ExampleClient_CreateResult() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	proxies := starter.New(c, workflows.DefaultTaskQueue)
+	proxies := starter.New(c, core.DefaultTaskQueue)
 	const uid = "21d7c9b4"
-	if _, err := proxies.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"}); err != nil {
+	if _, err := proxies.Create(ctx, proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"}); err != nil {
 		log.Fatal(err)
 	}
 
@@ -254,13 +255,13 @@ func ExampleFailureType() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	proxies := starter.New(c, workflows.DefaultTaskQueue)
+	proxies := starter.New(c, core.DefaultTaskQueue)
 	const uid = "b80e4d16"
-	create, err := proxies.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
+	create, err := proxies.Create(ctx, proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	del, err := proxies.Delete(ctx, workflows.DeleteProxyInput{UID: uid})
+	del, err := proxies.Delete(ctx, proxyvm.DeleteProxyInput{UID: uid})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 // The examples (example_test.go) run as a program of an operator runs: they dial the Temporal
@@ -58,8 +58,8 @@ func startExampleStack() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := starter.New(server.Client(), workflows.DefaultTaskQueue, starter.WithNamespace(server.Namespace()))
-	server.NewWorker(workflows.DefaultTaskQueue, registration(cfg, pvesim.New(pvesim.Default()), server, s))
+	s := starter.New(server.Client(), core.DefaultTaskQueue, starter.WithNamespace(server.Namespace()))
+	server.NewWorker(core.DefaultTaskQueue, registration(cfg, pvesim.New(pvesim.Default()), server, s))
 
 	dir, err := os.MkdirTemp("", "pveflow-examples-")
 	if err != nil {

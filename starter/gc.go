@@ -8,7 +8,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
 )
 
 // KeepSource answers which proxy UIDs the operator keeps: the UIDs of a file, or a Kubernetes
@@ -31,7 +32,7 @@ type GCOptions struct {
 	// DryRun finds the garbage and deletes nothing.
 	DryRun bool
 	// Grace is how old a VM or seed ISO must be to be collected; zero is
-	// workflows.DefaultGrace.
+	// reads.DefaultGrace.
 	Grace time.Duration
 }
 
@@ -44,31 +45,31 @@ var ErrEmptyKeep = errors.New("refusing to collect garbage")
 // and waits for its result: the orphan VMs and seed ISOs it found, and what became of each.
 // A deletion that failed is in the result (CollectGarbageResult.Failed), not an error. A UID
 // the source answers that is not a Proxy UID fails with ErrInvalidUID before Temporal is called.
-func (c *Client) CollectGarbage(ctx context.Context, opts GCOptions) (workflows.CollectGarbageResult, error) {
-	in := workflows.CollectGarbageInput{KeepNone: opts.KeepNone, DryRun: opts.DryRun, Grace: opts.Grace}
+func (c *Client) CollectGarbage(ctx context.Context, opts GCOptions) (fleet.CollectGarbageResult, error) {
+	in := fleet.CollectGarbageInput{KeepNone: opts.KeepNone, DryRun: opts.DryRun, Grace: opts.Grace}
 	if opts.Keep != nil {
 		keep, err := opts.Keep(ctx)
 		if err != nil {
-			return workflows.CollectGarbageResult{}, fmt.Errorf("read the kept set: %w", err)
+			return fleet.CollectGarbageResult{}, fmt.Errorf("read the kept set: %w", err)
 		}
 		in.Keep = keep
 	}
 	switch {
 	case opts.Grace < 0:
-		return workflows.CollectGarbageResult{}, fmt.Errorf("collect garbage: grace period %s is negative", opts.Grace)
+		return fleet.CollectGarbageResult{}, fmt.Errorf("collect garbage: grace period %s is negative", opts.Grace)
 	case len(in.Keep) == 0 && !in.KeepNone:
-		return workflows.CollectGarbageResult{}, fmt.Errorf("%w: the kept set is empty, which would delete every proxy", ErrEmptyKeep)
+		return fleet.CollectGarbageResult{}, fmt.Errorf("%w: the kept set is empty, which would delete every proxy", ErrEmptyKeep)
 	case len(in.Keep) > 0 && in.KeepNone:
-		return workflows.CollectGarbageResult{}, fmt.Errorf("%w: KeepNone with a kept set of %d UIDs", ErrEmptyKeep, len(in.Keep))
+		return fleet.CollectGarbageResult{}, fmt.Errorf("%w: KeepNone with a kept set of %d UIDs", ErrEmptyKeep, len(in.Keep))
 	}
 	for _, uid := range in.Keep {
 		if err := checkUID(uid); err != nil {
-			return workflows.CollectGarbageResult{}, fmt.Errorf("kept set: %w", err)
+			return fleet.CollectGarbageResult{}, fmt.Errorf("kept set: %w", err)
 		}
 	}
-	var res workflows.CollectGarbageResult
+	var res fleet.CollectGarbageResult
 	// No execution timeout, unlike a read's: the deletes it waits for wait out locks and tasks
 	// within their own budgets.
-	start := client.StartWorkflowOptions{ID: workflows.CollectGarbageWorkflowID(requestID()), TaskQueue: c.taskQueue}
-	return res, c.execute(ctx, "collect garbage", start, workflows.CollectGarbageName, &res, in)
+	start := client.StartWorkflowOptions{ID: core.CollectGarbageWorkflowID(requestID()), TaskQueue: c.taskQueue}
+	return res, c.execute(ctx, "collect garbage", start, core.CollectGarbageName, &res, in)
 }

@@ -10,11 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 func TestClient_collectGarbageRefusesBeforeCallingTemporal(t *testing.T) {
-	c := starter.New(nil, workflows.DefaultTaskQueue) // a call to Temporal would panic
+	c := starter.New(nil, core.DefaultTaskQueue) // a call to Temporal would panic
 	lost := errors.New("controller cache not synced")
 	tests := []struct {
 		name string
@@ -39,20 +42,20 @@ func TestClient_collectGarbageDryRunThenDeletesTheProxyNotKept(t *testing.T) {
 	s := startStack(t, 50*time.Millisecond)
 	created, err := s.starter.Create(ctx(t), createInput(uid))
 	require.NoError(t, err)
-	var vm workflows.CreateProxyResult
+	var vm proxyvm.CreateProxyResult
 	require.NoError(t, created.Get(ctx(t), &vm))
 	keep := starter.KeepUIDs("0b5a8c3e-another-proxy")
 
 	dry, err := s.starter.CollectGarbage(ctx(t), starter.GCOptions{Keep: keep, DryRun: true, Grace: time.Millisecond})
 	require.NoError(t, err)
 	require.Len(t, dry.VMs, 1)
-	assert.Equal(t, workflows.GarbageVM{UID: uid, VMID: vm.VMID, Node: vm.Node, Name: vm.Name, Outcome: workflows.GarbageFound}, dry.VMs[0])
+	assert.Equal(t, fleet.GarbageVM{UID: uid, VMID: vm.VMID, Node: vm.Node, Name: vm.Name, Outcome: reads.GarbageFound}, dry.VMs[0])
 	assert.Len(t, s.cluster.VMs(), 2, "the template and the proxy")
 
 	res, err := s.starter.CollectGarbage(ctx(t), starter.GCOptions{Keep: keep, Grace: time.Millisecond})
 	require.NoError(t, err)
 	require.Len(t, res.VMs, 1)
-	assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome)
+	assert.Equal(t, reads.GarbageDeleted, res.VMs[0].Outcome)
 	assert.False(t, res.Failed())
 	assert.Len(t, s.cluster.VMs(), 1, "the template")
 }

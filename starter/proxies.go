@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/pveflow/pveflow/activities"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // EntityProxies is a worker's activities.Proxies: it sends the requests of RequestChange and
@@ -15,9 +15,9 @@ type EntityProxies struct{ Client *Client }
 
 // ChangeProxy sends req's change and waits for the operation that serves it.
 func (p EntityProxies) ChangeProxy(ctx context.Context, req activities.ProxyChange) (activities.ProxyChangeOutcome, error) {
-	change := workflows.ChangeRequest{UID: req.UID, Image: req.Image, MachineType: req.MachineType}
+	change := proxyvm.ChangeRequest{UID: req.UID, Image: req.Image, MachineType: req.MachineType}
 	r, err := p.Client.Change(ctx, change, WithUpdateID(req.RequestID))
-	res, err := result[workflows.ChangeProxyResult](ctx, r, err)
+	res, err := result[proxyvm.ChangeProxyResult](ctx, r, err)
 	return activities.ProxyChangeOutcome{
 		VMID: res.VMID, Node: res.Node, IPv4: res.IPv4, Changed: res.Changed, Restarted: res.Restarted, Rebuilt: res.Rebuilt,
 	}, err
@@ -25,9 +25,9 @@ func (p EntityProxies) ChangeProxy(ctx context.Context, req activities.ProxyChan
 
 // DeleteProxy sends req's delete and waits for the operation that serves it.
 func (p EntityProxies) DeleteProxy(ctx context.Context, req activities.ProxyDelete) (activities.ProxyDeleteOutcome, error) {
-	del := workflows.DeleteProxyInput{UID: req.UID, UnlessWantedSince: req.UnlessWantedSince}
+	del := proxyvm.DeleteProxyInput{UID: req.UID, UnlessWantedSince: req.UnlessWantedSince}
 	r, err := p.Client.Delete(ctx, del, WithUpdateID(req.RequestID))
-	res, err := result[workflows.DeleteProxyResult](ctx, r, err)
+	res, err := result[proxyvm.DeleteProxyResult](ctx, r, err)
 	return activities.ProxyDeleteOutcome{Destroyed: res.Destroyed}, err
 }
 

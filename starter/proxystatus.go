@@ -11,36 +11,37 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/activities"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // ProxyStatus asks the entity of uid for its status: what was asked, what is, the operation
 // that runs and the latest ones. The entity answers once closed too, as long as a worker runs
 // to replay it. An invalid uid fails with ErrInvalidUID.
-func (c *Client) ProxyStatus(ctx context.Context, uid string) (workflows.ProxyStatus, error) {
+func (c *Client) ProxyStatus(ctx context.Context, uid string) (proxyvm.ProxyStatus, error) {
 	if err := checkUID(uid); err != nil {
-		return workflows.ProxyStatus{}, err
+		return proxyvm.ProxyStatus{}, err
 	}
 	st, err := c.proxyStatus(ctx, uid)
 	if err != nil {
-		return workflows.ProxyStatus{}, fmt.Errorf("status of proxy %s: %w", uid, err)
+		return proxyvm.ProxyStatus{}, fmt.Errorf("status of proxy %s: %w", uid, err)
 	}
 	return st, nil
 }
 
-func (c *Client) proxyStatus(ctx context.Context, uid string) (workflows.ProxyStatus, error) {
-	val, err := c.temporal.QueryWorkflow(ctx, workflows.ProxyWorkflowID(uid), "", workflows.StatusQuery)
+func (c *Client) proxyStatus(ctx context.Context, uid string) (proxyvm.ProxyStatus, error) {
+	val, err := c.temporal.QueryWorkflow(ctx, core.ProxyWorkflowID(uid), "", core.StatusQuery)
 	if err != nil {
-		return workflows.ProxyStatus{}, err
+		return proxyvm.ProxyStatus{}, err
 	}
-	var st workflows.ProxyStatus
+	var st proxyvm.ProxyStatus
 	return st, val.Get(&st)
 }
 
 // ProxyProgress is a proxy entity's status together with what Temporal knows of its run, and
 // the Progress of the operation it runs.
 type ProxyProgress struct {
-	workflows.ProxyStatus
+	proxyvm.ProxyStatus
 	// State is the entity run's state, as Progress.State.
 	State string `json:"state"`
 	// Source is SourceQuery or SourceDescribed: described, the status holds the UID, the phase,
@@ -63,7 +64,7 @@ var ErrNoProxy = errors.New("no such proxy")
 
 // noProxy is the error of a UID without entity.
 func noProxy(uid string) error {
-	return fmt.Errorf("%w %s: no request was sent for it (workflow %s)", ErrNoProxy, uid, workflows.ProxyWorkflowID(uid))
+	return fmt.Errorf("%w %s: no request was sent for it (workflow %s)", ErrNoProxy, uid, core.ProxyWorkflowID(uid))
 }
 
 // ProxyProgress returns where the entity of uid is: its status from the status query when a
@@ -74,7 +75,7 @@ func (c *Client) ProxyProgress(ctx context.Context, uid string) (ProxyProgress, 
 	if err := checkUID(uid); err != nil {
 		return ProxyProgress{}, err
 	}
-	id := workflows.ProxyWorkflowID(uid)
+	id := core.ProxyWorkflowID(uid)
 	desc, err := c.temporal.DescribeWorkflowExecution(ctx, id, "")
 	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
 		return ProxyProgress{}, noProxy(uid)
@@ -109,13 +110,13 @@ func (c *Client) ProxyProgress(ctx context.Context, uid string) (ProxyProgress, 
 	if err != nil {
 		return ProxyProgress{}, fmt.Errorf("describe proxy %s: %w", uid, err)
 	}
-	p.ProxyStatus = workflows.ProxyStatus{
+	p.ProxyStatus = proxyvm.ProxyStatus{
 		UID: uid, Phase: described.Phase, StartedAt: described.StartTime, LastFailure: failure,
-		Desired:  workflows.DesiredState{Name: described.Name},
-		Observed: workflows.ObservedState{Node: described.Node, VMID: described.VMID},
+		Desired:  proxyvm.DesiredState{Name: described.Name},
+		Observed: proxyvm.ObservedState{Node: described.Node, VMID: described.VMID},
 	}
 	if p.Phase == "" && failure != "" {
-		p.Phase = workflows.ProxyAbsent // it closed before it ever held a proxy
+		p.Phase = proxyvm.ProxyAbsent // it closed before it ever held a proxy
 	}
 	return p, c.operationProgress(ctx, uid, &p, desc.GetPendingChildren())
 }
@@ -175,11 +176,11 @@ func (c *Client) operationProgress(ctx context.Context, uid string, p *ProxyProg
 }
 
 // pendingOperation is the started child of a kind Progress knows among children, and its record.
-func pendingOperation(uid string, children []*workflowpb.PendingChildExecutionInfo) (Op, *workflows.OperationRecord) {
+func pendingOperation(uid string, children []*workflowpb.PendingChildExecutionInfo) (Op, *proxyvm.OperationRecord) {
 	for _, child := range children {
 		for _, op := range []Op{Create, Change, Delete} {
 			if id, _ := op.workflowID(uid); id == child.GetWorkflowId() && child.GetRunId() != "" {
-				return op, &workflows.OperationRecord{Kind: string(op), WorkflowID: id, RunID: child.GetRunId()}
+				return op, &proxyvm.OperationRecord{Kind: string(op), WorkflowID: id, RunID: child.GetRunId()}
 			}
 		}
 	}

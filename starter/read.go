@@ -16,7 +16,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/pveflow/pveflow/internal/proxy"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 // What errors.Is finds in the error of a read (GetProxy, ListProxies, CheckHealth), or of
@@ -36,9 +38,9 @@ var (
 var ErrInvalidProviderID = errors.New("invalid provider ID")
 
 var readSentinels = map[string]error{
-	workflows.FailNotFound:  ErrNotFound,
-	workflows.FailTransient: ErrTransient,
-	workflows.FailPermanent: ErrPermanent,
+	core.FailNotFound:  ErrNotFound,
+	core.FailTransient: ErrTransient,
+	core.FailPermanent: ErrPermanent,
 }
 
 // readError is a read workflow's failure: its message is the workflow's own, prefixed with what
@@ -74,7 +76,7 @@ func WithStarted(ctx context.Context, started func(workflowID string)) context.C
 
 // read runs a read workflow with ID id and waits for its result.
 func (c *Client) read(ctx context.Context, what, id, workflowType string, res any, args ...any) error {
-	return c.execute(ctx, what, workflows.ReadOptions(id, c.taskQueue), workflowType, res, args...)
+	return c.execute(ctx, what, core.ReadOptions(id, c.taskQueue), workflowType, res, args...)
 }
 
 // execute runs a workflow that the caller waits for, a read or a garbage collection, and waits
@@ -119,51 +121,51 @@ func (c *Client) WorkflowWorkers(ctx context.Context, workflowID string) (Worker
 
 // GetProxy finds the VM of a proxy, by its UID or its provider ID ("vms/<vmid>/<name>"), and
 // says what it is doing: Running with its addresses, Provisioning, or Stopped. It runs the GetProxy
-// workflow under an ID of its own (workflows.GetProxyWorkflowID with a random request ID), so
+// workflow under an ID of its own (core.GetProxyWorkflowID with a random request ID), so
 // it runs beside a create or delete of the same proxy and never joins one.
 //
 // A failure is ErrNotFound (no such VM: the workflow completes with the answer, which the
 // returned error carries), ErrTransient (locked, being cloned, status unknown,
 // Proxmox trouble) or ErrPermanent to errors.Is. A key that is neither a UID nor a provider ID
 // fails with ErrInvalidUID or ErrInvalidProviderID before Temporal is called.
-func (c *Client) GetProxy(ctx context.Context, uidOrProviderID string) (workflows.GetProxyResult, error) {
-	var in workflows.GetProxyInput
+func (c *Client) GetProxy(ctx context.Context, uidOrProviderID string) (proxyvm.GetProxyResult, error) {
+	var in proxyvm.GetProxyInput
 	if strings.HasPrefix(uidOrProviderID, "vms/") {
 		if _, _, err := proxy.ParseProviderID(uidOrProviderID); err != nil {
-			return workflows.GetProxyResult{}, fmt.Errorf("%w: %v", ErrInvalidProviderID, err)
+			return proxyvm.GetProxyResult{}, fmt.Errorf("%w: %v", ErrInvalidProviderID, err)
 		}
 		in.ProviderID = uidOrProviderID
 	} else {
 		if err := checkUID(uidOrProviderID); err != nil {
-			return workflows.GetProxyResult{}, err
+			return proxyvm.GetProxyResult{}, err
 		}
 		in.UID = uidOrProviderID
 	}
-	var res workflows.GetProxyResult
+	var res proxyvm.GetProxyResult
 	what := "get proxy " + uidOrProviderID
-	if err := c.read(ctx, what, workflows.GetProxyWorkflowID(uidOrProviderID, requestID()), workflows.GetProxyName, &res, in); err != nil {
-		return workflows.GetProxyResult{}, err
+	if err := c.read(ctx, what, core.GetProxyWorkflowID(uidOrProviderID, requestID()), core.GetProxyName, &res, in); err != nil {
+		return proxyvm.GetProxyResult{}, err
 	}
 	if res.NotFound != "" {
 		// The workflow completes with the answer; to the caller it is ErrNotFound as before.
-		return workflows.GetProxyResult{}, readError{what: what, sentinel: ErrNotFound,
-			err: temporal.NewNonRetryableApplicationError(res.NotFound, workflows.FailNotFound, nil)}
+		return proxyvm.GetProxyResult{}, readError{what: what, sentinel: ErrNotFound,
+			err: temporal.NewNonRetryableApplicationError(res.NotFound, core.FailNotFound, nil)}
 	}
 	return res, nil
 }
 
 // ListProxies lists the VMs on the cluster that carry pveflow's mark, by running the
 // ListProxies workflow. Unlike List, which lists workflows, it asks Proxmox.
-func (c *Client) ListProxies(ctx context.Context) (workflows.ListProxiesResult, error) {
-	var res workflows.ListProxiesResult
-	return res, c.read(ctx, "list proxies", workflows.ListProxiesWorkflowID(requestID()), workflows.ListProxiesName, &res)
+func (c *Client) ListProxies(ctx context.Context) (reads.ListProxiesResult, error) {
+	var res reads.ListProxiesResult
+	return res, c.read(ctx, "list proxies", core.ListProxiesWorkflowID(requestID()), core.ListProxiesName, &res)
 }
 
 // CheckHealth checks every configured node now, by running the CheckHealth workflow. An
 // unhealthy node is in the result, not an error.
-func (c *Client) CheckHealth(ctx context.Context) (workflows.CheckHealthResult, error) {
-	var res workflows.CheckHealthResult
-	return res, c.read(ctx, "check health", workflows.CheckHealthWorkflowID(requestID()), workflows.CheckHealthName, &res)
+func (c *Client) CheckHealth(ctx context.Context) (reads.CheckHealthResult, error) {
+	var res reads.CheckHealthResult
+	return res, c.read(ctx, "check health", core.CheckHealthWorkflowID(requestID()), core.CheckHealthName, &res)
 }
 
 // ErrNoHealthResult is what errors.Is finds in LastHealth's error while the health schedule has
@@ -173,15 +175,15 @@ var ErrNoHealthResult = errors.New("no scheduled health check has completed yet"
 // LastHealth is the result of the latest completed run of the health schedule of the Client's
 // task queue, newest of the schedule's recent actions first. It fails with ErrNoHealthResult
 // while none has completed, saying how often the schedule runs, or that no worker made it.
-func (c *Client) LastHealth(ctx context.Context) (workflows.CheckHealthResult, error) {
-	id := workflows.HealthScheduleID(c.taskQueue)
+func (c *Client) LastHealth(ctx context.Context) (reads.CheckHealthResult, error) {
+	id := core.HealthScheduleID(c.taskQueue)
 	desc, err := c.temporal.ScheduleClient().GetHandle(ctx, id).Describe(ctx)
 	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
-		return workflows.CheckHealthResult{}, fmt.Errorf("%w: no worker of task queue %s has made the health schedule (worker --health-every)",
+		return reads.CheckHealthResult{}, fmt.Errorf("%w: no worker of task queue %s has made the health schedule (worker --health-every)",
 			ErrNoHealthResult, c.taskQueue)
 	}
 	if err != nil {
-		return workflows.CheckHealthResult{}, fmt.Errorf("health schedule %s: %w", id, err)
+		return reads.CheckHealthResult{}, fmt.Errorf("health schedule %s: %w", id, err)
 	}
 	actions := desc.Info.RecentActions
 	for _, action := range slices.Backward(actions) {
@@ -191,22 +193,22 @@ func (c *Client) LastHealth(ctx context.Context) (workflows.CheckHealthResult, e
 		}
 		info, err := c.temporal.DescribeWorkflowExecution(ctx, run.WorkflowID, run.FirstExecutionRunID)
 		if err != nil {
-			return workflows.CheckHealthResult{}, fmt.Errorf("health check %s: %w", run.WorkflowID, err)
+			return reads.CheckHealthResult{}, fmt.Errorf("health check %s: %w", run.WorkflowID, err)
 		}
 		if info.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 			continue
 		}
-		var res workflows.CheckHealthResult
+		var res reads.CheckHealthResult
 		if err := c.temporal.GetWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, &res); err != nil {
-			return workflows.CheckHealthResult{}, fmt.Errorf("health check %s: %w", run.WorkflowID, err)
+			return reads.CheckHealthResult{}, fmt.Errorf("health check %s: %w", run.WorkflowID, err)
 		}
 		return res, nil
 	}
 	if spec := desc.Schedule.Spec; spec != nil && len(spec.Intervals) > 0 {
-		return workflows.CheckHealthResult{}, fmt.Errorf("%w: the worker runs one every %s (worker --health-every)",
+		return reads.CheckHealthResult{}, fmt.Errorf("%w: the worker runs one every %s (worker --health-every)",
 			ErrNoHealthResult, spec.Intervals[0].Every)
 	}
-	return workflows.CheckHealthResult{}, ErrNoHealthResult
+	return reads.CheckHealthResult{}, ErrNoHealthResult
 }
 
 // ApplyHealthSchedule makes the Temporal Schedule that runs CheckHealth on the Client's task
@@ -217,13 +219,13 @@ func (c *Client) ApplyHealthSchedule(ctx context.Context, every time.Duration) e
 	if every <= 0 {
 		return fmt.Errorf("health check interval %s: want a positive duration", every)
 	}
-	id := workflows.HealthScheduleID(c.taskQueue)
+	id := core.HealthScheduleID(c.taskQueue)
 	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
 	action := &client.ScheduleWorkflowAction{
-		ID:                       workflows.HealthScheduleWorkflowID(c.taskQueue),
-		Workflow:                 workflows.CheckHealthName,
+		ID:                       core.HealthScheduleWorkflowID(c.taskQueue),
+		Workflow:                 core.CheckHealthName,
 		TaskQueue:                c.taskQueue,
-		WorkflowExecutionTimeout: workflows.ReadTimeout,
+		WorkflowExecutionTimeout: core.ReadTimeout,
 	}
 	schedules := c.temporal.ScheduleClient()
 	_, err := schedules.Create(ctx, client.ScheduleOptions{

@@ -10,7 +10,9 @@ import (
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 func TestClient_getProxyRunsBesideARunningCreateAndFindsItsVM(t *testing.T) {
@@ -21,9 +23,9 @@ func TestClient_getProxyRunsBesideARunningCreateAndFindsItsVM(t *testing.T) {
 
 	_, err = s.starter.GetProxy(ctx(t), uid)
 	assert.ErrorIs(t, err, starter.ErrTransient, "the VM is being cloned")
-	assert.Equal(t, workflows.FailTransient, starter.FailureType(err))
+	assert.Equal(t, core.FailTransient, starter.FailureType(err))
 
-	var created workflows.CreateProxyResult
+	var created proxyvm.CreateProxyResult
 	require.NoError(t, req.Get(ctx(t), &created))
 	for _, key := range []string{uid, created.ProviderID} {
 		got, err := s.starter.GetProxy(ctx(t), key)
@@ -52,7 +54,7 @@ func TestClient_readsOfAnEmptyCluster(t *testing.T) {
 }
 
 func TestClient_getProxyRefusesKeysBeforeCallingTemporal(t *testing.T) {
-	c := starter.New(nil, workflows.DefaultTaskQueue) // a call to Temporal would panic
+	c := starter.New(nil, core.DefaultTaskQueue) // a call to Temporal would panic
 
 	_, err := c.GetProxy(ctx(t), "vms/12/proxy-x")
 	assert.ErrorIs(t, err, starter.ErrInvalidProviderID)
@@ -68,12 +70,12 @@ func TestClient_healthScheduleAppliedTwiceRunsAndItsLastResultIsReadable(t *test
 	require.NoError(t, s.starter.ApplyHealthSchedule(ctx(t), time.Hour))
 	require.NoError(t, s.starter.ApplyHealthSchedule(ctx(t), time.Second), "a second apply updates the schedule")
 
-	handle := s.server.Client().ScheduleClient().GetHandle(ctx(t), workflows.HealthScheduleID(workflows.DefaultTaskQueue))
+	handle := s.server.Client().ScheduleClient().GetHandle(ctx(t), core.HealthScheduleID(core.DefaultTaskQueue))
 	desc, err := handle.Describe(ctx(t))
 	require.NoError(t, err)
 	require.Len(t, desc.Schedule.Spec.Intervals, 1)
 	assert.Equal(t, time.Second, desc.Schedule.Spec.Intervals[0].Every)
-	var last workflows.CheckHealthResult
+	var last reads.CheckHealthResult
 	eventually(t, "a scheduled check completes", func() bool {
 		last, err = s.starter.LastHealth(ctx(t))
 		return err == nil

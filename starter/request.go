@@ -10,7 +10,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // ErrRejected is what errors.Is finds in the error of Create, Change or Delete when the proxy's
@@ -22,7 +23,7 @@ var ErrRejected = errors.New("request refused")
 
 // FailSuperseded is the FailureType of a request that a later one of the same proxy superseded
 // before it was served, as a delete supersedes a running create.
-const FailSuperseded = workflows.FailSuperseded
+const FailSuperseded = core.FailSuperseded
 
 // A RequestOption changes a request that Create, Change or Delete sends.
 type RequestOption func(*requestOptions)
@@ -39,7 +40,7 @@ func WithUpdateID(id string) RequestOption {
 // Request is a request a proxy's entity accepted: Get waits for the operation that serves it.
 type Request struct {
 	UID string
-	// Kind is workflows.OpCreate, OpChange or OpDelete.
+	// Kind is proxyvm.OpCreate, OpChange or OpDelete.
 	Kind     string
 	UpdateID string
 	// rebuild is a change with a new image: the entity serves it with a delete and a create.
@@ -48,14 +49,14 @@ type Request struct {
 }
 
 // Get waits for the operation that serves the request to close and stores its result in result:
-// a *workflows.CreateProxyResult, *workflows.ChangeProxyResult or *workflows.DeleteProxyResult.
+// a *proxyvm.CreateProxyResult, *proxyvm.ChangeProxyResult or *proxyvm.DeleteProxyResult.
 // A failure keeps its type (see FailureType): the operation's, or FailSuperseded.
 //
 // A change that started a fresh entity (one whose predecessor was terminated) is judged once
 // the entity has read the proxy's VM: its refusal comes here, as ErrRejected.
 func (r *Request) Get(ctx context.Context, result any) error {
 	err := r.handle.Get(ctx, result)
-	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok && appErr.Type() == workflows.FailRejected {
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok && appErr.Type() == core.FailRejected {
 		return refused{rejection{r, err}, ErrRejected}
 	}
 	if err != nil {
@@ -65,7 +66,7 @@ func (r *Request) Get(ctx context.Context, result any) error {
 }
 
 // WorkflowID is the ID of the child workflow that serves the request, whose Progress tells how
-// it gets on: workflows.CreateWorkflowID, ChangeWorkflowID or DeleteWorkflowID. A change with a
+// it gets on: core.CreateWorkflowID, ChangeWorkflowID or DeleteWorkflowID. A change with a
 // new image rebuilds the VM, a DeleteProxy and then a CreateProxy: its WorkflowID is the create's,
 // which runs last and the longest; ProxyProgress follows whichever child runs.
 func (r *Request) WorkflowID() string {
@@ -84,38 +85,38 @@ func (r *Request) Op() Op {
 // Create asks the entity of in.UID for the proxy to be present with in's spec, starting the
 // entity when none runs. It returns once the entity accepted the request, which needs a worker;
 // Get waits for the CreateProxy that serves it. A spec that in.Check refuses fails with its
-// workflows.SpecError (ErrInvalidUID, ErrInvalidName, ErrInvalidNetwork or ErrUserDataTooLarge
+// proxyvm.SpecError (ErrInvalidUID, ErrInvalidName, ErrInvalidNetwork or ErrUserDataTooLarge
 // to errors.Is) before Temporal is called; a request the entity refuses fails with ErrRejected.
-func (c *Client) Create(ctx context.Context, in workflows.ProxySpec, opts ...RequestOption) (*Request, error) {
+func (c *Client) Create(ctx context.Context, in proxyvm.ProxySpec, opts ...RequestOption) (*Request, error) {
 	if err := in.Check(); err != nil {
 		return nil, err
 	}
-	return c.request(ctx, &Request{UID: in.UID, Kind: workflows.OpCreate}, workflows.CreateUpdate, in, opts)
+	return c.request(ctx, &Request{UID: in.UID, Kind: proxyvm.OpCreate}, core.CreateUpdate, in, opts)
 }
 
 // Change asks the entity of req.UID to change its present proxy: what req sets. It returns once
 // the entity accepted the request; Get waits for the ChangeProxy (or, with a new image, the
 // delete and create) that serves it. A change that req.Check refuses fails with its
-// workflows.SpecError (ErrInvalidUID, ErrNothingToChange or ErrUserDataTooLarge to errors.Is)
+// proxyvm.SpecError (ErrInvalidUID, ErrNothingToChange or ErrUserDataTooLarge to errors.Is)
 // before Temporal is called; a request the entity refuses, a change of an absent proxy among
 // them, fails with ErrRejected.
-func (c *Client) Change(ctx context.Context, req workflows.ChangeRequest, opts ...RequestOption) (*Request, error) {
+func (c *Client) Change(ctx context.Context, req proxyvm.ChangeRequest, opts ...RequestOption) (*Request, error) {
 	if err := req.Check(); err != nil {
 		return nil, err
 	}
-	r := &Request{UID: req.UID, Kind: workflows.OpChange, rebuild: req.Image != ""}
-	return c.request(ctx, r, workflows.ChangeUpdate, req, opts)
+	r := &Request{UID: req.UID, Kind: proxyvm.OpChange, rebuild: req.Image != ""}
+	return c.request(ctx, r, core.ChangeUpdate, req, opts)
 }
 
 // Delete asks the entity of in.UID for the proxy to be absent, starting the entity when none
 // runs; a create that still runs is superseded. It returns once the entity accepted the
 // request; Get waits for the DeleteProxy that serves it. An invalid in.UID fails with
 // ErrInvalidUID before Temporal is called.
-func (c *Client) Delete(ctx context.Context, in workflows.DeleteProxyInput, opts ...RequestOption) (*Request, error) {
+func (c *Client) Delete(ctx context.Context, in proxyvm.DeleteProxyInput, opts ...RequestOption) (*Request, error) {
 	if err := checkUID(in.UID); err != nil {
 		return nil, err
 	}
-	return c.request(ctx, &Request{UID: in.UID, Kind: workflows.OpDelete}, workflows.DeleteUpdate, in, opts)
+	return c.request(ctx, &Request{UID: in.UID, Kind: proxyvm.OpDelete}, core.DeleteUpdate, in, opts)
 }
 
 // request sends r as the Update named update with arg, by UpdateWithStart, and waits for the
@@ -125,8 +126,8 @@ func (c *Client) request(ctx context.Context, r *Request, update string, arg any
 	for _, opt := range opts {
 		opt(&o)
 	}
-	start := c.temporal.NewWithStartWorkflowOperation(workflows.ProxyOptions(r.UID, c.taskQueue), workflows.ProxyName,
-		workflows.ProxyInput{UID: r.UID})
+	start := c.temporal.NewWithStartWorkflowOperation(core.ProxyOptions(r.UID, c.taskQueue), core.ProxyName,
+		proxyvm.ProxyInput{UID: r.UID})
 	handle, err := c.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
@@ -137,7 +138,7 @@ func (c *Client) request(ctx context.Context, r *Request, update string, arg any
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("send %s of proxy %s to %s: %w", r.Kind, r.UID, workflows.ProxyWorkflowID(r.UID), err)
+		return nil, fmt.Errorf("send %s of proxy %s to %s: %w", r.Kind, r.UID, core.ProxyWorkflowID(r.UID), err)
 	}
 	if err := refusal(handle); err != nil {
 		return nil, refused{rejection{r, c.entityFailure(ctx, start, err)}, ErrRejected}
@@ -192,7 +193,7 @@ func (e rejection) Error() string {
 func (e rejection) Unwrap() error { return e.err }
 
 // refusal is the error the entity refused an update with, or nil when it accepted it. A refused
-// update comes back completed with its failure (workflows.FailRejected for the validator's); an
+// update comes back completed with its failure (core.FailRejected for the validator's); an
 // accepted one has its outcome still to come, which a Get on a context already done does not
 // wait for (the poll fails before it is sent), or, sent again under its Update ID, has it
 // already: the operation's, which Get returns.
@@ -210,7 +211,7 @@ func refusal(handle client.WorkflowUpdateHandle) error {
 		return nil
 	}
 	switch FailureType(err) {
-	case workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded, workflows.FailNotFound, FailSuperseded, FailCanceled:
+	case core.FailPermanent, core.FailTransient, core.FailQuotaExceeded, core.FailNotFound, FailSuperseded, FailCanceled:
 		return nil
 	}
 	return err

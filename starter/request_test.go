@@ -14,7 +14,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // get is what waits for the result of a request that Create, Change or Delete sent.
@@ -47,18 +48,18 @@ func (s *stack) seedISO(t *testing.T, vmid int) []byte {
 func TestClient_aProxyThroughCreateChangesAndDelete(t *testing.T) {
 	s := startStack(t, 200*time.Millisecond)
 
-	created := get[workflows.CreateProxyResult](t)(s.starter.Create(ctx(t), createInput(uid)))
+	created := get[proxyvm.CreateProxyResult](t)(s.starter.Create(ctx(t), createInput(uid)))
 	before, err := s.starter.ProxyStatus(ctx(t), uid)
 	require.NoError(t, err)
 
 	const userData = "#cloud-config\nhostname: changed-by-update\n"
 	newUserData := userData
-	reseeded := get[workflows.ChangeProxyResult](t)(s.starter.Change(ctx(t), workflows.ChangeRequest{UID: uid, UserData: &newUserData}))
+	reseeded := get[proxyvm.ChangeProxyResult](t)(s.starter.Change(ctx(t), proxyvm.ChangeRequest{UID: uid, UserData: &newUserData}))
 	afterReseed, err := s.starter.ProxyStatus(ctx(t), uid)
 	require.NoError(t, err)
 	seed := s.seedISO(t, created.VMID)
 
-	resized := get[workflows.ChangeProxyResult](t)(s.starter.Change(ctx(t), workflows.ChangeRequest{UID: uid, MachineType: "large"}))
+	resized := get[proxyvm.ChangeProxyResult](t)(s.starter.Change(ctx(t), proxyvm.ChangeRequest{UID: uid, MachineType: "large"}))
 	afterResize, err := s.starter.ProxyStatus(ctx(t), uid)
 	require.NoError(t, err)
 	var cores string
@@ -68,7 +69,7 @@ func TestClient_aProxyThroughCreateChangesAndDelete(t *testing.T) {
 		}
 	}
 
-	deleted := get[workflows.DeleteProxyResult](t)(s.starter.Delete(ctx(t), workflows.DeleteProxyInput{UID: uid}))
+	deleted := get[proxyvm.DeleteProxyResult](t)(s.starter.Delete(ctx(t), proxyvm.DeleteProxyInput{UID: uid}))
 	final, err := s.starter.ProxyStatus(ctx(t), uid)
 	require.NoError(t, err)
 
@@ -88,16 +89,16 @@ func TestClient_aProxyThroughCreateChangesAndDelete(t *testing.T) {
 
 	assert.Len(t, deleted.Destroyed, 1)
 	assert.Len(t, s.cluster.VMs(), 1, "the template alone")
-	assert.Equal(t, workflows.ProxyAbsent, final.Phase)
+	assert.Equal(t, proxyvm.ProxyAbsent, final.Phase)
 	assert.False(t, final.Desired.Present)
 }
 
 func TestClient_aChangeToAnUnknownMachineTypeIsRefusedAtOnce(t *testing.T) {
 	s := startStack(t, 200*time.Millisecond)
-	get[workflows.CreateProxyResult](t)(s.starter.Create(ctx(t), createInput(uid)))
+	get[proxyvm.CreateProxyResult](t)(s.starter.Create(ctx(t), createInput(uid)))
 	sent := time.Now()
 
-	_, err := s.starter.Change(ctx(t), workflows.ChangeRequest{UID: uid, MachineType: "huge"})
+	_, err := s.starter.Change(ctx(t), proxyvm.ChangeRequest{UID: uid, MachineType: "huge"})
 
 	require.ErrorIs(t, err, starter.ErrRejected)
 	assert.Less(t, time.Since(sent), 5*time.Second, "refused by the validator, not after an operation")
@@ -113,15 +114,15 @@ func TestClient_aChangeOfAProxyNeverCreatedIsRefusedAndLeavesNoEntityRunning(t *
 
 	// The entity cannot tell before it has looked for the proxy's VM: the refusal comes with
 	// the request's outcome.
-	req, err := s.starter.Change(ctx(t), workflows.ChangeRequest{UID: uid, MachineType: "small"})
+	req, err := s.starter.Change(ctx(t), proxyvm.ChangeRequest{UID: uid, MachineType: "small"})
 	require.NoError(t, err)
-	err = req.Get(ctx(t), new(workflows.ChangeProxyResult))
+	err = req.Get(ctx(t), new(proxyvm.ChangeProxyResult))
 
 	assert.ErrorIs(t, err, starter.ErrRejected)
 	assert.EqualError(t, err, "change of proxy "+uid+" refused: the proxy is absent; create it first")
 	// The request started the entity, which holds nothing: it closes at once, not an hour later.
 	eventually(t, "the entity the refused request started has closed", func() bool {
-		desc, err := s.server.Client().DescribeWorkflowExecution(ctx(t), workflows.ProxyWorkflowID(uid), "")
+		desc, err := s.server.Client().DescribeWorkflowExecution(ctx(t), core.ProxyWorkflowID(uid), "")
 		return err == nil && desc.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	})
 }
@@ -131,13 +132,13 @@ func TestClient_aRequestSentAgainAfterItsOperationFailedGetsTheFailureNotARefusa
 	s.cluster.FailTask("qmclone", "clone failed: storage gone")
 	first, err := s.starter.Create(ctx(t), createInput(uid), starter.WithUpdateID("create-1"))
 	require.NoError(t, err)
-	require.Error(t, first.Get(ctx(t), new(workflows.CreateProxyResult)))
+	require.Error(t, first.Get(ctx(t), new(proxyvm.CreateProxyResult)))
 
 	again, err := s.starter.Create(ctx(t), createInput(uid), starter.WithUpdateID("create-1"))
 
 	require.NoError(t, err, "the entity accepted it once; it is not refused")
-	err = again.Get(ctx(t), new(workflows.CreateProxyResult))
-	assert.Equal(t, workflows.FailTransient, starter.FailureType(err), "the operation's failure: %v", err)
+	err = again.Get(ctx(t), new(proxyvm.CreateProxyResult))
+	assert.Equal(t, core.FailTransient, starter.FailureType(err), "the operation's failure: %v", err)
 	assert.ErrorContains(t, err, "storage gone")
 	assert.Len(t, s.cluster.CloneRuns(), 1, "one clone ran, for the one request")
 }
@@ -152,7 +153,7 @@ func TestClient_aRequestSentAgainUnderItsUpdateIDIsTheSameRequest(t *testing.T) 
 
 	assert.Equal(t, "create-1", first.UpdateID)
 	assert.Equal(t, "create-1", again.UpdateID)
-	var a, b workflows.CreateProxyResult
+	var a, b proxyvm.CreateProxyResult
 	require.NoError(t, first.Get(ctx(t), &a))
 	require.NoError(t, again.Get(ctx(t), &b))
 	assert.Equal(t, a, b)
@@ -174,11 +175,11 @@ func TestClient_proxyProgressFollowsTheOperationThatRuns(t *testing.T) {
 	})
 
 	assert.Equal(t, starter.SourceQuery, p.Source)
-	assert.Equal(t, workflows.ProxyCreating, p.Phase)
+	assert.Equal(t, proxyvm.ProxyCreating, p.Phase)
 	require.NotNil(t, p.Operation)
-	assert.Equal(t, workflows.OpCreate, p.Operation.Kind)
+	assert.Equal(t, proxyvm.OpCreate, p.Operation.Kind)
 	assert.Equal(t, req.WorkflowID(), p.Operation.WorkflowID)
-	assert.Equal(t, workflows.PhaseCloning, p.OperationProgress.Phase)
+	assert.Equal(t, core.PhaseCloning, p.OperationProgress.Phase)
 	assert.Equal(t, "TaskStatus", p.OperationProgress.ActivityType)
 }
 
@@ -193,7 +194,7 @@ func TestClient_proxyProgressWithTheWorkerStoppedDescribesTheRunningOperation(t 
 	assert.Equal(t, starter.SourceDescribed, p.Source)
 	assert.Equal(t, "no worker answered the status query within 3s", p.QueryError)
 	require.NotNil(t, p.Operation, "the entity's pending child")
-	assert.Equal(t, workflows.CreateWorkflowID(uid), p.Operation.WorkflowID)
+	assert.Equal(t, core.CreateWorkflowID(uid), p.Operation.WorkflowID)
 	require.NotNil(t, p.OperationProgress)
 	assert.Equal(t, "TaskStatus", p.OperationProgress.ActivityType)
 	assert.Contains(t, p.OperationProgress.LastFailure, "still running")

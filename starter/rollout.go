@@ -10,7 +10,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // RolloutOptions are the options of Rollout: the change, how many proxies may be changing at
@@ -33,7 +35,7 @@ type RolloutOptions struct {
 // ProxySelection is the filter a RolloutOptions.Selector narrows: the Proxy entities that run
 // and whose proxy is not absent.
 var ProxySelection = fmt.Sprintf("WorkflowType = %s AND ExecutionStatus = 'Running' AND %s != %s",
-	strconv.Quote(workflows.ProxyName), workflows.ProxyPhaseKey.GetName(), strconv.Quote(workflows.ProxyAbsent))
+	strconv.Quote(core.ProxyName), core.ProxyPhaseKey.GetName(), strconv.Quote(proxyvm.ProxyAbsent))
 
 // ErrNoRollout is what errors.Is finds in the error of Rollout given options that change
 // nothing or nobody (no image or machine type, no UIDs or selector, a selector that matches no
@@ -73,9 +75,9 @@ func (c *Client) Rollout(ctx context.Context, opts RolloutOptions) (string, erro
 			return "", fmt.Errorf("%w: no proxy matches %s AND (%s)", ErrNoRollout, ProxySelection, opts.Selector)
 		}
 	}
-	in := workflows.RolloutInput{UIDs: uids, Image: opts.Image, MachineType: opts.MachineType, MaxUnavailable: opts.MaxUnavailable, Selector: opts.Selector}
-	id := workflows.RolloutWorkflowID(requestID())
-	if _, err := c.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: c.taskQueue}, workflows.RolloutName, in); err != nil {
+	in := fleet.RolloutInput{UIDs: uids, Image: opts.Image, MachineType: opts.MachineType, MaxUnavailable: opts.MaxUnavailable, Selector: opts.Selector}
+	id := core.RolloutWorkflowID(requestID())
+	if _, err := c.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: c.taskQueue}, core.RolloutName, in); err != nil {
 		return "", fmt.Errorf("start rollout of %d proxies: %w", len(uids), err)
 	}
 	return id, nil
@@ -112,14 +114,14 @@ func (c *Client) selectProxies(ctx context.Context, selector string) ([]string, 
 // RolloutStatus asks the rollout with workflow ID id where it is: what is done, changing and
 // pending, and whether it is paused, by which failure. A closed rollout answers too, as long as a
 // worker runs to replay it.
-func (c *Client) RolloutStatus(ctx context.Context, id string) (workflows.RolloutStatus, error) {
-	val, err := c.temporal.QueryWorkflow(ctx, id, "", workflows.StatusQuery)
+func (c *Client) RolloutStatus(ctx context.Context, id string) (fleet.RolloutStatus, error) {
+	val, err := c.temporal.QueryWorkflow(ctx, id, "", core.StatusQuery)
 	if err != nil {
-		return workflows.RolloutStatus{}, fmt.Errorf("status of rollout %s: %w", id, err)
+		return fleet.RolloutStatus{}, fmt.Errorf("status of rollout %s: %w", id, err)
 	}
-	var st workflows.RolloutStatus
+	var st fleet.RolloutStatus
 	if err := val.Get(&st); err != nil {
-		return workflows.RolloutStatus{}, fmt.Errorf("status of rollout %s: %w", id, err)
+		return fleet.RolloutStatus{}, fmt.Errorf("status of rollout %s: %w", id, err)
 	}
 	return st, nil
 }
@@ -127,18 +129,18 @@ func (c *Client) RolloutStatus(ctx context.Context, id string) (workflows.Rollou
 // ResumeRollout resumes the paused rollout with workflow ID id: the changes that failed are made
 // again, and it goes on. It returns the status once resumed. A rollout that is not paused
 // refuses, and nothing changes.
-func (c *Client) ResumeRollout(ctx context.Context, id string) (workflows.RolloutStatus, error) {
+func (c *Client) ResumeRollout(ctx context.Context, id string) (fleet.RolloutStatus, error) {
 	handle, err := c.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   id,
-		UpdateName:   workflows.ResumeUpdate,
+		UpdateName:   fleet.ResumeUpdate,
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
-		return workflows.RolloutStatus{}, fmt.Errorf("resume rollout %s: %w", id, err)
+		return fleet.RolloutStatus{}, fmt.Errorf("resume rollout %s: %w", id, err)
 	}
-	var st workflows.RolloutStatus
+	var st fleet.RolloutStatus
 	if err := handle.Get(ctx, &st); err != nil {
-		return workflows.RolloutStatus{}, fmt.Errorf("resume rollout %s: %w", id, err)
+		return fleet.RolloutStatus{}, fmt.Errorf("resume rollout %s: %w", id, err)
 	}
 	return st, nil
 }
@@ -146,10 +148,10 @@ func (c *Client) ResumeRollout(ctx context.Context, id string) (workflows.Rollou
 // RolloutResult waits for the rollout with workflow ID id to end, through its runs, and returns
 // its last status: every proxy done. A paused rollout does not end: follow it with
 // RolloutStatus meanwhile.
-func (c *Client) RolloutResult(ctx context.Context, id string) (workflows.RolloutStatus, error) {
-	var st workflows.RolloutStatus
+func (c *Client) RolloutResult(ctx context.Context, id string) (fleet.RolloutStatus, error) {
+	var st fleet.RolloutStatus
 	if err := c.temporal.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
-		return workflows.RolloutStatus{}, fmt.Errorf("rollout %s: %w", id, err)
+		return fleet.RolloutStatus{}, fmt.Errorf("rollout %s: %w", id, err)
 	}
 	return st, nil
 }

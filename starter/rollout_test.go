@@ -19,6 +19,9 @@ import (
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // entities stands for the Proxy entities the worker's RequestChange sends changes to: a change
@@ -64,14 +67,14 @@ func rolloutStack(t *testing.T, e *entities) (*testserver.Server, *starter.Clien
 	cfg, err := config.Load(filepath.Join("..", "testdata", "config", "simulator.yaml"))
 	require.NoError(t, err)
 	server := testserver.New(t)
-	server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
+	server.NewWorker(core.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
 		r.RegisterActivity(&activities.Activities{Proxies: e})
 	})
-	return server, starter.New(server.Client(), workflows.DefaultTaskQueue, starter.WithNamespace(server.Namespace()))
+	return server, starter.New(server.Client(), core.DefaultTaskQueue, starter.WithNamespace(server.Namespace()))
 }
 
-func doneUIDs(st workflows.RolloutStatus) []string {
+func doneUIDs(st fleet.RolloutStatus) []string {
 	var uids []string
 	for _, d := range st.Done {
 		uids = append(uids, d.UID)
@@ -80,7 +83,7 @@ func doneUIDs(st workflows.RolloutStatus) []string {
 }
 
 func TestRollout_refusesBeforeCallingTemporal(t *testing.T) {
-	c := starter.New(nil, workflows.DefaultTaskQueue) // a call to Temporal would panic
+	c := starter.New(nil, core.DefaultTaskQueue) // a call to Temporal would panic
 	tests := []struct {
 		name string
 		opts starter.RolloutOptions
@@ -106,7 +109,7 @@ func TestRollout_pausesOnAFailureRefusesAResumeUntilThenAndGoesOnWhenResumed(t *
 	release := make(chan struct{})
 	e := &entities{
 		hold:     map[string]chan struct{}{uids[0]: release},
-		failOnce: map[string]error{uids[1]: temporal.NewNonRetryableApplicationError("storage local-lvm is full", workflows.FailQuotaExceeded, nil)},
+		failOnce: map[string]error{uids[1]: temporal.NewNonRetryableApplicationError("storage local-lvm is full", core.FailQuotaExceeded, nil)},
 	}
 	_, c := rolloutStack(t, e)
 
@@ -120,7 +123,7 @@ func TestRollout_pausesOnAFailureRefusesAResumeUntilThenAndGoesOnWhenResumed(t *
 	assert.ErrorContains(t, err, "is not paused")
 	close(release)
 
-	var paused workflows.RolloutStatus
+	var paused fleet.RolloutStatus
 	eventually(t, "the rollout pauses", func() bool {
 		paused, err = c.RolloutStatus(ctx(t), id)
 		return err == nil && paused.Paused
@@ -142,7 +145,7 @@ func TestRollout_pausesOnAFailureRefusesAResumeUntilThenAndGoesOnWhenResumed(t *
 // standIn stands for a Proxy entity in visibility: it shows its phase and node as the entity
 // does, and runs until it is stopped.
 func standIn(ctx workflow.Context, phase, node string) error {
-	if err := workflow.UpsertTypedSearchAttributes(ctx, workflows.ProxyPhaseKey.ValueSet(phase), workflows.PveNodeKey.ValueSet(node)); err != nil {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, core.ProxyPhaseKey.ValueSet(phase), core.PveNodeKey.ValueSet(node)); err != nil {
 		return err
 	}
 	return workflow.Await(ctx, func() bool { return false })
@@ -154,24 +157,24 @@ func TestRollout_ofASelectorChangesTheRunningPresentProxiesItMatches(t *testing.
 	// On a task queue of their own, beside the worker that runs the real Proxy workflow.
 	const standIns = "stand-ins"
 	server.NewWorker(standIns, func(r worker.Registry) {
-		r.RegisterWorkflowWithOptions(standIn, workflow.RegisterOptions{Name: workflows.ProxyName})
+		r.RegisterWorkflowWithOptions(standIn, workflow.RegisterOptions{Name: core.ProxyName})
 	})
 	tc := server.Client()
 	for _, p := range []struct{ uid, phase, node string }{
-		{"present-on-pve1", workflows.ProxyPresent, "pve1"},
-		{"changing-on-pve1", workflows.ProxyChanging, "pve1"},
-		{"present-on-pve2", workflows.ProxyPresent, "pve2"},
-		{"absent-on-pve1", workflows.ProxyAbsent, "pve1"},
-		{"closed-on-pve1", workflows.ProxyPresent, "pve1"},
+		{"present-on-pve1", proxyvm.ProxyPresent, "pve1"},
+		{"changing-on-pve1", proxyvm.ProxyChanging, "pve1"},
+		{"present-on-pve2", proxyvm.ProxyPresent, "pve2"},
+		{"absent-on-pve1", proxyvm.ProxyAbsent, "pve1"},
+		{"closed-on-pve1", proxyvm.ProxyPresent, "pve1"},
 	} {
-		_, err := tc.ExecuteWorkflow(ctx(t), workflows.ProxyOptions(p.uid, standIns), workflows.ProxyName, p.phase, p.node)
+		_, err := tc.ExecuteWorkflow(ctx(t), core.ProxyOptions(p.uid, standIns), core.ProxyName, p.phase, p.node)
 		require.NoError(t, err)
 	}
 	eventually(t, "the stand-ins show their phases", func() bool {
 		resp, err := tc.CountWorkflow(ctx(t), &workflowservice.CountWorkflowExecutionsRequest{Query: "WorkflowType = 'Proxy' AND PveNode IS NOT NULL"})
 		return err == nil && resp.GetCount() == 5
 	})
-	require.NoError(t, tc.TerminateWorkflow(ctx(t), workflows.ProxyWorkflowID("closed-on-pve1"), "", "closed"))
+	require.NoError(t, tc.TerminateWorkflow(ctx(t), core.ProxyWorkflowID("closed-on-pve1"), "", "closed"))
 	eventually(t, "visibility shows it closed", func() bool {
 		resp, err := tc.CountWorkflow(ctx(t), &workflowservice.CountWorkflowExecutionsRequest{Query: "WorkflowType = 'Proxy' AND ExecutionStatus = 'Terminated'"})
 		return err == nil && resp.GetCount() == 1
@@ -188,7 +191,7 @@ func TestRollout_ofASelectorChangesTheRunningPresentProxiesItMatches(t *testing.
 	assert.ErrorIs(t, err, starter.ErrNoRollout)
 }
 
-func doneUIDsSorted(st workflows.RolloutStatus) []string {
+func doneUIDsSorted(st fleet.RolloutStatus) []string {
 	uids := doneUIDs(st)
 	slices.Sort(uids)
 	return uids

@@ -16,12 +16,14 @@ import (
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 const uid = "5d2c8a41-7e3b-4f9a-b06c-1e8d9f2a3b47"
 
-func createInput(uid string) workflows.ProxySpec {
-	return workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
+func createInput(uid string) proxyvm.ProxySpec {
+	return proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
 }
 
 // stack is a Temporal server with pveflow's search attributes and a worker running
@@ -61,7 +63,7 @@ func startStackWith(t *testing.T, cloneTime time.Duration, base client.Options, 
 	server := testserver.New(t, testserver.WithBaseClientOptions(base))
 	s := &stack{
 		server: server, cluster: cluster,
-		starter: starter.New(server.Client(), workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(server.Namespace())),
+		starter: starter.New(server.Client(), core.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(server.Namespace())),
 	}
 	s.register = registration(cfg, cluster, server, s.starter)
 	s.startWorker()
@@ -99,7 +101,7 @@ func registration(cfg config.Config, cluster *pvesim.Cluster, server *testserver
 
 // startWorker starts a worker on the stack's task queue; the server stops it when the test ends.
 func (s *stack) startWorker() {
-	s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, s.register)
+	s.worker = s.server.NewWorker(core.DefaultTaskQueue, s.register)
 }
 
 // stopWorker stops the worker as a shutdown does: it finishes the activities it runs and tells

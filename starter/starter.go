@@ -6,9 +6,9 @@
 // around it.
 //
 // Everything is keyed by the Proxy UID. A proxy is one long-lived workflow, its entity
-// (workflows.ProxyWorkflowID): Create, Change and Delete send it Updates with UpdateWithStart
+// (core.ProxyWorkflowID): Create, Change and Delete send it Updates with UpdateWithStart
 // (request.go), and it runs each operation as a child workflow under an ID of its own
-// (workflows.CreateWorkflowID, ChangeWorkflowID, DeleteWorkflowID). Progress, Status and the
+// (core.CreateWorkflowID, ChangeWorkflowID, DeleteWorkflowID). Progress, Status and the
 // wait operations act on the latest run of the child an Op names; ProxyProgress on the entity.
 //
 // A Proxy UID is 1 to 128 bytes of ASCII letters, digits, '-', '_' and '.', starting with a
@@ -38,27 +38,29 @@ import (
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/proxy"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/admission"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // What errors.Is finds in the error of a method given input it refuses before it calls Temporal:
 // the same refusals, with the same messages, as the CLI's and the proxy's entity's
-// (workflows.SpecError). Each is bad input: no workflow was started or asked.
+// (proxyvm.SpecError). Each is bad input: no workflow was started or asked.
 var (
 	// ErrInvalidUID: a UID that is not a Proxy UID: empty, longer than 128 bytes, with a
 	// character besides ASCII letters, digits, '-', '_' and '.', or not starting with a letter
 	// or digit. The message quotes it.
-	ErrInvalidUID = workflows.ErrInvalidUID
-	// ErrUserDataTooLarge: user-data over workflows.MaxUserDataBytes. The message gives the
+	ErrInvalidUID = proxyvm.ErrInvalidUID
+	// ErrUserDataTooLarge: user-data over proxyvm.MaxUserDataBytes. The message gives the
 	// user-data's size and the limit, never the user-data.
-	ErrUserDataTooLarge = workflows.ErrUserDataTooLarge
+	ErrUserDataTooLarge = proxyvm.ErrUserDataTooLarge
 	// ErrInvalidName: a name that is not a DNS label. The message quotes it.
-	ErrInvalidName = workflows.ErrInvalidName
+	ErrInvalidName = proxyvm.ErrInvalidName
 	// ErrInvalidNetwork: static addresses or NICs that are not valid, or an address pool
 	// beside static addresses. The message says what is wrong with each.
-	ErrInvalidNetwork = workflows.ErrInvalidNetwork
+	ErrInvalidNetwork = proxyvm.ErrInvalidNetwork
 	// ErrNothingToChange: a change that sets nothing.
-	ErrNothingToChange = workflows.ErrNothingToChange
+	ErrNothingToChange = proxyvm.ErrNothingToChange
 )
 
 // refused is the error of a request refused before or by the entity: its message is the
@@ -82,9 +84,9 @@ type Op string
 
 // The operations on a proxy.
 const (
-	Create Op = workflows.OpCreate
-	Change Op = workflows.OpChange
-	Delete Op = workflows.OpDelete
+	Create Op = proxyvm.OpCreate
+	Change Op = proxyvm.OpChange
+	Delete Op = proxyvm.OpDelete
 )
 
 // workflowID is the ID of the workflow op of uid, or an error wrapping ErrInvalidUID.
@@ -94,11 +96,11 @@ func (op Op) workflowID(uid string) (string, error) {
 	}
 	switch op {
 	case Create:
-		return workflows.CreateWorkflowID(uid), nil
+		return core.CreateWorkflowID(uid), nil
 	case Change:
-		return workflows.ChangeWorkflowID(uid), nil
+		return core.ChangeWorkflowID(uid), nil
 	case Delete:
-		return workflows.DeleteWorkflowID(uid), nil
+		return core.DeleteWorkflowID(uid), nil
 	}
 	return "", fmt.Errorf("unknown operation %q: want %q, %q or %q", op, Create, Change, Delete)
 }
@@ -156,15 +158,15 @@ func New(c client.Client, taskQueue string, opts ...Option) *Client {
 // entity of uid has yet to start (its request waits for a worker, or for the operation before
 // it) is waited for while the entity runs. A failure keeps its type: see FailureType. An
 // invalid uid fails with ErrInvalidUID, a UID without entity with ErrNoProxy.
-func (c *Client) CreateResult(ctx context.Context, uid string) (workflows.CreateProxyResult, error) {
-	var res workflows.CreateProxyResult
+func (c *Client) CreateResult(ctx context.Context, uid string) (proxyvm.CreateProxyResult, error) {
+	var res proxyvm.CreateProxyResult
 	return res, c.result(ctx, uid, Create, &res)
 }
 
 // DeleteResult waits for the latest DeleteProxy of uid to close and returns its result, as
 // CreateResult does for the create.
-func (c *Client) DeleteResult(ctx context.Context, uid string) (workflows.DeleteProxyResult, error) {
-	var res workflows.DeleteProxyResult
+func (c *Client) DeleteResult(ctx context.Context, uid string) (proxyvm.DeleteProxyResult, error) {
+	var res proxyvm.DeleteProxyResult
 	return res, c.result(ctx, uid, Delete, &res)
 }
 
@@ -205,7 +207,7 @@ func (c *Client) result(ctx context.Context, uid string, op Op, res any) error {
 // a live worker answers its status query, runs op or has a request that op serves (a change
 // with a new image rebuilds with a create). An entity that no longer runs is an error.
 func (c *Client) operationComing(ctx context.Context, uid string, op Op) (bool, error) {
-	id := workflows.ProxyWorkflowID(uid)
+	id := core.ProxyWorkflowID(uid)
 	desc, err := c.temporal.DescribeWorkflowExecution(ctx, id, "")
 	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
 		return false, noProxy(uid)
@@ -220,37 +222,37 @@ func (c *Client) operationComing(ctx context.Context, uid string, op Op) (bool, 
 	if err != nil {
 		return false, err
 	}
-	var st workflows.ProxyStatus
+	var st proxyvm.ProxyStatus
 	if why, err := c.askStatus(ctx, id, &w, &st); err != nil || why != "" {
 		return true, err // no worker to tell: it may come once one runs
 	}
 	serves := func(kind string) bool {
-		return kind == string(op) || (op == Create && kind == workflows.OpChange)
+		return kind == string(op) || (op == Create && kind == proxyvm.OpChange)
 	}
 	return (st.Operation != nil && serves(st.Operation.Kind)) ||
-		slices.ContainsFunc(st.Requests, func(r workflows.PendingRequest) bool { return serves(r.Kind) }), nil
+		slices.ContainsFunc(st.Requests, func(r proxyvm.PendingRequest) bool { return serves(r.Kind) }), nil
 }
 
 // Status asks the latest run of the workflow op of uid where it is. A closed run answers too,
 // as long as a worker runs to replay it. An invalid uid fails with ErrInvalidUID.
-func (c *Client) Status(ctx context.Context, uid string, op Op) (workflows.Status, error) {
+func (c *Client) Status(ctx context.Context, uid string, op Op) (core.Status, error) {
 	id, err := op.workflowID(uid)
 	if err != nil {
-		return workflows.Status{}, err
+		return core.Status{}, err
 	}
 	st, err := c.query(ctx, id)
 	if err != nil {
-		return workflows.Status{}, fmt.Errorf("status of %s of proxy %s: %w", op, uid, err)
+		return core.Status{}, fmt.Errorf("status of %s of proxy %s: %w", op, uid, err)
 	}
 	return st, nil
 }
 
-func (c *Client) query(ctx context.Context, workflowID string) (workflows.Status, error) {
-	val, err := c.temporal.QueryWorkflow(ctx, workflowID, "", workflows.StatusQuery)
+func (c *Client) query(ctx context.Context, workflowID string) (core.Status, error) {
+	val, err := c.temporal.QueryWorkflow(ctx, workflowID, "", core.StatusQuery)
 	if err != nil {
-		return workflows.Status{}, err
+		return core.Status{}, err
 	}
-	var st workflows.Status
+	var st core.Status
 	return st, val.Get(&st)
 }
 
@@ -268,7 +270,7 @@ func (c *Client) askStatus(ctx context.Context, workflowID string, workers *Work
 	asked := time.Now()
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
-	val, err := c.temporal.QueryWorkflow(qctx, workflowID, "", workflows.StatusQuery)
+	val, err := c.temporal.QueryWorkflow(qctx, workflowID, "", core.StatusQuery)
 	if err == nil {
 		err = val.Get(out)
 	}
@@ -315,7 +317,7 @@ const (
 // polls by failing until its Proxmox task ends, so the attempt and the last failure say how long
 // it has been waiting and for what.
 type Progress struct {
-	workflows.Status
+	core.Status
 	// State is the run's state: running, completed, failed, canceled, terminated,
 	// continued-as-new, timed-out or paused.
 	State string `json:"state"`
@@ -439,7 +441,7 @@ func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, err
 	if err != nil {
 		return Progress{}, fmt.Errorf("describe %s of proxy %s: %w", op, uid, err)
 	}
-	p.Status = workflows.Status{
+	p.Status = core.Status{
 		UID: described.UID, Name: described.Name, Phase: described.Phase,
 		Node: described.Node, VMID: described.VMID, StartedAt: described.StartTime,
 	}
@@ -449,16 +451,16 @@ func (c *Client) Progress(ctx context.Context, uid string, op Op) (Progress, err
 // placeInQueue fills in how many creates are before the run in the queue of the clone
 // admission it waits in, which the admission knows, not the create. An admission that does not
 // answer leaves it out.
-func (c *Client) placeInQueue(ctx context.Context, st *workflows.Status, run *commonpb.WorkflowExecution) {
+func (c *Client) placeInQueue(ctx context.Context, st *core.Status, run *commonpb.WorkflowExecution) {
 	if st.Admission == "" {
 		return
 	}
-	val, err := c.temporal.QueryWorkflow(ctx, st.Admission, "", workflows.AdmissionQuery)
-	var admission workflows.AdmissionState
-	if err != nil || val.Get(&admission) != nil {
+	val, err := c.temporal.QueryWorkflow(ctx, st.Admission, "", admission.AdmissionQuery)
+	var adm admission.AdmissionState
+	if err != nil || val.Get(&adm) != nil {
 		return
 	}
-	if i := slices.Index(admission.Waiting, workflows.Holder{WorkflowID: run.GetWorkflowId(), RunID: run.GetRunId()}); i >= 0 {
+	if i := slices.Index(adm.Waiting, admission.Holder{WorkflowID: run.GetWorkflowId(), RunID: run.GetRunId()}); i >= 0 {
 		st.QueuedBehind = i
 		st.Step += fmt.Sprintf(": %d ahead", i)
 	}
@@ -587,7 +589,7 @@ type Proxy struct {
 	UID string `json:"uid"`
 	// Name is the VM's name.
 	Name string `json:"name,omitempty"`
-	// Phase is one of workflows.ProxyAbsent, ProxyCreating, ProxyPresent, ...
+	// Phase is one of proxyvm.ProxyAbsent, ProxyCreating, ProxyPresent, ...
 	Phase string `json:"phase"`
 	Node  string `json:"node,omitempty"`
 	VMID  int    `json:"vmid,omitempty"`
@@ -604,7 +606,7 @@ type Proxy struct {
 // that closed before it had a phase (a request its worker could not read) never held a proxy
 // and is left out. Visibility lags the entities by a moment.
 func (c *Client) List(ctx context.Context, phase string) ([]Proxy, error) {
-	query := fmt.Sprintf("WorkflowType = %s AND ExecutionStatus != 'ContinuedAsNew'", strconv.Quote(workflows.ProxyName))
+	query := fmt.Sprintf("WorkflowType = %s AND ExecutionStatus != 'ContinuedAsNew'", strconv.Quote(core.ProxyName))
 	if phase != "" {
 		query += " AND ProxyPhase = " + strconv.Quote(phase)
 	}
@@ -654,11 +656,11 @@ func proxyOf(info *workflowpb.WorkflowExecutionInfo) (Proxy, error) {
 	var vmid int64
 	fields := info.GetSearchAttributes().GetIndexedFields()
 	for key, into := range map[string]any{
-		workflows.ProxyUIDKey.GetName():   &p.UID,
-		workflows.ProxyNameKey.GetName():  &p.Name,
-		workflows.ProxyPhaseKey.GetName(): &p.Phase,
-		workflows.PveNodeKey.GetName():    &p.Node,
-		workflows.PveVMIDKey.GetName():    &vmid,
+		core.ProxyUIDKey.GetName():   &p.UID,
+		core.ProxyNameKey.GetName():  &p.Name,
+		core.ProxyPhaseKey.GetName(): &p.Phase,
+		core.PveNodeKey.GetName():    &p.Node,
+		core.PveVMIDKey.GetName():    &vmid,
 	} {
 		payload, ok := fields[key]
 		if !ok {
@@ -676,8 +678,8 @@ func proxyOf(info *workflowpb.WorkflowExecutionInfo) (Proxy, error) {
 const FailCanceled = "Canceled"
 
 // FailureType says what kind of failure err, from a Request's Get, CreateResult, DeleteResult or
-// a read, reports: workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded,
-// workflows.FailNotFound, FailSuperseded, FailCanceled, or "" for anything else (the workflow
+// a read, reports: core.FailPermanent, core.FailTransient, core.FailQuotaExceeded,
+// core.FailNotFound, FailSuperseded, FailCanceled, or "" for anything else (the workflow
 // was terminated, the call itself failed).
 func FailureType(err error) string {
 	if temporal.IsCanceledError(err) {
@@ -688,7 +690,7 @@ func FailureType(err error) string {
 		return ""
 	}
 	switch t := appErr.Type(); t {
-	case workflows.FailPermanent, workflows.FailTransient, workflows.FailQuotaExceeded, workflows.FailNotFound, FailSuperseded:
+	case core.FailPermanent, core.FailTransient, core.FailQuotaExceeded, core.FailNotFound, FailSuperseded:
 		return t
 	}
 	return ""

@@ -16,14 +16,15 @@ import (
 	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 func TestClient_createResultAfterCompletion(t *testing.T) {
 	s := startStack(t, time.Second)
 	req, err := s.starter.Create(ctx(t), createInput(uid))
 	require.NoError(t, err)
-	var served workflows.CreateProxyResult
+	var served proxyvm.CreateProxyResult
 	require.NoError(t, req.Get(ctx(t), &served))
 
 	res, err := s.starter.CreateResult(ctx(t), uid)
@@ -46,7 +47,7 @@ func TestClient_progressWhileTheCloneWaitsShowsTheAttemptAndLastFailure(t *testi
 		return err == nil && p.LastFailure != ""
 	})
 
-	assert.Equal(t, workflows.PhaseCloning, p.Phase)
+	assert.Equal(t, core.PhaseCloning, p.Phase)
 	assert.Contains(t, p.Step, "wait for clone")
 	assert.Equal(t, "running", p.State)
 	assert.GreaterOrEqual(t, p.ActivityAttempt, int32(1))
@@ -68,12 +69,12 @@ func TestClient_progressShowsTheLastFailurePlainWithTheCodecOn(t *testing.T) {
 	})
 
 	assert.Contains(t, p.LastFailure, "still running")
-	desc, err := s.server.Client().DescribeWorkflowExecution(ctx(t), workflows.CreateWorkflowID(uid), "")
+	desc, err := s.server.Client().DescribeWorkflowExecution(ctx(t), core.CreateWorkflowID(uid), "")
 	require.NoError(t, err)
 	require.NotEmpty(t, desc.GetPendingActivities())
 	assert.Contains(t, desc.GetPendingActivities()[0].GetLastFailure().GetMessage(), "still running", "what the server holds, and the UI shows")
 	keyless, _ := codec.KeylessConverters()
-	withoutKey := starter.New(s.server.Client(), workflows.DefaultTaskQueue, starter.WithDataConverter(keyless), starter.WithNamespace(s.server.Namespace()))
+	withoutKey := starter.New(s.server.Client(), core.DefaultTaskQueue, starter.WithDataConverter(keyless), starter.WithNamespace(s.server.Namespace()))
 	p, err = withoutKey.Progress(ctx(t), uid, starter.Create)
 	require.NoError(t, err)
 	assert.Contains(t, p.LastFailure, "still running", "a client without the key reads it too")
@@ -92,12 +93,12 @@ func TestClient_listByPhaseFindsTheProxy(t *testing.T) {
 	s := startStack(t, time.Second)
 	req, err := s.starter.Create(ctx(t), createInput(uid))
 	require.NoError(t, err)
-	var created workflows.CreateProxyResult
+	var created proxyvm.CreateProxyResult
 	require.NoError(t, req.Get(ctx(t), &created))
 
 	var found []starter.Proxy
 	eventually(t, "the list of present proxies holds the proxy", func() bool {
-		found, err = s.starter.List(ctx(t), workflows.ProxyPresent)
+		found, err = s.starter.List(ctx(t), proxyvm.ProxyPresent)
 		return err == nil && len(found) > 0 && found[0].VMID != 0
 	})
 
@@ -105,15 +106,15 @@ func TestClient_listByPhaseFindsTheProxy(t *testing.T) {
 	assert.Equal(t, starter.Proxy{
 		UID:        uid,
 		Name:       created.Name,
-		Phase:      workflows.ProxyPresent,
+		Phase:      proxyvm.ProxyPresent,
 		Node:       "pve1",
 		VMID:       created.VMID,
 		Status:     "running",
-		WorkflowID: workflows.ProxyWorkflowID(uid),
+		WorkflowID: core.ProxyWorkflowID(uid),
 		RunID:      found[0].RunID,
 		StartTime:  found[0].StartTime,
 	}, found[0])
-	others, err := s.starter.List(ctx(t), workflows.ProxyCreating)
+	others, err := s.starter.List(ctx(t), proxyvm.ProxyCreating)
 	require.NoError(t, err)
 	assert.Empty(t, others)
 }
@@ -151,7 +152,7 @@ func TestClient_aCreateOfAnUnknownImageIsRefusedAtOnce(t *testing.T) {
 	assert.Contains(t, err.Error(), "create of proxy "+uid+" refused: ")
 	assert.Contains(t, err.Error(), "no-such-image")
 	assert.NotContains(t, err.Error(), "\n", "one line")
-	_, err = s.server.Client().DescribeWorkflowExecution(ctx(t), workflows.CreateWorkflowID(uid), "")
+	_, err = s.server.Client().DescribeWorkflowExecution(ctx(t), core.CreateWorkflowID(uid), "")
 	assert.ErrorAs(t, err, new(*serviceerror.NotFound), "no CreateProxy ran")
 }
 
@@ -161,11 +162,11 @@ func TestClient_aDeleteSupersedesTheRunningCreate(t *testing.T) {
 	require.NoError(t, err)
 	eventually(t, "the create waits for its clone", func() bool { return s.cluster.CallCount("TaskStatus") > 0 })
 
-	del, err := s.starter.Delete(ctx(t), workflows.DeleteProxyInput{UID: uid})
+	del, err := s.starter.Delete(ctx(t), proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
-	assert.Equal(t, workflows.DeleteWorkflowID(uid), del.WorkflowID())
-	var res workflows.DeleteProxyResult
+	assert.Equal(t, core.DeleteWorkflowID(uid), del.WorkflowID())
+	var res proxyvm.DeleteProxyResult
 	require.NoError(t, del.Get(ctx(t), &res))
 	assert.Len(t, res.Destroyed, 1, "the clone the create had started")
 	err = create.Get(ctx(t), nil)
@@ -182,10 +183,10 @@ func TestFailureType(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"permanent", appErr(workflows.FailPermanent), workflows.FailPermanent},
-		{"transient", appErr(workflows.FailTransient), workflows.FailTransient},
-		{"quota exceeded", appErr(workflows.FailQuotaExceeded), workflows.FailQuotaExceeded},
-		{"wrapped", fmt.Errorf("create of proxy x: %w", appErr(workflows.FailPermanent)), workflows.FailPermanent},
+		{"permanent", appErr(core.FailPermanent), core.FailPermanent},
+		{"transient", appErr(core.FailTransient), core.FailTransient},
+		{"quota exceeded", appErr(core.FailQuotaExceeded), core.FailQuotaExceeded},
+		{"wrapped", fmt.Errorf("create of proxy x: %w", appErr(core.FailPermanent)), core.FailPermanent},
 		{"canceled", fmt.Errorf("create of proxy x: %w", temporal.NewCanceledError()), starter.FailCanceled},
 		{"superseded", fmt.Errorf("create of proxy x: %w", appErr(starter.FailSuperseded)), starter.FailSuperseded},
 		{"another application error type", appErr("PanicError"), ""},
@@ -200,7 +201,7 @@ func TestFailureType(t *testing.T) {
 }
 
 func TestClient_unknownOpIsRefused(t *testing.T) {
-	c := starter.New(nil, workflows.DefaultTaskQueue)
+	c := starter.New(nil, core.DefaultTaskQueue)
 
 	_, err := c.Progress(context.Background(), uid, "resize")
 

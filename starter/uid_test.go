@@ -14,7 +14,8 @@ import (
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // errTemporalUnavailable is what fakeTemporal answers every call with.
@@ -84,51 +85,51 @@ var uidCalls = []uidCall{
 	{"Create", func(c *starter.Client, uid string) error {
 		_, err := c.Create(context.Background(), createInput(uid))
 		return err
-	}, workflows.ProxyWorkflowID},
+	}, core.ProxyWorkflowID},
 	{"Change", func(c *starter.Client, uid string) error {
-		_, err := c.Change(context.Background(), workflows.ChangeRequest{UID: uid, MachineType: "large"})
+		_, err := c.Change(context.Background(), proxyvm.ChangeRequest{UID: uid, MachineType: "large"})
 		return err
-	}, workflows.ProxyWorkflowID},
+	}, core.ProxyWorkflowID},
 	{"Delete", func(c *starter.Client, uid string) error {
-		_, err := c.Delete(context.Background(), workflows.DeleteProxyInput{UID: uid})
+		_, err := c.Delete(context.Background(), proxyvm.DeleteProxyInput{UID: uid})
 		return err
-	}, workflows.ProxyWorkflowID},
+	}, core.ProxyWorkflowID},
 	{"ProxyStatus", func(c *starter.Client, uid string) error {
 		_, err := c.ProxyStatus(context.Background(), uid)
 		return err
-	}, workflows.ProxyWorkflowID},
+	}, core.ProxyWorkflowID},
 	{"ProxyProgress", func(c *starter.Client, uid string) error {
 		_, err := c.ProxyProgress(context.Background(), uid)
 		return err
-	}, workflows.ProxyWorkflowID},
+	}, core.ProxyWorkflowID},
 	{"CreateResult", func(c *starter.Client, uid string) error {
 		_, err := c.CreateResult(context.Background(), uid)
 		return err
-	}, workflows.CreateWorkflowID},
+	}, core.CreateWorkflowID},
 	{"DeleteResult", func(c *starter.Client, uid string) error {
 		_, err := c.DeleteResult(context.Background(), uid)
 		return err
-	}, workflows.DeleteWorkflowID},
+	}, core.DeleteWorkflowID},
 	{"Status of create", func(c *starter.Client, uid string) error {
 		_, err := c.Status(context.Background(), uid, starter.Create)
 		return err
-	}, workflows.CreateWorkflowID},
+	}, core.CreateWorkflowID},
 	{"Status of delete", func(c *starter.Client, uid string) error {
 		_, err := c.Status(context.Background(), uid, starter.Delete)
 		return err
-	}, workflows.DeleteWorkflowID},
+	}, core.DeleteWorkflowID},
 	{"Progress of create", func(c *starter.Client, uid string) error {
 		_, err := c.Progress(context.Background(), uid, starter.Create)
 		return err
-	}, workflows.CreateWorkflowID},
+	}, core.CreateWorkflowID},
 	{"Progress of change", func(c *starter.Client, uid string) error {
 		_, err := c.Progress(context.Background(), uid, starter.Change)
 		return err
-	}, workflows.ChangeWorkflowID},
+	}, core.ChangeWorkflowID},
 	{"Progress of delete", func(c *starter.Client, uid string) error {
 		_, err := c.Progress(context.Background(), uid, starter.Delete)
 		return err
-	}, workflows.DeleteWorkflowID},
+	}, core.DeleteWorkflowID},
 }
 
 var invalidUIDs = []struct{ name, uid string }{
@@ -151,7 +152,7 @@ func TestClient_invalidUIDRefusedBeforeTemporal(t *testing.T) {
 	for _, call := range uidCalls {
 		for _, bad := range invalidUIDs {
 			t.Run(call.name+"/"+bad.name, func(t *testing.T) {
-				c := starter.New(&fakeTemporal{t: t, refuse: true}, workflows.DefaultTaskQueue)
+				c := starter.New(&fakeTemporal{t: t, refuse: true}, core.DefaultTaskQueue)
 
 				err := call.call(c, bad.uid)
 
@@ -163,7 +164,7 @@ func TestClient_invalidUIDRefusedBeforeTemporal(t *testing.T) {
 }
 
 func TestClient_invalidUIDErrorIsTheValidationMessage(t *testing.T) {
-	c := starter.New(&fakeTemporal{t: t, refuse: true}, workflows.DefaultTaskQueue)
+	c := starter.New(&fakeTemporal{t: t, refuse: true}, core.DefaultTaskQueue)
 
 	_, err := c.Create(context.Background(), createInput("proxy a\n"))
 
@@ -172,7 +173,7 @@ func TestClient_invalidUIDErrorIsTheValidationMessage(t *testing.T) {
 }
 
 func TestClient_invalidUIDRefusedBeforeAnUnknownOp(t *testing.T) {
-	c := starter.New(&fakeTemporal{t: t, refuse: true}, workflows.DefaultTaskQueue)
+	c := starter.New(&fakeTemporal{t: t, refuse: true}, core.DefaultTaskQueue)
 
 	_, err := c.Status(context.Background(), "a/b", "resize")
 
@@ -194,7 +195,7 @@ func TestClient_validUIDsReachTemporal(t *testing.T) {
 		for _, good := range valid {
 			t.Run(call.name+"/"+good.name, func(t *testing.T) {
 				temporal := &fakeTemporal{t: t}
-				c := starter.New(temporal, workflows.DefaultTaskQueue)
+				c := starter.New(temporal, core.DefaultTaskQueue)
 
 				err := call.call(c, good.uid)
 

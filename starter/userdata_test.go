@@ -10,46 +10,47 @@ import (
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 func TestClient_userDataOverTheLimitRefusedBeforeTemporal(t *testing.T) {
-	c := starter.New(&fakeTemporal{t: t, refuse: true}, workflows.DefaultTaskQueue)
+	c := starter.New(&fakeTemporal{t: t, refuse: true}, core.DefaultTaskQueue)
 	in := createInput(uid)
-	in.UserData = "#cloud-config\n" + strings.Repeat("x", workflows.MaxUserDataBytes)
+	in.UserData = "#cloud-config\n" + strings.Repeat("x", proxyvm.MaxUserDataBytes)
 
 	_, err := c.Create(context.Background(), in)
 
 	require.ErrorIs(t, err, starter.ErrUserDataTooLarge)
 	assert.NotErrorIs(t, err, starter.ErrInvalidUID)
-	assert.EqualError(t, err, "create proxy "+uid+": user-data is 65550 bytes, more than the limit of 65536 (workflows.MaxUserDataBytes)")
+	assert.EqualError(t, err, "create proxy "+uid+": user-data is 65550 bytes, more than the limit of 65536 (proxyvm.MaxUserDataBytes)")
 }
 
 func TestClient_userDataAtTheLimitReachesTemporal(t *testing.T) {
 	temporal := &fakeTemporal{t: t}
-	c := starter.New(temporal, workflows.DefaultTaskQueue)
+	c := starter.New(temporal, core.DefaultTaskQueue)
 	in := createInput(uid)
-	in.UserData = strings.Repeat("x", workflows.MaxUserDataBytes)
+	in.UserData = strings.Repeat("x", proxyvm.MaxUserDataBytes)
 
 	_, err := c.Create(context.Background(), in)
 
 	require.ErrorIs(t, err, errTemporalUnavailable)
 	assert.NotErrorIs(t, err, starter.ErrUserDataTooLarge)
-	assert.Equal(t, []string{workflows.ProxyWorkflowID(uid)}, temporal.called)
+	assert.Equal(t, []string{core.ProxyWorkflowID(uid)}, temporal.called)
 }
 
 func TestClient_changeWithUserDataOverTheLimitRefusedBeforeTemporal(t *testing.T) {
-	c := starter.New(&fakeTemporal{t: t, refuse: true}, workflows.DefaultTaskQueue)
-	big := strings.Repeat("x", workflows.MaxUserDataBytes+1)
+	c := starter.New(&fakeTemporal{t: t, refuse: true}, core.DefaultTaskQueue)
+	big := strings.Repeat("x", proxyvm.MaxUserDataBytes+1)
 
-	_, err := c.Change(context.Background(), workflows.ChangeRequest{UID: uid, UserData: &big})
+	_, err := c.Change(context.Background(), proxyvm.ChangeRequest{UID: uid, UserData: &big})
 
 	require.ErrorIs(t, err, starter.ErrUserDataTooLarge)
-	assert.EqualError(t, err, "change proxy "+uid+": user-data is 65537 bytes, more than the limit of 65536 (workflows.MaxUserDataBytes)")
+	assert.EqualError(t, err, "change proxy "+uid+": user-data is 65537 bytes, more than the limit of 65536 (proxyvm.MaxUserDataBytes)")
 }
 
 func TestClient_nameThatIsNotADNSLabelRefusedBeforeTemporal(t *testing.T) {
-	c := starter.New(&fakeTemporal{t: t, refuse: true}, workflows.DefaultTaskQueue)
+	c := starter.New(&fakeTemporal{t: t, refuse: true}, core.DefaultTaskQueue)
 	in := createInput(uid)
 	in.Name = "egress.eu-1"
 
@@ -60,7 +61,7 @@ func TestClient_nameThatIsNotADNSLabelRefusedBeforeTemporal(t *testing.T) {
 }
 
 func TestClient_invalidAddressesRefusedBeforeTemporal(t *testing.T) {
-	c := starter.New(&fakeTemporal{t: t, refuse: true}, workflows.DefaultTaskQueue)
+	c := starter.New(&fakeTemporal{t: t, refuse: true}, core.DefaultTaskQueue)
 	in := createInput(uid)
 	in.Addresses = proxy.Addresses{IPv4: "192.0.2.10/24", Gateway4: "198.51.100.1"}
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 // cloneBudget configures a stack whose clone waits get budget.
@@ -61,10 +61,10 @@ func TestClient_progressWithTheWorkerStoppedIsDescribed(t *testing.T) {
 	assert.Equal(t, starter.SourceQuery, live.Source)
 	assert.Equal(t, starter.SourceDescribed, p.Source)
 	assert.Equal(t, "no worker answered the status query within 3s", p.QueryError)
-	assert.Equal(t, workflows.DefaultTaskQueue, p.Workers.TaskQueue)
+	assert.Equal(t, core.DefaultTaskQueue, p.Workers.TaskQueue)
 	assert.False(t, p.Workers.LastPoll.After(stopped), "no poll since the worker stopped")
 	assert.Equal(t, "running", p.State)
-	assert.Equal(t, workflows.Status{UID: uid, Name: live.Name, Phase: workflows.PhaseCloning, Node: "pve1", VMID: live.VMID, StartedAt: p.StartedAt}, p.Status,
+	assert.Equal(t, core.Status{UID: uid, Name: live.Name, Phase: core.PhaseCloning, Node: "pve1", VMID: live.VMID, StartedAt: p.StartedAt}, p.Status,
 		"the search attributes, without step, task or error")
 	assert.WithinDuration(t, live.StartedAt, p.StartedAt, time.Second)
 	assert.Equal(t, "TaskStatus", p.ActivityType)
@@ -132,7 +132,7 @@ func TestClient_retryWaitPollsNowWithTheAttemptsReset(t *testing.T) {
 	// Within 30 s, well before the next poll a minute away.
 	eventually(t, "the create moves past its clone", func() bool {
 		p, err := s.starter.Progress(ctx(t), uid, starter.Create)
-		return err == nil && p.Phase != workflows.PhaseCloning
+		return err == nil && p.Phase != core.PhaseCloning
 	})
 }
 
@@ -152,7 +152,7 @@ func TestClient_pausedWaitPollsAgainWhenResumed(t *testing.T) {
 
 	require.NoError(t, err)
 	assert.Equal(t, "paused", paused.ActivityState)
-	assert.Equal(t, workflows.PhaseCloning, stillPaused.Phase, "no poll saw the clone end while paused")
+	assert.Equal(t, core.PhaseCloning, stillPaused.Phase, "no poll saw the clone end while paused")
 	assert.Equal(t, "paused", stillPaused.ActivityState)
 	assert.NotEqual(t, "paused", resumed.ActivityState)
 }
@@ -167,7 +167,7 @@ func TestClient_waitOperationsNeedAPendingWait(t *testing.T) {
 	_, err = s.starter.RetryWait(ctx(t), ref)
 
 	require.ErrorIs(t, err, starter.ErrNoPendingWait)
-	assert.Equal(t, "retry the wait of the create of proxy "+uid+": no pending wait: workflow "+workflows.CreateWorkflowID(uid)+" is completed", err.Error())
+	assert.Equal(t, "retry the wait of the create of proxy "+uid+": no pending wait: workflow "+core.CreateWorkflowID(uid)+" is completed", err.Error())
 }
 
 func TestClient_resumeWaitRefusesAWaitThatIsNotPaused(t *testing.T) {
@@ -257,5 +257,5 @@ func TestClient_deleteResultOfAProxyWithNoDeleteAskedForSaysSo(t *testing.T) {
 
 	_, err = s.starter.DeleteResult(ctx(t), uid)
 
-	assert.ErrorContains(t, err, "delete of proxy "+uid+": there is none (workflow "+workflows.DeleteWorkflowID(uid)+"), and its entity neither runs one nor has one asked")
+	assert.ErrorContains(t, err, "delete of proxy "+uid+": there is none (workflow "+core.DeleteWorkflowID(uid)+"), and its entity neither runs one nor has one asked")
 }

@@ -25,7 +25,7 @@ import (
 
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // The Grafana dashboard of docker-compose.yaml, and the Prometheus configuration whose jobs its
@@ -185,17 +185,17 @@ func TestRun_everyDashboardPanelShowsSeriesOfTheWorkerAndTheServer(t *testing.T)
 	uids := []string{"6c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", "7d2e3f4a-5b6c-4d7e-8f9a-0b1c2d3e4f5a"}
 	var creates []*starter.Request
 	for _, uid := range uids {
-		req, err := s.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
+		req, err := s.Create(ctx, proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 		require.NoError(t, err)
 		creates = append(creates, req)
 	}
-	var second workflows.CreateProxyResult
+	var second proxyvm.CreateProxyResult
 	require.NoError(t, creates[0].Get(ctx, nil), w.stderr.String())
 	require.NoError(t, creates[1].Get(ctx, &second), w.stderr.String())
-	change, err := s.Change(ctx, workflows.ChangeRequest{UID: uids[0], MachineType: "large"})
+	change, err := s.Change(ctx, proxyvm.ChangeRequest{UID: uids[0], MachineType: "large"})
 	require.NoError(t, err)
 	require.NoError(t, change.Get(ctx, nil), w.stderr.String())
-	del, err := s.Delete(ctx, workflows.DeleteProxyInput{UID: uids[0]})
+	del, err := s.Delete(ctx, proxyvm.DeleteProxyInput{UID: uids[0]})
 	require.NoError(t, err)
 	require.NoError(t, del.Get(ctx, nil), w.stderr.String())
 	stopVM(t, w.simDir, second.Node, second.VMID)

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pveflow/pveflow/internal/cliflag"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 // simulatorConfig is the configuration --simulator uses when none is given: the simulator's
@@ -91,7 +91,7 @@ func flagSet(o *options) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("worker", pflag.ContinueOnError)
 	fs.SortFlags = false
 	fs.StringVar(&o.ConfigPath, "config", "", "configuration `FILE`; required unless --simulator, which defaults to "+simulatorConfig)
-	fs.StringVar(&o.TaskQueue, "task-queue", workflows.DefaultTaskQueue, "task `QUEUE` to poll")
+	fs.StringVar(&o.TaskQueue, "task-queue", core.DefaultTaskQueue, "task `QUEUE` to poll")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", "", "`ADDR` to serve Prometheus metrics (/metrics) and health checks (/healthz, /readyz) on, such as 127.0.0.1:9464; off when empty")
 	fs.StringVar(&o.LogFormat, "log-format", "text", "log `FORMAT`, text or json")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "least `LEVEL` logged: debug, info, warn or error")

@@ -43,6 +43,7 @@ import (
 	"github.com/pveflow/pveflow/internal/telemetry/export"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 func main() {
@@ -192,7 +193,7 @@ func serve(ctx context.Context, opts options, getenv func(string) string, stderr
 		// No task queue activity rate: an activity held in the queue spends its
 		// ScheduleToClose budget there and fails a create that the client's own cap
 		// (proxmox.calls) would only have delayed (docs/proxmox.md, "The call cap").
-		Interceptors: []interceptor.WorkerInterceptor{activities.CallPriority(workflows.CareWorkflows...)},
+		Interceptors: []interceptor.WorkerInterceptor{activities.CallPriority(core.CareWorkflows...)},
 	}
 	if opts.DeploymentName != "" {
 		workerOpts.DeploymentOptions = workflows.DeploymentOptions(opts.DeploymentName, opts.BuildID)

@@ -22,7 +22,8 @@ import (
 	"github.com/pveflow/pveflow/internal/syncbuf"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // simulatorYAML is the simulator's configuration, for the tests that point the worker at it.
@@ -310,15 +311,15 @@ func runWorker(t *testing.T, server *testserver.Server, args ...string) workerRu
 }
 
 // createProxy creates a proxy through the worker on "worker-test" and returns the result.
-func createProxy(t *testing.T, server *testserver.Server, w workerRun) workflows.CreateProxyResult {
+func createProxy(t *testing.T, server *testserver.Server, w workerRun) proxyvm.CreateProxyResult {
 	t.Helper()
 	s := starter.New(server.Client(), "worker-test")
 	const uid = "b3a1f9c2-6d4e-4a8b-9c70-2e5f1d3a4b68"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req, err := s.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
+	req, err := s.Create(ctx, proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 	require.NoError(t, err, w.stderr.String())
-	var res workflows.CreateProxyResult
+	var res proxyvm.CreateProxyResult
 	require.NoError(t, req.Get(ctx, &res), w.stderr.String())
 	return res
 }
@@ -332,7 +333,7 @@ func TestRun_simulatorModeCreatesAProxyAndStopsCleanly(t *testing.T) {
 	defer cancel()
 	tq, err := server.Client().DescribeTaskQueue(ctx, "worker-test", enumspb.TASK_QUEUE_TYPE_WORKFLOW)
 	require.NoError(t, err)
-	schedule, err := server.Client().ScheduleClient().GetHandle(ctx, workflows.HealthScheduleID("worker-test")).Describe(ctx)
+	schedule, err := server.Client().ScheduleClient().GetHandle(ctx, core.HealthScheduleID("worker-test")).Describe(ctx)
 	require.NoError(t, err, "the worker applied the health schedule")
 	code := w.stop()
 

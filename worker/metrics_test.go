@@ -20,7 +20,7 @@ import (
 	"github.com/pveflow/pveflow/internal/syncbuf"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // metrics is one scrape of the metrics endpoint, by family name.
@@ -117,17 +117,17 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsClonesChecksAndHealsWithT
 	const badUID = "8e3f4a5b-6c7d-4e8f-9a0b-1c2d3e4f5a6b"
 	var reqs []*starter.Request
 	for _, uid := range uids {
-		req, err := s.Create(context.Background(), workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
+		req, err := s.Create(context.Background(), proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small"})
 		require.NoError(t, err)
 		reqs = append(reqs, req)
 	}
 	// The proxy's entity refuses an unknown image before any CreateProxy runs.
-	_, err = s.Create(context.Background(), workflows.ProxySpec{UID: badUID, Image: "no-such-image", MachineType: "small"})
+	_, err = s.Create(context.Background(), proxyvm.ProxySpec{UID: badUID, Image: "no-such-image", MachineType: "small"})
 	require.ErrorIs(t, err, starter.ErrRejected)
 	waitCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	created := make(chan error, len(uids))
-	results := make([]workflows.CreateProxyResult, len(uids))
+	results := make([]proxyvm.CreateProxyResult, len(uids))
 	for i, req := range reqs {
 		go func() { created <- req.Get(waitCtx, &results[i]) }()
 	}
@@ -148,7 +148,7 @@ func TestRun_metricsShowProxiesProxmoxRequestsTaskWaitsClonesChecksAndHealsWithT
 		running, _ := m.value("pveflow_clones_running", map[string]string{"storage": storage})
 		mostQueued, mostRunning = max(mostQueued, queued), max(mostRunning, running)
 	}
-	del, err := s.Delete(context.Background(), workflows.DeleteProxyInput{UID: uids[0]})
+	del, err := s.Delete(context.Background(), proxyvm.DeleteProxyInput{UID: uids[0]})
 	require.NoError(t, err)
 	require.NoError(t, del.Get(waitCtx, nil), w.stderr.String())
 	// The second proxy's VM stopped behind pveflow's back: a check finds it, a heal starts it.

@@ -21,7 +21,8 @@ import (
 	"github.com/pveflow/pveflow/internal/syncbuf"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // userDataSecret and wrongTokenSecret stand for a password in cloud-init user-data and for an
@@ -87,12 +88,12 @@ func TestSecrets_userDataAndTokenAppearInNoLogErrorOrHistory(t *testing.T) {
 	var errs []string
 
 	stop := runWorker(sim.TokenFile())
-	in := workflows.ProxySpec{UID: "secret-proxy", Image: "debian13", MachineType: "small",
+	in := proxyvm.ProxySpec{UID: "secret-proxy", Image: "debian13", MachineType: "small",
 		UserData: "#cloud-config\npassword: " + userDataSecret + "\n"}
 	req, err := s.Create(ctx, in)
 	require.NoError(t, err)
 	require.NoError(t, req.Get(ctx, nil), logs.String())
-	req, err = s.Delete(ctx, workflows.DeleteProxyInput{UID: in.UID})
+	req, err = s.Delete(ctx, proxyvm.DeleteProxyInput{UID: in.UID})
 	require.NoError(t, err)
 	require.NoError(t, req.Get(ctx, nil), logs.String())
 	stop()
@@ -111,7 +112,7 @@ func TestSecrets_userDataAndTokenAppearInNoLogErrorOrHistory(t *testing.T) {
 	plain := server.NewClient(client.Options{})
 	var histories []string
 	for _, id := range []string{
-		workflows.CreateWorkflowID(in.UID), workflows.DeleteWorkflowID(in.UID), workflows.CreateWorkflowID(refused.UID),
+		core.CreateWorkflowID(in.UID), core.DeleteWorkflowID(in.UID), core.CreateWorkflowID(refused.UID),
 	} {
 		histories = append(histories, rawHistory(t, plain, id))
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // A worker's slot on its host. The call cap is shared by the workers of a task queue through
-// leases (workflows.CallShares): a worker that is killed tells nobody, and its share stays
+// leases (callshares.CallShares): a worker that is killed tells nobody, and its share stays
 // counted until its lease runs out, ten seconds in which the others cannot use it. A worker
 // started in its place would wait that long for its own, and one killed over and over (a crash
 // loop, an OOM kill) would starve the ones that live. So each worker holds a slot: a file in

@@ -13,7 +13,8 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // seedNetworkConfig is the network-config file on the seed the proxy's guest booted from, as
@@ -142,7 +143,7 @@ func TestCreate_refusesInvalidAddressesBeforeAnyCall(t *testing.T) {
 
 	_, err := w.create(in)
 
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 	assert.Contains(t, err.Error(), "192.0.2.0 is the network address of 192.0.2.0/24")
 	assert.Empty(t, w.cluster.Calls())
 }
@@ -154,7 +155,7 @@ func TestChange_aReseedKeepsTheStaticAddresses(t *testing.T) {
 	in.Addresses = addrs
 	_, err := w.create(in)
 	require.NoError(t, err)
-	change := workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", Addresses: addrs,
+	change := proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", Addresses: addrs,
 		InstanceID: uid + "-2", UserData: "#cloud-config\n"}
 
 	res, err := w.change(change)
@@ -166,19 +167,19 @@ func TestChange_aReseedKeepsTheStaticAddresses(t *testing.T) {
 
 func TestProxy_aUserDataChangeKeepsTheProxysAddresses(t *testing.T) {
 	for name, tc := range map[string]struct {
-		create  func(*workflows.ProxySpec)
+		create  func(*proxyvm.ProxySpec)
 		address string
 		ipv4    string
 		ipv6    string
 	}{
 		"static, IPv6 only": {
-			create: func(in *workflows.ProxySpec) {
+			create: func(in *proxyvm.ProxySpec) {
 				in.Addresses = proxy.Addresses{IPv6: "2001:db8:1::10/64", Gateway6: "fe80::1", NoIPv4: true}
 			},
 			address: "2001:db8:1::10/64", ipv6: "2001:db8:1::10", // waited for, not an IPv4 the proxy never has
 		},
 		"from an address pool": {
-			create:  func(in *workflows.ProxySpec) { in.AddressPool = "egress" },
+			create:  func(in *proxyvm.ProxySpec) { in.AddressPool = "egress" },
 			address: "192.0.2.10/24", ipv4: "192.0.2.10", ipv6: "2001:db8::10", // asked of the pool again
 		},
 	} {
@@ -187,16 +188,16 @@ func TestProxy_aUserDataChangeKeepsTheProxysAddresses(t *testing.T) {
 			p := newProxyEntity(t, w)
 			in := createInput()
 			tc.create(&in)
-			p.request(0, workflows.CreateUpdate, "create", in)
+			p.request(0, core.CreateUpdate, "create", in)
 			fresh := "#cloud-config\nruncmd: [echo changed]\n"
-			p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, UserData: &fresh})
+			p.request(time.Hour, core.ChangeUpdate, "change", proxyvm.ChangeRequest{UID: uid, UserData: &fresh})
 			var network string
 			p.at(2*time.Hour, func() { network = seedNetworkConfig(t, w) })
-			p.request(3*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+			p.request(3*time.Hour, core.DeleteUpdate, "delete", deleteInput())
 
 			p.run()
 
-			res := p.answer("change").result.(workflows.ChangeProxyResult)
+			res := p.answer("change").result.(proxyvm.ChangeProxyResult)
 			assert.True(t, res.Restarted)
 			assert.Equal(t, tc.ipv4, res.IPv4)
 			assert.Equal(t, tc.ipv6, res.IPv6)
@@ -228,7 +229,7 @@ func TestCreate_refusesNICsPVEWouldRefuseBeforeAnyCall(t *testing.T) {
 
 	_, err := w.create(in)
 
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 	assert.Contains(t, err.Error(), "nics[0].vlan: 4095 is outside PVE's VLAN tags 1..4094")
 	assert.Empty(t, w.cluster.Calls())
 }

@@ -21,7 +21,9 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/addresspool"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // testPool is a pool of both families, of size addresses.
@@ -62,15 +64,15 @@ func (p *poolRun) send(id, name string, arg any) {
 }
 
 func (p *poolRun) allocate(id, uid string) {
-	p.send(id, workflows.AllocateAddressUpdate, workflows.AllocateAddressRequest{UID: uid, Range: p.pool})
+	p.send(id, addresspool.AllocateAddressUpdate, addresspool.AllocateAddressRequest{UID: uid, Range: p.pool})
 }
 
 func (p *poolRun) free(id, uid string) {
-	p.send(id, workflows.FreeAddressUpdate, workflows.FreeAddressRequest{UID: uid})
+	p.send(id, addresspool.FreeAddressUpdate, addresspool.FreeAddressRequest{UID: uid})
 }
 
 func (p *poolRun) reconcile(id string, req activities.AddressReconcile) {
-	p.send(id, workflows.ReconcileAddressesUpdate, req)
+	p.send(id, addresspool.ReconcileAddressesUpdate, req)
 }
 
 // reconciled is what reconcile request id answered.
@@ -84,14 +86,14 @@ func (p *poolRun) reconciled(id string) activities.Reconciled {
 
 // run runs the pool from st until it continues as new after the requests, and returns the
 // state it carries on.
-func (p *poolRun) run(st workflows.AddressPoolState) workflows.AddressPoolState {
+func (p *poolRun) run(st addresspool.AddressPoolState) addresspool.AddressPoolState {
 	p.next += time.Second
 	p.env.RegisterDelayedCallback(func() { p.env.SetContinueAsNewSuggested(true) }, p.next)
 	p.free("end", "end-of-test") // an event, for the pool to see the suggestion
-	p.env.ExecuteWorkflow(workflows.AddressPoolName, st)
+	p.env.ExecuteWorkflow(addresspool.AddressPoolName, st)
 	var can *workflow.ContinueAsNewError
 	require.ErrorAs(p.t, p.env.GetWorkflowError(), &can)
-	var next workflows.AddressPoolState
+	var next addresspool.AddressPoolState
 	require.NoError(p.t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
 	return next
 }
@@ -110,7 +112,7 @@ func TestAddressPool_allocateIsIdempotent(t *testing.T) {
 	p.allocate("first", uid)
 	p.allocate("again", uid)
 
-	st := p.run(workflows.AddressPoolState{Pool: "egress"})
+	st := p.run(addresspool.AddressPoolState{Pool: "egress"})
 
 	first := p.addresses("first")
 	assert.Equal(t, first, p.addresses("again"))
@@ -124,7 +126,7 @@ func TestAddressPool_bothFamiliesComeFromOnePlace(t *testing.T) {
 	p := newPoolRun(t, testPool(10))
 	p.allocate("a", uid)
 
-	st := p.run(workflows.AddressPoolState{Pool: "egress"})
+	st := p.run(addresspool.AddressPoolState{Pool: "egress"})
 
 	i := st.Allocations[0].Index
 	assert.Equal(t, proxy.Addresses{
@@ -140,7 +142,7 @@ func TestAddressPool_noTwoProxiesShareAnAddressAndAFullPoolSaysSo(t *testing.T) 
 		p.allocate(fmt.Sprint(i), fmt.Sprintf("uid-%d", i))
 	}
 
-	st := p.run(workflows.AddressPoolState{Pool: "egress"})
+	st := p.run(addresspool.AddressPoolState{Pool: "egress"})
 
 	seen := map[string]bool{}
 	for i := range size {
@@ -151,7 +153,7 @@ func TestAddressPool_noTwoProxiesShareAnAddressAndAFullPoolSaysSo(t *testing.T) 
 	full := p.answers[fmt.Sprint(size)]
 	require.True(t, full.done)
 	require.Error(t, full.err)
-	assert.Equal(t, workflows.FailQuotaExceeded, failureType(t, full.err))
+	assert.Equal(t, core.FailQuotaExceeded, failureType(t, full.err))
 	assert.Contains(t, full.err.Error(), "address pool egress is full: its 20 addresses are given to 20 proxies")
 	assert.Len(t, st.Allocations, size)
 }
@@ -163,7 +165,7 @@ func TestAddressPool_aFreedAddressGoesToTheNextProxy(t *testing.T) {
 	p.free("free a again", "uid-a")
 	p.allocate("b", "uid-b")
 
-	st := p.run(workflows.AddressPoolState{Pool: "egress"})
+	st := p.run(addresspool.AddressPoolState{Pool: "egress"})
 
 	assert.Equal(t, p.addresses("a"), p.addresses("free a"), "a free answers what it freed")
 	assert.Zero(t, p.addresses("free a again"), "freeing twice frees nothing the second time")
@@ -175,7 +177,7 @@ func TestAddressPool_aFreedAddressGoesToTheNextProxy(t *testing.T) {
 func TestAddressPool_continuesAsNewWithItsAllocations(t *testing.T) {
 	first := newPoolRun(t, testPool(2))
 	first.allocate("a", "uid-a")
-	carried := first.run(workflows.AddressPoolState{Pool: "egress"})
+	carried := first.run(addresspool.AddressPoolState{Pool: "egress"})
 
 	second := newPoolRun(t, testPool(2))
 	second.allocate("a again", "uid-a")
@@ -185,7 +187,7 @@ func TestAddressPool_continuesAsNewWithItsAllocations(t *testing.T) {
 
 	assert.Equal(t, first.addresses("a"), second.addresses("a again"), "the next run knows uid-a's addresses")
 	assert.NotEqual(t, first.addresses("a"), second.addresses("b"), "and gives them to nobody else")
-	assert.Equal(t, workflows.FailQuotaExceeded, failureType(t, second.answers["c"].err))
+	assert.Equal(t, core.FailQuotaExceeded, failureType(t, second.answers["c"].err))
 }
 
 func TestAddressPool_neverGivesAnAddressHeldUnderAnotherRange(t *testing.T) {
@@ -195,29 +197,29 @@ func TestAddressPool_neverGivesAnAddressHeldUnderAnotherRange(t *testing.T) {
 	p.allocate("b", "uid-b")
 	p.allocate("c", "uid-c")
 
-	p.run(workflows.AddressPoolState{Pool: "egress", Allocations: []workflows.AddressAllocation{{UID: "uid-a", Index: 1, IPv4: "192.0.2.11/24"}}})
+	p.run(addresspool.AddressPoolState{Pool: "egress", Allocations: []addresspool.AddressAllocation{{UID: "uid-a", Index: 1, IPv4: "192.0.2.11/24"}}})
 
 	assert.Equal(t, "192.0.2.12/24", p.addresses("b").IPv4)
-	assert.Equal(t, workflows.FailQuotaExceeded, failureType(t, p.answers["c"].err))
+	assert.Equal(t, core.FailQuotaExceeded, failureType(t, p.answers["c"].err))
 }
 
 func TestAddressPool_neverGivesAHeldAddressAfterItsSubnetIsWidened(t *testing.T) {
 	// uid-a holds the range's first address under the narrower prefix; the widened range
 	// gives that same address with another prefix length.
 	for name, tt := range map[string]struct {
-		held  workflows.AddressAllocation
+		held  addresspool.AddressAllocation
 		pool  config.AddressPool
 		other func(proxy.Addresses) string
 		want  string
 	}{
 		"ipv4": {
-			held:  workflows.AddressAllocation{UID: "uid-a", IPv4: "192.0.2.11/24"},
+			held:  addresspool.AddressAllocation{UID: "uid-a", IPv4: "192.0.2.11/24"},
 			pool:  config.AddressPool{IPv4: &config.AddressRange{Subnet: "192.0.2.0/23", First: "192.0.2.11", Last: "192.0.2.12"}},
 			other: func(a proxy.Addresses) string { return a.IPv4 },
 			want:  "192.0.2.12/23",
 		},
 		"ipv6": {
-			held:  workflows.AddressAllocation{UID: "uid-a", IPv6: "2001:db8::11/64"},
+			held:  addresspool.AddressAllocation{UID: "uid-a", IPv6: "2001:db8::11/64"},
 			pool:  config.AddressPool{IPv6: &config.AddressRange{Subnet: "2001:db8::/56", First: "2001:db8::11", Last: "2001:db8::12"}},
 			other: func(a proxy.Addresses) string { return a.IPv6 },
 			want:  "2001:db8::12/56",
@@ -228,10 +230,10 @@ func TestAddressPool_neverGivesAHeldAddressAfterItsSubnetIsWidened(t *testing.T)
 			p.allocate("b", "uid-b")
 			p.allocate("c", "uid-c")
 
-			p.run(workflows.AddressPoolState{Pool: "egress", Allocations: []workflows.AddressAllocation{tt.held}})
+			p.run(addresspool.AddressPoolState{Pool: "egress", Allocations: []addresspool.AddressAllocation{tt.held}})
 
 			assert.Equal(t, tt.want, tt.other(p.addresses("b")))
-			assert.Equal(t, workflows.FailQuotaExceeded, failureType(t, p.answers["c"].err), "the held address is nobody else's")
+			assert.Equal(t, core.FailQuotaExceeded, failureType(t, p.answers["c"].err), "the held address is nobody else's")
 		})
 	}
 }
@@ -240,7 +242,7 @@ func TestAddressPool_refusesARequestWithoutAValidRange(t *testing.T) {
 	p := newPoolRun(t, config.AddressPool{})
 	p.allocate("a", uid)
 
-	p.run(workflows.AddressPoolState{Pool: "egress"})
+	p.run(addresspool.AddressPoolState{Pool: "egress"})
 
 	require.True(t, p.answers["a"].done)
 	require.Error(t, p.answers["a"].rejected)
@@ -255,7 +257,7 @@ func holding(uid, ipv4, ipv6 string) activities.AddressHolding {
 func TestAddressPool_reconcileRestoresWhatTheVMsHoldUnlessAnotherAllocationHoldsIt(t *testing.T) {
 	p := newPoolRun(t, testPool(10))
 	start := p.env.Now()
-	b := workflows.AddressAllocation{UID: "uid-b", Index: 1, IPv4: "192.0.2.11/24", IPv6: "2001:db8::11/64"}
+	b := addresspool.AddressAllocation{UID: "uid-b", Index: 1, IPv4: "192.0.2.11/24", IPv6: "2001:db8::11/64"}
 	p.reconcile("r", activities.AddressReconcile{Range: testPool(10), Held: []activities.AddressHolding{
 		holding("uid-a", "192.0.2.10/24", "2001:db8::10/64"), // lost by the pool: restored
 		holding("uid-b", "192.0.2.11/23", "2001:db8::11/64"), // its own, under another prefix length
@@ -264,7 +266,7 @@ func TestAddressPool_reconcileRestoresWhatTheVMsHoldUnlessAnotherAllocationHolds
 		holding("uid-d", "192.0.2.14/24", "2001:db8::11/64"), // uid-b's IPv6
 	}})
 
-	st := p.run(workflows.AddressPoolState{Pool: "egress", Allocations: []workflows.AddressAllocation{b}})
+	st := p.run(addresspool.AddressPoolState{Pool: "egress", Allocations: []addresspool.AddressAllocation{b}})
 
 	res := p.reconciled("r")
 	assert.Equal(t, []activities.AddressHolding{holding("uid-a", "192.0.2.10/24", "2001:db8::10/64")}, res.Restored)
@@ -278,22 +280,22 @@ func TestAddressPool_reconcileRestoresWhatTheVMsHoldUnlessAnotherAllocationHolds
 	restored := st.Allocations[0]
 	assert.True(t, start.Add(time.Second).Equal(restored.At), "restored young, when the reconcile came: %s", restored.At)
 	restored.At = time.Time{}
-	assert.Equal(t, workflows.AddressAllocation{UID: "uid-a", Index: 0, IPv4: "192.0.2.10/24", IPv6: "2001:db8::10/64"}, restored, "at its place in the range")
+	assert.Equal(t, addresspool.AddressAllocation{UID: "uid-a", Index: 0, IPv4: "192.0.2.10/24", IPv6: "2001:db8::10/64"}, restored, "at its place in the range")
 	assert.Equal(t, b, st.Allocations[1])
 }
 
 func TestAddressPool_reconcileFreesOnlyOldUnheldAllocationsOfTheUIDsItIsGiven(t *testing.T) {
 	p := newPoolRun(t, testPool(10))
 	start := p.env.Now()
-	old := func(uid string, i int) workflows.AddressAllocation {
+	old := func(uid string, i int) addresspool.AddressAllocation {
 		v4, v6 := testPool(10).At(i)
-		return workflows.AddressAllocation{UID: uid, Index: i, IPv4: v4, IPv6: v6}
+		return addresspool.AddressAllocation{UID: uid, Index: i, IPv4: v4, IPv6: v6}
 	}
 	p.allocate("asked again", "uid-c") // after the collection looked
 	p.reconcile("r", activities.AddressReconcile{Range: testPool(10), Held: []activities.AddressHolding{holding("uid-h", "192.0.2.13/24", "2001:db8::13/64")},
 		Free: []string{"uid-a", "uid-c", "uid-h"}, Before: start.Add(time.Second / 2)})
 
-	st := p.run(workflows.AddressPoolState{Pool: "egress", Allocations: []workflows.AddressAllocation{old("uid-a", 0), old("uid-b", 1), old("uid-c", 2), old("uid-h", 3)}})
+	st := p.run(addresspool.AddressPoolState{Pool: "egress", Allocations: []addresspool.AddressAllocation{old("uid-a", 0), old("uid-b", 1), old("uid-c", 2), old("uid-h", 3)}})
 
 	res := p.reconciled("r")
 	assert.Equal(t, []activities.AddressHolding{holding("uid-a", "192.0.2.10/24", "2001:db8::10/64")}, res.Freed, "old, unheld, and given")
@@ -307,23 +309,23 @@ func TestAddressPool_reconcileFreesOnlyOldUnheldAllocationsOfTheUIDsItIsGiven(t 
 
 func TestAddressPool_aReconcileDryRunChangesNothing(t *testing.T) {
 	p := newPoolRun(t, testPool(10))
-	a := workflows.AddressAllocation{UID: "uid-a", Index: 0, IPv4: "192.0.2.10/24", IPv6: "2001:db8::10/64"}
+	a := addresspool.AddressAllocation{UID: "uid-a", Index: 0, IPv4: "192.0.2.10/24", IPv6: "2001:db8::10/64"}
 	p.reconcile("r", activities.AddressReconcile{Range: testPool(10), Held: []activities.AddressHolding{holding("uid-b", "192.0.2.11/24", "2001:db8::11/64")},
 		Free: []string{"uid-a"}, Before: p.env.Now().Add(time.Hour), DryRun: true})
 
-	st := p.run(workflows.AddressPoolState{Pool: "egress", Allocations: []workflows.AddressAllocation{a}})
+	st := p.run(addresspool.AddressPoolState{Pool: "egress", Allocations: []addresspool.AddressAllocation{a}})
 
 	res := p.reconciled("r")
 	assert.Equal(t, []activities.AddressHolding{holding("uid-b", "192.0.2.11/24", "2001:db8::11/64")}, res.Restored)
 	assert.Equal(t, []activities.AddressHolding{holding("uid-a", a.IPv4, a.IPv6)}, res.Freed)
-	assert.Equal(t, []workflows.AddressAllocation{a}, st.Allocations)
+	assert.Equal(t, []addresspool.AddressAllocation{a}, st.Allocations)
 }
 
 func TestAddressPool_refusesAReconcileNamingNoUID(t *testing.T) {
 	p := newPoolRun(t, testPool(10))
 	p.reconcile("r", activities.AddressReconcile{Held: []activities.AddressHolding{holding("", "192.0.2.11/24", "")}})
 
-	p.run(workflows.AddressPoolState{Pool: "egress"})
+	p.run(addresspool.AddressPoolState{Pool: "egress"})
 
 	require.True(t, p.answers["r"].done)
 	require.Error(t, p.answers["r"].rejected)
@@ -333,7 +335,7 @@ func TestAddressPool_refusesAReconcileNamingNoUID(t *testing.T) {
 // addressPools stands for the AddressPool workflows, which the tests above run on their own:
 // a test environment runs one workflow. It keeps each pool's state as its workflow would,
 // gives a UID the first address of the pool's range that no other UID holds, reconciles as
-// the workflow does (workflows.ReconciledPool), and records the requests, "allocate <pool>
+// the workflow does (addresspool.Reconciled), and records the requests, "allocate <pool>
 // <uid>", "free <pool> <uid>" and "reconcile <pool>" (with " dry-run" for a dry run).
 type addressPools struct {
 	mu       sync.Mutex
@@ -343,7 +345,7 @@ type addressPools struct {
 	// clock is the world's: an allocation is made at its time.
 	clock *envClock
 	// states are the pools whose workflows run, by pool.
-	states map[string]workflows.AddressPoolState
+	states map[string]addresspool.AddressPoolState
 }
 
 func (p *addressPools) Allocate(_ context.Context, req activities.AddressRequest) (proxy.Addresses, error) {
@@ -351,26 +353,28 @@ func (p *addressPools) Allocate(_ context.Context, req activities.AddressRequest
 	defer p.mu.Unlock()
 	p.requests = append(p.requests, "allocate "+req.Pool+" "+req.UID)
 	if p.full {
-		return proxy.Addresses{}, temporal.NewNonRetryableApplicationError("address pool "+req.Pool+" is full", workflows.FailQuotaExceeded, nil)
+		return proxy.Addresses{}, temporal.NewNonRetryableApplicationError("address pool "+req.Pool+" is full", core.FailQuotaExceeded, nil)
 	}
 	st := p.states[req.Pool]
 	st.Pool = req.Pool
 	g4, g6 := req.Range.Gateways()
-	if i := slices.IndexFunc(st.Allocations, func(a workflows.AddressAllocation) bool { return a.UID == req.UID }); i >= 0 {
+	if i := slices.IndexFunc(st.Allocations, func(a addresspool.AddressAllocation) bool { return a.UID == req.UID }); i >= 0 {
 		st.Allocations[i].At = p.clock.Now()
 		p.set(req.Pool, st)
 		return proxy.Addresses{IPv4: st.Allocations[i].IPv4, Gateway4: g4, IPv6: st.Allocations[i].IPv6, Gateway6: g6}, nil
 	}
 	for i := range req.Range.Size() {
 		v4, v6 := req.Range.At(i)
-		if slices.ContainsFunc(st.Allocations, func(a workflows.AddressAllocation) bool { return v4 != "" && a.IPv4 == v4 || v6 != "" && a.IPv6 == v6 }) {
+		if slices.ContainsFunc(st.Allocations, func(a addresspool.AddressAllocation) bool {
+			return v4 != "" && a.IPv4 == v4 || v6 != "" && a.IPv6 == v6
+		}) {
 			continue
 		}
-		st.Allocations = append(st.Allocations, workflows.AddressAllocation{UID: req.UID, Index: i, IPv4: v4, IPv6: v6, At: p.clock.Now()})
+		st.Allocations = append(st.Allocations, addresspool.AddressAllocation{UID: req.UID, Index: i, IPv4: v4, IPv6: v6, At: p.clock.Now()})
 		p.set(req.Pool, st)
 		return proxy.Addresses{IPv4: v4, Gateway4: g4, IPv6: v6, Gateway6: g6}, nil
 	}
-	return proxy.Addresses{}, temporal.NewNonRetryableApplicationError("address pool "+req.Pool+" is full", workflows.FailQuotaExceeded, nil)
+	return proxy.Addresses{}, temporal.NewNonRetryableApplicationError("address pool "+req.Pool+" is full", core.FailQuotaExceeded, nil)
 }
 
 func (p *addressPools) Free(_ context.Context, req activities.AddressRequest) (proxy.Addresses, error) {
@@ -378,7 +382,7 @@ func (p *addressPools) Free(_ context.Context, req activities.AddressRequest) (p
 	defer p.mu.Unlock()
 	p.requests = append(p.requests, "free "+req.Pool+" "+req.UID)
 	st, runs := p.states[req.Pool]
-	if i := slices.IndexFunc(st.Allocations, func(a workflows.AddressAllocation) bool { return a.UID == req.UID }); runs && i >= 0 {
+	if i := slices.IndexFunc(st.Allocations, func(a addresspool.AddressAllocation) bool { return a.UID == req.UID }); runs && i >= 0 {
 		a := st.Allocations[i]
 		st.Allocations = slices.Delete(st.Allocations, i, i+1)
 		p.set(req.Pool, st)
@@ -396,7 +400,7 @@ func (p *addressPools) Reconcile(_ context.Context, req activities.ReconcileRequ
 		return activities.Reconciled{}, pve.Classified(pve.NotFound, errors.New("address pool "+req.Pool+" does not run"))
 	}
 	st.Pool = req.Pool
-	next, res := workflows.ReconciledPool(st, p.clock.Now(), req.AddressReconcile)
+	next, res := addresspool.Reconciled(st, p.clock.Now(), req.AddressReconcile)
 	if !req.DryRun {
 		p.set(req.Pool, next)
 	}
@@ -405,15 +409,15 @@ func (p *addressPools) Reconcile(_ context.Context, req activities.ReconcileRequ
 
 // set makes st the state of pool, whose workflow runs. Its callers hold p.mu, or call it
 // before any workflow runs.
-func (p *addressPools) set(pool string, st workflows.AddressPoolState) {
+func (p *addressPools) set(pool string, st addresspool.AddressPoolState) {
 	if p.states == nil {
-		p.states = map[string]workflows.AddressPoolState{}
+		p.states = map[string]addresspool.AddressPoolState{}
 	}
 	p.states[pool] = st
 }
 
 // state is the state of pool, and whether its workflow runs.
-func (p *addressPools) state(pool string) (workflows.AddressPoolState, bool) {
+func (p *addressPools) state(pool string) (addresspool.AddressPoolState, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st, runs := p.states[pool]
@@ -463,7 +467,7 @@ func TestCreateProxy_anUnknownAddressPoolFailsPermanentBeforeAnyVM(t *testing.T)
 	_, err := w.create(in)
 
 	require.Error(t, err)
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 	assert.Contains(t, err.Error(), `address pool "nope" is not configured: proxmox.addressPools has egress, spare`)
 	assert.Empty(t, w.vms())
 	assert.Empty(t, w.pools.seen())
@@ -478,7 +482,7 @@ func TestCreateProxy_aFullAddressPoolFailsQuotaExceededBeforeAnyVM(t *testing.T)
 	_, err := w.create(in)
 
 	require.Error(t, err)
-	assert.Equal(t, workflows.FailQuotaExceeded, failureType(t, err))
+	assert.Equal(t, core.FailQuotaExceeded, failureType(t, err))
 	assert.Contains(t, err.Error(), "address pool egress is full")
 	assert.Empty(t, w.vms())
 }
@@ -491,7 +495,7 @@ func TestCreateProxy_anAddressPoolWithStaticAddressesFailsPermanent(t *testing.T
 	_, err := w.create(in)
 
 	require.Error(t, err)
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 	assert.Contains(t, err.Error(), `address pool "egress" and static addresses are both given: choose one`)
 	assert.Empty(t, w.vms())
 }
@@ -535,10 +539,10 @@ func TestProxy_refusesACreateFromAnAddressPoolNotConfigured(t *testing.T) {
 	p := newProxyEntity(t, withPools(newWorld(t)))
 	in := createInput()
 	in.AddressPool = "nope"
-	p.request(0, workflows.CreateUpdate, "create", in)
+	p.request(0, core.CreateUpdate, "create", in)
 	p.at(2*time.Second, func() { p.env.CancelWorkflow() })
 
-	p.env.ExecuteWorkflow(workflows.ProxyName, workflows.ProxyInput{UID: uid})
+	p.env.ExecuteWorkflow(core.ProxyName, proxyvm.ProxyInput{UID: uid})
 
 	a := p.answer("create")
 	require.Error(t, a.rejected)
@@ -553,9 +557,9 @@ func TestProxy_aRebuildKeepsTheProxysAddresses(t *testing.T) {
 	p := newProxyEntity(t, w)
 	in := createInput()
 	in.AddressPool = "egress"
-	p.request(0, workflows.CreateUpdate, "create", in)
-	p.request(time.Hour, workflows.ChangeUpdate, "change", workflows.ChangeRequest{UID: uid, Image: "debian14"})
-	p.request(3*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+	p.request(0, core.CreateUpdate, "create", in)
+	p.request(time.Hour, core.ChangeUpdate, "change", proxyvm.ChangeRequest{UID: uid, Image: "debian14"})
+	p.request(3*time.Hour, core.DeleteUpdate, "delete", deleteInput())
 
 	st := p.run()
 
@@ -568,10 +572,10 @@ func TestProxy_refusesAStaticAddressInsideAnAddressPoolsRange(t *testing.T) {
 	p := newProxyEntity(t, withPools(newWorld(t)))
 	in := createInput()
 	in.Addresses = proxy.Addresses{IPv4: "192.0.2.12/24", Gateway4: "192.0.2.1"}
-	p.request(0, workflows.CreateUpdate, "create", in)
+	p.request(0, core.CreateUpdate, "create", in)
 	p.at(2*time.Second, func() { p.env.CancelWorkflow() })
 
-	p.env.ExecuteWorkflow(workflows.ProxyName, workflows.ProxyInput{UID: uid})
+	p.env.ExecuteWorkflow(core.ProxyName, proxyvm.ProxyInput{UID: uid})
 
 	a := p.answer("create")
 	require.Error(t, a.rejected)
@@ -586,7 +590,7 @@ func TestAddressPool_servesOnWhenCancelled(t *testing.T) {
 	p.env.RegisterDelayedCallback(p.env.CancelWorkflow, p.next)
 	p.allocate("b", "uid-b")
 
-	st := p.run(workflows.AddressPoolState{Pool: "egress"})
+	st := p.run(addresspool.AddressPoolState{Pool: "egress"})
 
 	assert.NotEqual(t, p.addresses("a"), p.addresses("b"))
 	assert.Len(t, st.Allocations, 2, "it carries its allocations on")

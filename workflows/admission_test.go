@@ -19,7 +19,8 @@ import (
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/pve"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/admission"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 // admissionWorld runs one CloneAdmission workflow, with real activities over the simulator,
@@ -86,7 +87,7 @@ func (a *admissionWorld) cloneEnded(run string, took time.Duration) {
 }
 
 // releaseWith gives run's lease back with a clone its create did not see end.
-func (a *admissionWorld) releaseWith(run string, clone workflows.CloneInFlight) {
+func (a *admissionWorld) releaseWith(run string, clone admission.CloneInFlight) {
 	a.env.SignalWorkflow("clone-release", map[string]any{"workflowID": "proxy/" + run + "/create", "runID": run, "clone": clone})
 }
 
@@ -101,10 +102,10 @@ func (a *admissionWorld) close(run, status string) {
 	a.w.runs.close("proxy/"+run+"/create", status)
 }
 
-func (a *admissionWorld) state() workflows.AdmissionState {
-	v, err := a.env.QueryWorkflow(workflows.AdmissionQuery)
+func (a *admissionWorld) state() admission.AdmissionState {
+	v, err := a.env.QueryWorkflow(admission.AdmissionQuery)
 	require.NoError(a.t, err)
-	var st workflows.AdmissionState
+	var st admission.AdmissionState
 	require.NoError(a.t, v.Get(&st))
 	return st
 }
@@ -119,7 +120,7 @@ func (a *admissionWorld) run(until time.Duration) {
 		a.w.runs.closeAll("completed")
 		a.env.CancelWorkflow()
 	})
-	a.env.ExecuteWorkflow(workflows.CloneAdmissionName, workflows.AdmissionState{Storage: "pve1/local-lvm"})
+	a.env.ExecuteWorkflow(core.CloneAdmissionName, admission.AdmissionState{Storage: "pve1/local-lvm"})
 	require.True(a.t, a.env.IsWorkflowCompleted())
 }
 
@@ -138,7 +139,7 @@ func (a *admissionWorld) admitted() []string {
 	return out
 }
 
-func holderRuns(hs []workflows.Holder) []string {
+func holderRuns(hs []admission.Holder) []string {
 	out := []string{}
 	for _, h := range hs {
 		out = append(out, h.RunID)
@@ -151,7 +152,7 @@ func TestAdmission_admitsUpToTheLimitFirstComeFirstServed(t *testing.T) {
 	for i, run := range []string{"a", "b", "c", "d"} {
 		a.at(time.Duration(i+1)*time.Second, func() { a.acquire(run, 2) })
 	}
-	var before, after workflows.AdmissionState
+	var before, after admission.AdmissionState
 	a.at(5*time.Second, func() { before = a.state() })
 	a.at(6*time.Second, func() { a.release("a") })
 	a.at(7*time.Second, func() { after = a.state() })
@@ -213,7 +214,7 @@ func TestAdmission_repeatedRequestIsNotQueuedTwice(t *testing.T) {
 	a.at(2*time.Second, func() { a.acquire("b", 1) })
 	a.at(3*time.Second, func() { a.acquire("b", 1) }) // its first answer crossed its repeat
 	a.at(4*time.Second, func() { a.acquire("a", 1) })
-	var st workflows.AdmissionState
+	var st admission.AdmissionState
 	a.at(5*time.Second, func() { st = a.state() })
 
 	a.run(6 * time.Second)
@@ -261,7 +262,7 @@ func TestAdmission_reclaimsATerminatedHoldersLeaseWhileCreatesKeepQueueing(t *te
 		a.at(2*time.Second+time.Duration(i)*5*time.Second, func() { a.acquire(fmt.Sprintf("q%d", i%8), 1) })
 	}
 	a.at(10*time.Second, func() { a.terminate("holder") })
-	var st workflows.AdmissionState
+	var st admission.AdmissionState
 	a.at(time.Minute, func() { st = a.state() })
 
 	a.run(5 * time.Minute)
@@ -273,12 +274,12 @@ func TestAdmission_aLeaseGivenBackWhileItsCloneTaskRunsCoversItUntilTheTaskEnds(
 	tests := []struct {
 		name string
 		// giveBack has a give its lease back with the clone it covers.
-		giveBack func(a *admissionWorld, clone workflows.CloneInFlight)
+		giveBack func(a *admissionWorld, clone admission.CloneInFlight)
 	}{
-		{name: "a stopped by a delete while it waited for its clone", giveBack: func(a *admissionWorld, clone workflows.CloneInFlight) {
+		{name: "a stopped by a delete while it waited for its clone", giveBack: func(a *admissionWorld, clone admission.CloneInFlight) {
 			a.at(3*time.Second, func() { a.releaseWith("a", clone) })
 		}},
-		{name: "a cancelled as the holder check finds it closed", giveBack: func(a *admissionWorld, clone workflows.CloneInFlight) {
+		{name: "a cancelled as the holder check finds it closed", giveBack: func(a *admissionWorld, clone admission.CloneInFlight) {
 			// Its release comes while the check asks whether it still runs, and it has closed.
 			var once sync.Once
 			a.w.runs.describing = func(workflowID string) {
@@ -299,8 +300,8 @@ func TestAdmission_aLeaseGivenBackWhileItsCloneTaskRunsCoversItUntilTheTaskEnds(
 			require.NoError(t, err)
 			a.at(time.Second, func() { a.acquire("a", 1) })
 			a.at(2*time.Second, func() { a.acquire("b", 1) })
-			tt.giveBack(a, workflows.CloneInFlight{Node: "pve1", UPID: upid})
-			var during, after workflows.AdmissionState
+			tt.giveBack(a, admission.CloneInFlight{Node: "pve1", UPID: upid})
+			var during, after admission.AdmissionState
 			a.at(40*time.Second, func() { during = a.state() })
 			a.at(70*time.Second, func() { after = a.state() })
 
@@ -323,8 +324,8 @@ func TestAdmission_aLeaseGivenBackWithAnAdoptedCloneCoversItUntilItsVMIsUnlocked
 	a.at(time.Second, func() { a.acquire("a", 1) })
 	a.at(2*time.Second, func() { a.acquire("b", 1) })
 	// a lost its Clone call's answer, so it knows the VM and not the task.
-	a.at(3*time.Second, func() { a.releaseWith("a", workflows.CloneInFlight{Node: "pve1", VMID: 150}) })
-	var during, after workflows.AdmissionState
+	a.at(3*time.Second, func() { a.releaseWith("a", admission.CloneInFlight{Node: "pve1", VMID: 150}) })
+	var during, after admission.AdmissionState
 	a.at(40*time.Second, func() { during = a.state() })
 	a.at(70*time.Second, func() { after = a.state() })
 
@@ -341,7 +342,7 @@ func TestAdmission_anIdleAdmissionClosesWhenCancelled(t *testing.T) {
 	a.at(2*time.Second, func() { a.release("a") })
 	a.at(3*time.Second, a.env.CancelWorkflow)
 
-	a.env.ExecuteWorkflow(workflows.CloneAdmissionName, workflows.AdmissionState{Storage: "pve1/local-lvm"})
+	a.env.ExecuteWorkflow(core.CloneAdmissionName, admission.AdmissionState{Storage: "pve1/local-lvm"})
 
 	require.True(t, a.env.IsWorkflowCompleted())
 	var canceled *temporal.CanceledError
@@ -355,7 +356,7 @@ func TestAdmission_aCancelledAdmissionGrantsNoMoreAndClosesOnceItsLeasesAreBack(
 	a.at(3*time.Second, a.env.CancelWorkflow)
 	a.at(5*time.Second, func() { a.release("a") })
 
-	a.env.ExecuteWorkflow(workflows.CloneAdmissionName, workflows.AdmissionState{Storage: "pve1/local-lvm"})
+	a.env.ExecuteWorkflow(core.CloneAdmissionName, admission.AdmissionState{Storage: "pve1/local-lvm"})
 
 	require.True(t, a.env.IsWorkflowCompleted())
 	assert.Equal(t, []string{"a"}, a.admitted(), "b asks a new admission when it asks again")
@@ -369,11 +370,11 @@ func TestAdmission_continuesAsNewWhenSuggestedWithItsHoldersAndQueue(t *testing.
 		a.acquire("b", 1)
 	})
 
-	a.env.ExecuteWorkflow(workflows.CloneAdmissionName, workflows.AdmissionState{Storage: "pve1/local-lvm"})
+	a.env.ExecuteWorkflow(core.CloneAdmissionName, admission.AdmissionState{Storage: "pve1/local-lvm"})
 
 	var can *workflow.ContinueAsNewError
 	require.ErrorAs(t, a.env.GetWorkflowError(), &can)
-	var next workflows.AdmissionState
+	var next admission.AdmissionState
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
 	assert.Equal(t, []string{"a"}, holderRuns(next.Holders))
 	assert.Equal(t, []string{"b"}, holderRuns(next.Waiting))

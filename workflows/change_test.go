@@ -13,7 +13,8 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // Machine types beside the simulator config's small (2 cores, 2048 MiB, 10 GiB).
@@ -27,13 +28,13 @@ var (
 // changeInput changes the proxy of createInput to machine type machineType.
 // changeInput is the whole spec of createInput's proxy with another machine type, as its entity
 // gives it.
-func changeInput(machineType string) workflows.ProxySpec {
-	return workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: machineType, UserData: createInput().UserData}
+func changeInput(machineType string) proxyvm.ProxySpec {
+	return proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: machineType, UserData: createInput().UserData}
 }
 
 // changeable is a world with the proxy of createInput created, and the machine types medium and
 // bigDisk configured.
-func changeable(t *testing.T, change ...func(*pvesim.Options)) (*world, workflows.CreateProxyResult) {
+func changeable(t *testing.T, change ...func(*pvesim.Options)) (*world, proxyvm.CreateProxyResult) {
 	t.Helper()
 	w := newWorld(t, change...)
 	w.cfg.Proxmox.MachineTypes["medium"] = medium
@@ -225,7 +226,7 @@ func TestChange_noVMIsNotFound(t *testing.T) {
 
 	_, err := w.change(changeInput("small"))
 
-	assert.Equal(t, workflows.FailNotFound, failureType(t, err))
+	assert.Equal(t, core.FailNotFound, failureType(t, err))
 	assert.ErrorContains(t, err, "create the proxy first")
 	assert.Zero(t, w.cluster.CallCount("SetVMConfig"))
 }
@@ -244,10 +245,10 @@ func TestChange_waitsOutABackupLock(t *testing.T) {
 }
 
 func TestChange_refusesBadInputBeforeAnyCall(t *testing.T) {
-	tests := map[string]func(*workflows.ProxySpec){
-		"invalid UID":              func(in *workflows.ProxySpec) { in.UID = "Not A UID" },
-		"user-data over the limit": func(in *workflows.ProxySpec) { in.UserData = strings.Repeat("x", workflows.MaxUserDataBytes+1) },
-		"unknown machine type":     func(in *workflows.ProxySpec) { in.MachineType = "huge" },
+	tests := map[string]func(*proxyvm.ProxySpec){
+		"invalid UID":              func(in *proxyvm.ProxySpec) { in.UID = "Not A UID" },
+		"user-data over the limit": func(in *proxyvm.ProxySpec) { in.UserData = strings.Repeat("x", proxyvm.MaxUserDataBytes+1) },
+		"unknown machine type":     func(in *proxyvm.ProxySpec) { in.MachineType = "huge" },
 	}
 	for name, edit := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -257,7 +258,7 @@ func TestChange_refusesBadInputBeforeAnyCall(t *testing.T) {
 
 			_, err := w.change(in)
 
-			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.Equal(t, core.FailPermanent, failureType(t, err))
 			assert.Empty(t, w.cluster.Calls())
 		})
 	}
@@ -330,7 +331,7 @@ func TestChangeProxy_aNICToAddWithoutAReseedIsRefusedBeforeAnyWrite(t *testing.T
 
 	_, err := w.change(changeInput("twoNICs"))
 
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 	assert.ErrorContains(t, err, "net1")
 	assert.ErrorContains(t, err, "new instance-id")
 	for m, n := range writes {

@@ -13,7 +13,9 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 // cloudInitWorld is a world whose machine type "small" waits for cloud-init, which runs
@@ -57,7 +59,7 @@ func TestCreate_cloudInitWithErrorsFailsTheCreateWithThoseErrors(t *testing.T) {
 	_, err := w.create(createInput())
 
 	require.Error(t, err)
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 	assert.Contains(t, err.Error(), moduleErr)
 	assert.Contains(t, err.Error(), "cloud-init of VM")
 	var appErr *temporal.ApplicationError
@@ -76,7 +78,7 @@ func TestCreate_cloudInitThatNeverFinishesFailsWithinItsBudget(t *testing.T) {
 	_, err := w.create(createInput())
 
 	require.Error(t, err)
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	assert.Contains(t, err.Error(), "wait for cloud-init of VM")
 	assert.Contains(t, err.Error(), "did not finish within its budget")
 	assert.Less(t, w.clock.Now().Sub(begun), 10*time.Minute, "the create's other waits and cloud-init's 3 minutes, not the agent's or a default budget")
@@ -89,10 +91,10 @@ func TestPreflight_aTokenWithoutFileReadIsNamedWhenAMachineTypeWaitsForCloudInit
 	_, err := w.create(createInput())
 
 	require.Len(t, check.Nodes, 1)
-	assert.Equal(t, workflows.ReasonMissingPrivilege, check.Nodes[0].Reason)
+	assert.Equal(t, reads.ReasonMissingPrivilege, check.Nodes[0].Reason)
 	assert.Equal(t, []pve.MissingPrivilege{{Path: "/vms", Privilege: "VM.GuestAgent.FileRead"}}, check.Nodes[0].MissingPrivileges)
 	require.Error(t, err)
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 	assert.Contains(t, err.Error(), "VM.GuestAgent.FileRead on /vms")
 	assert.Zero(t, w.cluster.CallCount("Clone"), "refused before anything is made")
 }
@@ -112,16 +114,16 @@ func TestProxy_aCheckDoesNotCountAVMWhoseCloudInitFailedAsPresent(t *testing.T) 
 	w.cfg.Entity.CheckInterval = 5 * time.Minute
 	w.cluster.FailCloudInit(firstVMID(w), "('scripts_user', RuntimeError('Runparts: 1 failures (runcmd) in 1 attempted commands'))")
 	p := newProxyEntity(t, w)
-	p.request(0, workflows.CreateUpdate, "create", createInput())
-	var checked workflows.ProxyStatus
+	p.request(0, core.CreateUpdate, "create", createInput())
+	var checked proxyvm.ProxyStatus
 	p.at(30*time.Minute, func() { checked = p.status() })
-	p.request(time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+	p.request(time.Hour, core.DeleteUpdate, "delete", deleteInput())
 
 	p.run()
 
 	require.Error(t, p.answer("create").err)
 	assert.Contains(t, p.answer("create").err.Error(), "Runparts: 1 failures")
-	assert.Equal(t, workflows.ProxyFailed, checked.Phase, "the VM runs with its address, yet is no proxy until a person looks")
+	assert.Equal(t, proxyvm.ProxyFailed, checked.Phase, "the VM runs with its address, yet is no proxy until a person looks")
 	assert.Contains(t, checked.LastFailure, "Runparts: 1 failures", "the status shows cloud-init's errors")
 	assert.False(t, checked.Observed.CheckedAt.IsZero(), "checked meanwhile")
 }

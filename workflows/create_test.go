@@ -12,7 +12,8 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 func firstVMID(w *world) int { return proxy.VMIDFor(uid, w.cfg.Proxmox.VMIDRange, 0) }
@@ -137,7 +138,7 @@ func TestCreate_resumesStoppedVMFromSeedStep(t *testing.T) {
 	first, err := w.create(createInput())
 	require.NoError(t, err)
 	// An earlier run stopped after its clone: the VM is ours, stopped, not configured.
-	_, err = w.delete(workflows.DeleteProxyInput{UID: uid})
+	_, err = w.delete(proxyvm.DeleteProxyInput{UID: uid})
 	require.NoError(t, err)
 	vmid := firstVMID(w)
 	require.NoError(t, w.cluster.AddVM(pvesim.VM{Node: "pve1", VMID: vmid, Config: pve.VMConfig{
@@ -159,10 +160,10 @@ func TestCreate_resumesStoppedVMFromSeedStep(t *testing.T) {
 }
 
 func TestCreate_rejectsUnknownPlacementBeforeAnyCall(t *testing.T) {
-	tests := map[string]func(*workflows.ProxySpec){
-		"image":        func(in *workflows.ProxySpec) { in.Image = "windows" },
-		"machine type": func(in *workflows.ProxySpec) { in.MachineType = "huge" },
-		"zone":         func(in *workflows.ProxySpec) { in.Zone = "pve9" },
+	tests := map[string]func(*proxyvm.ProxySpec){
+		"image":        func(in *proxyvm.ProxySpec) { in.Image = "windows" },
+		"machine type": func(in *proxyvm.ProxySpec) { in.MachineType = "huge" },
+		"zone":         func(in *proxyvm.ProxySpec) { in.Zone = "pve9" },
 	}
 	for name, change := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -172,7 +173,7 @@ func TestCreate_rejectsUnknownPlacementBeforeAnyCall(t *testing.T) {
 
 			_, err := w.create(in)
 
-			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.Equal(t, core.FailPermanent, failureType(t, err))
 			assert.Empty(t, w.cluster.Calls())
 		})
 	}
@@ -187,7 +188,7 @@ func TestCreate_refusesANameThatIsNotADNSLabelBeforeAnyCall(t *testing.T) {
 
 			_, err := w.create(in)
 
-			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.Equal(t, core.FailPermanent, failureType(t, err))
 			assert.ErrorContains(t, err, "is not a DNS label")
 			assert.Empty(t, w.cluster.Calls())
 		})
@@ -202,10 +203,10 @@ func TestCreate_aNameWithUpperCaseIsFoundAndDeletedByItsProviderID(t *testing.T)
 	require.NoError(t, err)
 	require.Equal(t, proxy.FormatProviderID(created.VMID, "Egress-EU-1"), created.ProviderID)
 
-	got, err := w.get(workflows.GetProxyInput{ProviderID: created.ProviderID})
+	got, err := w.get(proxyvm.GetProxyInput{ProviderID: created.ProviderID})
 	require.NoError(t, err)
 	assert.Equal(t, created.VMID, got.VMID)
-	_, err = w.delete(workflows.DeleteProxyInput{UID: uid})
+	_, err = w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Empty(t, w.vms())
@@ -234,7 +235,7 @@ func TestCreate_foreignVMWithOurNameIsPermanent(t *testing.T) {
 
 			_, err := w.create(createInput())
 
-			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.Equal(t, core.FailPermanent, failureType(t, err))
 			assert.Contains(t, err.Error(), "4242")
 			assert.Zero(t, w.cluster.CallCount("Clone"))
 		})
@@ -250,7 +251,7 @@ func TestCreate_twoVMsWithOurMarkIsPermanent(t *testing.T) {
 
 	_, err := w.create(createInput())
 
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 	assert.Contains(t, err.Error(), "4242")
 	assert.Contains(t, err.Error(), "4243")
 }
@@ -297,7 +298,7 @@ func TestCreate_cloneTaskFailureIsTransient(t *testing.T) {
 
 	_, err := w.create(createInput())
 
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	assert.Contains(t, err.Error(), "qemu-img convert")
 	assert.Empty(t, w.vms(), "PVE removes a failed clone")
 }
@@ -308,7 +309,7 @@ func TestCreate_noSpaceIsQuotaExceeded(t *testing.T) {
 
 	_, err := w.create(createInput())
 
-	assert.Equal(t, workflows.FailQuotaExceeded, failureType(t, err))
+	assert.Equal(t, core.FailQuotaExceeded, failureType(t, err))
 }
 
 func TestCreate_cloneTaskTimeoutIsTransient(t *testing.T) {
@@ -316,7 +317,7 @@ func TestCreate_cloneTaskTimeoutIsTransient(t *testing.T) {
 
 	_, err := w.create(createInput())
 
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	assert.Contains(t, err.Error(), "did not finish within its budget")
 	assert.Contains(t, err.Error(), "still running")
 }
@@ -327,7 +328,7 @@ func TestCreate_templateMissingIsPermanent(t *testing.T) {
 
 	_, err := w.create(createInput())
 
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 	assert.Contains(t, err.Error(), "template 9999")
 }
 
@@ -394,7 +395,7 @@ func TestCreate_startTaskFailureIsTransient(t *testing.T) {
 
 	_, err := w.create(createInput())
 
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	assert.Contains(t, err.Error(), "QEMU exited with code 1")
 }
 
@@ -433,7 +434,7 @@ func TestCreate_aStartTaskLockedBeyondTheUnlockBudgetIsTransient(t *testing.T) {
 
 	_, err := w.create(createInput())
 
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	assert.ErrorContains(t, err, "VM is locked (backup)")
 	assert.Less(t, w.cluster.CallCount("Start"), 100, "the unlock budget ended the retries")
 }
@@ -444,7 +445,7 @@ func TestCreate_agentWaitCapIsTransient(t *testing.T) {
 
 	_, err := w.create(createInput())
 
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	assert.Contains(t, err.Error(), "guest agent")
 }
 
@@ -481,17 +482,17 @@ func TestCreate_cloudInitSentinelNeverLoggedOrInErrors(t *testing.T) {
 func TestCreate_statusQueryShowsWhereItWaits(t *testing.T) {
 	w := newWorld(t, func(o *pvesim.Options) { o.TaskDurations = map[string]time.Duration{"qmclone": 5 * time.Minute} })
 	env := w.env()
-	var seen workflows.Status
+	var seen core.Status
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflowByID(workflows.CreateWorkflowID(uid), workflows.StatusQuery)
+		v, err := env.QueryWorkflowByID(core.CreateWorkflowID(uid), core.StatusQuery)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&seen))
 	}, 2*time.Minute)
 
-	w.runOp(env, workflows.CreateProxyName, createInput())
+	w.runOp(env, core.CreateProxyName, createInput())
 
 	require.NoError(t, env.GetWorkflowError())
-	assert.Equal(t, workflows.PhaseCloning, seen.Phase)
+	assert.Equal(t, core.PhaseCloning, seen.Phase)
 	assert.Equal(t, firstVMID(w), seen.VMID)
 	assert.Equal(t, "pve1", seen.Node)
 	assert.True(t, strings.HasPrefix(string(seen.UPID), "UPID:pve1:"), "the clone's UPID: %q", seen.UPID)

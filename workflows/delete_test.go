@@ -13,11 +13,12 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // created is a world holding the proxy that CreateProxy made.
-func created(t *testing.T) (*world, workflows.CreateProxyResult) {
+func created(t *testing.T) (*world, proxyvm.CreateProxyResult) {
 	t.Helper()
 	w := newWorld(t)
 	res, err := w.create(createInput())
@@ -28,7 +29,7 @@ func created(t *testing.T) (*world, workflows.CreateProxyResult) {
 func TestDelete_runningVMStoppedFirstThenDestroyed(t *testing.T) {
 	w, vm := created(t)
 
-	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Equal(t, []activities.VMRef{{Node: "pve1", VMID: vm.VMID}}, res.Destroyed)
@@ -43,7 +44,7 @@ func TestDelete_removesSeedISOKeptOnSharedStorage(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, w.isos(), 1)
 
-	_, err = w.delete(workflows.DeleteProxyInput{UID: uid})
+	_, err = w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Empty(t, w.isos())
@@ -51,10 +52,10 @@ func TestDelete_removesSeedISOKeptOnSharedStorage(t *testing.T) {
 
 func TestDelete_twiceSucceeds(t *testing.T) {
 	w, _ := created(t)
-	_, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	_, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 	require.NoError(t, err)
 
-	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.Destroyed)
@@ -63,7 +64,7 @@ func TestDelete_twiceSucceeds(t *testing.T) {
 func TestDelete_absentIsNoOp(t *testing.T) {
 	w := newWorld(t)
 
-	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.Destroyed)
@@ -82,7 +83,7 @@ func TestDelete_foreignOrUnmarkedVMIsLeftAlone(t *testing.T) {
 				"name": proxy.NameFromUID(uid), "description": description,
 			}}))
 
-			res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+			res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 			require.NoError(t, err)
 			assert.Empty(t, res.Destroyed)
@@ -100,7 +101,7 @@ func TestDelete_stoppedVMSkipsStop(t *testing.T) {
 	w.advance(time.Minute)
 	stops := w.cluster.CallCount("Stop")
 
-	_, err = w.delete(workflows.DeleteProxyInput{UID: uid})
+	_, err = w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Equal(t, stops, w.cluster.CallCount("Stop"))
@@ -117,7 +118,7 @@ func TestDelete_lockedVMWaitedOnThenDestroyed(t *testing.T) {
 	require.NoError(t, err)
 	w.advance(2 * time.Minute)
 
-	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Len(t, res.Destroyed, 1)
@@ -128,9 +129,9 @@ func TestDelete_destroyTaskFailureIsTransient(t *testing.T) {
 	w, _ := created(t)
 	w.cluster.FailTask("qmdestroy", "storage 'local-lvm' is not online")
 
-	_, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	_, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 }
 
 func TestDelete_waitsOutADestroyTaskThatFailsOnABackupLock(t *testing.T) {
@@ -174,7 +175,7 @@ func TestDelete_stopMadeAgainOnAVMAlreadyDestroyedCountsItDestroyed(t *testing.T
 	require.NoError(t, err)
 	w.wrap = func(api pve.API) pve.API { return &destroyedBeforeStop{API: api, t: t} }
 
-	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Equal(t, []activities.VMRef{{Node: "pve1", VMID: vm.VMID}}, res.Destroyed, "the run's own destroy, made before its worker was lost")
@@ -201,7 +202,7 @@ func TestDelete_stopTaskThatFailsOnALockOrMissesTheVMIsFollowedUp(t *testing.T) 
 			// The task fails without its effect: the VM still runs, and the stop is made again.
 			w.cluster.FailTask("qmstop", exit(vm.VMID))
 
-			res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+			res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 			require.NoError(t, err)
 			assert.Equal(t, []activities.VMRef{{Node: "pve1", VMID: vm.VMID}}, res.Destroyed)

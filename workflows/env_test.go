@@ -25,6 +25,8 @@ import (
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/syncbuf"
 	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 const uid = "0f5b1c9e-4a7d-4e8b-9a51-7c2e3d4f5a60"
@@ -41,8 +43,8 @@ func testConfig(t *testing.T) config.Config {
 	return cfg
 }
 
-func createInput() workflows.ProxySpec {
-	return workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
+func createInput() proxyvm.ProxySpec {
+	return proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
 }
 
 // world is a simulated cluster that outlives the workflow environments run against it, so a
@@ -76,8 +78,8 @@ type runs struct {
 	// observing, when set, makes SignalWithStartRun take an entity's word to an observer, and
 	// SignalRun deliver the observer's looks to the entities: watches and looks record them.
 	observing bool
-	watches   []workflows.WatchRequest
-	looks     map[string][]workflows.Look
+	watches   []core.WatchRequest
+	looks     map[string][]core.Look
 	// describing, when set, is called with the workflow ID of every run described, before the
 	// answer is read: what happens to a run while Temporal is asked about it.
 	describing func(workflowID string)
@@ -105,8 +107,8 @@ func (r *runs) DescribeRun(_ context.Context, workflowID, runID string) (activit
 func (r *runs) SignalRun(_ context.Context, workflowID, _, signal string, arg any) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.observing && signal == workflows.LookSignal {
-		var l workflows.Look
+	if r.observing && signal == core.LookSignal {
+		var l core.Look
 		if err := json.Unmarshal(arg.(json.RawMessage), &l); err != nil {
 			return err
 		}
@@ -121,8 +123,8 @@ func (r *runs) SignalRun(_ context.Context, workflowID, _, signal string, arg an
 func (r *runs) SignalWithStartRun(_ context.Context, workflowID, signal string, arg any, _ activities.StartRun) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.observing && signal == workflows.WatchSignal {
-		var req workflows.WatchRequest
+	if r.observing && signal == core.WatchSignal {
+		var req core.WatchRequest
 		if err := json.Unmarshal(arg.(json.RawMessage), &req); err != nil {
 			return err
 		}
@@ -199,7 +201,7 @@ func newWorld(t *testing.T, change ...func(*pvesim.Options)) *world {
 	}
 	cluster := pvesim.New(opts)
 	return &world{t: t, cfg: testConfig(t), cluster: cluster, clock: clock, log: &syncbuf.Buffer{},
-		runs: &runs{byID: make(map[string]activities.RunInfo), looks: make(map[string][]workflows.Look)}, proxies: newProxies(clock, cluster), pools: &addressPools{clock: clock}}
+		runs: &runs{byID: make(map[string]activities.RunInfo), looks: make(map[string][]core.Look)}, proxies: newProxies(clock, cluster), pools: &addressPools{clock: clock}}
 }
 
 // env is a fresh workflow environment on the world's cluster, with real activities.
@@ -232,7 +234,7 @@ func entityStub(ctx workflow.Context, operation string, in json.RawMessage, opsB
 		workflow.NewTimer(timers, time.Hour)
 	}
 	stop()
-	suffix := map[string]string{workflows.CreateProxyName: "/create", workflows.ChangeProxyName: "/change", workflows.DeleteProxyName: "/delete"}[operation]
+	suffix := map[string]string{core.CreateProxyName: "/create", core.ChangeProxyName: "/change", core.DeleteProxyName: "/delete"}[operation]
 	ctx = workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID + suffix})
 	var out json.RawMessage
 	err := workflow.ExecuteChildWorkflow(ctx, operation, in).Get(ctx, &out)
@@ -248,7 +250,7 @@ func (w *world) runOp(env *testsuite.TestWorkflowEnvironment, operation string, 
 	}
 	data, _ := json.Marshal(in)
 	_ = json.Unmarshal(data, &uidOf)
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.ProxyWorkflowID(uidOf.UID)})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: core.ProxyWorkflowID(uidOf.UID)})
 	w.ops++
 	env.ExecuteWorkflow(entityStubName, operation, in, w.ops-1)
 }
@@ -263,11 +265,11 @@ func (w *world) advance(d time.Duration) {
 	w.clock.env = nil
 }
 
-func (w *world) create(in workflows.ProxySpec) (workflows.CreateProxyResult, error) {
+func (w *world) create(in proxyvm.ProxySpec) (proxyvm.CreateProxyResult, error) {
 	env := w.env()
-	w.runOp(env, workflows.CreateProxyName, in)
+	w.runOp(env, core.CreateProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
-	var res workflows.CreateProxyResult
+	var res proxyvm.CreateProxyResult
 	if err := env.GetWorkflowError(); err != nil {
 		return res, err
 	}
@@ -275,11 +277,11 @@ func (w *world) create(in workflows.ProxySpec) (workflows.CreateProxyResult, err
 	return res, nil
 }
 
-func (w *world) change(in workflows.ProxySpec) (workflows.ChangeProxyResult, error) {
+func (w *world) change(in proxyvm.ProxySpec) (proxyvm.ChangeProxyResult, error) {
 	env := w.env()
-	w.runOp(env, workflows.ChangeProxyName, in)
+	w.runOp(env, core.ChangeProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
-	var res workflows.ChangeProxyResult
+	var res proxyvm.ChangeProxyResult
 	if err := env.GetWorkflowError(); err != nil {
 		return res, err
 	}
@@ -287,11 +289,11 @@ func (w *world) change(in workflows.ProxySpec) (workflows.ChangeProxyResult, err
 	return res, nil
 }
 
-func (w *world) delete(in workflows.DeleteProxyInput) (workflows.DeleteProxyResult, error) {
+func (w *world) delete(in proxyvm.DeleteProxyInput) (proxyvm.DeleteProxyResult, error) {
 	env := w.env()
-	w.runOp(env, workflows.DeleteProxyName, in)
+	w.runOp(env, core.DeleteProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
-	var res workflows.DeleteProxyResult
+	var res proxyvm.DeleteProxyResult
 	if err := env.GetWorkflowError(); err != nil {
 		return res, err
 	}

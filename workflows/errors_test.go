@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pveflow/pveflow/internal/pve"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 // The message of a failed step names the step once: the activity's message already names its
@@ -27,16 +27,16 @@ func TestCreate_aFailedStepsMessageHoldsItsStepOnce(t *testing.T) {
 	}{
 		{"a call refused", func(w *world) {
 			w.cluster.FailNext("ClusterResources", &pve.APIError{Status: 403, Reason: "Permission check failed (/, Sys.Audit)"})
-		}, "list cluster resources", workflows.FailPermanent},
+		}, "list cluster resources", core.FailPermanent},
 		{"a call failing until its budget runs out", func(w *world) {
 			w.cfg.Budgets.Unlock = 20 * time.Second
 			for range 100 {
 				w.cluster.FailNext("ClusterResources", refused)
 			}
-		}, "list cluster resources", workflows.FailTransient},
+		}, "list cluster resources", core.FailTransient},
 		{"a task that failed", func(w *world) {
 			w.cluster.FailTask("qmstart", "start failed: QEMU exited with code 1")
-		}, "wait for start of VM", workflows.FailTransient},
+		}, "wait for start of VM", core.FailTransient},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 // The tests of a create at fleet scale: locks waited out, clones made again after a lock, and
@@ -35,7 +35,7 @@ func TestFleet_templateLockedLongerThanTheBudgetSaysSo(t *testing.T) {
 
 	_, err := w.create(createInput())
 
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	assert.Contains(t, err.Error(), "still locked when its budget ran out")
 	assert.Contains(t, err.Error(), "VM is locked (backup)")
 	assert.Empty(t, w.vms())
@@ -62,7 +62,7 @@ func TestFleet_cloneFailingOnTheStorageLockForTheWholeBudgetIsTransient(t *testi
 
 	_, err := w.create(createInput())
 
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	assert.Contains(t, err.Error(), "pve-storage-local-lvm")
 	assert.Empty(t, w.vms())
 }
@@ -113,11 +113,11 @@ func TestFleet_placementSkipsANodeWithoutTheTemplate(t *testing.T) {
 	w.cfg.Proxmox.Nodes = []string{"pve1", "pve2"}
 	busy(t, w, "pve1", 32768)
 	env := w.env()
-	w.runOp(env, workflows.CreateProxyName, createInput())
+	w.runOp(env, core.CreateProxyName, createInput())
 	require.NoError(t, env.GetWorkflowError())
-	v, err := env.QueryWorkflowByID(workflows.CreateWorkflowID(uid), workflows.StatusQuery)
+	v, err := env.QueryWorkflowByID(core.CreateWorkflowID(uid), core.StatusQuery)
 	require.NoError(t, err)
-	var st workflows.Status
+	var st core.Status
 	require.NoError(t, v.Get(&st))
 
 	assert.Equal(t, "pve1", st.Node)
@@ -145,7 +145,7 @@ func TestFleet_localStorageCrossNodeCloneIsRefusedBeforeAnyClone(t *testing.T) {
 
 	_, err := w.create(in)
 
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 	assert.Contains(t, err.Error(), "can't clone VM to node 'pve2' (VM uses local storage)")
 	assert.Contains(t, err.Error(), "templates.debian13.nodes")
 	assert.Zero(t, w.cluster.CallCount("Clone"))

@@ -13,7 +13,8 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 // leftDisk leaves the disk of VM vmid on pve1's local-lvm with no VM, as a destroy that could
@@ -66,15 +67,15 @@ func (h hiddenFromResources) ClusterResources(ctx context.Context) ([]pve.VMReso
 func TestGC_deletesAnOrphanDiskOfItsRangeOlderThanTheGraceAndLeavesOneOutsideIt(t *testing.T) {
 	w := newWorld(t)
 	ours, foreign := w.leftDisk(inRange), w.leftDisk(4000)
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	require.Len(t, res.Disks, 1)
 	assert.Equal(t, ours, res.Disks[0].VolID)
 	assert.Equal(t, inRange, res.Disks[0].VMID)
-	assert.Equal(t, workflows.GarbageDeleted, res.Disks[0].Outcome, res.Disks[0].Detail)
+	assert.Equal(t, reads.GarbageDeleted, res.Disks[0].Outcome, res.Disks[0].Detail)
 	assert.Equal(t, append(templateVolumes(), foreign), w.disks())
 	assert.False(t, res.Failed())
 }
@@ -83,14 +84,14 @@ func TestGC_leavesADiskWhoseVMTheResourcesListDoesNotShowYet(t *testing.T) {
 	w := newWorld(t)
 	volid := fmt.Sprintf("local-lvm:vm-%d-disk-0", inRange)
 	w.add(pvesim.VM{Node: "pve1", VMID: inRange, Config: pve.VMConfig{"name": "egress-eu-1", "scsi0": volid + ",size=4G"}})
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 	w.wrap = func(api pve.API) pve.API { return hiddenFromResources{API: api, vmid: inRange} }
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	require.Len(t, res.Disks, 1)
-	assert.Equal(t, workflows.GarbageSkipped, res.Disks[0].Outcome)
+	assert.Equal(t, reads.GarbageSkipped, res.Disks[0].Outcome)
 	assert.Equal(t, fmt.Sprintf("VM %d exists on node pve1 (cluster resources did not list it yet)", inRange), res.Disks[0].Detail)
 	assert.Contains(t, w.disks(), volid)
 	assert.Zero(t, w.cluster.CallCount("DeleteVolume"))
@@ -100,10 +101,10 @@ func TestGC_leavesTheDiskOfACloneInProgress(t *testing.T) {
 	w := newWorld(t, func(o *pvesim.Options) { o.TaskDurations["qmclone"] = 3 * time.Hour })
 	vmid := proxy.VMIDFor(otherUID, w.cfg.Proxmox.VMIDRange, 0)
 	cloneInProgress(t, w, otherUID, vmid, "")
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 	require.Contains(t, w.disks(), fmt.Sprintf("local-lvm:vm-%d-disk-0", vmid))
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.Disks)
@@ -116,7 +117,7 @@ func TestGC_leavesAnOrphanDiskYoungerThanTheGrace(t *testing.T) {
 	volid := w.leftDisk(inRange)
 	w.advance(10 * time.Minute)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.Disks)
@@ -129,14 +130,14 @@ func TestGC_leavesAnOrphanDiskYoungerThanTheGrace(t *testing.T) {
 func TestGC_dryRunListsAnOrphanDiskAndDeletesNothing(t *testing.T) {
 	w := newWorld(t)
 	volid := w.leftDisk(inRange)
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}, DryRun: true})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}, DryRun: true})
 
 	require.NoError(t, err)
 	require.Len(t, res.Disks, 1)
 	assert.Equal(t, volid, res.Disks[0].VolID)
-	assert.Equal(t, workflows.GarbageFound, res.Disks[0].Outcome)
+	assert.Equal(t, reads.GarbageFound, res.Disks[0].Outcome)
 	assert.Contains(t, w.disks(), volid)
 	assert.Zero(t, w.cluster.CallCount("DeleteVolume"))
 }
@@ -158,9 +159,9 @@ func crashedClone(t *testing.T, w *world) int {
 func TestGC_reportsAStaleCloneLockWithTheCommandThatClearsItAndLeavesItsVM(t *testing.T) {
 	w := newWorld(t)
 	vmid := crashedClone(t, w)
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	require.Len(t, res.CloneLocks, 1)
@@ -170,9 +171,9 @@ func TestGC_reportsAStaleCloneLockWithTheCommandThatClearsItAndLeavesItsVM(t *te
 	assert.Equal(t, otherUID, l.UID)
 	assert.True(t, l.Stale, l.Detail)
 	assert.Equal(t, fmt.Sprintf("qm unlock %d", vmid), l.Command)
-	assert.Greater(t, l.Age, 2*workflows.DefaultGrace)
+	assert.Greater(t, l.Age, 2*reads.DefaultGrace)
 	require.Len(t, res.VMs, 1)
-	assert.Equal(t, workflows.GarbageSkipped, res.VMs[0].Outcome)
+	assert.Equal(t, reads.GarbageSkipped, res.VMs[0].Outcome)
 	assert.Contains(t, res.VMs[0].Detail, "qm unlock")
 	assert.Contains(t, w.vmids(), vmid, "an API token cannot destroy a locked VM")
 	assert.Zero(t, w.cluster.CallCount("Destroy"))
@@ -183,9 +184,9 @@ func TestGC_doesNotReportACloneLockWhileACloneTaskRuns(t *testing.T) {
 	vmid := proxy.VMIDFor(otherUID, w.cfg.Proxmox.VMIDRange, 0)
 	w.cluster.StallClone(vmid)
 	cloneInProgress(t, w, otherUID, vmid, "")
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}, DryRun: true})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}, DryRun: true})
 
 	require.NoError(t, err)
 	require.Len(t, res.CloneLocks, 1)
@@ -199,7 +200,7 @@ func TestGC_doesNotReportACloneLockWhoseCloneEndedWithinTheGrace(t *testing.T) {
 	crashedClone(t, w)
 	w.advance(time.Minute)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}, DryRun: true, Grace: 3 * time.Hour})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}, DryRun: true, Grace: 3 * time.Hour})
 
 	require.NoError(t, err)
 	require.Len(t, res.CloneLocks, 1)
@@ -211,13 +212,13 @@ func TestCheck_reportsAnOrphanDiskAndAStaleCloneLock(t *testing.T) {
 	w := newWorld(t)
 	volid := w.leftDisk(inRange)
 	vmid := crashedClone(t, w)
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
 	res := w.check()
 
 	require.Len(t, res.OrphanDisks, 1)
 	assert.Equal(t, volid, res.OrphanDisks[0].VolID)
-	assert.Equal(t, workflows.GarbageFound, res.OrphanDisks[0].Outcome)
+	assert.Equal(t, reads.GarbageFound, res.OrphanDisks[0].Outcome)
 	require.Len(t, res.CloneLocks, 1)
 	assert.Equal(t, vmid, res.CloneLocks[0].VMID)
 	assert.True(t, res.CloneLocks[0].Stale)
@@ -234,14 +235,14 @@ func TestGC_deletesTheDisksAFailedCloneCouldNotFree(t *testing.T) {
 	require.NotContains(t, w.vmids(), vmid)
 	leaked := slices.DeleteFunc(w.disks(), func(volid string) bool { return slices.Contains(templateVolumes(), volid) })
 	require.NotEmpty(t, leaked)
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	require.Len(t, res.Disks, len(leaked))
 	for _, d := range res.Disks {
-		assert.Equal(t, workflows.GarbageDeleted, d.Outcome, d.Detail)
+		assert.Equal(t, reads.GarbageDeleted, d.Outcome, d.Detail)
 	}
 	assert.Equal(t, templateVolumes(), w.disks())
 }
@@ -254,13 +255,13 @@ func TestGC_collectsTheVMOfAStaleCloneLockOnceTheOperatorUnlockedIt(t *testing.T
 	w.advance(7 * 24 * time.Hour)
 	require.NoError(t, w.cluster.Unlock(vmid))
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.CloneLocks)
 	require.Len(t, res.VMs, 1)
 	assert.Equal(t, vmid, res.VMs[0].VMID)
-	assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome, res.VMs[0].Detail)
+	assert.Equal(t, reads.GarbageDeleted, res.VMs[0].Outcome, res.VMs[0].Detail)
 	require.Len(t, w.proxies.deleted(), 1)
 	assert.Equal(t, otherUID, w.proxies.deleted()[0].UID)
 }
@@ -269,9 +270,9 @@ func TestGC_reportsAnUnmarkedCloneLockOfItsRangeAsNeverTakenAndLeavesOneOutsideI
 	w := newWorld(t)
 	temporary := pve.VMConfig{"description": " qmclone temporary file\n", "lock": "clone"}
 	w.add(pvesim.VM{Node: "pve1", VMID: inRange, Config: temporary}, pvesim.VM{Node: "pve1", VMID: 4000, Config: temporary})
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	require.Len(t, res.CloneLocks, 1)

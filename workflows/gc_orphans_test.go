@@ -13,7 +13,8 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 // A create stopped between its clone and its configure step leaves a VM with the mark and the
@@ -25,10 +26,10 @@ func TestCollectGarbage_findsAMarkedVMWithoutTagOrProxyName(t *testing.T) {
 	delete(orphan.Config, "tags")
 	w.add(orphan)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
-	assert.Equal(t, []workflows.GarbageVM{{UID: otherUID, VMID: orphan.VMID, Node: "pve1", Name: "egress-eu-1", Outcome: workflows.GarbageDeleted}}, res.VMs)
+	assert.Equal(t, []fleet.GarbageVM{{UID: otherUID, VMID: orphan.VMID, Node: "pve1", Name: "egress-eu-1", Outcome: reads.GarbageDeleted}}, res.VMs)
 	require.Len(t, w.proxies.deleted(), 1)
 }
 
@@ -50,9 +51,9 @@ func TestCollectGarbage_keepsTheSeedISOOfAKeptProxyItCouldNotList(t *testing.T) 
 			vm := proxyVM(w, uid, true)
 			vm.Config["ide2"] = volid + ",media=cdrom"
 			setUp(w, vm)
-			w.advance(2 * workflows.DefaultGrace)
+			w.advance(2 * reads.DefaultGrace)
 
-			res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+			res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 			require.NoError(t, err)
 			assert.Empty(t, res.ISOs)
@@ -65,9 +66,9 @@ func TestCollectGarbage_keepsASeedISOAVMRefersTo(t *testing.T) {
 	w := newWorld(t)
 	volid := w.orphanISO(otherUID)
 	w.add(pvesim.VM{Node: "pve2", VMID: 4000, Config: pve.VMConfig{"name": "made-by-hand", "ide2": volid + ",media=cdrom"}})
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.ISOs)
@@ -80,15 +81,15 @@ func TestCollectGarbage_anUnreadableVMProtectsEveryISO(t *testing.T) {
 	unreadable := pvesim.VM{Node: "pve2", VMID: 4000, Config: pve.VMConfig{"name": "egress-eu-1"}}
 	w.add(unreadable)
 	w.wrap = func(api pve.API) pve.API { return configFails{API: api, vmid: unreadable.VMID} }
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	assert.Equal(t, []int{unreadable.VMID}, res.Unreadable)
 	require.Len(t, res.ISOs, 1)
 	assert.Equal(t, volid, res.ISOs[0].VolID)
-	assert.Equal(t, workflows.GarbageSkipped, res.ISOs[0].Outcome)
+	assert.Equal(t, reads.GarbageSkipped, res.ISOs[0].Outcome)
 	assert.Equal(t, "the config of VM(s) [4000] could not be read: they may use it", res.ISOs[0].Detail)
 	assert.False(t, res.Failed())
 	assert.Equal(t, []string{volid}, w.isos())
@@ -104,7 +105,7 @@ func TestCollectGarbage_doesNotDeleteTheNewSeedISOOfARecreatedProxy(t *testing.T
 		o.TaskDurations["qmclone"], o.TaskDurations["imgcopy"] = 0, 0
 	})
 	volid := w.orphanISO(otherUID)
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 	w.wrap = func(api pve.API) pve.API {
 		return &afterFirstISOListing{API: api, then: func() {
 			cloneInProgress(t, w, otherUID, proxy.VMIDFor(otherUID, w.cfg.Proxmox.VMIDRange, 0), "")
@@ -114,11 +115,11 @@ func TestCollectGarbage_doesNotDeleteTheNewSeedISOOfARecreatedProxy(t *testing.T
 		}}
 	}
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	require.Len(t, res.ISOs, 1)
-	assert.Equal(t, workflows.GarbageSkipped, res.ISOs[0].Outcome)
+	assert.Equal(t, reads.GarbageSkipped, res.ISOs[0].Outcome)
 	assert.Contains(t, res.ISOs[0].Detail, "uploaded again")
 	assert.Equal(t, []string{volid}, w.isos(), "the re-created proxy's seed ISO")
 	assert.Zero(t, w.cluster.CallCount("DeleteVolume"))
@@ -146,11 +147,11 @@ func TestCollectGarbage_deletesAMarkedVMWhoseNameIsNotADNSLabelByItsUID(t *testi
 	orphan.Config["name"] = "egress.eu-1"
 	w.add(orphan)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	require.Len(t, res.VMs, 1)
-	assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome)
+	assert.Equal(t, reads.GarbageDeleted, res.VMs[0].Outcome)
 	require.Len(t, w.proxies.deleted(), 1)
 	assert.Equal(t, otherUID, w.proxies.deleted()[0].UID)
 }

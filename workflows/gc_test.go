@@ -13,20 +13,23 @@ import (
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 // thirdUID is a proxy's beside uid's and otherUID's.
 const thirdUID = "3c9a1b2d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 
-func (w *world) collect(in workflows.CollectGarbageInput) (workflows.CollectGarbageResult, error) {
+func (w *world) collect(in fleet.CollectGarbageInput) (fleet.CollectGarbageResult, error) {
 	return w.collectIn(w.env(), in)
 }
 
-func (w *world) collectIn(env *testsuite.TestWorkflowEnvironment, in workflows.CollectGarbageInput) (workflows.CollectGarbageResult, error) {
-	env.ExecuteWorkflow(workflows.CollectGarbageName, in)
+func (w *world) collectIn(env *testsuite.TestWorkflowEnvironment, in fleet.CollectGarbageInput) (fleet.CollectGarbageResult, error) {
+	env.ExecuteWorkflow(core.CollectGarbageName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
-	var res workflows.CollectGarbageResult
+	var res fleet.CollectGarbageResult
 	if err := env.GetWorkflowError(); err != nil {
 		return res, err
 	}
@@ -60,10 +63,10 @@ func TestCollectGarbage_deletesOrphanVMAndLeavesKeptOne(t *testing.T) {
 	kept, orphan := proxyVM(w, uid, true), proxyVM(w, otherUID, true)
 	w.add(kept, orphan)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
-	assert.Equal(t, []workflows.GarbageVM{{UID: otherUID, VMID: orphan.VMID, Node: "pve1", Name: proxy.NameFromUID(otherUID), Outcome: workflows.GarbageDeleted}}, res.VMs)
+	assert.Equal(t, []fleet.GarbageVM{{UID: otherUID, VMID: orphan.VMID, Node: "pve1", Name: proxy.NameFromUID(otherUID), Outcome: reads.GarbageDeleted}}, res.VMs)
 	require.Len(t, w.proxies.deleted(), 1, "the kept one's entity is never asked")
 	assert.Equal(t, otherUID, w.proxies.deleted()[0].UID)
 	assert.Equal(t, "default-test-workflow-id/"+otherUID, w.proxies.deleted()[0].RequestID)
@@ -76,7 +79,7 @@ func TestCollectGarbage_asksEachOrphanUIDOnce(t *testing.T) {
 	first, second := proxyVM(w, otherUID, true), proxyVM(w, thirdUID, false)
 	w.add(first, second)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	var asked []string
@@ -86,12 +89,12 @@ func TestCollectGarbage_asksEachOrphanUIDOnce(t *testing.T) {
 	assert.ElementsMatch(t, []string{otherUID, thirdUID}, asked)
 	require.Len(t, res.VMs, 2)
 	for _, v := range res.VMs {
-		assert.Equal(t, workflows.GarbageDeleted, v.Outcome, v.UID)
+		assert.Equal(t, reads.GarbageDeleted, v.Outcome, v.UID)
 	}
 }
 
 // createdWithSharedISOs is created on shared ISO storage, where the create keeps the seed ISO.
-func createdWithSharedISOs(t *testing.T) (*world, workflows.CreateProxyResult) {
+func createdWithSharedISOs(t *testing.T) (*world, proxyvm.CreateProxyResult) {
 	t.Helper()
 	w := newWorld(t, withSharedISOStorage)
 	w.cfg.Proxmox.ISOStorage = "isos"
@@ -102,9 +105,9 @@ func createdWithSharedISOs(t *testing.T) (*world, workflows.CreateProxyResult) {
 
 func TestCollectGarbage_createdProxyWithItsReleasedSeedLeavesNothingToTake(t *testing.T) {
 	w, created := created(t)
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.VMs)
@@ -115,9 +118,9 @@ func TestCollectGarbage_createdProxyWithItsReleasedSeedLeavesNothingToTake(t *te
 
 func TestCollectGarbage_createdProxyWithItsISOIsKept(t *testing.T) {
 	w, created := createdWithSharedISOs(t)
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.VMs)
@@ -129,14 +132,14 @@ func TestCollectGarbage_createdProxyWithItsISOIsKept(t *testing.T) {
 
 func TestCollectGarbage_orphanProxyGoesThroughItsEntityWhichTakesItsSeedISO(t *testing.T) {
 	w, created := createdWithSharedISOs(t)
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{otherUID}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{otherUID}})
 
 	require.NoError(t, err)
 	require.Len(t, res.VMs, 1)
 	assert.Equal(t, created.VMID, res.VMs[0].VMID)
-	assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome)
+	assert.Equal(t, reads.GarbageDeleted, res.VMs[0].Outcome)
 	assert.Empty(t, res.ISOs, "not an orphan when listed: its VM existed, and its delete takes it")
 	require.Len(t, w.proxies.deleted(), 1)
 	assert.Equal(t, uid, w.proxies.deleted()[0].UID)
@@ -149,7 +152,7 @@ func TestCollectGarbage_unmarkedOrForeignVMNeverTouched(t *testing.T) {
 	unmarked.Config["description"] = "made by hand"
 	w.add(unmarked)
 
-	res, err := w.collect(workflows.CollectGarbageInput{KeepNone: true})
+	res, err := w.collect(fleet.CollectGarbageInput{KeepNone: true})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.VMs)
@@ -163,11 +166,11 @@ func TestCollectGarbage_markWithoutUIDSkipped(t *testing.T) {
 	nameless.Config["description"] = proxy.FormatDescription(proxy.Mark{CreatedAt: createdAt})
 	w.add(nameless)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	require.Len(t, res.VMs, 1)
-	assert.Equal(t, workflows.GarbageSkipped, res.VMs[0].Outcome)
+	assert.Equal(t, reads.GarbageSkipped, res.VMs[0].Outcome)
 	assert.Contains(t, res.VMs[0].Detail, "no UID")
 	assert.Empty(t, w.proxies.deleted())
 }
@@ -178,7 +181,7 @@ func TestCollectGarbage_vmYoungerThanGraceKept(t *testing.T) {
 	young.Config["description"] = proxy.FormatDescription(proxy.Mark{UID: otherUID, CreatedAt: w.clock.Now().Add(-10 * time.Minute)})
 	w.add(young)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.VMs)
@@ -186,8 +189,8 @@ func TestCollectGarbage_vmYoungerThanGraceKept(t *testing.T) {
 	require.Len(t, res.YoungVMs, 1, "reported as kept for its age")
 	assert.Equal(t, young.VMID, res.YoungVMs[0].VMID)
 	assert.Equal(t, 10*time.Minute, res.YoungVMs[0].Age)
-	assert.Equal(t, workflows.GarbageSkipped, res.YoungVMs[0].Outcome)
-	assert.Equal(t, workflows.DefaultGrace, res.Grace)
+	assert.Equal(t, reads.GarbageSkipped, res.YoungVMs[0].Outcome)
+	assert.Equal(t, reads.DefaultGrace, res.Grace)
 	assert.Empty(t, w.proxies.deleted())
 }
 
@@ -208,7 +211,7 @@ func TestCollectGarbage_orphanISO(t *testing.T) {
 			volid := w.orphanISO(otherUID)
 			w.advance(tt.age)
 
-			res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}, Grace: tt.grace})
+			res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}, Grace: tt.grace})
 
 			require.NoError(t, err)
 			if !tt.deleted {
@@ -222,7 +225,7 @@ func TestCollectGarbage_orphanISO(t *testing.T) {
 			assert.Empty(t, res.YoungISOs)
 			require.Len(t, res.ISOs, 1)
 			assert.Equal(t, volid, res.ISOs[0].VolID)
-			assert.Equal(t, workflows.GarbageDeleted, res.ISOs[0].Outcome)
+			assert.Equal(t, reads.GarbageDeleted, res.ISOs[0].Outcome)
 			assert.Empty(t, w.isos())
 		})
 	}
@@ -235,9 +238,9 @@ func TestCollectGarbage_otherISOsNeverTouched(t *testing.T) {
 		_, err := w.cluster.UploadISO(t.Context(), "pve1", "local", name, strings.NewReader(data), int64(len(data)))
 		require.NoError(t, err)
 	}
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
-	res, err := w.collect(workflows.CollectGarbageInput{KeepNone: true})
+	res, err := w.collect(fleet.CollectGarbageInput{KeepNone: true})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.ISOs)
@@ -249,14 +252,14 @@ func TestCollectGarbage_uidWithRunningCreateSkipped(t *testing.T) {
 	orphan := proxyVM(w, otherUID, true)
 	w.add(orphan)
 	env := w.env()
-	w.runs.start(workflows.CreateWorkflowID(otherUID), w.clock.Now().Add(-time.Minute))
+	w.runs.start(core.CreateWorkflowID(otherUID), w.clock.Now().Add(-time.Minute))
 
-	res, err := w.collectIn(env, workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collectIn(env, fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	require.Len(t, res.VMs, 1)
-	assert.Equal(t, workflows.GarbageSkipped, res.VMs[0].Outcome)
-	assert.Equal(t, workflows.CreateWorkflowID(otherUID)+" runs", res.VMs[0].Detail)
+	assert.Equal(t, reads.GarbageSkipped, res.VMs[0].Outcome)
+	assert.Equal(t, core.CreateWorkflowID(otherUID)+" runs", res.VMs[0].Detail)
 	assert.Empty(t, w.proxies.deleted())
 }
 
@@ -265,15 +268,15 @@ func TestCollectGarbage_dryRunDeletesNothing(t *testing.T) {
 	orphan := proxyVM(w, otherUID, true)
 	w.add(orphan)
 	volid := w.orphanISO("a-uid-without-vm")
-	w.advance(2 * workflows.DefaultGrace)
+	w.advance(2 * reads.DefaultGrace)
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}, DryRun: true})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}, DryRun: true})
 
 	require.NoError(t, err)
 	assert.True(t, res.DryRun)
-	assert.Equal(t, []workflows.GarbageVM{{UID: otherUID, VMID: orphan.VMID, Node: "pve1", Name: proxy.NameFromUID(otherUID), Outcome: workflows.GarbageFound}}, res.VMs)
+	assert.Equal(t, []fleet.GarbageVM{{UID: otherUID, VMID: orphan.VMID, Node: "pve1", Name: proxy.NameFromUID(otherUID), Outcome: reads.GarbageFound}}, res.VMs)
 	require.Len(t, res.ISOs, 1)
-	assert.Equal(t, workflows.GarbageISO{VolID: volid, Node: "pve1", Storage: "local", CreatedAt: res.ISOs[0].CreatedAt, Outcome: workflows.GarbageFound}, res.ISOs[0])
+	assert.Equal(t, fleet.GarbageISO{VolID: volid, Node: "pve1", Storage: "local", CreatedAt: res.ISOs[0].CreatedAt, Outcome: reads.GarbageFound}, res.ISOs[0])
 	assert.Equal(t, []int{orphan.VMID}, w.vmids())
 	assert.Equal(t, []string{volid}, w.isos())
 	assert.Zero(t, w.cluster.CallCount("DeleteVolume"))
@@ -293,9 +296,9 @@ func TestCollectGarbage_listFailureFailsTheRunAndDeletesNothing(t *testing.T) {
 				w.cluster.FailNext(method, &pve.APIError{Status: 596, Reason: "Connection timed out"})
 			}
 
-			_, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+			_, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
-			assert.Equal(t, workflows.FailTransient, failureType(t, err))
+			assert.Equal(t, core.FailTransient, failureType(t, err))
 			assert.Empty(t, w.proxies.deleted())
 		})
 	}
@@ -305,7 +308,7 @@ func TestCollectGarbage_deleteTheEntityRefusesOrFailsIsReportedAndOthersGoOn(t *
 	tests := map[string]error{
 		"refused": temporal.NewApplicationError("proxy "+otherUID+": a change runs, and is not superseded by a delete", "*errors.errorString"),
 		"failed": temporal.NewNonRetryableApplicationError("destroy VM 123456 on node pve1: Permission check failed (/vms/123456, VM.Allocate)",
-			workflows.FailPermanent, nil),
+			core.FailPermanent, nil),
 	}
 	for name, answer := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -313,20 +316,20 @@ func TestCollectGarbage_deleteTheEntityRefusesOrFailsIsReportedAndOthersGoOn(t *
 			orphan := proxyVM(w, otherUID, false)
 			w.add(orphan)
 			volid := w.orphanISO("a-uid-without-vm")
-			w.advance(2 * workflows.DefaultGrace)
+			w.advance(2 * reads.DefaultGrace)
 			w.proxies.failDelete[otherUID] = answer
 
-			res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+			res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 			require.NoError(t, err)
 			assert.True(t, res.Failed())
 			require.Len(t, res.VMs, 1)
-			assert.Equal(t, workflows.GarbageFailed, res.VMs[0].Outcome)
+			assert.Equal(t, reads.GarbageFailed, res.VMs[0].Outcome)
 			var appErr *temporal.ApplicationError
 			require.ErrorAs(t, answer, &appErr)
 			assert.Equal(t, "delete of proxy "+otherUID+" (request default-test-workflow-id/"+otherUID+"): "+appErr.Message(), res.VMs[0].Detail)
 			require.Len(t, res.ISOs, 1)
-			assert.Equal(t, workflows.GarbageDeleted, res.ISOs[0].Outcome)
+			assert.Equal(t, reads.GarbageDeleted, res.ISOs[0].Outcome)
 			assert.NotContains(t, w.isos(), volid)
 		})
 	}
@@ -338,17 +341,17 @@ func TestCollectGarbage_vmTheDeleteLeftAloneSkipped(t *testing.T) {
 	w.add(orphan)
 	w.proxies.unmarked = []string{otherUID}
 
-	res, err := w.collect(workflows.CollectGarbageInput{Keep: []string{uid}})
+	res, err := w.collect(fleet.CollectGarbageInput{Keep: []string{uid}})
 
 	require.NoError(t, err)
 	require.Len(t, res.VMs, 1)
-	assert.Equal(t, workflows.GarbageSkipped, res.VMs[0].Outcome)
+	assert.Equal(t, reads.GarbageSkipped, res.VMs[0].Outcome)
 	assert.Equal(t, "the delete of proxy/"+otherUID+" left it alone: it no longer carries the mark of "+otherUID, res.VMs[0].Detail)
 	assert.False(t, res.Failed())
 }
 
 func TestCollectGarbage_refusedInput(t *testing.T) {
-	tests := map[string]workflows.CollectGarbageInput{
+	tests := map[string]fleet.CollectGarbageInput{
 		"an empty kept set":       {},
 		"a negative grace period": {Keep: []string{uid}, Grace: -time.Hour},
 	}
@@ -359,7 +362,7 @@ func TestCollectGarbage_refusedInput(t *testing.T) {
 
 			_, err := w.collect(in)
 
-			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.Equal(t, core.FailPermanent, failureType(t, err))
 			assert.Empty(t, w.cluster.Calls())
 			assert.Len(t, w.vms(), 1)
 		})

@@ -10,7 +10,8 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // createdAt is the time in the marks of the proxy VMs these tests put on the cluster.
@@ -35,11 +36,11 @@ func (w *world) add(vms ...pvesim.VM) {
 	}
 }
 
-func (w *world) get(in workflows.GetProxyInput) (workflows.GetProxyResult, error) {
+func (w *world) get(in proxyvm.GetProxyInput) (proxyvm.GetProxyResult, error) {
 	env := w.env()
-	env.ExecuteWorkflow(workflows.GetProxyName, in)
+	env.ExecuteWorkflow(core.GetProxyName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
-	var res workflows.GetProxyResult
+	var res proxyvm.GetProxyResult
 	if err := env.GetWorkflowError(); err != nil {
 		return res, err
 	}
@@ -48,20 +49,20 @@ func (w *world) get(in workflows.GetProxyInput) (workflows.GetProxyResult, error
 }
 
 // byUID and byProviderID are the two ways to ask for the proxy uid, whose home VMID is in w.
-func byUID() workflows.GetProxyInput { return workflows.GetProxyInput{UID: uid} }
+func byUID() proxyvm.GetProxyInput { return proxyvm.GetProxyInput{UID: uid} }
 
-func byProviderID(w *world) workflows.GetProxyInput {
-	return workflows.GetProxyInput{ProviderID: proxy.FormatProviderID(proxy.VMIDFor(uid, w.cfg.Proxmox.VMIDRange, 0), proxy.NameFromUID(uid))}
+func byProviderID(w *world) proxyvm.GetProxyInput {
+	return proxyvm.GetProxyInput{ProviderID: proxy.FormatProviderID(proxy.VMIDFor(uid, w.cfg.Proxmox.VMIDRange, 0), proxy.NameFromUID(uid))}
 }
 
 // bothWays runs a test by UID and by provider ID.
-func bothWays(t *testing.T, test func(t *testing.T, w *world, in func(*world) workflows.GetProxyInput)) {
-	t.Run("uid", func(t *testing.T) { test(t, newWorld(t), func(*world) workflows.GetProxyInput { return byUID() }) })
+func bothWays(t *testing.T, test func(t *testing.T, w *world, in func(*world) proxyvm.GetProxyInput)) {
+	t.Run("uid", func(t *testing.T) { test(t, newWorld(t), func(*world) proxyvm.GetProxyInput { return byUID() }) })
 	t.Run("providerID", func(t *testing.T) { test(t, newWorld(t), byProviderID) })
 }
 
 func TestGet_runningWithIPIsRunningInThreeCalls(t *testing.T) {
-	bothWays(t, func(t *testing.T, w *world, in func(*world) workflows.GetProxyInput) {
+	bothWays(t, func(t *testing.T, w *world, in func(*world) proxyvm.GetProxyInput) {
 		v := proxyVM(w, uid, true)
 		w.add(v)
 
@@ -89,7 +90,7 @@ func TestGet_readsUIDAndCreatedAtFromTheMark(t *testing.T) {
 }
 
 func TestGet_missingVMIsNotFound(t *testing.T) {
-	bothWays(t, func(t *testing.T, w *world, in func(*world) workflows.GetProxyInput) {
+	bothWays(t, func(t *testing.T, w *world, in func(*world) proxyvm.GetProxyInput) {
 		got, err := w.get(in(w))
 
 		require.NoError(t, err)
@@ -111,7 +112,7 @@ func TestGet_nameMismatchIsNotFound(t *testing.T) {
 }
 
 func TestGet_unmarkedIsNotFound(t *testing.T) {
-	bothWays(t, func(t *testing.T, w *world, in func(*world) workflows.GetProxyInput) {
+	bothWays(t, func(t *testing.T, w *world, in func(*world) proxyvm.GetProxyInput) {
 		v := proxyVM(w, uid, true)
 		delete(v.Config, "description")
 		w.add(v)
@@ -172,12 +173,12 @@ func TestGet_agentOtherErrorIsTransient(t *testing.T) {
 
 	_, err := w.get(byUID())
 
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	assert.ErrorContains(t, err, "got no worker")
 }
 
 func TestGet_stoppedIsStopped(t *testing.T) {
-	bothWays(t, func(t *testing.T, w *world, in func(*world) workflows.GetProxyInput) {
+	bothWays(t, func(t *testing.T, w *world, in func(*world) proxyvm.GetProxyInput) {
 		w.add(proxyVM(w, uid, false))
 
 		res, err := w.get(in(w))
@@ -223,7 +224,7 @@ func TestGet_unknownStatusThatCannotBeReadIsTransient(t *testing.T) {
 
 	_, err := w.get(byProviderID(w))
 
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	assert.ErrorContains(t, err, "does not know the status")
 }
 
@@ -235,7 +236,7 @@ func TestGet_rightAfterACreateWithTheCacheLaggingIsRunning(t *testing.T) {
 	created, err := w.create(createInput())
 	require.NoError(t, err)
 
-	res, err := w.get(workflows.GetProxyInput{UID: uid})
+	res, err := w.get(proxyvm.GetProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Equal(t, proxy.Running, res.State)
@@ -244,31 +245,31 @@ func TestGet_rightAfterACreateWithTheCacheLaggingIsRunning(t *testing.T) {
 
 func TestGet_lockedIsTransientNeverNotFound(t *testing.T) {
 	t.Run("backup", func(t *testing.T) {
-		bothWays(t, func(t *testing.T, w *world, in func(*world) workflows.GetProxyInput) {
+		bothWays(t, func(t *testing.T, w *world, in func(*world) proxyvm.GetProxyInput) {
 			v := proxyVM(w, uid, true)
 			v.Config["lock"] = "backup"
 			w.add(v)
 
 			_, err := w.get(in(w))
 
-			assert.Equal(t, workflows.FailTransient, failureType(t, err))
+			assert.Equal(t, core.FailTransient, failureType(t, err))
 			assert.ErrorContains(t, err, "locked (backup)")
 		})
 	})
 	t.Run("clone still copying", func(t *testing.T) {
-		bothWays(t, func(t *testing.T, w *world, in func(*world) workflows.GetProxyInput) {
+		bothWays(t, func(t *testing.T, w *world, in func(*world) proxyvm.GetProxyInput) {
 			cloneInProgress(t, w, uid, proxy.VMIDFor(uid, w.cfg.Proxmox.VMIDRange, 0), "")
 
 			_, err := w.get(in(w))
 
-			assert.Equal(t, workflows.FailTransient, failureType(t, err))
+			assert.Equal(t, core.FailTransient, failureType(t, err))
 			assert.ErrorContains(t, err, "being cloned")
 		})
 	})
 }
 
 func TestGet_malformedInputIsPermanent(t *testing.T) {
-	for name, in := range map[string]workflows.GetProxyInput{
+	for name, in := range map[string]proxyvm.GetProxyInput{
 		"nothing":     {},
 		"bad uid":     {UID: "not a uid"},
 		"bad ID":      {ProviderID: "vms/12/proxy-x"},
@@ -279,7 +280,7 @@ func TestGet_malformedInputIsPermanent(t *testing.T) {
 
 			_, err := w.get(in)
 
-			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.Equal(t, core.FailPermanent, failureType(t, err))
 			assert.Empty(t, w.cluster.Calls(), "refused before any call")
 		})
 	}
@@ -294,7 +295,7 @@ func TestGet_resourcesFailureIsTransient(t *testing.T) {
 
 	_, err := w.get(byUID())
 
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	assert.Equal(t, 2, w.cluster.CallCount("ClusterResources"), "one retry, no long wait")
 }
 
@@ -308,7 +309,7 @@ func TestGet_twoVMsWithOurMarkIsPermanent(t *testing.T) {
 
 	_, err := w.get(byUID())
 
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 }
 
 func TestGet_afterCreateRunningAndAfterDeleteNotFound(t *testing.T) {
@@ -316,13 +317,13 @@ func TestGet_afterCreateRunningAndAfterDeleteNotFound(t *testing.T) {
 	created, err := w.create(createInput())
 	require.NoError(t, err)
 
-	got, err := w.get(workflows.GetProxyInput{ProviderID: created.ProviderID})
+	got, err := w.get(proxyvm.GetProxyInput{ProviderID: created.ProviderID})
 	require.NoError(t, err)
 	assert.Equal(t, proxy.Running, got.State)
 	assert.Equal(t, created.IPv4, got.IPv4)
 	assert.Equal(t, created.CreatedAt, got.CreatedAt)
 
-	_, err = w.delete(workflows.DeleteProxyInput{UID: uid})
+	_, err = w.delete(proxyvm.DeleteProxyInput{UID: uid})
 	require.NoError(t, err)
 	got, err = w.get(byUID())
 	require.NoError(t, err)

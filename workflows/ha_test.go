@@ -13,7 +13,7 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // haRound is how long the HA manager of the tests' clusters takes to act: long beside the
@@ -79,7 +79,7 @@ func TestHA_aDeleteRemovesTheResourceBeforeItStopsTheVM(t *testing.T) {
 	_, err := w.create(createInput())
 	require.NoError(t, err)
 
-	_, err = w.delete(workflows.DeleteProxyInput{UID: uid})
+	_, err = w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Empty(t, w.vms())
@@ -93,7 +93,7 @@ func TestHA_aDeleteWaitsForTheManagerToStopAProxyRegisteredWhileHAIsOff(t *testi
 	require.NoError(t, err)
 	require.NoError(t, w.cluster.AddHAResource(context.Background(), pve.HAResourceParams{SID: haSID(res.VMID), State: "started"}))
 
-	_, err = w.delete(workflows.DeleteProxyInput{UID: uid})
+	_, err = w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Contains(t, taskTypes(w), "hastop")

@@ -14,16 +14,17 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
-func (w *world) check() workflows.CheckHealthResult {
+func (w *world) check() reads.CheckHealthResult {
 	w.t.Helper()
 	env := w.env()
-	env.ExecuteWorkflow(workflows.CheckHealthName)
+	env.ExecuteWorkflow(core.CheckHealthName)
 	require.True(w.t, env.IsWorkflowCompleted())
 	require.NoError(w.t, env.GetWorkflowError())
-	var res workflows.CheckHealthResult
+	var res reads.CheckHealthResult
 	require.NoError(w.t, env.GetWorkflowResult(&res))
 	return res
 }
@@ -102,37 +103,37 @@ func TestCheck_reasonsTable(t *testing.T) {
 	}{
 		{"unauthorized", func(w *world) {
 			w.cluster.FailNext("Version", &pve.APIError{Status: 401, Reason: "authentication failure"})
-		}, workflows.ReasonUnauthorized, "401 authentication failure"},
+		}, reads.ReasonUnauthorized, "401 authentication failure"},
 		{"forbidden", func(w *world) {
 			w.cluster.FailNext("NodeStatus", &pve.APIError{Status: 403, Reason: "Permission check failed (/nodes/pve1, Sys.Audit)"})
-		}, workflows.ReasonForbidden, "Sys.Audit"},
+		}, reads.ReasonForbidden, "Sys.Audit"},
 		{"unreachable", func(w *world) {
 			w.cluster.FailNext("Version", dialRefused)
 			w.cluster.FailNext("Version", dialRefused)
-		}, workflows.ReasonUnreachable, "connection refused"},
+		}, reads.ReasonUnreachable, "connection refused"},
 		{"request timeout", func(w *world) {
 			for range 2 {
 				w.cluster.FailNext("NodeStatus", fmt.Errorf("no answer within 30s: %w", context.DeadlineExceeded))
 			}
-		}, workflows.ReasonTimeout, "no answer within 30s"},
+		}, reads.ReasonTimeout, "no answer within 30s"},
 		{"other API error", func(w *world) {
 			for range 2 {
 				w.cluster.FailNext("NodeStatus", &pve.APIError{Status: 500, Reason: "got no worker"})
 			}
-		}, workflows.ReasonAPIError, "got no worker"},
+		}, reads.ReasonAPIError, "got no worker"},
 		{"storage not on the node", func(w *world) {
 			w.cfg.Proxmox.ISOStorage = "cephfs-iso"
-		}, workflows.ReasonStorageNotFound, "No such storage."},
+		}, reads.ReasonStorageNotFound, "No such storage."},
 		{"storage without ISO content", func(w *world) {
 			w.cfg.Proxmox.ISOStorage = "local-lvm"
-		}, workflows.ReasonStorageNotFound, "does not hold ISO images (content: images,rootdir)"},
+		}, reads.ReasonStorageNotFound, "does not hold ISO images (content: images,rootdir)"},
 		{"template missing", func(w *world) {
 			w.cfg.Proxmox.Templates["debian13"] = config.Template{VMID: 9100}
-		}, workflows.ReasonTemplateNotFound, "no template debian13 (VMID 9100)"},
+		}, reads.ReasonTemplateNotFound, "no template debian13 (VMID 9100)"},
 		{"template is a VM, not a template", func(w *world) {
 			w.cfg.Proxmox.Templates["debian13"] = config.Template{VMID: 4000}
 			w.add(pvesim.VM{Node: "pve1", VMID: 4000, Config: pve.VMConfig{"name": "not-a-template"}})
-		}, workflows.ReasonTemplateNotFound, "no template debian13 (VMID 4000)"},
+		}, reads.ReasonTemplateNotFound, "no template debian13 (VMID 4000)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,7 +160,7 @@ func TestCheck_nodesOwnTemplateMustBeOnTheNode(t *testing.T) {
 
 	require.Len(t, res.Nodes, 2)
 	assert.True(t, res.Nodes[0].Healthy)
-	assert.Equal(t, workflows.ReasonTemplateNotFound, res.Nodes[1].Reason)
+	assert.Equal(t, reads.ReasonTemplateNotFound, res.Nodes[1].Reason)
 	assert.Equal(t, "no template debian13 (VMID 9000 on node pve2)", res.Nodes[1].Message)
 	assert.Equal(t, "0/1", res.Nodes[1].Details["templates"])
 }

@@ -11,14 +11,16 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
-func (w *world) list() (workflows.ListProxiesResult, error) {
+func (w *world) list() (reads.ListProxiesResult, error) {
 	env := w.env()
-	env.ExecuteWorkflow(workflows.ListProxiesName)
+	env.ExecuteWorkflow(core.ListProxiesName)
 	require.True(w.t, env.IsWorkflowCompleted())
-	var res workflows.ListProxiesResult
+	var res reads.ListProxiesResult
 	if err := env.GetWorkflowError(); err != nil {
 		return res, err
 	}
@@ -27,7 +29,7 @@ func (w *world) list() (workflows.ListProxiesResult, error) {
 }
 
 // listedVMIDs are the VMIDs of the listed proxies.
-func listedVMIDs(res workflows.ListProxiesResult) []int {
+func listedVMIDs(res reads.ListProxiesResult) []int {
 	var ids []int
 	for _, p := range res.Proxies {
 		ids = append(ids, p.VMID)
@@ -55,8 +57,8 @@ func TestListByTag_listsMarkedVMsWithUIDAndCreatedAt(t *testing.T) {
 
 	require.NoError(t, err)
 	require.Len(t, res.Proxies, 2)
-	got := map[string]workflows.ListedProxy{res.Proxies[0].UID: res.Proxies[0], res.Proxies[1].UID: res.Proxies[1]}
-	assert.Equal(t, workflows.ListedProxy{
+	got := map[string]reads.ListedProxy{res.Proxies[0].UID: res.Proxies[0], res.Proxies[1].UID: res.Proxies[1]}
+	assert.Equal(t, reads.ListedProxy{
 		ProviderID: proxy.FormatProviderID(ours.VMID, proxy.NameFromUID(uid)), VMID: ours.VMID, Node: "pve1",
 		Name: proxy.NameFromUID(uid), UID: uid, CreatedAt: createdAt, Status: "running",
 	}, got[uid])
@@ -133,7 +135,7 @@ func TestListByTag_resourcesFailureFailsWhole(t *testing.T) {
 
 	_, err := w.list()
 
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	assert.ErrorContains(t, err, "no quorum")
 }
 
@@ -218,7 +220,7 @@ func TestListByTag_idsAcceptedByGet(t *testing.T) {
 	require.Len(t, res.Proxies, 2)
 
 	for _, p := range res.Proxies {
-		got, err := w.get(workflows.GetProxyInput{ProviderID: p.ProviderID})
+		got, err := w.get(proxyvm.GetProxyInput{ProviderID: p.ProviderID})
 		require.NoError(t, err)
 		assert.Equal(t, p.UID, got.UID)
 	}

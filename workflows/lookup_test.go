@@ -14,7 +14,7 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // The tests of what a lookup by UID reads: the config of every VM the list of cluster resources
@@ -131,7 +131,7 @@ func TestLookup_ourVMThatAPersonRenamedIsFound(t *testing.T) {
 			shown := map[bool]string{true: proxy.NameFromUID(uid), false: "web-01"}[lag > 0]
 			require.Equal(t, shown, listed(t, w, home).Name)
 
-			res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+			res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 			require.NoError(t, err)
 			assert.Equal(t, []activities.VMRef{{Node: "pve1", VMID: home}}, res.Destroyed)
@@ -183,7 +183,7 @@ func TestLookup_ourCloneOnAVMIDATemplateLeftIsFoundWhileTheCacheShowsTheTemplate
 			w := ourCloneWhereATemplateWas(t, copying)
 			home := probeVMID(w, 0)
 
-			res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+			res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 			require.NoError(t, err)
 			assert.Equal(t, []activities.VMRef{{Node: "pve1", VMID: home}}, res.Destroyed)
@@ -234,7 +234,7 @@ func TestLookup_aTemplateCarryingOurMarkIsNeverOurs(t *testing.T) {
 				w.wrap = func(api pve.API) pve.API { return cacheBehindTemplates{api} }
 			}
 
-			res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+			res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 			require.NoError(t, err)
 			assert.Empty(t, res.Destroyed)
@@ -275,7 +275,7 @@ func TestLookup_aVMWhoseVMIDAContainerTookSinceTheListIsGone(t *testing.T) {
 	home := probeVMID(w, 0)
 	w.wrap = func(api pve.API) pve.API { return &listedBeforeAContainerTookIt{API: api, vmid: home} }
 
-	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.Destroyed)

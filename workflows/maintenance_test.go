@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 func TestFleet_aNodeInMaintenanceIsNeverChosen(t *testing.T) {
@@ -30,7 +30,7 @@ func TestFleet_aZoneInMaintenanceIsRefusedTransientBeforeAnyClone(t *testing.T) 
 
 	_, err := w.create(in)
 
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	assert.Contains(t, err.Error(), "node pve2 is in HA maintenance mode")
 	assert.Zero(t, w.cluster.CallCount("Clone"))
 }

@@ -12,7 +12,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/pveflow/pveflow/internal/pve"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // The UIDs of the proxies an observer watches in these tests, beside uid.
@@ -32,31 +34,31 @@ func observing(t *testing.T) *world {
 
 // observe runs an Observer on env for d of virtual time, with the watches sent at time 0 and
 // the world's cluster changed by change at their times, and returns its status at the end.
-func observe(t *testing.T, w *world, env *testsuite.TestWorkflowEnvironment, d time.Duration, watches []workflows.WatchRequest) workflows.ObserverStatus {
+func observe(t *testing.T, w *world, env *testsuite.TestWorkflowEnvironment, d time.Duration, watches []core.WatchRequest) fleet.ObserverStatus {
 	t.Helper()
 	env.SetTestTimeout(30 * time.Second)
 	for _, req := range watches {
-		env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.WatchSignal, req) }, 0)
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(core.WatchSignal, req) }, 0)
 	}
-	var st workflows.ObserverStatus
+	var st fleet.ObserverStatus
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(workflows.ObserverQuery)
+		v, err := env.QueryWorkflow(core.ObserverQuery)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&st))
 		env.CancelWorkflow()
 	}, d)
-	env.ExecuteWorkflow(workflows.ObserverName, workflows.ObserverState{})
+	env.ExecuteWorkflow(core.ObserverName, fleet.ObserverState{})
 	require.True(t, env.IsWorkflowCompleted())
 	return st
 }
 
 func TestObserver_wakesOnlyTheEntitiesWhoseVMsChangedOrLookWrong(t *testing.T) {
 	w := observing(t)
-	var watches []workflows.WatchRequest
+	var watches []core.WatchRequest
 	for _, u := range []string{uid, stoppedUID, destroyedUID, renamedUID} {
 		vm := proxyVM(w, u, true)
 		w.add(vm)
-		watches = append(watches, workflows.WatchRequest{UID: u, VMID: vm.VMID})
+		watches = append(watches, core.WatchRequest{UID: u, VMID: vm.VMID})
 	}
 	env := w.env()
 	node := "pve1"
@@ -80,13 +82,13 @@ func TestObserver_wakesOnlyTheEntitiesWhoseVMsChangedOrLookWrong(t *testing.T) {
 	assert.Equal(t, 2, st.Listings)
 	assert.Equal(t, 2, w.cluster.CallCount("ClusterResources")-calls, "one call per listing, whatever the fleet")
 	assert.Zero(t, w.cluster.CallCount("VMConfig"), "the observer reads no VM")
-	assert.Empty(t, w.runs.looks[workflows.ProxyWorkflowID(uid)], "nothing new: not woken")
-	require.Len(t, w.runs.looks[workflows.ProxyWorkflowID(stoppedUID)], 1)
-	assert.Equal(t, "listed stopped on node pve1", w.runs.looks[workflows.ProxyWorkflowID(stoppedUID)][0].Why)
-	require.Len(t, w.runs.looks[workflows.ProxyWorkflowID(destroyedUID)], 1)
-	assert.Equal(t, "not in the cluster's list", w.runs.looks[workflows.ProxyWorkflowID(destroyedUID)][0].Why)
-	require.Len(t, w.runs.looks[workflows.ProxyWorkflowID(renamedUID)], 1)
-	assert.Contains(t, w.runs.looks[workflows.ProxyWorkflowID(renamedUID)][0].Why, "renamed-by-hand")
+	assert.Empty(t, w.runs.looks[core.ProxyWorkflowID(uid)], "nothing new: not woken")
+	require.Len(t, w.runs.looks[core.ProxyWorkflowID(stoppedUID)], 1)
+	assert.Equal(t, "listed stopped on node pve1", w.runs.looks[core.ProxyWorkflowID(stoppedUID)][0].Why)
+	require.Len(t, w.runs.looks[core.ProxyWorkflowID(destroyedUID)], 1)
+	assert.Equal(t, "not in the cluster's list", w.runs.looks[core.ProxyWorkflowID(destroyedUID)][0].Why)
+	require.Len(t, w.runs.looks[core.ProxyWorkflowID(renamedUID)], 1)
+	assert.Contains(t, w.runs.looks[core.ProxyWorkflowID(renamedUID)][0].Why, "renamed-by-hand")
 	assert.Equal(t, 3, st.Wakes)
 }
 
@@ -95,9 +97,9 @@ func TestObserver_aVMThatStaysWrongWakesItsEntityAtEveryListing(t *testing.T) {
 	vm := proxyVM(w, uid, false)
 	w.add(vm)
 
-	observe(t, w, w.env(), 16*time.Minute, []workflows.WatchRequest{{UID: uid, VMID: vm.VMID}})
+	observe(t, w, w.env(), 16*time.Minute, []core.WatchRequest{{UID: uid, VMID: vm.VMID}})
 
-	assert.Len(t, w.runs.looks[workflows.ProxyWorkflowID(uid)], 3, "stopped at each of the three listings")
+	assert.Len(t, w.runs.looks[core.ProxyWorkflowID(uid)], 3, "stopped at each of the three listings")
 }
 
 func TestObserver_anEntitysWordMakesTheNextListingTheNormal(t *testing.T) {
@@ -109,12 +111,12 @@ func TestObserver_anEntitysWordMakesTheNextListingTheNormal(t *testing.T) {
 	// every operation: the change is its own, and wakes nobody.
 	env.RegisterDelayedCallback(func() {
 		require.NoError(t, w.cluster.SetVMConfig(context.Background(), vm.Node, vm.VMID, pve.VMConfig{"cores": "4"}))
-		env.SignalWorkflow(workflows.WatchSignal, workflows.WatchRequest{UID: uid, VMID: vm.VMID})
+		env.SignalWorkflow(core.WatchSignal, core.WatchRequest{UID: uid, VMID: vm.VMID})
 	}, 7*time.Minute)
 
-	observe(t, w, env, 16*time.Minute, []workflows.WatchRequest{{UID: uid, VMID: vm.VMID}})
+	observe(t, w, env, 16*time.Minute, []core.WatchRequest{{UID: uid, VMID: vm.VMID}})
 
-	assert.Empty(t, w.runs.looks[workflows.ProxyWorkflowID(uid)])
+	assert.Empty(t, w.runs.looks[core.ProxyWorkflowID(uid)])
 }
 
 func TestObserver_stopsWatchingAProxyWhoseEntitySaysSo(t *testing.T) {
@@ -123,14 +125,14 @@ func TestObserver_stopsWatchingAProxyWhoseEntitySaysSo(t *testing.T) {
 	w.add(vm)
 	env := w.env()
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.WatchSignal, workflows.WatchRequest{UID: uid})
+		env.SignalWorkflow(core.WatchSignal, core.WatchRequest{UID: uid})
 		_, err := w.cluster.Stop(context.Background(), vm.Node, vm.VMID)
 		require.NoError(t, err)
 	}, 7*time.Minute)
 
-	st := observe(t, w, env, 11*time.Minute, []workflows.WatchRequest{{UID: uid, VMID: vm.VMID}})
+	st := observe(t, w, env, 11*time.Minute, []core.WatchRequest{{UID: uid, VMID: vm.VMID}})
 
-	assert.Empty(t, w.runs.looks[workflows.ProxyWorkflowID(uid)])
+	assert.Empty(t, w.runs.looks[core.ProxyWorkflowID(uid)])
 	assert.Zero(t, st.Watching)
 }
 
@@ -140,7 +142,7 @@ func TestObserver_watchesNothingOfAnEntityThatDoesNotRun(t *testing.T) {
 	vm := proxyVM(w, uid, false)
 	w.add(vm)
 
-	st := observe(t, w, w.env(), 6*time.Minute, []workflows.WatchRequest{{UID: uid, VMID: vm.VMID}})
+	st := observe(t, w, w.env(), 6*time.Minute, []core.WatchRequest{{UID: uid, VMID: vm.VMID}})
 
 	assert.Zero(t, st.Watching, "its entity closed: nobody to wake")
 	assert.Zero(t, st.Wakes)
@@ -152,16 +154,16 @@ func TestObserver_continuesAsNewWithWhatItWatches(t *testing.T) {
 	w.add(vm)
 	env := w.env()
 	env.SetTestTimeout(30 * time.Second)
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.WatchSignal, workflows.WatchRequest{UID: uid, VMID: vm.VMID}) }, 0)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(core.WatchSignal, core.WatchRequest{UID: uid, VMID: vm.VMID}) }, 0)
 	env.RegisterDelayedCallback(func() { env.SetContinueAsNewSuggested(true) }, 6*time.Minute)
 
-	env.ExecuteWorkflow(workflows.ObserverName, workflows.ObserverState{})
+	env.ExecuteWorkflow(core.ObserverName, fleet.ObserverState{})
 
 	var can *workflow.ContinueAsNewError
 	require.ErrorAs(t, env.GetWorkflowError(), &can)
-	var next workflows.ObserverState
+	var next fleet.ObserverState
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
-	assert.Equal(t, map[string]workflows.WatchedVM{uid: {VMID: vm.VMID, Seen: next.Watched[uid].Seen}}, next.Watched)
+	assert.Equal(t, map[string]fleet.WatchedVM{uid: {VMID: vm.VMID, Seen: next.Watched[uid].Seen}}, next.Watched)
 	assert.NotZero(t, next.Watched[uid].Seen, "with its fingerprint: the next run wakes nobody for what this one saw")
 	assert.Positive(t, next.Listings)
 }
@@ -169,33 +171,33 @@ func TestObserver_continuesAsNewWithWhatItWatches(t *testing.T) {
 func TestProxy_aWatchedProxyChecksItselfOnlyAtItsBackstop(t *testing.T) {
 	w := observing(t)
 	p := newProxyEntity(t, w)
-	p.request(0, workflows.CreateUpdate, "create", createInput())
+	p.request(0, core.CreateUpdate, "create", createInput())
 	var start time.Time
 	p.at(0, func() { start = p.env.Now() })
-	var quiet workflows.ProxyStatus
+	var quiet proxyvm.ProxyStatus
 	p.at(12*time.Hour, func() { quiet = p.status() })
-	p.request(w.cfg.Entity.BackstopInterval*2, workflows.DeleteUpdate, "delete", deleteInput())
+	p.request(w.cfg.Entity.BackstopInterval*2, core.DeleteUpdate, "delete", deleteInput())
 
 	p.run()
 
 	assert.Less(t, quiet.Observed.CheckedAt.Sub(start), 10*time.Minute, "twelve quiet hours: no check since the create")
-	watched := workflows.WatchRequest{UID: uid, VMID: p.created().VMID}
+	watched := core.WatchRequest{UID: uid, VMID: p.created().VMID}
 	require.GreaterOrEqual(t, len(w.runs.watches), 3, "its word after the create, again at each backstop, withdrawn by the delete")
 	for _, req := range w.runs.watches[:len(w.runs.watches)-1] {
 		assert.Equal(t, watched, req)
 	}
-	assert.Equal(t, workflows.WatchRequest{UID: uid}, w.runs.watches[len(w.runs.watches)-1])
+	assert.Equal(t, core.WatchRequest{UID: uid}, w.runs.watches[len(w.runs.watches)-1])
 }
 
 func TestProxy_anEntityWhoseWordTheObserverDidNotTakeChecksItselfEveryInterval(t *testing.T) {
 	w := newWorld(t) // SignalWithStartRun fails
 	p := newProxyEntity(t, w)
-	p.request(0, workflows.CreateUpdate, "create", createInput())
+	p.request(0, core.CreateUpdate, "create", createInput())
 	var start time.Time
 	p.at(0, func() { start = p.env.Now() })
-	var later workflows.ProxyStatus
+	var later proxyvm.ProxyStatus
 	p.at(time.Hour, func() { later = p.status() })
-	p.request(time.Hour+time.Second, workflows.DeleteUpdate, "delete", deleteInput())
+	p.request(time.Hour+time.Second, core.DeleteUpdate, "delete", deleteInput())
 
 	p.run()
 
@@ -205,21 +207,21 @@ func TestProxy_anEntityWhoseWordTheObserverDidNotTakeChecksItselfEveryInterval(t
 func TestProxy_aLookFromTheObserverHealsAtOnce(t *testing.T) {
 	w := observing(t)
 	p := newProxyEntity(t, w)
-	p.request(0, workflows.CreateUpdate, "create", createInput())
+	p.request(0, core.CreateUpdate, "create", createInput())
 	p.at(time.Hour, func() {
 		_, err := w.cluster.Stop(context.Background(), p.created().Node, p.created().VMID)
 		require.NoError(t, err)
 	})
 	p.at(time.Hour+time.Minute, func() {
-		p.env.SignalWorkflow(workflows.LookSignal, workflows.Look{VMID: p.created().VMID, Why: "listed stopped on node pve1"})
+		p.env.SignalWorkflow(core.LookSignal, core.Look{VMID: p.created().VMID, Why: "listed stopped on node pve1"})
 	})
-	var healed workflows.ProxyStatus
+	var healed proxyvm.ProxyStatus
 	p.at(time.Hour+3*time.Minute, func() { healed = p.status() })
-	p.request(2*time.Hour, workflows.DeleteUpdate, "delete", deleteInput())
+	p.request(2*time.Hour, core.DeleteUpdate, "delete", deleteInput())
 
 	st := p.run()
 
 	require.Len(t, st.Operations, 3, kinds(st))
 	assert.Equal(t, "check: VM "+itoa(p.created().VMID)+" on node pve1 was stopped", st.Operations[1].Reason)
-	assert.Equal(t, workflows.ProxyPresent, healed.Phase, "healed within two minutes of the look")
+	assert.Equal(t, proxyvm.ProxyPresent, healed.Phase, "healed within two minutes of the look")
 }

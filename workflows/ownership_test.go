@@ -14,7 +14,8 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // The tests of the ownership promise: a proxy's workflows act on that proxy's VM and nothing
@@ -88,7 +89,7 @@ func TestOwnership_deleteAfterACreateStoppedOnACollisionLeavesTheOtherProxysVM(t
 	home := firstVMID(w)
 	cloneInProgress(t, w, otherUID, home, "")
 
-	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.Destroyed)
@@ -109,7 +110,7 @@ func TestOwnership_deleteFindsACloneStillCopyingWithNoCreateRunning(t *testing.T
 			w.advance(lag) // the cache has been refreshed at least once before the clone
 			cloneInProgress(t, w, uid, firstVMID(w), "")
 
-			res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+			res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 			require.NoError(t, err)
 			assert.Len(t, res.Destroyed, 1)
@@ -139,7 +140,7 @@ func TestOwnership_crossNodeCloneFollowedToItsTargetNode(t *testing.T) {
 	t.Run("delete during the clone", func(t *testing.T) {
 		w := newSharedWorld(t)
 
-		res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+		res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 		require.NoError(t, err)
 		require.Len(t, res.Destroyed, 1)
@@ -170,7 +171,7 @@ func TestOwnership_deleteByUIDAloneRemovesAProxyWithItsOwnName(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "egress-eu-1", vmConfig(t, w, res.VMID)["name"])
 
-	del, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	del, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Len(t, del.Destroyed, 1)
@@ -288,10 +289,10 @@ func TestOwnership_invalidUIDIsPermanentBeforeAnyCall(t *testing.T) {
 			in.UID = bad
 
 			_, createErr := w.create(in)
-			_, deleteErr := w.delete(workflows.DeleteProxyInput{UID: bad})
+			_, deleteErr := w.delete(proxyvm.DeleteProxyInput{UID: bad})
 
-			assert.Equal(t, workflows.FailPermanent, failureType(t, createErr))
-			assert.Equal(t, workflows.FailPermanent, failureType(t, deleteErr))
+			assert.Equal(t, core.FailPermanent, failureType(t, createErr))
+			assert.Equal(t, core.FailPermanent, failureType(t, deleteErr))
 			assert.Contains(t, createErr.Error(), "proxy UID")
 			assert.Empty(t, w.cluster.Calls())
 		})

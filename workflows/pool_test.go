@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 // A clone into a pool that does not exist is PVE's 403 "Permission check failed (pool '<pool>'
@@ -17,7 +17,7 @@ func TestFleet_cloneIntoAMissingPoolFailsPermanentAtOnce(t *testing.T) {
 
 	_, err := w.create(createInput())
 
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 	assert.Contains(t, err.Error(), "Permission check failed (pool 'proxies' does not exist)")
 	assert.Equal(t, 1, w.cluster.CallCount("Clone"))
 }

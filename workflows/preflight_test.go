@@ -10,7 +10,8 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 func TestPreflight_aMissingPrivilegeIsReportedByCheckAndRefusesTheCreateBeforeAnyClone(t *testing.T) {
@@ -31,11 +32,11 @@ func TestPreflight_aMissingPrivilegeIsReportedByCheckAndRefusesTheCreateBeforeAn
 			require.Len(t, check.Nodes, 1)
 			n := check.Nodes[0]
 			assert.False(t, n.Healthy)
-			assert.Equal(t, workflows.ReasonMissingPrivilege, n.Reason)
+			assert.Equal(t, reads.ReasonMissingPrivilege, n.Reason)
 			assert.Equal(t, []pve.MissingPrivilege{tt.missing}, n.MissingPrivileges)
 			assert.Contains(t, n.Message, tt.missing.Privilege+" on "+tt.missing.Path)
 			require.Error(t, err)
-			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.Equal(t, core.FailPermanent, failureType(t, err))
 			assert.Contains(t, err.Error(), n.Message, "the create fails with the message the check gives")
 			assert.Empty(t, w.cluster.CloneRuns(), "no clone was made")
 			assert.Zero(t, w.cluster.CallCount("Clone"), "no clone was asked for")
@@ -60,7 +61,7 @@ func TestCheck_missingPrivilegesAreListedWhateverElseFailed(t *testing.T) {
 	res := w.check()
 
 	n := res.Nodes[0]
-	assert.Equal(t, workflows.ReasonForbidden, n.Reason, "the node status read fails first")
+	assert.Equal(t, reads.ReasonForbidden, n.Reason, "the node status read fails first")
 	assert.Equal(t, []pve.MissingPrivilege{{Path: "/", Privilege: "Sys.Audit"}, {Path: "/nodes/pve1", Privilege: "Sys.Audit"}}, n.MissingPrivileges)
 }
 
@@ -71,7 +72,7 @@ func TestCheck_withoutAConfiguredStorageTheTemplatesStorageIsChecked(t *testing.
 	res := w.check()
 
 	require.Len(t, res.Nodes, 1)
-	assert.Equal(t, workflows.ReasonMissingPrivilege, res.Nodes[0].Reason)
+	assert.Equal(t, reads.ReasonMissingPrivilege, res.Nodes[0].Reason)
 	assert.Equal(t, []pve.MissingPrivilege{{Path: "/storage/local-lvm", Privilege: "Datastore.AllocateSpace"}}, res.Nodes[0].MissingPrivileges,
 		"template 9000's boot disk is on local-lvm")
 }
@@ -123,7 +124,7 @@ func TestPreflight_aCreateThroughAnSDNVnetNeedsSDNUseInTheVnetsZone(t *testing.T
 				return
 			}
 			require.Error(t, err)
-			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.Equal(t, core.FailPermanent, failureType(t, err))
 			assert.Contains(t, err.Error(), "SDN.Use on /sdn/zones/zone1/vnet1")
 			assert.Zero(t, w.cluster.CallCount("Clone"), "no clone was asked for")
 		})
@@ -179,7 +180,7 @@ func TestPreflight_aGrantOnVMsWithoutPropagateIsMissingForTheNewVMs(t *testing.T
 	require.NotEmpty(t, missing)
 	assert.Equal(t, pve.MissingPrivilege{Path: "/vms", Privilege: "VM.Allocate", Unpropagated: true}, missing[0])
 	require.Error(t, err)
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 	assert.Contains(t, err.Error(), "VM.Allocate on /vms (granted without propagate: the paths below do not inherit it)")
 	assert.Zero(t, w.cluster.CallCount("Clone"), "no clone was asked for: PVE would refuse VM.Allocate on the new VMID")
 }

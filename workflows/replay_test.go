@@ -19,6 +19,8 @@ import (
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // historiesDir holds histories recorded from real runs (`make histories`).
@@ -64,12 +66,12 @@ func load(t *testing.T, file string) *historypb.History {
 func originalExecution(t *testing.T, h *historypb.History) workflow.Execution {
 	t.Helper()
 	start := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
-	if start.GetWorkflowType().GetName() != workflows.ProxyName {
+	if start.GetWorkflowType().GetName() != core.ProxyName {
 		return workflow.Execution{}
 	}
-	var in workflows.ProxyInput
+	var in proxyvm.ProxyInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(start.GetInput(), &in))
-	return workflow.Execution{ID: workflows.ProxyWorkflowID(in.UID)}
+	return workflow.Execution{ID: core.ProxyWorkflowID(in.UID)}
 }
 
 // replay replays h with r under the execution exec.
@@ -139,18 +141,18 @@ func TestReplay_encryptedHistoryDoesNotReplayWithOtherKeys(t *testing.T) {
 
 func TestReplay_catchesAnInsertedStep(t *testing.T) {
 	file := filepath.Join(historiesDir, "create-clean.json")
-	wfs := &workflows.Workflows{Config: testConfig(t)}
+	wfs := &proxyvm.Workflows{Config: testConfig(t)}
 	// CreateProxy with one more call before its first step, as a careless change would add it.
-	changed := func(ctx workflow.Context, in workflows.ProxySpec) (workflows.CreateProxyResult, error) {
+	changed := func(ctx workflow.Context, in proxyvm.ProxySpec) (proxyvm.CreateProxyResult, error) {
 		var a *activities.Activities
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
 		if err := workflow.ExecuteActivity(ctx, a.Version).Get(ctx, nil); err != nil {
-			return workflows.CreateProxyResult{}, err
+			return proxyvm.CreateProxyResult{}, err
 		}
 		return wfs.CreateProxy(ctx, in)
 	}
 	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(changed, workflow.RegisterOptions{Name: workflows.CreateProxyName})
+	r.RegisterWorkflowWithOptions(changed, workflow.RegisterOptions{Name: core.CreateProxyName})
 
 	err := r.ReplayWorkflowHistoryFromJSONFile(nil, file)
 

@@ -21,7 +21,8 @@ import (
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
 )
 
 // proxies stands for the Proxy entities on Temporal's side, which RequestChange and
@@ -130,8 +131,8 @@ func requestNumber(requestID string) int {
 	return n
 }
 
-// fleet is n proxy UIDs.
-func fleet(n int) []string {
+// fleetUIDs is n proxy UIDs.
+func fleetUIDs(n int) []string {
 	uids := make([]string, n)
 	for i := range uids {
 		uids[i] = fmt.Sprintf("proxy-%02d", i+1)
@@ -139,16 +140,16 @@ func fleet(n int) []string {
 	return uids
 }
 
-func rolloutInput(uids []string, maxUnavailable int) workflows.RolloutInput {
-	return workflows.RolloutInput{UIDs: uids, Image: "debian13", MaxUnavailable: maxUnavailable}
+func rolloutInput(uids []string, maxUnavailable int) fleet.RolloutInput {
+	return fleet.RolloutInput{UIDs: uids, Image: "debian13", MaxUnavailable: maxUnavailable}
 }
 
 // rollout runs a Rollout to its end in env and returns its result or its error.
-func (w *world) rollout(env *testsuite.TestWorkflowEnvironment, in workflows.RolloutInput) (workflows.RolloutStatus, error) {
+func (w *world) rollout(env *testsuite.TestWorkflowEnvironment, in fleet.RolloutInput) (fleet.RolloutStatus, error) {
 	w.t.Helper()
-	env.ExecuteWorkflow(workflows.RolloutName, in)
+	env.ExecuteWorkflow(core.RolloutName, in)
 	require.True(w.t, env.IsWorkflowCompleted())
-	var st workflows.RolloutStatus
+	var st fleet.RolloutStatus
 	if err := env.GetWorkflowError(); err != nil {
 		return st, err
 	}
@@ -157,16 +158,16 @@ func (w *world) rollout(env *testsuite.TestWorkflowEnvironment, in workflows.Rol
 }
 
 // rolloutStatus asks a running Rollout for its status.
-func rolloutStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.RolloutStatus {
+func rolloutStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) fleet.RolloutStatus {
 	t.Helper()
-	val, err := env.QueryWorkflow(workflows.StatusQuery)
+	val, err := env.QueryWorkflow(core.StatusQuery)
 	require.NoError(t, err)
-	var st workflows.RolloutStatus
+	var st fleet.RolloutStatus
 	require.NoError(t, val.Get(&st))
 	return st
 }
 
-func doneUIDs(st workflows.RolloutStatus) []string {
+func doneUIDs(st fleet.RolloutStatus) []string {
 	var uids []string
 	for _, d := range st.Done {
 		uids = append(uids, d.UID)
@@ -186,7 +187,7 @@ func TestRollout_changesInOrderNeverMoreThanMaxUnavailableAtOnce(t *testing.T) {
 		t.Run(fmt.Sprintf("max unavailable %d", tt.maxUnavailable), func(t *testing.T) {
 			w := newWorld(t)
 			w.proxies.changeTakes = 3 * time.Minute
-			uids := fleet(5)
+			uids := fleetUIDs(5)
 
 			st, err := w.rollout(w.env(), rolloutInput(uids, tt.maxUnavailable))
 
@@ -205,7 +206,7 @@ func TestRollout_changesInOrderNeverMoreThanMaxUnavailableAtOnce(t *testing.T) {
 
 func TestRollout_requestsCarryTheChangeAndARequestIDEach(t *testing.T) {
 	w := newWorld(t)
-	in := workflows.RolloutInput{UIDs: fleet(2), Image: "debian13", MachineType: "small", MaxUnavailable: 2}
+	in := fleet.RolloutInput{UIDs: fleetUIDs(2), Image: "debian13", MachineType: "small", MaxUnavailable: 2}
 
 	_, err := w.rollout(w.env(), in)
 
@@ -223,19 +224,19 @@ func TestRollout_requestsCarryTheChangeAndARequestIDEach(t *testing.T) {
 func TestRollout_failurePausesAndResumeRetriesItAndGoesOn(t *testing.T) {
 	w := newWorld(t)
 	w.proxies.changeTakes = 3 * time.Minute
-	uids := fleet(5)
-	w.proxies.failChange[uids[1]] = temporal.NewNonRetryableApplicationError("image debian13: clone failed: storage local-lvm is full", workflows.FailQuotaExceeded, nil)
+	uids := fleetUIDs(5)
+	w.proxies.failChange[uids[1]] = temporal.NewNonRetryableApplicationError("image debian13: clone failed: storage local-lvm is full", core.FailQuotaExceeded, nil)
 	env := w.env()
-	var paused workflows.RolloutStatus
+	var paused fleet.RolloutStatus
 	var sentWhilePaused []string
-	var resumed workflows.RolloutStatus
+	var resumed fleet.RolloutStatus
 	env.RegisterDelayedCallback(func() {
 		paused = rolloutStatus(t, env)
 		sentWhilePaused = w.proxies.changedUIDs()
-		env.UpdateWorkflow(workflows.ResumeUpdate, "resume-1", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(fleet.ResumeUpdate, "resume-1", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { t.Errorf("resume refused: %v", err) },
 			OnAccept:   func() {},
-			OnComplete: func(res any, err error) { require.NoError(t, err); resumed = res.(workflows.RolloutStatus) },
+			OnComplete: func(res any, err error) { require.NoError(t, err); resumed = res.(fleet.RolloutStatus) },
 		})
 	}, time.Hour)
 
@@ -265,14 +266,14 @@ func TestRollout_resumeRefusedWhenNotPaused(t *testing.T) {
 	env := w.env()
 	var refused error
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(workflows.ResumeUpdate, "resume-1", &testsuite.TestUpdateCallback{
+		env.UpdateWorkflow(fleet.ResumeUpdate, "resume-1", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { refused = err },
 			OnAccept:   func() { t.Error("resume of a rollout that is not paused accepted") },
 			OnComplete: func(any, error) {},
 		})
 	}, time.Minute)
 
-	st, err := w.rollout(env, rolloutInput(fleet(3), 1))
+	st, err := w.rollout(env, rolloutInput(fleetUIDs(3), 1))
 
 	require.NoError(t, err)
 	require.Error(t, refused)
@@ -281,10 +282,10 @@ func TestRollout_resumeRefusedWhenNotPaused(t *testing.T) {
 }
 
 func TestRollout_invalidInputRefused(t *testing.T) {
-	tests := map[string]workflows.RolloutInput{
-		"max unavailable 0":  {UIDs: fleet(2), Image: "debian13"},
+	tests := map[string]fleet.RolloutInput{
+		"max unavailable 0":  {UIDs: fleetUIDs(2), Image: "debian13"},
 		"no proxies":         {Image: "debian13", MaxUnavailable: 1},
-		"nothing to change":  {UIDs: fleet(2), MaxUnavailable: 1},
+		"nothing to change":  {UIDs: fleetUIDs(2), MaxUnavailable: 1},
 		"a proxy twice":      {UIDs: []string{"proxy-01", "proxy-02", "proxy-01"}, Image: "debian13", MaxUnavailable: 1},
 		"a UID that is none": {UIDs: []string{"proxy 01"}, Image: "debian13", MaxUnavailable: 1},
 	}
@@ -294,7 +295,7 @@ func TestRollout_invalidInputRefused(t *testing.T) {
 
 			_, err := w.rollout(w.env(), in)
 
-			assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+			assert.Equal(t, core.FailPermanent, failureType(t, err))
 			assert.Empty(t, w.proxies.changedUIDs())
 		})
 	}
@@ -303,7 +304,7 @@ func TestRollout_invalidInputRefused(t *testing.T) {
 func TestRollout_continuesAsNewWithItsProgressOnceItsChangesClose(t *testing.T) {
 	w := newWorld(t)
 	w.proxies.changeTakes = 3 * time.Minute
-	uids := fleet(6)
+	uids := fleetUIDs(6)
 	env := w.env()
 	// Two changes closed at 3 minutes, two more run: those finish in this run, no other starts.
 	env.RegisterDelayedCallback(func() { env.SetContinueAsNewSuggested(true) }, 4*time.Minute)
@@ -312,8 +313,8 @@ func TestRollout_continuesAsNewWithItsProgressOnceItsChangesClose(t *testing.T) 
 
 	var canErr *workflow.ContinueAsNewError
 	require.ErrorAs(t, err, &canErr)
-	assert.Equal(t, workflows.RolloutName, canErr.WorkflowType.Name)
-	var next workflows.RolloutInput
+	assert.Equal(t, core.RolloutName, canErr.WorkflowType.Name)
+	var next fleet.RolloutInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(canErr.Input, &next))
 	require.NotNil(t, next.Progress)
 	assert.Equal(t, uids, next.UIDs)

@@ -10,27 +10,27 @@ import (
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 func TestProxySpec_Check(t *testing.T) {
 	tests := []struct {
 		name     string
-		change   func(*workflows.ProxySpec)
+		change   func(*proxyvm.ProxySpec)
 		wantKind error
 		wantErr  string
 	}{
-		{"a valid spec", func(*workflows.ProxySpec) {}, nil, ""},
-		{"user-data at the limit", func(s *workflows.ProxySpec) { s.UserData = strings.Repeat("s", workflows.MaxUserDataBytes) }, nil, ""},
-		{"an invalid UID", func(s *workflows.ProxySpec) { s.UID = "-x" }, workflows.ErrInvalidUID, "create proxy: "},
-		{"a name that is not a DNS label", func(s *workflows.ProxySpec) { s.Name = "Proxy_1" }, workflows.ErrInvalidName, "create proxy " + uid + `: name "Proxy_1"`},
-		{"an IPv4 without its prefix length", func(s *workflows.ProxySpec) { s.Addresses.IPv4 = "192.0.2.10" }, workflows.ErrInvalidNetwork, "create proxy " + uid + ": addresses: "},
-		{"a VLAN out of range", func(s *workflows.ProxySpec) { s.NICs = []config.NIC{{Bridge: "vmbr0", VLAN: 4095}} }, workflows.ErrInvalidNetwork, "create proxy " + uid + ": "},
-		{"an address pool beside static addresses", func(s *workflows.ProxySpec) {
+		{"a valid spec", func(*proxyvm.ProxySpec) {}, nil, ""},
+		{"user-data at the limit", func(s *proxyvm.ProxySpec) { s.UserData = strings.Repeat("s", proxyvm.MaxUserDataBytes) }, nil, ""},
+		{"an invalid UID", func(s *proxyvm.ProxySpec) { s.UID = "-x" }, proxyvm.ErrInvalidUID, "create proxy: "},
+		{"a name that is not a DNS label", func(s *proxyvm.ProxySpec) { s.Name = "Proxy_1" }, proxyvm.ErrInvalidName, "create proxy " + uid + `: name "Proxy_1"`},
+		{"an IPv4 without its prefix length", func(s *proxyvm.ProxySpec) { s.Addresses.IPv4 = "192.0.2.10" }, proxyvm.ErrInvalidNetwork, "create proxy " + uid + ": addresses: "},
+		{"a VLAN out of range", func(s *proxyvm.ProxySpec) { s.NICs = []config.NIC{{Bridge: "vmbr0", VLAN: 4095}} }, proxyvm.ErrInvalidNetwork, "create proxy " + uid + ": "},
+		{"an address pool beside static addresses", func(s *proxyvm.ProxySpec) {
 			s.AddressPool, s.Addresses = "edge", proxy.Addresses{IPv4: "192.0.2.10/24"}
-		}, workflows.ErrInvalidNetwork, "create proxy " + uid + `: address pool "edge" and static addresses are both given: choose one`},
-		{"user-data a byte over the limit", func(s *workflows.ProxySpec) { s.UserData = strings.Repeat("s", workflows.MaxUserDataBytes+1) },
-			workflows.ErrUserDataTooLarge, "create proxy " + uid + ": user-data is 65537 bytes, more than the limit of 65536 (workflows.MaxUserDataBytes)"},
+		}, proxyvm.ErrInvalidNetwork, "create proxy " + uid + `: address pool "edge" and static addresses are both given: choose one`},
+		{"user-data a byte over the limit", func(s *proxyvm.ProxySpec) { s.UserData = strings.Repeat("s", proxyvm.MaxUserDataBytes+1) },
+			proxyvm.ErrUserDataTooLarge, "create proxy " + uid + ": user-data is 65537 bytes, more than the limit of 65536 (proxyvm.MaxUserDataBytes)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,7 +46,7 @@ func TestProxySpec_Check(t *testing.T) {
 			require.Error(t, err)
 			assert.ErrorIs(t, err, tt.wantKind)
 			assert.True(t, strings.HasPrefix(err.Error(), tt.wantErr), "%q starts with %q", err, tt.wantErr)
-			var specErr *workflows.SpecError
+			var specErr *proxyvm.SpecError
 			assert.True(t, errors.As(err, &specErr))
 		})
 	}
@@ -56,15 +56,15 @@ func TestProxySpec_CheckFor(t *testing.T) {
 	cfg := testConfig(t).Proxmox
 	tests := []struct {
 		name     string
-		change   func(*workflows.ProxySpec)
+		change   func(*proxyvm.ProxySpec)
 		wantKind error
 		wantIn   string
 	}{
-		{"a spec the configuration serves", func(*workflows.ProxySpec) {}, nil, ""},
-		{"what Check refuses", func(s *workflows.ProxySpec) { s.Name = "Proxy_1" }, workflows.ErrInvalidName, "Proxy_1"},
-		{"an image the configuration does not have", func(s *workflows.ProxySpec) { s.Image = "plan9" }, workflows.ErrNotConfigured, "plan9"},
-		{"a machine type the configuration does not have", func(s *workflows.ProxySpec) { s.MachineType = "huge" }, workflows.ErrNotConfigured, "huge"},
-		{"an address pool the configuration does not have", func(s *workflows.ProxySpec) { s.AddressPool = "nowhere" }, workflows.ErrNotConfigured, `address pool "nowhere" is not configured`},
+		{"a spec the configuration serves", func(*proxyvm.ProxySpec) {}, nil, ""},
+		{"what Check refuses", func(s *proxyvm.ProxySpec) { s.Name = "Proxy_1" }, proxyvm.ErrInvalidName, "Proxy_1"},
+		{"an image the configuration does not have", func(s *proxyvm.ProxySpec) { s.Image = "plan9" }, proxyvm.ErrNotConfigured, "plan9"},
+		{"a machine type the configuration does not have", func(s *proxyvm.ProxySpec) { s.MachineType = "huge" }, proxyvm.ErrNotConfigured, "huge"},
+		{"an address pool the configuration does not have", func(s *proxyvm.ProxySpec) { s.AddressPool = "nowhere" }, proxyvm.ErrNotConfigured, `address pool "nowhere" is not configured`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,18 +85,18 @@ func TestProxySpec_CheckFor(t *testing.T) {
 }
 
 func TestChangeRequest_Check(t *testing.T) {
-	big := strings.Repeat("x", workflows.MaxUserDataBytes+1)
+	big := strings.Repeat("x", proxyvm.MaxUserDataBytes+1)
 	small := "#cloud-config\n"
 	tests := []struct {
 		name     string
-		req      workflows.ChangeRequest
+		req      proxyvm.ChangeRequest
 		wantKind error
 	}{
-		{"a new machine type", workflows.ChangeRequest{UID: uid, MachineType: "large"}, nil},
-		{"new user-data", workflows.ChangeRequest{UID: uid, UserData: &small}, nil},
-		{"an invalid UID", workflows.ChangeRequest{UID: "", Image: "debian13"}, workflows.ErrInvalidUID},
-		{"nothing to change", workflows.ChangeRequest{UID: uid}, workflows.ErrNothingToChange},
-		{"user-data over the limit", workflows.ChangeRequest{UID: uid, UserData: &big}, workflows.ErrUserDataTooLarge},
+		{"a new machine type", proxyvm.ChangeRequest{UID: uid, MachineType: "large"}, nil},
+		{"new user-data", proxyvm.ChangeRequest{UID: uid, UserData: &small}, nil},
+		{"an invalid UID", proxyvm.ChangeRequest{UID: "", Image: "debian13"}, proxyvm.ErrInvalidUID},
+		{"nothing to change", proxyvm.ChangeRequest{UID: uid}, proxyvm.ErrNothingToChange},
+		{"user-data over the limit", proxyvm.ChangeRequest{UID: uid, UserData: &big}, proxyvm.ErrUserDataTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

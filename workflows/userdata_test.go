@@ -7,7 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // seedUserData is the user-data file on the seed the proxy's guest booted with last, as
@@ -44,11 +45,11 @@ func TestCreate_seedISOHoldsTheUserDataOfTheRunsInput(t *testing.T) {
 func TestCreate_userDataOverTheLimitIsPermanentBeforeAnyCall(t *testing.T) {
 	w := newWorld(t)
 	in := createInput()
-	in.UserData = "#cloud-config\n" + strings.Repeat("x", workflows.MaxUserDataBytes)
+	in.UserData = "#cloud-config\n" + strings.Repeat("x", proxyvm.MaxUserDataBytes)
 
 	_, err := w.create(in)
 
-	assert.Equal(t, workflows.FailPermanent, failureType(t, err))
+	assert.Equal(t, core.FailPermanent, failureType(t, err))
 	assert.Contains(t, err.Error(), "user-data is 65550 bytes, more than the limit of 65536")
 	assert.NotContains(t, err.Error(), "cloud-config")
 	assert.Empty(t, w.cluster.Calls())

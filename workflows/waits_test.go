@@ -17,7 +17,8 @@ import (
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/admission"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 // A wait that needs more than its budget is answered by starting the create again: the run
@@ -30,7 +31,7 @@ func TestCreate_aWaitOutOfBudgetFailsTransientAndANewStartResumesOnTheSameVM(t *
 
 	_, err := w.create(createInput())
 	require.Error(t, err)
-	assert.Equal(t, workflows.FailTransient, failureType(t, err))
+	assert.Equal(t, core.FailTransient, failureType(t, err))
 	cloned := w.vms()
 	require.Len(t, cloned, 1)
 	w.advance(5 * time.Minute)
@@ -57,12 +58,12 @@ func TestCreate_aStalledClonesAttemptMaximumFitsItsBudget(t *testing.T) {
 			made = max(made, info.Attempt)
 		}
 	})
-	maximum := workflows.WaitAttempts(w.cfg.Budgets.Clone, w.cfg.Poll)
+	maximum := core.AttemptsWithin(w.cfg.Budgets.Clone, w.cfg.Poll)
 
-	w.runOp(env, workflows.CreateProxyName, createInput())
+	w.runOp(env, core.CreateProxyName, createInput())
 
 	require.Error(t, env.GetWorkflowError())
-	assert.Equal(t, workflows.FailTransient, failureType(t, env.GetWorkflowError()))
+	assert.Equal(t, core.FailTransient, failureType(t, env.GetWorkflowError()))
 	assert.Greater(t, maximum, made, "the budget, not the attempt count, ended the wait")
 	assert.LessOrEqual(t, maximum, made+config.ExpectedLooks+2, "the maximum is what the budget lets the wait reach")
 }
@@ -82,7 +83,7 @@ func TestCreate_aClonesLookLostWithItsWorkerIsMadeAgainAfterThePollsFirstInterva
 		}
 	}}}})
 
-	w.runOp(env, workflows.CreateProxyName, createInput())
+	w.runOp(env, core.CreateProxyName, createInput())
 
 	require.NoError(t, env.GetWorkflowError())
 	require.NotEmpty(t, policies, "the clone's wait heartbeats")
@@ -139,10 +140,10 @@ func TestCreate_aClonesEndIsSeenWithinAFortiethOnceItsStorageHasCloned(t *testin
 	p := newProxyEntity(t, w)
 	for i := range 3 {
 		at := time.Duration(i) * time.Hour
-		p.request(at, workflows.CreateUpdate, fmt.Sprint("create-", i), createInput())
-		p.request(at+30*time.Minute, workflows.DeleteUpdate, fmt.Sprint("delete-", i), deleteInput())
+		p.request(at, core.CreateUpdate, fmt.Sprint("create-", i), createInput())
+		p.request(at+30*time.Minute, core.DeleteUpdate, fmt.Sprint("delete-", i), deleteInput())
 	}
-	admissionID := workflows.CloneAdmissionWorkflowID("default-test-taskqueue", "pve1/local-lvm")
+	admissionID := admission.CloneAdmissionWorkflowID("default-test-taskqueue", "pve1/local-lvm")
 	p.at(3*time.Hour, func() { p.env.CancelWorkflowByID(admissionID, "") })
 
 	st := p.run()

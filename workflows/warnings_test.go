@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pveflow/pveflow/activities"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 func TestDelete_aDestroyWithAWarningCarriesItInTheResult(t *testing.T) {
@@ -17,7 +17,7 @@ func TestDelete_aDestroyWithAWarningCarriesItInTheResult(t *testing.T) {
 	disk := fmt.Sprintf("local-lvm:vm-%d-disk-1", vm.VMID)
 	w.cluster.BusyVolume(disk)
 
-	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Equal(t, []activities.VMRef{{Node: "pve1", VMID: vm.VMID}}, res.Destroyed)
@@ -32,7 +32,7 @@ func TestDelete_aDestroyWithAWarningCarriesItInTheResult(t *testing.T) {
 func TestDelete_aDestroyWithoutWarningsHasNone(t *testing.T) {
 	w, _ := created(t)
 
-	res, err := w.delete(workflows.DeleteProxyInput{UID: uid})
+	res, err := w.delete(proxyvm.DeleteProxyInput{UID: uid})
 
 	require.NoError(t, err)
 	assert.Empty(t, res.Warnings)

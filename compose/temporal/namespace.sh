@@ -1,6 +1,6 @@
 #!/bin/sh
 # Creates the namespace pveflow runs in and registers pveflow's search attributes on it
-# (workflows.SearchAttributes; compose/compose_test.go keeps the list below equal to it).
+# (core.SearchAttributes in workflows/core; compose/compose_test.go keeps the list below equal to it).
 # Idempotent: what exists is left as it is.
 set -eu
 

@@ -26,7 +26,10 @@ import (
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 // LongEnv set to 1 runs the long scenario (make chaos); SeedEnv sets the seed of either.
@@ -170,7 +173,7 @@ type run struct {
 	// failed (and were made again on the resume).
 	rolloutID      string
 	rolloutUIDs    []string
-	rolloutStatus  *workflows.RolloutStatus
+	rolloutStatus  *fleet.RolloutStatus
 	rolloutFailed  map[string][]string
 	rolloutResumes int
 	// counts of what happened, for the report.
@@ -338,8 +341,8 @@ func userData(uid string, gen int) string {
 }
 
 // createInput is the create of uid: small, from the address pool when pooled.
-func createInput(uid string, pooled bool) workflows.ProxySpec {
-	in := workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: userData(uid, 0)}
+func createInput(uid string, pooled bool) proxyvm.ProxySpec {
+	in := proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: userData(uid, 0)}
 	if pooled {
 		in.AddressPool = poolName
 	}
@@ -465,14 +468,14 @@ func (r *run) createThenDelete(uid string, pooled bool, pause time.Duration, rou
 		r.ask(uid, starter.Create, fmt.Sprintf("%s-create-%d", uid, round), createInput(uid, pooled))
 	}()
 	time.Sleep(pause)
-	r.ask(uid, starter.Delete, fmt.Sprintf("%s-delete-%d", uid, round), workflows.DeleteProxyInput{UID: uid})
+	r.ask(uid, starter.Delete, fmt.Sprintf("%s-delete-%d", uid, round), proxyvm.DeleteProxyInput{UID: uid})
 	<-created
 }
 
 // askChange asks the n-th change c of the kept proxy uid: from the machine type it has to the
 // other, new user-data, or both.
 func (r *run) askChange(uid string, n int, c plannedChange) {
-	req := workflows.ChangeRequest{UID: uid}
+	req := proxyvm.ChangeRequest{UID: uid}
 	r.mu.Lock()
 	if c.machineType {
 		req.MachineType = "large"
@@ -514,7 +517,7 @@ func (r *run) ask(uid string, op starter.Op, stem string, in any) bool {
 		// again: its Get answers the operation's outcome, even once it has ended.
 		switch {
 		case err == nil:
-			if change, ok := in.(workflows.ChangeRequest); ok {
+			if change, ok := in.(proxyvm.ChangeRequest); ok {
 				r.accepted(change)
 			}
 			err = r.follow(ctx, req)
@@ -553,7 +556,7 @@ func (r *run) ask(uid string, op starter.Op, stem string, in any) bool {
 }
 
 // accepted records a change the entity accepted as the kept proxy's wish.
-func (r *run) accepted(req workflows.ChangeRequest) {
+func (r *run) accepted(req proxyvm.ChangeRequest) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.wants[req.UID]
@@ -582,11 +585,11 @@ func (r *run) send(ctx context.Context, uid string, op starter.Op, updateID stri
 		var req *starter.Request
 		var err error
 		switch in := in.(type) {
-		case workflows.ProxySpec:
+		case proxyvm.ProxySpec:
 			req, err = r.starter.Create(sendCtx, in, starter.WithUpdateID(updateID))
-		case workflows.ChangeRequest:
+		case proxyvm.ChangeRequest:
 			req, err = r.starter.Change(sendCtx, in, starter.WithUpdateID(updateID))
-		case workflows.DeleteProxyInput:
+		case proxyvm.DeleteProxyInput:
 			req, err = r.starter.Delete(sendCtx, in, starter.WithUpdateID(updateID))
 		default:
 			panic(fmt.Sprintf("%s of %s: a request of %T", op, uid, in))
@@ -679,7 +682,7 @@ func (r *run) rollout(started chan<- struct{}) {
 // or empty when there is none.
 func (r *run) startedRollout(ctx context.Context) string {
 	resp, err := r.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Query: fmt.Sprintf("WorkflowType = %q", workflows.RolloutName)})
+		Query: fmt.Sprintf("WorkflowType = %q", core.RolloutName)})
 	if err != nil || len(resp.Executions) == 0 {
 		return ""
 	}
@@ -728,17 +731,17 @@ func (r *run) collectLoop(stop <-chan struct{}) {
 		default:
 			for _, vm := range res.VMs {
 				switch vm.Outcome {
-				case workflows.GarbageDeleted:
+				case reads.GarbageDeleted:
 					r.gcDeleted++
-				case workflows.GarbageFailed:
+				case reads.GarbageFailed:
 					r.t.Logf("collection failed to delete VM %d of %s: %s", vm.VMID, vm.UID, vm.Detail)
 				}
 			}
 			for _, iso := range res.ISOs {
 				switch iso.Outcome {
-				case workflows.GarbageDeleted:
+				case reads.GarbageDeleted:
 					r.gcDeletedISOs++
-				case workflows.GarbageFailed:
+				case reads.GarbageFailed:
 					r.t.Logf("collection failed to delete seed ISO %s: %s", iso.VolID, iso.Detail)
 				}
 			}

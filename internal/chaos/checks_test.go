@@ -17,7 +17,11 @@ import (
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/addresspool"
+	"github.com/pveflow/pveflow/workflows/admission"
+	"github.com/pveflow/pveflow/workflows/callshares"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // settle waits, up to the scenario's settle time, until the only open workflows are the
@@ -69,12 +73,12 @@ func (r *run) busy() []string {
 // whyBusy says why an open workflow is not an idle long-lived one; empty when it is.
 func (r *run) whyBusy(ctx context.Context, id, typ string) string {
 	switch typ {
-	case workflows.ProxyName:
-		val, err := r.temporal.QueryWorkflow(ctx, id, "", workflows.StatusQuery)
+	case core.ProxyName:
+		val, err := r.temporal.QueryWorkflow(ctx, id, "", core.StatusQuery)
 		if err != nil {
 			return fmt.Sprintf("status query failed: %v", err)
 		}
-		var st workflows.ProxyStatus
+		var st proxyvm.ProxyStatus
 		if err := val.Get(&st); err != nil {
 			return err.Error()
 		}
@@ -82,12 +86,12 @@ func (r *run) whyBusy(ctx context.Context, id, typ string) string {
 			return fmt.Sprintf("entity in phase %s runs %+v with requests %+v unanswered", st.Phase, st.Operation, st.Requests)
 		}
 		return ""
-	case workflows.CloneAdmissionName:
-		val, err := r.temporal.QueryWorkflow(ctx, id, "", workflows.AdmissionQuery)
+	case core.CloneAdmissionName:
+		val, err := r.temporal.QueryWorkflow(ctx, id, "", admission.AdmissionQuery)
 		if err != nil {
 			return fmt.Sprintf("admission query failed: %v", err)
 		}
-		var st workflows.AdmissionState
+		var st admission.AdmissionState
 		if err := val.Get(&st); err != nil {
 			return err.Error()
 		}
@@ -95,14 +99,14 @@ func (r *run) whyBusy(ctx context.Context, id, typ string) string {
 			return fmt.Sprintf("leases held by %v, waiting %v, clones covered after their lease %v", st.Holders, st.Waiting, st.Covered)
 		}
 		return ""
-	case workflows.AddressPoolName:
+	case addresspool.AddressPoolName:
 		return "" // it answers its Updates at once, and lives as long as its allocations
-	case workflows.CallSharesName:
+	case callshares.CallSharesName:
 		return "" // it answers its Updates at once, and lives as long as workers renew their shares
-	case workflows.ObserverName:
+	case core.ObserverName:
 		// It lists the cluster on a timer for as long as the cluster has proxies: idle when it
 		// answers between listings.
-		if _, err := r.temporal.QueryWorkflow(ctx, id, "", workflows.ObserverQuery); err != nil {
+		if _, err := r.temporal.QueryWorkflow(ctx, id, "", core.ObserverQuery); err != nil {
 			return fmt.Sprintf("observer query failed: %v", err)
 		}
 		return ""
@@ -352,7 +356,7 @@ func (r *run) checkPool(st pvesim.State) {
 }
 
 // statusOf is the status of uid's entity, empty when it does not answer.
-func (r *run) statusOf(uid string) workflows.ProxyStatus {
+func (r *run) statusOf(uid string) proxyvm.ProxyStatus {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, _ := r.starter.ProxyStatus(ctx, uid)
@@ -361,7 +365,7 @@ func (r *run) statusOf(uid string) workflows.ProxyStatus {
 
 // evidence is what the driver and the entity know of uid's requests: the requests sent and how
 // each ended, and the entity's latest operations, when status has them.
-func (r *run) evidence(uid string, status workflows.ProxyStatus) string {
+func (r *run) evidence(uid string, status proxyvm.ProxyStatus) string {
 	r.mu.Lock()
 	asked := slices.Clone(r.asked[uid])
 	r.mu.Unlock()

@@ -24,7 +24,7 @@ import (
 	"github.com/pveflow/pveflow/internal/pvesim/simserver"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // The crash-point test (issue 31): every Proxmox call of a create, a change and a delete is
@@ -214,7 +214,7 @@ const (
 )
 
 func sendCreate(ctx context.Context, c *starter.Client, uid string) (*starter.Request, error) {
-	return c.Create(ctx, workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: crashUserData})
+	return c.Create(ctx, proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: crashUserData})
 }
 
 var crashOps = []crashOp{
@@ -226,7 +226,7 @@ var crashOps = []crashOp{
 			assert.Len(t, e.sim.CloneRuns(), 1, "clone tasks")
 			assert.Equal(t, 1, e.startsSinceArmed(t, vm.VMID), "starts of VM %d", vm.VMID)
 			e.checkSize(t, vm, 2, 2048)
-			var got workflows.CreateProxyResult
+			var got proxyvm.CreateProxyResult
 			require.NoError(t, json.Unmarshal(res, &got))
 			assert.Equal(t, vm.VMID, got.VMID, "the answer's VMID")
 			assert.True(t, got.Provisioned, "the answer says the create provisioned the VM it cloned")
@@ -239,7 +239,7 @@ var crashOps = []crashOp{
 	{
 		name: "change-machine-type",
 		send: func(ctx context.Context, c *starter.Client, uid string) (*starter.Request, error) {
-			return c.Change(ctx, workflows.ChangeRequest{UID: uid, MachineType: "large"})
+			return c.Change(ctx, proxyvm.ChangeRequest{UID: uid, MachineType: "large"})
 		},
 		check: func(t *testing.T, e *crashEnv, uid string, res json.RawMessage) {
 			vm := e.oneVM(t, uid)
@@ -256,7 +256,7 @@ var crashOps = []crashOp{
 		name: "change-user-data",
 		send: func(ctx context.Context, c *starter.Client, uid string) (*starter.Request, error) {
 			ud := crashUserData2
-			return c.Change(ctx, workflows.ChangeRequest{UID: uid, UserData: &ud})
+			return c.Change(ctx, proxyvm.ChangeRequest{UID: uid, UserData: &ud})
 		},
 		check: func(t *testing.T, e *crashEnv, uid string, res json.RawMessage) {
 			vm := e.oneVM(t, uid)
@@ -274,11 +274,11 @@ var crashOps = []crashOp{
 	{
 		name: "delete",
 		send: func(ctx context.Context, c *starter.Client, uid string) (*starter.Request, error) {
-			return c.Delete(ctx, workflows.DeleteProxyInput{UID: uid})
+			return c.Delete(ctx, proxyvm.DeleteProxyInput{UID: uid})
 		},
 		check: func(t *testing.T, e *crashEnv, uid string, res json.RawMessage) {
 			assert.Empty(t, e.marked(uid), "VMs with the proxy's mark")
-			var got workflows.DeleteProxyResult
+			var got proxyvm.DeleteProxyResult
 			require.NoError(t, json.Unmarshal(res, &got))
 			if assert.Len(t, got.Destroyed, 1, "the answer's destroyed VMs") {
 				assert.Equal(t, e.vmid, got.Destroyed[0].VMID, "the VM the answer says it destroyed")
@@ -441,7 +441,7 @@ func (s *crashSuite) point(t *testing.T, op crashOp, name string, at *crashAt) [
 // guest was restarted, as every change these operations make needs.
 func (e *crashEnv) checkChanged(t *testing.T, res json.RawMessage, changed ...string) {
 	t.Helper()
-	var got workflows.ChangeProxyResult
+	var got proxyvm.ChangeProxyResult
 	require.NoError(t, json.Unmarshal(res, &got))
 	assert.ElementsMatch(t, changed, got.Changed, "what the answer says changed")
 	assert.True(t, got.Restarted, "the answer says the guest was restarted")

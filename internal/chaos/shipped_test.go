@@ -12,7 +12,7 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // asShipped is the fleet a default install meets: one worker, as make run and the compose file
@@ -45,7 +45,7 @@ func BenchmarkShipped_hundredProxiesCreatedAndDeletedAtOnce(b *testing.B) {
 					r.fail("create %s did not succeed", uid)
 					return
 				}
-				if !r.ask(uid, starter.Delete, uid+"-delete", workflows.DeleteProxyInput{UID: uid}) {
+				if !r.ask(uid, starter.Delete, uid+"-delete", proxyvm.DeleteProxyInput{UID: uid}) {
 					r.fail("delete %s did not succeed", uid)
 				}
 			})

@@ -22,7 +22,7 @@ const MakeRunKeyFile = ".run/codec.key"
 // sameKeyFile ends the errors for a payload encrypted with a key the key file lacks.
 const sameKeyFile = "use the worker's key file: the worker and its clients need the same one"
 
-// permanentFailureType is pveflow's failure type (workflows.FailPermanent) for what starting
+// permanentFailureType is pveflow's failure type (core.FailPermanent) for what starting
 // again does not mend: `pveflow` exits 3 for it. This package cannot import workflows.
 const permanentFailureType = "Permanent"
 

@@ -16,7 +16,9 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/addresspool"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // poolOf200 is a pool of two hundred addresses of each family.
@@ -33,7 +35,7 @@ func TestE2E_twoHundredProxiesFromAPoolOfTwoHundredNeverShareAnAddressAndADelete
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	allocate := func(uid string) (proxy.Addresses, error) {
-		return pools.Allocate(ctx, activities.AddressRequest{TaskQueue: workflows.DefaultTaskQueue, Pool: "egress", UID: uid, Range: poolOf200})
+		return pools.Allocate(ctx, activities.AddressRequest{TaskQueue: core.DefaultTaskQueue, Pool: "egress", UID: uid, Range: poolOf200})
 	}
 
 	// One proxy made by pveflow and 199 allocations at once, as 199 creates would ask.
@@ -54,7 +56,7 @@ func TestE2E_twoHundredProxiesFromAPoolOfTwoHundredNeverShareAnAddressAndADelete
 	for i, err := range errs {
 		require.NoError(t, err, "pool-%03d", i)
 	}
-	res, err := served[workflows.CreateProxyResult](t, created)
+	res, err := served[proxyvm.CreateProxyResult](t, created)
 	require.NoError(t, err)
 	assert.Equal(t, "egress", res.AddressPool)
 
@@ -73,9 +75,9 @@ func TestE2E_twoHundredProxiesFromAPoolOfTwoHundredNeverShareAnAddressAndADelete
 	assert.Equal(t, uid, owners[ours.IPv4])
 	_, err = allocate("one-too-many")
 	require.Error(t, err)
-	assert.Equal(t, workflows.FailQuotaExceeded, starter.FailureType(err))
+	assert.Equal(t, core.FailQuotaExceeded, starter.FailureType(err))
 
-	serve[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	serve[proxyvm.DeleteProxyResult](t, s.startDelete(proxyvm.DeleteProxyInput{UID: uid}))
 
 	st, err = s.starter.AddressPool(ctx, "egress")
 	require.NoError(t, err)
@@ -92,8 +94,8 @@ func TestE2E_aPoolContinuesAsNewWithItsAllocationsWhileAllocationsComeIn(t *test
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// A short history: the pool continues as new a few times over the allocations.
-	first, err := s.client.ExecuteWorkflow(ctx, workflows.AddressPoolOptions(workflows.DefaultTaskQueue, "egress"), workflows.AddressPoolName,
-		workflows.AddressPoolState{Pool: "egress", HistoryEvents: 40})
+	first, err := s.client.ExecuteWorkflow(ctx, addresspool.AddressPoolOptions(core.DefaultTaskQueue, "egress"), addresspool.AddressPoolName,
+		addresspool.AddressPoolState{Pool: "egress", HistoryEvents: 40})
 	require.NoError(t, err)
 
 	var wg sync.WaitGroup
@@ -103,7 +105,7 @@ func TestE2E_aPoolContinuesAsNewWithItsAllocationsWhileAllocationsComeIn(t *test
 	for s := range senders {
 		wg.Go(func() {
 			for i := s; i < len(got); i += senders {
-				got[i], errs[i] = pools.Allocate(ctx, activities.AddressRequest{TaskQueue: workflows.DefaultTaskQueue, Pool: "egress", UID: fmt.Sprintf("pool-%03d", i), Range: poolOf200})
+				got[i], errs[i] = pools.Allocate(ctx, activities.AddressRequest{TaskQueue: core.DefaultTaskQueue, Pool: "egress", UID: fmt.Sprintf("pool-%03d", i), Range: poolOf200})
 			}
 		})
 	}

@@ -12,7 +12,9 @@ import (
 
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/admission"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // The clone admission together with the creates that start it and ask it, on the real server:
@@ -21,20 +23,20 @@ import (
 
 // admissionOfHome is the admission run of the simulator's default template storage.
 func admissionOfHome(s *stack) client.WorkflowRun {
-	return s.client.GetWorkflow(context.Background(), workflows.CloneAdmissionWorkflowID(workflows.DefaultTaskQueue, "pve1/local-lvm"), "")
+	return s.client.GetWorkflow(context.Background(), admission.CloneAdmissionWorkflowID(core.DefaultTaskQueue, "pve1/local-lvm"), "")
 }
 
 // admissionState asks the admission run for its holders and queue; one not running yet answers
 // that someone waits.
-func admissionState(t testing.TB, s *stack, admission client.WorkflowRun) workflows.AdmissionState {
+func admissionState(t testing.TB, s *stack, run client.WorkflowRun) admission.AdmissionState {
 	t.Helper()
-	var st workflows.AdmissionState
-	v, err := s.client.QueryWorkflow(context.Background(), admission.GetID(), admission.GetRunID(), workflows.AdmissionQuery)
+	var st admission.AdmissionState
+	v, err := s.client.QueryWorkflow(context.Background(), run.GetID(), run.GetRunID(), admission.AdmissionQuery)
 	if err == nil {
 		err = v.Get(&st)
 	}
 	if err != nil {
-		return workflows.AdmissionState{Waiting: []workflows.Holder{{}}}
+		return admission.AdmissionState{Waiting: []admission.Holder{{}}}
 	}
 	return st
 }
@@ -52,15 +54,15 @@ func TestE2E_cancellingTheCreateThatStartedTheAdmissionLeavesTheAdmissionRunning
 	create := s.startCreate(createInput(uid)) // the first create: it starts the admission
 	eventually(t, "the create clones", func() bool { return cluster.CallCount("Clone") > 0 })
 
-	_, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	_, err := served[proxyvm.DeleteProxyResult](t, s.startDelete(proxyvm.DeleteProxyInput{UID: uid}))
 	require.NoError(t, err)
-	_, err = served[workflows.CreateProxyResult](t, create)
+	_, err = served[proxyvm.CreateProxyResult](t, create)
 	require.Equal(t, starter.FailSuperseded, starter.FailureType(err), "%v", err)
 
 	desc, err := s.client.DescribeWorkflowExecution(context.Background(), admissionOfHome(s).GetID(), "")
 	require.NoError(t, err)
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.GetWorkflowExecutionInfo().GetStatus())
-	serve[workflows.CreateProxyResult](t, s.startCreate(createInput(otherUID)))
+	serve[proxyvm.CreateProxyResult](t, s.startCreate(createInput(otherUID)))
 }
 
 func TestE2E_aCreateStoppedWhileCloningKeepsItsLeaseUntilTheCloneEnds(t *testing.T) {
@@ -70,11 +72,11 @@ func TestE2E_aCreateStoppedWhileCloningKeepsItsLeaseUntilTheCloneEnds(t *testing
 	second := s.startCreate(createInput(otherUID))
 	eventually(t, "the second create queues", func() bool { return len(admissionState(t, s, admissionOfHome(s)).Waiting) == 1 })
 
-	_, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	_, err := served[proxyvm.DeleteProxyResult](t, s.startDelete(proxyvm.DeleteProxyInput{UID: uid}))
 	require.NoError(t, err)
-	_, err = served[workflows.CreateProxyResult](t, first)
+	_, err = served[proxyvm.CreateProxyResult](t, first)
 	require.Error(t, err)
-	serve[workflows.CreateProxyResult](t, second)
+	serve[proxyvm.CreateProxyResult](t, second)
 
 	assert.Equal(t, 1, cluster.MaxConcurrentClones("pve1", "local-lvm"), "clones.perStorage is 1: %+v", cluster.CloneRuns())
 }
@@ -91,11 +93,11 @@ func TestE2E_aQueuedCreatesProgressShowsItsPlaceFromTheAdmission(t *testing.T) {
 	progress, err := s.starter.Progress(context.Background(), thirdUID, starter.Create)
 
 	require.NoError(t, err)
-	assert.Equal(t, workflows.PhaseQueued, progress.Phase)
+	assert.Equal(t, core.PhaseQueued, progress.Phase)
 	assert.Equal(t, 1, progress.QueuedBehind)
 	assert.Contains(t, progress.Step, "1 ahead")
 	for _, r := range []*starter.Request{first, second, third} {
-		serve[workflows.CreateProxyResult](t, r)
+		serve[proxyvm.CreateProxyResult](t, r)
 	}
 }
 
@@ -105,8 +107,8 @@ func TestE2E_aQueuedCreatesProgressShowsItsPlaceFromTheAdmission(t *testing.T) {
 func TestE2E_theAdmissionLearnsHowLongClonesTakeAndOutlivesAWorkerHoldingItsTaskBriefly(t *testing.T) {
 	const cloneFor = 2 * time.Second
 	s, _ := oneCloneAtATime(t, cloneFor)
-	serve[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
-	serve[workflows.CreateProxyResult](t, s.startCreate(createInput(otherUID)))
+	serve[proxyvm.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	serve[proxyvm.CreateProxyResult](t, s.startCreate(createInput(otherUID)))
 
 	st := admissionState(t, s, admissionOfHome(s))
 	require.Len(t, st.RecentClones, 2)
@@ -124,15 +126,15 @@ func TestE2E_theAdmissionLearnsHowLongClonesTakeAndOutlivesAWorkerHoldingItsTask
 // queue: a fleet asked for at once reaches its clone slots while its entities still start.
 func TestE2E_theAdmissionAndTheOperationsGoBeforeTheEntitiesInTheirTaskQueue(t *testing.T) {
 	s, _ := oneCloneAtATime(t, time.Second)
-	serve[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	serve[proxyvm.CreateProxyResult](t, s.startCreate(createInput(uid)))
 
 	for _, tc := range []struct {
 		workflowID string
 		priority   int32
 	}{
 		{admissionOfHome(s).GetID(), 1},
-		{workflows.CreateWorkflowID(uid), 2},
-		{workflows.ProxyWorkflowID(uid), 0}, // Temporal's default
+		{core.CreateWorkflowID(uid), 2},
+		{core.ProxyWorkflowID(uid), 0}, // Temporal's default
 	} {
 		desc, err := s.client.DescribeWorkflowExecution(context.Background(), tc.workflowID, "")
 		require.NoError(t, err)

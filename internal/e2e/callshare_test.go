@@ -19,10 +19,12 @@ import (
 	"github.com/pveflow/pveflow/internal/pvesim/simserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/callshares"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 // The acceptance test of the cluster's cap: three workers, each with a Proxmox client of its
-// own, share proxmox.calls (workflows.CallShares), and the simulator's request log, which
+// own, share proxmox.calls (callshares.CallShares), and the simulator's request log, which
 // counts what reaches Proxmox from all three, never shows more calls in flight than the cap's
 // concurrency, nor more arrivals in a second than its bucket and its rate allow (a bucket of
 // rate N and burst N gives at most 2N in a closed second), while a fleet asks for more: its
@@ -45,11 +47,11 @@ func TestE2E_threeWorkersNeverExceedTheClustersCallCap(t *testing.T) {
 	for i := range workers {
 		api, err := pve.NewClient(pve.ClientConfig{URL: srv.URL(), CAFile: srv.CAFile(), TokenFile: srv.TokenFile(), SharedLimits: true})
 		require.NoError(t, err)
-		w := s.server.NewWorkerWithOptions(workflows.DefaultTaskQueue, func(r worker.Registry) {
+		w := s.server.NewWorkerWithOptions(core.DefaultTaskQueue, func(r worker.Registry) {
 			(&workflows.Workflows{Config: cfg}).Register(r)
 			r.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, Runs: s.runs,
 				Proxies: starter.EntityProxies{Client: s.starter}, AddressPools: starter.AddressPools{Client: s.starter}})
-		}, worker.Options{Interceptors: []interceptor.WorkerInterceptor{activities.CallPriority(workflows.CareWorkflows...)}})
+		}, worker.Options{Interceptors: []interceptor.WorkerInterceptor{activities.CallPriority(core.CareWorkflows...)}})
 		require.NotNil(t, w)
 		go s.starter.KeepCallShare(ctx, starter.CallShare{Worker: fmt.Sprintf("worker-%d", i), Cap: callCap, Proxmox: api,
 			Drain: api.RequestTimeout(), Every: 200 * time.Millisecond, Lease: time.Second})
@@ -122,7 +124,7 @@ func (s slowReads) TaskStatus(ctx context.Context, node string, upid pve.UPID) (
 }
 
 // callShares is what the task queue's call cap answers.
-func callShares(t *testing.T, s *stack) workflows.CallSharesState {
+func callShares(t *testing.T, s *stack) callshares.CallSharesState {
 	t.Helper()
-	return queried[workflows.CallSharesState](t, s, workflows.CallSharesWorkflowID(workflows.DefaultTaskQueue), workflows.CallSharesQuery)
+	return queried[callshares.CallSharesState](t, s, callshares.CallSharesWorkflowID(core.DefaultTaskQueue), callshares.CallSharesQuery)
 }

@@ -18,7 +18,9 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // The care benchmark's fleet: careProxies proxies in a cluster of careOthers other VMs, watched
@@ -104,13 +106,13 @@ func measureCare(b *testing.B, backstop time.Duration) careCost {
 	var wg sync.WaitGroup
 	for i := range uids {
 		uids[i] = fmt.Sprintf("c0ffee00-0000-4000-8000-%012d", i)
-		wg.Go(func() { serve[workflows.CreateProxyResult](b, s.startCreate(createInput(uids[i]))) })
+		wg.Go(func() { serve[proxyvm.CreateProxyResult](b, s.startCreate(createInput(uids[i]))) })
 	}
 	wg.Wait()
 	if backstop > 0 {
 		require.Eventually(b, func() bool {
-			val, err := s.client.QueryWorkflow(context.Background(), workflows.ObserverWorkflowID(workflows.DefaultTaskQueue), "", workflows.ObserverQuery)
-			var st workflows.ObserverStatus
+			val, err := s.client.QueryWorkflow(context.Background(), core.ObserverWorkflowID(core.DefaultTaskQueue), "", core.ObserverQuery)
+			var st fleet.ObserverStatus
 			return err == nil && val.Get(&st) == nil && st.Watching == careProxies && st.Listings > 1
 		}, time.Minute, 100*time.Millisecond, "the observer watches the fleet")
 	} else {
@@ -122,12 +124,12 @@ func measureCare(b *testing.B, backstop time.Duration) careCost {
 	time.Sleep(careWindow)
 	to := time.Now()
 	cost := careCost{calls: len(cluster.Calls()) - calls}
-	ids := []string{workflows.ObserverWorkflowID(workflows.DefaultTaskQueue)}
+	ids := []string{core.ObserverWorkflowID(core.DefaultTaskQueue)}
 	for _, uid := range uids {
-		ids = append(ids, workflows.ProxyWorkflowID(uid))
+		ids = append(ids, core.ProxyWorkflowID(uid))
 		// The checks' children: at most one a interval, numbered from 1.
 		for n := 1; n <= int(time.Since(from)/careInterval)*3+10; n++ {
-			ids = append(ids, workflows.GetProxyWorkflowID(uid, fmt.Sprintf("check-%d", n)))
+			ids = append(ids, core.GetProxyWorkflowID(uid, fmt.Sprintf("check-%d", n)))
 		}
 	}
 	for _, id := range ids {
@@ -265,8 +267,8 @@ func BenchmarkCare_workerMemoryPerIdleEntity(b *testing.B) {
 			require.NoError(b, errors.Join(awaitAll(reqs, 10*time.Minute)...))
 			watching := (half + 1) * careFleet / 2
 			require.Eventually(b, func() bool {
-				val, err := s.client.QueryWorkflow(context.Background(), workflows.ObserverWorkflowID(workflows.DefaultTaskQueue), "", workflows.ObserverQuery)
-				var st workflows.ObserverStatus
+				val, err := s.client.QueryWorkflow(context.Background(), core.ObserverWorkflowID(core.DefaultTaskQueue), "", core.ObserverQuery)
+				var st fleet.ObserverStatus
 				return err == nil && val.Get(&st) == nil && st.Watching == watching
 			}, 5*time.Minute, time.Second, "the observer watches the fleet")
 			rss = append(rss, settledRSS(b))
@@ -314,7 +316,7 @@ func BenchmarkCare_aWorkerOutage(b *testing.B) {
 		s := startStackWith(b, cluster, observedConfig(b), client.Options{Logger: warnings(b)})
 		require.NoError(b, errors.Join(createAll(b, s, outageProxies, 5*time.Minute)...))
 		require.Eventually(b, func() bool {
-			return queried[workflows.ObserverStatus](b, s, workflows.ObserverWorkflowID(workflows.DefaultTaskQueue), workflows.ObserverQuery).Watching == outageProxies
+			return queried[fleet.ObserverStatus](b, s, core.ObserverWorkflowID(core.DefaultTaskQueue), core.ObserverQuery).Watching == outageProxies
 		}, time.Minute, 100*time.Millisecond, "the observer watches the fleet")
 		idle := timedCreate(b, s, fleetUID(outageProxies))
 
@@ -342,7 +344,7 @@ func BenchmarkCare_aWorkerOutage(b *testing.B) {
 		healed := time.Since(restarted)
 		var listed time.Time
 		require.Eventually(b, func() bool {
-			listed = queried[workflows.ObserverStatus](b, s, workflows.ObserverWorkflowID(workflows.DefaultTaskQueue), workflows.ObserverQuery).ListedAt
+			listed = queried[fleet.ObserverStatus](b, s, core.ObserverWorkflowID(core.DefaultTaskQueue), core.ObserverQuery).ListedAt
 			return listed.After(restarted)
 		}, time.Minute, 50*time.Millisecond, "the observer lists the cluster again")
 
@@ -359,7 +361,7 @@ func BenchmarkCare_aWorkerOutage(b *testing.B) {
 func timedCreate(b *testing.B, s *stack, uid string) time.Duration {
 	b.Helper()
 	start := time.Now()
-	_, err := served[workflows.CreateProxyResult](b, s.startCreate(createInput(uid)))
+	_, err := served[proxyvm.CreateProxyResult](b, s.startCreate(createInput(uid)))
 	require.NoError(b, err)
 	return time.Since(start)
 }

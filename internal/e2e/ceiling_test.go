@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // The ceiling is what the stack's Temporal server does at most on this machine: workflows that
@@ -135,8 +135,8 @@ func costOfFleet(b testing.TB, s *stack, n int) fleetCost {
 	b.Helper()
 	f := fleetCost{creates: make([]historyCost, n), deletes: make([]historyCost, n)}
 	for i := range n {
-		f.creates[i] = costOf(b, s, s.operation(fleetUID(i), workflows.OpCreate))
-		f.deletes[i] = costOf(b, s, s.operation(fleetUID(i), workflows.OpDelete))
+		f.creates[i] = costOf(b, s, s.operation(fleetUID(i), proxyvm.OpCreate))
+		f.deletes[i] = costOf(b, s, s.operation(fleetUID(i), proxyvm.OpDelete))
 	}
 	return f
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/testserver"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // TestCluster_aCreateAndDeleteSurviveAServerProcessKilledMidCreate runs the topology of make
@@ -63,7 +63,7 @@ func TestCluster_aCreateAndDeleteSurviveAServerProcessKilledMidCreate(t *testing
 	victim.Kill()
 	killed := time.Now()
 
-	res, err := served[workflows.CreateProxyResult](t, req)
+	res, err := served[proxyvm.CreateProxyResult](t, req)
 
 	require.NoError(t, err)
 	t.Logf("the create was served %s after the kill", time.Since(killed).Round(time.Millisecond))
@@ -71,7 +71,7 @@ func TestCluster_aCreateAndDeleteSurviveAServerProcessKilledMidCreate(t *testing
 	assert.Equal(t, 1, cluster.CallCount("Clone"), "the clone was dispatched once")
 	assert.NotEmpty(t, res.IPv4)
 
-	del, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	del, err := served[proxyvm.DeleteProxyResult](t, s.startDelete(proxyvm.DeleteProxyInput{UID: uid}))
 	require.NoError(t, err)
 	assert.Len(t, del.Destroyed, 1)
 	assert.Empty(t, leftovers(cluster))

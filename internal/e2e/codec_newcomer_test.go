@@ -16,7 +16,8 @@ import (
 	"github.com/pveflow/pveflow/internal/codec"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // keyFile writes a new key file with one key named id, as `pveflow codec-keygen` does.
@@ -50,7 +51,7 @@ func cli(t *testing.T, s *stack, keyFile string) *starter.Client {
 	c, err := starter.Dial(context.Background(), opts)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	return starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(opts.DataConverter))
+	return starter.New(c, core.DefaultTaskQueue, starter.WithDataConverter(opts.DataConverter))
 }
 
 // envOf is os.Getenv over env alone.
@@ -89,7 +90,7 @@ func requireOneLine(t *testing.T, err error, want string) {
 // the key, reads it.
 func workerFailure(t *testing.T, s *stack, uid string) *temporal.ApplicationError {
 	t.Helper()
-	err := s.client.GetWorkflow(context.Background(), workflows.ProxyWorkflowID(uid), "").Get(context.Background(), nil)
+	err := s.client.GetWorkflow(context.Background(), core.ProxyWorkflowID(uid), "").Get(context.Background(), nil)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	return appErr
@@ -98,7 +99,7 @@ func workerFailure(t *testing.T, s *stack, uid string) *temporal.ApplicationErro
 // assertNoCreateRan asserts that no CreateProxy of uid ran.
 func assertNoCreateRan(t *testing.T, s *stack, uid string) {
 	t.Helper()
-	_, err := s.client.DescribeWorkflowExecution(context.Background(), workflows.CreateWorkflowID(uid), "")
+	_, err := s.client.DescribeWorkflowExecution(context.Background(), core.CreateWorkflowID(uid), "")
 	assert.ErrorAs(t, err, new(*serviceerror.NotFound), "no CreateProxy of %s ran", uid)
 }
 
@@ -127,7 +128,7 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 		// recorded, so that nothing holds the secret (no event, no CreateProxy, no seed ISO on
 		// Proxmox) and the user learns to set the key before the next create; the README has
 		// the CLI set it against make run's stack.
-		assert.Empty(t, eventsHolding(t, history(t, s.client, workflows.ProxyWorkflowID(uid), ""), secret))
+		assert.Empty(t, eventsHolding(t, history(t, s.client, core.ProxyWorkflowID(uid), ""), secret))
 		assertNoCreateRan(t, s, uid)
 		assert.Empty(t, leftovers(cluster))
 	})
@@ -143,7 +144,7 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 		assert.ErrorIs(t, err, starter.ErrRejected)
 		assert.Contains(t, workerFailure(t, s, uid).Message(),
 			`payload encrypted with key ID "other", which PVEFLOW_CODEC_KEY_FILE (`+workerKey+`) does not hold`)
-		assert.Empty(t, eventsHolding(t, history(t, s.client, workflows.ProxyWorkflowID(uid), ""), secret))
+		assert.Empty(t, eventsHolding(t, history(t, s.client, core.ProxyWorkflowID(uid), ""), secret))
 		assertNoCreateRan(t, s, uid)
 		assert.Empty(t, leftovers(cluster))
 	})
@@ -158,7 +159,7 @@ func TestE2E_newcomerCLIAgainstAnEncryptingWorker(t *testing.T) {
 		require.NoError(t, err)
 		assert.NotZero(t, res.VMID)
 		assert.NotEmpty(t, res.IPv4)
-		assert.Empty(t, eventsHolding(t, history(t, s.client, workflows.CreateWorkflowID(uid), ""), secret))
+		assert.Empty(t, eventsHolding(t, history(t, s.client, core.CreateWorkflowID(uid), ""), secret))
 		// What the newcomer first met: the create succeeded, and a CLI without the key failed
 		// on its result with "payload encoding is not supported".
 		_, err = cli(t, s, "").CreateResult(context.Background(), uid)
@@ -180,7 +181,7 @@ func TestE2E_aCreateRefusedForWantOfTheKeyLeavesAStatusThatSaysWhy(t *testing.T)
 	require.NoError(t, err)
 	eventually(t, "visibility shows the failed entity", func() bool {
 		resp, err := s.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
-			Query: fmt.Sprintf("WorkflowId = %q AND ExecutionStatus = 'Failed'", workflows.ProxyWorkflowID(uid))})
+			Query: fmt.Sprintf("WorkflowId = %q AND ExecutionStatus = 'Failed'", core.ProxyWorkflowID(uid))})
 		require.NoError(t, err)
 		return len(resp.GetExecutions()) == 1
 	})
@@ -189,7 +190,7 @@ func TestE2E_aCreateRefusedForWantOfTheKeyLeavesAStatusThatSaysWhy(t *testing.T)
 
 	assert.Equal(t, "failed", p.State, "no running entity")
 	assert.Equal(t, uid, p.UID)
-	assert.Equal(t, workflows.ProxyAbsent, p.Phase, "it never held a proxy")
+	assert.Equal(t, proxyvm.ProxyAbsent, p.Phase, "it never held a proxy")
 	assert.Equal(t, starter.SourceDescribed, p.Source)
 	assert.Equal(t, "the entity is failed: it answers no status query", p.QueryError)
 	// Failure messages are plain (docs/operations.md): a client without the key reads the reason.
@@ -217,6 +218,6 @@ func TestE2E_aCreateRefusedForAnUnknownImageLeavesNoRunningEntity(t *testing.T) 
 	})
 
 	assert.Equal(t, "completed", p.State)
-	assert.Equal(t, workflows.ProxyAbsent, p.Phase)
+	assert.Equal(t, proxyvm.ProxyAbsent, p.Phase)
 	assert.Nil(t, p.Operation)
 }

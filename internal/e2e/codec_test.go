@@ -14,7 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pveflow/pveflow/internal/codec"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // secret stands for a password in cloud-init user-data. It has no character JSON escapes, so it
@@ -41,12 +42,12 @@ func createWithSecret(t *testing.T, base client.Options) (create, entity []*hist
 	s := startStackWith(t, newCluster(), fastConfig(t), base)
 	in := createInput(uid)
 	in.UserData = "#cloud-config\npassword: " + secret + "\n"
-	_, err := served[workflows.CreateProxyResult](t, s.startCreate(in))
+	_, err := served[proxyvm.CreateProxyResult](t, s.startCreate(in))
 	require.NoError(t, err)
 
-	run := s.operation(uid, workflows.OpCreate)
+	run := s.operation(uid, proxyvm.OpCreate)
 	plain := s.server.NewClient(client.Options{})
-	return history(t, plain, run.GetID(), run.GetRunID()), history(t, plain, workflows.ProxyWorkflowID(uid), "")
+	return history(t, plain, run.GetID(), run.GetRunID()), history(t, plain, core.ProxyWorkflowID(uid), "")
 }
 
 // eventsHolding names the events of history in which s can be read, as "WorkflowExecutionStarted"

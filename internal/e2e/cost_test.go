@@ -21,7 +21,9 @@ import (
 
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/admission"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // historyCost is what a run cost the Temporal server, read off its history.
@@ -58,11 +60,11 @@ func costOf(t testing.TB, s *stack, run client.WorkflowRun) historyCost {
 // createAndDelete creates the proxy of uid and deletes it, and returns the two runs.
 func createAndDelete(t testing.TB, s *stack, uid string) (create, del client.WorkflowRun) {
 	t.Helper()
-	_, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	_, err := served[proxyvm.CreateProxyResult](t, s.startCreate(createInput(uid)))
 	require.NoError(t, err)
-	_, err = served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	_, err = served[proxyvm.DeleteProxyResult](t, s.startDelete(proxyvm.DeleteProxyInput{UID: uid}))
 	require.NoError(t, err)
-	return s.operation(uid, workflows.OpCreate), s.operation(uid, workflows.OpDelete)
+	return s.operation(uid, proxyvm.OpCreate), s.operation(uid, proxyvm.OpDelete)
 }
 
 func TestE2E_aCreateAndDeleteScheduleActivitiesOnlyToWait(t *testing.T) {
@@ -122,7 +124,7 @@ func TestE2E_theFirstCreateOfAStorageStartsItsAdmissionByACallWithinSixtyEvents(
 		assert.NotEqual(t, enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED, ev.GetEventType(), "the admission is no child of the create")
 	}
 	assert.LessOrEqual(t, costOf(t, s, create).events, 60)
-	admission, err := s.client.DescribeWorkflowExecution(context.Background(), workflows.CloneAdmissionWorkflowID(workflows.DefaultTaskQueue, "pve1/local-lvm"), "")
+	admission, err := s.client.DescribeWorkflowExecution(context.Background(), admission.CloneAdmissionWorkflowID(core.DefaultTaskQueue, "pve1/local-lvm"), "")
 	require.NoError(t, err)
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, admission.GetWorkflowExecutionInfo().GetStatus(), "the create started the admission")
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // TestE2E_aRunningCreateStaysPinnedToItsBuildWhileNewCreatesGoToThePromotedOne rolls a worker
@@ -27,7 +29,7 @@ func TestE2E_aRunningCreateStaysPinnedToItsBuildWhileNewCreatesGoToThePromotedOn
 	c := s.client
 	const deployment = "pveflow-e2e"
 	startBuild := func(buildID string) {
-		s.server.NewWorkerWithOptions(workflows.DefaultTaskQueue, s.register,
+		s.server.NewWorkerWithOptions(core.DefaultTaskQueue, s.register,
 			worker.Options{DeploymentOptions: workflows.DeploymentOptions(deployment, buildID)})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -36,20 +38,20 @@ func TestE2E_aRunningCreateStaysPinnedToItsBuildWhileNewCreatesGoToThePromotedOn
 	startBuild("build-1")
 	old := s.startCreate(createInput(uid))
 	eventually(t, "the create waits for its clone", func() bool {
-		return query(t, c, workflows.CreateWorkflowID(uid)).Phase == workflows.PhaseCloning
+		return query(t, c, core.CreateWorkflowID(uid)).Phase == core.PhaseCloning
 	})
 
 	startBuild("build-2")
 	fresh := s.startCreate(createInput(freshUID))
-	_, oldErr := served[workflows.CreateProxyResult](t, old)
-	_, freshErr := served[workflows.CreateProxyResult](t, fresh)
+	_, oldErr := served[proxyvm.CreateProxyResult](t, old)
+	_, freshErr := served[proxyvm.CreateProxyResult](t, fresh)
 
 	require.NoError(t, oldErr)
 	require.NoError(t, freshErr)
 	for _, tt := range []struct {
 		run   client.WorkflowRun
 		build string
-	}{{s.operation(uid, workflows.OpCreate), "build-1"}, {s.operation(freshUID, workflows.OpCreate), "build-2"}} {
+	}{{s.operation(uid, proxyvm.OpCreate), "build-1"}, {s.operation(freshUID, proxyvm.OpCreate), "build-2"}} {
 		desc, err := c.DescribeWorkflowExecution(context.Background(), tt.run.GetID(), tt.run.GetRunID())
 		require.NoError(t, err)
 		versioning := desc.GetWorkflowExecutionInfo().GetVersioningInfo()

@@ -17,7 +17,8 @@ import (
 
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // newCluster is the simulator's default cluster with tasks that take about a second.
@@ -49,14 +50,14 @@ func leftovers(c *pvesim.Cluster) []string {
 
 // query is the status of the operation workflowID, or no status while its entity has not
 // started it yet.
-func query(t *testing.T, c client.Client, workflowID string) workflows.Status {
+func query(t *testing.T, c client.Client, workflowID string) core.Status {
 	t.Helper()
-	val, err := c.QueryWorkflow(context.Background(), workflowID, "", workflows.StatusQuery)
+	val, err := c.QueryWorkflow(context.Background(), workflowID, "", core.StatusQuery)
 	if _, notYet := errors.AsType[*serviceerror.NotFound](err); notYet {
-		return workflows.Status{}
+		return core.Status{}
 	}
 	require.NoError(t, err)
-	var st workflows.Status
+	var st core.Status
 	require.NoError(t, val.Get(&st))
 	return st
 }
@@ -66,27 +67,27 @@ func TestE2E_createQueryResultDeleteThroughTheRESTAPI(t *testing.T) {
 	s := startRESTStack(t, cluster)
 
 	req := s.startCreate(createInput(uid))
-	var waiting workflows.Status
+	var waiting core.Status
 	eventually(t, "the status query shows the clone wait", func() bool {
-		waiting = query(t, s.client, workflows.CreateWorkflowID(uid))
-		return waiting.Phase == workflows.PhaseCloning && waiting.UPID != ""
+		waiting = query(t, s.client, core.CreateWorkflowID(uid))
+		return waiting.Phase == core.PhaseCloning && waiting.UPID != ""
 	})
-	res, err := served[workflows.CreateProxyResult](t, req)
+	res, err := served[proxyvm.CreateProxyResult](t, req)
 
 	require.NoError(t, err)
 	assert.Equal(t, res.VMID, waiting.VMID)
 	assert.Contains(t, waiting.Step, "wait for clone")
 	assert.NotEmpty(t, res.IPv4)
-	assert.Equal(t, workflows.PhaseCreated, query(t, s.client, workflows.CreateWorkflowID(uid)).Phase)
+	assert.Equal(t, core.PhaseCreated, query(t, s.client, core.CreateWorkflowID(uid)).Phase)
 
-	create := s.operation(uid, workflows.OpCreate)
+	create := s.operation(uid, proxyvm.OpCreate)
 
-	del, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	del, err := served[proxyvm.DeleteProxyResult](t, s.startDelete(proxyvm.DeleteProxyInput{UID: uid}))
 	require.NoError(t, err)
 	assert.Len(t, del.Destroyed, 1)
 	assert.Empty(t, leftovers(cluster))
 	assertNoFailureEvents(t, s, create)
-	assertNoFailureEvents(t, s, s.operation(uid, workflows.OpDelete))
+	assertNoFailureEvents(t, s, s.operation(uid, proxyvm.OpDelete))
 }
 
 // assertNoFailureEvents asserts that the history of a run that succeeded holds no event of a
@@ -112,15 +113,15 @@ func TestE2E_createStartedDuringADeleteWaitsForItAndNeitherHistoryHoldsAFailure(
 		o.TaskDurations = map[string]time.Duration{"qmclone": 2 * time.Second, "qmdestroy": 3 * time.Second}
 	})
 	s := startStack(t, cluster, fastConfig(t))
-	_, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	_, err := served[proxyvm.CreateProxyResult](t, s.startCreate(createInput(uid)))
 	require.NoError(t, err)
-	first := s.operation(uid, workflows.OpCreate)
-	del := s.startDelete(workflows.DeleteProxyInput{UID: uid})
+	first := s.operation(uid, proxyvm.OpCreate)
+	del := s.startDelete(proxyvm.DeleteProxyInput{UID: uid})
 	eventually(t, "the delete destroys the VM", func() bool { return cluster.CallCount("Destroy") > 0 })
 
 	second := s.startCreate(createInput(uid))
-	_, delErr := served[workflows.DeleteProxyResult](t, del)
-	res, err := served[workflows.CreateProxyResult](t, second)
+	_, delErr := served[proxyvm.DeleteProxyResult](t, del)
+	res, err := served[proxyvm.CreateProxyResult](t, second)
 
 	require.NoError(t, delErr)
 	require.NoError(t, err)
@@ -129,9 +130,9 @@ func TestE2E_createStartedDuringADeleteWaitsForItAndNeitherHistoryHoldsAFailure(
 	assert.NotZero(t, res.VMID)
 	ops := s.proxyStatus(uid).Operations
 	require.Len(t, ops, 3, "create, delete, create")
-	assert.Equal(t, []string{workflows.OpCreate, workflows.OpDelete, workflows.OpCreate}, []string{ops[0].Kind, ops[1].Kind, ops[2].Kind})
+	assert.Equal(t, []string{proxyvm.OpCreate, proxyvm.OpDelete, proxyvm.OpCreate}, []string{ops[0].Kind, ops[1].Kind, ops[2].Kind})
 	assert.False(t, ops[2].StartedAt.Before(ops[1].ClosedAt), "the second create started once the delete had closed")
-	runs := []client.WorkflowRun{first, s.operation(uid, workflows.OpDelete), s.operation(uid, workflows.OpCreate)}
+	runs := []client.WorkflowRun{first, s.operation(uid, proxyvm.OpDelete), s.operation(uid, proxyvm.OpCreate)}
 	assert.NotEqual(t, first.GetRunID(), runs[2].GetRunID(), "a create of its own served the second request")
 	for _, run := range runs {
 		assertNoFailureEvents(t, s, run)
@@ -146,7 +147,7 @@ func TestE2E_workerRestartMidCloneDoesNotCloneTwice(t *testing.T) {
 
 	s.worker.Stop()
 	s.startWorker()
-	_, err := served[workflows.CreateProxyResult](t, req)
+	_, err := served[proxyvm.CreateProxyResult](t, req)
 
 	require.NoError(t, err)
 	assert.Equal(t, 1, cluster.CallCount("Clone"))
@@ -159,13 +160,13 @@ func TestE2E_deleteDuringCreateLeavesNothingBehind(t *testing.T) {
 	create := s.startCreate(createInput(uid))
 	eventually(t, "the create polls its clone", func() bool { return cluster.CallCount("TaskStatus") > 0 })
 
-	del, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	del, err := served[proxyvm.DeleteProxyResult](t, s.startDelete(proxyvm.DeleteProxyInput{UID: uid}))
 
 	require.NoError(t, err)
 	assert.Len(t, del.Destroyed, 1, "the clone the create had started")
-	_, err = served[workflows.CreateProxyResult](t, create)
+	_, err = served[proxyvm.CreateProxyResult](t, create)
 	assert.Equal(t, starter.FailSuperseded, starter.FailureType(err), "the create request: %v", err)
-	_, err = result[workflows.CreateProxyResult](t, s.operation(uid, workflows.OpCreate))
+	_, err = result[proxyvm.CreateProxyResult](t, s.operation(uid, proxyvm.OpCreate))
 	assert.ErrorAs(t, err, new(*temporal.CanceledError), "the CreateProxy was cancelled")
 	assert.Empty(t, leftovers(cluster))
 }
@@ -186,7 +187,7 @@ func TestE2E_fiftyConcurrentCreatesGetDistinctVMIDsAndDeletesRemoveAll(t *testin
 	}
 	vmids := map[int]string{}
 	for i, req := range reqs {
-		res, err := served[workflows.CreateProxyResult](t, req)
+		res, err := served[proxyvm.CreateProxyResult](t, req)
 		require.NoError(t, err, uids[i])
 		require.NotContains(t, vmids, res.VMID, "VMID %d given to %s and %s", res.VMID, vmids[res.VMID], uids[i])
 		vmids[res.VMID] = uids[i]
@@ -194,10 +195,10 @@ func TestE2E_fiftyConcurrentCreatesGetDistinctVMIDsAndDeletesRemoveAll(t *testin
 	assert.Len(t, leftovers(cluster), n, "one VM per proxy; each create released its seed ISO")
 
 	for i, u := range uids {
-		reqs[i] = s.startDelete(workflows.DeleteProxyInput{UID: u})
+		reqs[i] = s.startDelete(proxyvm.DeleteProxyInput{UID: u})
 	}
 	for i, req := range reqs {
-		_, err := served[workflows.DeleteProxyResult](t, req)
+		_, err := served[proxyvm.DeleteProxyResult](t, req)
 		require.NoError(t, err, uids[i])
 	}
 	assert.Empty(t, leftovers(cluster))

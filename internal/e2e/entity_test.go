@@ -14,18 +14,19 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // carriedOperation is the operation that the current run of the entity of uid was started
 // with, carried by a continue-as-new of the run before; nil when there is none.
-func carriedOperation(t *testing.T, s *stack, uid string) *workflows.OperationRecord {
+func carriedOperation(t *testing.T, s *stack, uid string) *proxyvm.OperationRecord {
 	t.Helper()
-	iter := s.client.GetWorkflowHistory(context.Background(), workflows.ProxyWorkflowID(uid), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	iter := s.client.GetWorkflowHistory(context.Background(), core.ProxyWorkflowID(uid), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	require.True(t, iter.HasNext())
 	first, err := iter.Next()
 	require.NoError(t, err)
-	var in workflows.ProxyInput
+	var in proxyvm.ProxyInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(first.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in))
 	if in.State == nil {
 		return nil
@@ -51,17 +52,17 @@ func seedISO(t *testing.T, c *pvesim.Cluster, vmid int) string {
 func TestE2E_aProxyThroughCreateChangesOfUserDataAndMachineTypeAndDeleteOverTheRESTAPI(t *testing.T) {
 	cluster := newCluster()
 	s := startRESTStack(t, cluster)
-	created, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	created, err := served[proxyvm.CreateProxyResult](t, s.startCreate(createInput(uid)))
 	require.NoError(t, err)
 
 	userData := "#cloud-config\nhostname: changed-by-update\n"
-	reseeded, err := served[workflows.ChangeProxyResult](t, s.startChange(workflows.ChangeRequest{UID: uid, UserData: &userData}))
+	reseeded, err := served[proxyvm.ChangeProxyResult](t, s.startChange(proxyvm.ChangeRequest{UID: uid, UserData: &userData}))
 	require.NoError(t, err)
 	seed := seedISO(t, cluster, created.VMID)
-	resized, err := served[workflows.ChangeProxyResult](t, s.startChange(workflows.ChangeRequest{UID: uid, MachineType: "large"}))
+	resized, err := served[proxyvm.ChangeProxyResult](t, s.startChange(proxyvm.ChangeRequest{UID: uid, MachineType: "large"}))
 	require.NoError(t, err)
 	vm := markedVM(t, cluster, uid)
-	deleted, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	deleted, err := served[proxyvm.DeleteProxyResult](t, s.startDelete(proxyvm.DeleteProxyInput{UID: uid}))
 	require.NoError(t, err)
 
 	assert.Equal(t, created.VMID, reseeded.VMID, "the same VM")
@@ -73,7 +74,7 @@ func TestE2E_aProxyThroughCreateChangesOfUserDataAndMachineTypeAndDeleteOverTheR
 	assert.Equal(t, "4096", vm.Config["memory"])
 	assert.Len(t, deleted.Destroyed, 1)
 	assert.Empty(t, leftovers(cluster))
-	for _, op := range []string{workflows.OpCreate, workflows.OpChange, workflows.OpDelete} {
+	for _, op := range []string{proxyvm.OpCreate, proxyvm.OpChange, proxyvm.OpDelete} {
 		assertNoFailureEvents(t, s, s.operation(uid, op))
 	}
 }
@@ -86,19 +87,19 @@ func TestE2E_anEntityThatContinuesAsNewWhileItHealsFollowsTheHealInItsNextRun(t 
 	// The entity checks itself every second, with no observer, so that its history grows.
 	cfg.Entity.CheckInterval, cfg.Entity.CheckJitter, cfg.Entity.BackstopInterval = time.Second, 0, 0
 	s := startStack(t, cluster, cfg)
-	created, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	created, err := served[proxyvm.CreateProxyResult](t, s.startCreate(createInput(uid)))
 	require.NoError(t, err)
 
 	// A request in flight holds the run, so the operation carried is a heal's: the VM is
 	// stopped when the entity is idle and near its history's bound, so that the check that
 	// finds it stopped starts a create during which the bound is passed. A run whose bound fell
 	// between two checks continues as new idle; the next one is tried.
-	var carried *workflows.OperationRecord
+	var carried *proxyvm.OperationRecord
 	require.Eventually(t, func() bool {
 		if carried = carriedOperation(t, s, uid); carried != nil {
 			return true
 		}
-		desc, err := s.client.DescribeWorkflowExecution(context.Background(), workflows.ProxyWorkflowID(uid), "")
+		desc, err := s.client.DescribeWorkflowExecution(context.Background(), core.ProxyWorkflowID(uid), "")
 		require.NoError(t, err)
 		length := desc.GetWorkflowExecutionInfo().GetHistoryLength()
 		st := s.proxyStatus(uid)
@@ -110,15 +111,15 @@ func TestE2E_anEntityThatContinuesAsNewWhileItHealsFollowsTheHealInItsNextRun(t 
 		return false
 	}, 2*time.Minute, 100*time.Millisecond, "a run continued as new while an operation ran")
 
-	var final workflows.ProxyStatus
+	var final proxyvm.ProxyStatus
 	eventually(t, "the next run follows the heal to its end", func() bool {
 		final = s.proxyStatus(uid)
 		return final.Operation == nil && len(final.Operations) > 0 && final.Operations[len(final.Operations)-1].RunID == carried.RunID
 	})
-	assert.Equal(t, workflows.OpCreate, carried.Kind)
+	assert.Equal(t, proxyvm.OpCreate, carried.Kind)
 	assert.Contains(t, carried.Reason, "was stopped")
 	assert.Equal(t, "completed", final.Operations[len(final.Operations)-1].Outcome)
-	assert.Equal(t, workflows.ProxyPresent, final.Phase)
+	assert.Equal(t, proxyvm.ProxyPresent, final.Phase)
 	vm := markedVM(t, cluster, uid)
 	assert.Equal(t, created.VMID, vm.VMID, "the one VM, healed")
 	assert.True(t, vm.Running)
@@ -143,15 +144,15 @@ func timerSummaries(t *testing.T, s *stack, workflowID string) []string {
 
 func TestE2E_theEntitysTimerSaysWhatItWaitsFor(t *testing.T) {
 	s := startStack(t, newCluster(), fastConfig(t))
-	serve[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	serve[proxyvm.CreateProxyResult](t, s.startCreate(createInput(uid)))
 	eventually(t, "a present proxy's entity waits for its next check", func() bool {
-		return slices.Contains(timerSummaries(t, s, workflows.ProxyWorkflowID(uid)), "next check")
+		return slices.Contains(timerSummaries(t, s, core.ProxyWorkflowID(uid)), "next check")
 	})
 
-	serve[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	serve[proxyvm.DeleteProxyResult](t, s.startDelete(proxyvm.DeleteProxyInput{UID: uid}))
 
 	eventually(t, "an absent proxy's entity waits to close", func() bool {
-		return slices.Contains(timerSummaries(t, s, workflows.ProxyWorkflowID(uid)), "close if no request comes")
+		return slices.Contains(timerSummaries(t, s, core.ProxyWorkflowID(uid)), "close if no request comes")
 	})
-	assert.NotContains(t, timerSummaries(t, s, workflows.ProxyWorkflowID(uid)), "Sleep", "no timer reads as a bare sleep")
+	assert.NotContains(t, timerSummaries(t, s, core.ProxyWorkflowID(uid)), "Sleep", "no timer reads as a bare sleep")
 }

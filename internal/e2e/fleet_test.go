@@ -23,7 +23,8 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // contendedCluster is the simulator's default cluster where clones queue for their storage's
@@ -90,7 +91,7 @@ func createThenDelete(ctx context.Context, s *stack, uid string, created func())
 		return fmt.Errorf("create %s: %w", uid, err)
 	}
 	created()
-	if req, err = s.starter.Delete(ctx, workflows.DeleteProxyInput{UID: uid}); err == nil {
+	if req, err = s.starter.Delete(ctx, proxyvm.DeleteProxyInput{UID: uid}); err == nil {
 		err = req.Get(ctx, nil)
 	}
 	if err != nil {
@@ -120,14 +121,14 @@ func TestE2E_clonesAdmittedPerStorageNeverExceedTheLimitAndAllSucceed(t *testing
 	s := startStack(t, cluster, cfg)
 	// Six of the eight wait: one of them is seen queued behind another, its place asked of the
 	// admission as pveflow status asks it.
-	var queued workflows.Status
+	var queued core.Status
 	seen := make(chan struct{})
 	go func() {
 		defer close(seen)
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			for i := range n {
 				p, err := s.starter.Progress(context.Background(), fleetUID(i), starter.Create)
-				if err == nil && p.Phase == workflows.PhaseQueued && p.QueuedBehind > 0 {
+				if err == nil && p.Phase == core.PhaseQueued && p.QueuedBehind > 0 {
 					queued = p.Status
 					return
 				}
@@ -143,7 +144,7 @@ func TestE2E_clonesAdmittedPerStorageNeverExceedTheLimitAndAllSucceed(t *testing
 	assert.LessOrEqual(t, cluster.MaxConcurrentClones("pve1", "local-lvm"), limit)
 	assert.Zero(t, lockTimeouts(cluster))
 	<-seen
-	assert.Equal(t, workflows.PhaseQueued, queued.Phase, "a create was seen queued")
+	assert.Equal(t, core.PhaseQueued, queued.Phase, "a create was seen queued")
 	assert.Contains(t, queued.Step, fmt.Sprintf("%d ahead", queued.QueuedBehind))
 }
 
@@ -184,7 +185,7 @@ func BenchmarkFleet_fiftyCreatesAtOnceOntoOneStorage(b *testing.B) {
 			b.ReportMetric(float64(cluster.MaxConcurrentClones("pve1", "local-lvm")), "max-concurrent-clones")
 			var events, executions int
 			for i := range 50 {
-				c := costOf(b, s, s.operation(fleetUID(i), workflows.OpCreate))
+				c := costOf(b, s, s.operation(fleetUID(i), proxyvm.OpCreate))
 				events += c.events
 				executions += c.executions
 			}
@@ -430,7 +431,7 @@ func firstProxy(tb testing.TB, s *stack) {
 	start := time.Now()
 	err := createThenDelete(ctx, s, firstProxyUID, func() {})
 	if took := time.Since(start); err != nil || took > 20*time.Second {
-		run := s.operation(firstProxyUID, workflows.OpCreate)
+		run := s.operation(firstProxyUID, proxyvm.OpCreate)
 		tb.Logf("the first proxy took %s (%v); its create's history:\n%s", took.Round(time.Millisecond), err,
 			timeline(history(tb, s.client, run.GetID(), run.GetRunID())))
 	}
@@ -499,19 +500,19 @@ func TestE2E_leaseOfATerminatedCreateIsReleased(t *testing.T) {
 	eventually(t, "the holder clones", func() bool { return cluster.CallCount("Clone") > 0 })
 	req := s.startCreate(createInput(waiter))
 	eventually(t, "the waiter is queued", func() bool {
-		return query(t, s.client, workflows.CreateWorkflowID(waiter)).Phase == workflows.PhaseQueued
+		return query(t, s.client, core.CreateWorkflowID(waiter)).Phase == core.PhaseQueued
 	})
 
 	// The holder's CreateProxy, the child of its entity, is terminated: it cannot give its
 	// lease back itself.
-	require.NoError(t, s.client.TerminateWorkflow(context.Background(), workflows.CreateWorkflowID(holder), "", "a person gave up on it"))
+	require.NoError(t, s.client.TerminateWorkflow(context.Background(), core.CreateWorkflowID(holder), "", "a person gave up on it"))
 
-	res, err := served[workflows.CreateProxyResult](t, req)
+	res, err := served[proxyvm.CreateProxyResult](t, req)
 	require.NoError(t, err, "the waiter got the lease the terminated holder could not give back")
 	assert.Equal(t, proxy.VMIDFor(waiter, cfg.Proxmox.VMIDRange, 0), res.VMID)
-	_, err = served[workflows.CreateProxyResult](t, held)
+	_, err = served[proxyvm.CreateProxyResult](t, held)
 	require.Error(t, err, "the entity failed the holder's create")
-	assert.Equal(t, workflows.ProxyFailed, s.proxyStatus(holder).Phase)
+	assert.Equal(t, proxyvm.ProxyFailed, s.proxyStatus(holder).Phase)
 }
 
 // BenchmarkFleet_thousandCreatesInFlight sends a thousand create requests at once against a

@@ -19,6 +19,10 @@ import (
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 // uploadOrphanISO puts on the ISO storage the seed ISO of a UID that has no VM, as a create
@@ -52,11 +56,11 @@ func TestE2E_gcCollectsTheVMOfAKilledCreateAndAnOrphanISOAndLeavesTheKeptProxies
 	reqs := []*starter.Request{s.startCreate(createInput(kept[0])), s.startCreate(createInput(kept[1]))}
 	s.startCreate(createInput(killed))
 	eventually(t, "the third create waits for its VM to boot", func() bool {
-		return query(t, s.client, workflows.CreateWorkflowID(killed)).Phase == workflows.PhaseBooting
+		return query(t, s.client, core.CreateWorkflowID(killed)).Phase == core.PhaseBooting
 	})
-	require.NoError(t, s.client.TerminateWorkflow(context.Background(), workflows.CreateWorkflowID(killed), "", "killed halfway"))
+	require.NoError(t, s.client.TerminateWorkflow(context.Background(), core.CreateWorkflowID(killed), "", "killed halfway"))
 	for _, req := range reqs {
-		_, err := served[workflows.CreateProxyResult](t, req)
+		_, err := served[proxyvm.CreateProxyResult](t, req)
 		require.NoError(t, err)
 	}
 	killedVM := markedVM(t, cluster, killed)
@@ -65,26 +69,26 @@ func TestE2E_gcCollectsTheVMOfAKilledCreateAndAnOrphanISOAndLeavesTheKeptProxies
 	keptVMs := []pvesim.VM{markedVM(t, cluster, kept[0]), markedVM(t, cluster, kept[1])}
 	// Anything made before the run is old enough: the grace period is the workflow's own
 	// concern, tested in package workflows.
-	in := workflows.CollectGarbageInput{Keep: kept, DryRun: true, Grace: time.Millisecond}
+	in := fleet.CollectGarbageInput{Keep: kept, DryRun: true, Grace: time.Millisecond}
 
-	dry, err := result[workflows.CollectGarbageResult](t, s.startGC("dry-run", in))
+	dry, err := result[fleet.CollectGarbageResult](t, s.startGC("dry-run", in))
 
 	require.NoError(t, err)
-	assert.Equal(t, []workflows.GarbageVM{{UID: killed, VMID: killedVM.VMID, Node: killedVM.Node, Name: proxy.NameFromUID(killed), Outcome: workflows.GarbageFound}}, dry.VMs)
+	assert.Equal(t, []fleet.GarbageVM{{UID: killed, VMID: killedVM.VMID, Node: killedVM.Node, Name: proxy.NameFromUID(killed), Outcome: reads.GarbageFound}}, dry.VMs)
 	require.Len(t, dry.ISOs, 1)
 	assert.Equal(t, orphanISO, dry.ISOs[0].VolID)
-	assert.Equal(t, workflows.GarbageFound, dry.ISOs[0].Outcome)
+	assert.Equal(t, reads.GarbageFound, dry.ISOs[0].Outcome)
 	assert.Equal(t, before, vmsOf(cluster), "a dry run changes nothing")
 
 	in.DryRun = false
-	res, err := result[workflows.CollectGarbageResult](t, s.startGC("collect", in))
+	res, err := result[fleet.CollectGarbageResult](t, s.startGC("collect", in))
 
 	require.NoError(t, err)
 	require.Len(t, res.VMs, 1)
-	assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome)
+	assert.Equal(t, reads.GarbageDeleted, res.VMs[0].Outcome)
 	require.Len(t, res.ISOs, 1)
-	assert.Equal(t, workflows.GarbageDeleted, res.ISOs[0].Outcome)
-	assert.Equal(t, workflows.ProxyAbsent, s.proxyStatus(killed).Phase, "the VM went by a delete of the killed proxy's entity")
+	assert.Equal(t, reads.GarbageDeleted, res.ISOs[0].Outcome)
+	assert.Equal(t, proxyvm.ProxyAbsent, s.proxyStatus(killed).Phase, "the VM went by a delete of the killed proxy's entity")
 	want := []string{}
 	for _, v := range keptVMs {
 		want = append(want, fmt.Sprintf("VM %d on %s", v.VMID, v.Node))
@@ -115,16 +119,16 @@ func TestE2E_aCancelledCollectionStillDeletesWhatItStarted(t *testing.T) {
 	})
 	s := startStack(t, cluster, fastConfig(t))
 	const orphan = "orphan-proxy"
-	_, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(orphan)))
+	_, err := served[proxyvm.CreateProxyResult](t, s.startCreate(createInput(orphan)))
 	require.NoError(t, err)
-	run := s.startGC("cancelled", workflows.CollectGarbageInput{KeepNone: true, Grace: time.Millisecond})
+	run := s.startGC("cancelled", fleet.CollectGarbageInput{KeepNone: true, Grace: time.Millisecond})
 	eventually(t, "the entity's delete stops the VM", func() bool { return cluster.CallCount("Stop") > 0 })
 
 	require.NoError(t, s.client.CancelWorkflow(context.Background(), run.GetID(), run.GetRunID()))
 
-	_, err = result[workflows.CollectGarbageResult](t, run)
+	_, err = result[fleet.CollectGarbageResult](t, run)
 	require.ErrorAs(t, err, new(*temporal.CanceledError), "the collection was cancelled")
-	del, err := result[workflows.DeleteProxyResult](t, s.operation(orphan, workflows.OpDelete))
+	del, err := result[proxyvm.DeleteProxyResult](t, s.operation(orphan, proxyvm.OpDelete))
 	require.NoError(t, err, "the delete it started went on")
 	assert.Len(t, del.Destroyed, 1)
 	assert.Empty(t, leftovers(cluster), "the VM and its seed ISO are gone")
@@ -140,7 +144,7 @@ type createsFirst struct {
 
 func (c *createsFirst) DeleteProxy(ctx context.Context, req activities.ProxyDelete) (activities.ProxyDeleteOutcome, error) {
 	c.once.Do(func() {
-		_, err := served[workflows.CreateProxyResult](c.t, accepted(c.t)(c.Client.Create(ctx, createInput(req.UID))))
+		_, err := served[proxyvm.CreateProxyResult](c.t, accepted(c.t)(c.Client.Create(ctx, createInput(req.UID))))
 		assert.NoError(c.t, err)
 	})
 	return c.EntityProxies.DeleteProxy(ctx, req)
@@ -150,23 +154,23 @@ func TestE2E_aCollectionDoesNotDestroyAProxyCreatedSinceItLooked(t *testing.T) {
 	cluster := newCluster()
 	s := newStack(t, cluster, fastConfig(t), client.Options{})
 	// The stack's worker, with a create asked for between the collection's look and its delete.
-	s.worker = s.server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
+	s.worker = s.server.NewWorker(core.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: s.cfg}).Register(r)
 		r.RegisterActivity(&activities.Activities{API: s.api, Proxmox: s.cfg.Proxmox, Runs: s.runs,
 			Proxies: &createsFirst{EntityProxies: starter.EntityProxies{Client: s.starter}, t: t}})
 	})
 	const recreated = "recreated-proxy"
-	_, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(recreated)))
+	_, err := served[proxyvm.CreateProxyResult](t, s.startCreate(createInput(recreated)))
 	require.NoError(t, err)
 	vm := markedVM(t, cluster, recreated)
 
-	res, err := result[workflows.CollectGarbageResult](t, s.startGC("collect", workflows.CollectGarbageInput{Keep: []string{uid}, Grace: time.Millisecond}))
+	res, err := result[fleet.CollectGarbageResult](t, s.startGC("collect", fleet.CollectGarbageInput{Keep: []string{uid}, Grace: time.Millisecond}))
 
 	require.NoError(t, err)
 	require.Len(t, res.VMs, 1)
-	assert.Equal(t, workflows.GarbageSkipped, res.VMs[0].Outcome)
+	assert.Equal(t, reads.GarbageSkipped, res.VMs[0].Outcome)
 	assert.Contains(t, res.VMs[0].Detail, "the proxy is wanted again")
 	assert.False(t, res.Failed())
 	assert.Equal(t, vm, markedVM(t, cluster, recreated), "the proxy created again is left alone")
-	assert.Equal(t, workflows.ProxyPresent, s.proxyStatus(recreated).Phase)
+	assert.Equal(t, proxyvm.ProxyPresent, s.proxyStatus(recreated).Phase)
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // taskTypes are the types of the tasks the cluster ran, in order.
@@ -32,7 +32,7 @@ func TestE2E_anHAProxyStoppedThroughPVEIsHealedByAHastartAndDeletedThroughTheRES
 	cfg.Proxmox.HA = config.HA{Enabled: true, State: "started"}
 	cfg.Entity.CheckInterval, cfg.Entity.CheckJitter, cfg.Entity.BackstopInterval = time.Second, 0, 0
 	s := startStack(t, overREST(t, cluster, &cfg, pve.ClientConfig{}), cfg)
-	created, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	created, err := served[proxyvm.CreateProxyResult](t, s.startCreate(createInput(uid)))
 	require.NoError(t, err)
 	sid := "vm:" + strconv.Itoa(created.VMID)
 
@@ -40,7 +40,7 @@ func TestE2E_anHAProxyStoppedThroughPVEIsHealedByAHastartAndDeletedThroughTheRES
 	_, err = cluster.Stop(context.Background(), created.Node, created.VMID)
 	require.NoError(t, err)
 
-	var heal *workflows.OperationRecord
+	var heal *proxyvm.OperationRecord
 	eventually(t, "the entity heals the stopped proxy", func() bool {
 		st := s.proxyStatus(uid)
 		if st.Operation != nil || len(st.Operations) < 2 {
@@ -49,7 +49,7 @@ func TestE2E_anHAProxyStoppedThroughPVEIsHealedByAHastartAndDeletedThroughTheRES
 		heal = &st.Operations[len(st.Operations)-1]
 		return true
 	})
-	assert.Equal(t, workflows.OpCreate, heal.Kind)
+	assert.Equal(t, proxyvm.OpCreate, heal.Kind)
 	assert.Contains(t, heal.Reason, "was stopped")
 	assert.Equal(t, "completed", heal.Outcome)
 	types := taskTypes(cluster)
@@ -62,7 +62,7 @@ func TestE2E_anHAProxyStoppedThroughPVEIsHealedByAHastartAndDeletedThroughTheRES
 	state, _ := cluster.HAState(sid)
 	assert.Equal(t, "started", state)
 
-	del, err := served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	del, err := served[proxyvm.DeleteProxyResult](t, s.startDelete(proxyvm.DeleteProxyInput{UID: uid}))
 
 	require.NoError(t, err)
 	assert.Len(t, del.Destroyed, 1)

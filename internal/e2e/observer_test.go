@@ -11,7 +11,9 @@ import (
 
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pvesim"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // observedInterval is the observer's interval in these tests, and observedConfig a config with
@@ -27,15 +29,15 @@ func observedConfig(t testing.TB) config.Config {
 }
 
 // observerStatus is what the observer of the default task queue answers.
-func observerStatus(t *testing.T, s *stack) workflows.ObserverStatus {
+func observerStatus(t *testing.T, s *stack) fleet.ObserverStatus {
 	t.Helper()
-	return queried[workflows.ObserverStatus](t, s, workflows.ObserverWorkflowID(workflows.DefaultTaskQueue), workflows.ObserverQuery)
+	return queried[fleet.ObserverStatus](t, s, core.ObserverWorkflowID(core.DefaultTaskQueue), core.ObserverQuery)
 }
 
 func TestObserver_aQuietProxyCostsNoCheckAndAVMStoppedByHandIsHealedWithinAnInterval(t *testing.T) {
 	cluster := newCluster()
 	s := startStack(t, cluster, observedConfig(t))
-	created, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	created, err := served[proxyvm.CreateProxyResult](t, s.startCreate(createInput(uid)))
 	require.NoError(t, err)
 	eventually(t, "the entity's word starts the observer, which watches the proxy", func() bool {
 		st := observerStatus(t, s)

@@ -21,7 +21,7 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // The colliding-proxies test: 20 proxies whose probe sequences overlap, created and deleted in
@@ -171,8 +171,8 @@ type op struct {
 	req       *starter.Request
 	closedAt  time.Duration
 	err       error
-	created   workflows.CreateProxyResult
-	deleted   workflows.DeleteProxyResult
+	created   proxyvm.CreateProxyResult
+	deleted   proxyvm.DeleteProxyResult
 }
 
 // plan is one proxy's schedule.
@@ -259,7 +259,7 @@ func (p *plan) run(c *starter.Client, t0 time.Time) {
 		if o.kind == opCreate {
 			o.req, o.startErr = c.Create(context.Background(), createInput(p.uid))
 		} else {
-			o.req, o.startErr = c.Delete(context.Background(), workflows.DeleteProxyInput{UID: p.uid})
+			o.req, o.startErr = c.Delete(context.Background(), proxyvm.DeleteProxyInput{UID: p.uid})
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ownershipWait)

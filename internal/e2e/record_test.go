@@ -32,7 +32,12 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/addresspool"
+	"github.com/pveflow/pveflow/workflows/callshares"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 func TestRecordHistories(t *testing.T) {
@@ -57,9 +62,9 @@ func TestRecordHistories(t *testing.T) {
 			cluster: func(o *pvesim.Options) { o.StallClones = true },
 			config:  func(c *config.Config) { c.Budgets.Clone = 3 * time.Second },
 			run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
-				_, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+				_, err := served[proxyvm.CreateProxyResult](t, s.startCreate(createInput(uid)))
 				require.Error(t, err)
-				return s.operation(uid, workflows.OpCreate)
+				return s.operation(uid, proxyvm.OpCreate)
 			}},
 		{name: "delete-running-vm", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			created(t, s, createInput(uid))
@@ -90,13 +95,13 @@ func TestRecordHistories(t *testing.T) {
 		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			// The entity holds the create request back until the delete has closed.
 			created(t, s, createInput(uid))
-			del := s.startDelete(workflows.DeleteProxyInput{UID: uid})
+			del := s.startDelete(proxyvm.DeleteProxyInput{UID: uid})
 			eventually(t, "the delete destroys the VM", func() bool { return c.CallCount("Destroy") > 0 })
 			create := s.startCreate(createInput(uid))
-			serve[workflows.DeleteProxyResult](t, del)
-			writeHistory(t, s, "create-waits-for-delete.delete", s.operation(uid, workflows.OpDelete))
-			serve[workflows.CreateProxyResult](t, create)
-			return s.operation(uid, workflows.OpCreate)
+			serve[proxyvm.DeleteProxyResult](t, del)
+			writeHistory(t, s, "create-waits-for-delete.delete", s.operation(uid, proxyvm.OpDelete))
+			serve[proxyvm.CreateProxyResult](t, create)
+			return s.operation(uid, proxyvm.OpCreate)
 		}},
 		{name: "create-waits-out-template-backup", run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			require.NoError(t, c.HoldLock(9000, "backup", 3*time.Second))
@@ -125,7 +130,7 @@ func TestRecordHistories(t *testing.T) {
 				first := s.startCreate(createInput(otherUID))
 				eventually(t, "the first create clones", func() bool { return c.CallCount("Clone") > 0 })
 				queued := created(t, s, createInput(uid))
-				serve[workflows.CreateProxyResult](t, first)
+				serve[proxyvm.CreateProxyResult](t, first)
 				return queued
 			}},
 		// The admission as it runs now: grants; a create stopped by a delete while it clones,
@@ -140,18 +145,18 @@ func TestRecordHistories(t *testing.T) {
 				second, third := s.startCreate(createInput(uid)), s.startCreate(createInput(thirdUID))
 				admission := admissionOfHome(s)
 				eventually(t, "two creates queue", func() bool { return len(admissionState(t, s, admission).Waiting) == 2 })
-				serve[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: otherUID}))
-				_, err := served[workflows.CreateProxyResult](t, first)
+				serve[proxyvm.DeleteProxyResult](t, s.startDelete(proxyvm.DeleteProxyInput{UID: otherUID}))
+				_, err := served[proxyvm.CreateProxyResult](t, first)
 				require.Error(t, err)
 				eventually(t, "the second create holds the lease", func() bool {
 					st := admissionState(t, s, admission)
-					return len(st.Holders) == 1 && st.Holders[0].WorkflowID == workflows.ProxyWorkflowID(uid)+"/create"
+					return len(st.Holders) == 1 && st.Holders[0].WorkflowID == core.ProxyWorkflowID(uid)+"/create"
 				})
-				holder := s.operation(uid, workflows.OpCreate)
+				holder := s.operation(uid, proxyvm.OpCreate)
 				require.NoError(t, s.client.TerminateWorkflow(context.Background(), holder.GetID(), holder.GetRunID(), "a person stops the create"))
-				_, err = served[workflows.CreateProxyResult](t, second)
+				_, err = served[proxyvm.CreateProxyResult](t, second)
 				require.Error(t, err)
-				serve[workflows.CreateProxyResult](t, third)
+				serve[proxyvm.CreateProxyResult](t, third)
 				eventually(t, "the admission is idle", func() bool {
 					st := admissionState(t, s, admission)
 					return len(st.Holders)+len(st.Waiting)+len(st.Covered) == 0
@@ -176,7 +181,7 @@ func TestRecordHistories(t *testing.T) {
 				require.NoError(t, err)
 				firstRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 				for _, r := range reqs {
-					serve[workflows.CreateProxyResult](t, r)
+					serve[proxyvm.CreateProxyResult](t, r)
 				}
 				run := s.client.GetWorkflow(context.Background(), admission.GetID(), firstRun)
 				require.ErrorAs(t, run.GetWithOptions(context.Background(), nil, client.WorkflowRunGetOptions{DisableFollowingRuns: true}), new(*workflow.ContinueAsNewError))
@@ -186,12 +191,12 @@ func TestRecordHistories(t *testing.T) {
 			// Allocations and frees until the pool continues as new: its first run is the shape
 			// a later build's pool (an auto-upgrading workflow) must replay.
 			ctx := context.Background()
-			first, err := s.client.ExecuteWorkflow(ctx, workflows.AddressPoolOptions(workflows.DefaultTaskQueue, "egress"), workflows.AddressPoolName,
-				workflows.AddressPoolState{Pool: "egress", HistoryEvents: 40})
+			first, err := s.client.ExecuteWorkflow(ctx, addresspool.AddressPoolOptions(core.DefaultTaskQueue, "egress"), addresspool.AddressPoolName,
+				addresspool.AddressPoolState{Pool: "egress", HistoryEvents: 40})
 			require.NoError(t, err)
 			pools := starter.AddressPools{Client: s.starter}
 			for i := 0; ; i++ {
-				req := activities.AddressRequest{TaskQueue: workflows.DefaultTaskQueue, Pool: "egress", UID: fmt.Sprintf("pool-%03d", i), Range: poolOf200}
+				req := activities.AddressRequest{TaskQueue: core.DefaultTaskQueue, Pool: "egress", UID: fmt.Sprintf("pool-%03d", i), Range: poolOf200}
 				_, err := pools.Allocate(ctx, req)
 				require.NoError(t, err)
 				if i%3 == 2 {
@@ -209,18 +214,18 @@ func TestRecordHistories(t *testing.T) {
 			// Two workers renew their shares until the cap continues as new: its first run is
 			// the shape a later build's (an auto-upgrading workflow) must replay.
 			ctx := context.Background()
-			first, err := s.client.ExecuteWorkflow(ctx, workflows.CallSharesOptions(workflows.DefaultTaskQueue), workflows.CallSharesName,
-				workflows.CallSharesState{HistoryEvents: 40})
+			first, err := s.client.ExecuteWorkflow(ctx, callshares.CallSharesOptions(core.DefaultTaskQueue), callshares.CallSharesName,
+				callshares.CallSharesState{HistoryEvents: 40})
 			require.NoError(t, err)
-			using := map[string]workflows.CallShareGrant{}
+			using := map[string]callshares.CallShareGrant{}
 			for i := 0; ; i++ {
 				worker := fmt.Sprintf("worker-%d", i%2)
 				handle, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-					WorkflowID: first.GetID(), UpdateName: workflows.RenewCallShareUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
-					Args: []any{workflows.CallShareRequest{Worker: worker, Cap: config.Default().Proxmox.Calls, Using: using[worker], Lease: 20 * time.Second, Drain: 30 * time.Second}},
+					WorkflowID: first.GetID(), UpdateName: callshares.RenewCallShareUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
+					Args: []any{callshares.CallShareRequest{Worker: worker, Cap: config.Default().Proxmox.Calls, Using: using[worker], Lease: 20 * time.Second, Drain: 30 * time.Second}},
 				})
 				require.NoError(t, err)
-				var g workflows.CallShareGrant
+				var g callshares.CallShareGrant
 				require.NoError(t, handle.Get(ctx, &g))
 				using[worker] = g
 				desc, err := s.client.DescribeWorkflowExecution(ctx, first.GetID(), "")
@@ -247,9 +252,9 @@ func TestRecordHistories(t *testing.T) {
 			create := s.startCreate(createInput(uid))
 			eventually(t, "the create polls its clone", func() bool { return c.CallCount("TaskStatus") > 0 })
 			del := deleted(t, s, uid)
-			_, err := served[workflows.CreateProxyResult](t, create)
+			_, err := served[proxyvm.CreateProxyResult](t, create)
 			require.Error(t, err)
-			writeHistory(t, s, "delete-stops-running-create.create", s.operation(uid, workflows.OpCreate))
+			writeHistory(t, s, "delete-stops-running-create.create", s.operation(uid, proxyvm.OpCreate))
 			return del
 		}},
 		{name: "create-waits-for-cloud-init", config: waitingForCloudInit, cluster: func(o *pvesim.Options) {
@@ -263,7 +268,7 @@ func TestRecordHistories(t *testing.T) {
 			run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 				// The clone outlasts its budget: the first create fails Transient, and the one
 				// the request sent again runs resumes on the VM the first cloned.
-				_, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+				_, err := served[proxyvm.CreateProxyResult](t, s.startCreate(createInput(uid)))
 				require.Error(t, err)
 				eventually(t, "the clone ends", func() bool {
 					runs := c.CloneRuns()
@@ -273,53 +278,53 @@ func TestRecordHistories(t *testing.T) {
 			}},
 		{name: "get-running-proxy", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			created(t, s, createInput(uid))
-			return mustSucceed[workflows.GetProxyResult](t, startRead(t, s, workflows.GetProxyWorkflowID(uid, "record"), workflows.GetProxyName, workflows.GetProxyInput{UID: uid}))
+			return mustSucceed[proxyvm.GetProxyResult](t, startRead(t, s, core.GetProxyWorkflowID(uid, "record"), core.GetProxyName, proxyvm.GetProxyInput{UID: uid}))
 		}},
 		{name: "get-absent-proxy", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
-			run := startRead(t, s, workflows.GetProxyWorkflowID(uid, "record"), workflows.GetProxyName, workflows.GetProxyInput{UID: uid})
-			got, err := result[workflows.GetProxyResult](t, run)
+			run := startRead(t, s, core.GetProxyWorkflowID(uid, "record"), core.GetProxyName, proxyvm.GetProxyInput{UID: uid})
+			got, err := result[proxyvm.GetProxyResult](t, run)
 			require.NoError(t, err, "a read that finds nothing completes")
 			require.NotEmpty(t, got.NotFound)
 			return run
 		}},
 		{name: "list-proxies", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			created(t, s, createInput(uid))
-			return mustSucceed[workflows.ListProxiesResult](t, startRead(t, s, workflows.ListProxiesWorkflowID("record"), workflows.ListProxiesName))
+			return mustSucceed[reads.ListProxiesResult](t, startRead(t, s, core.ListProxiesWorkflowID("record"), core.ListProxiesName))
 		}},
 		{name: "check-health", config: func(c *config.Config) {
 			c.Proxmox.Nodes = []string{"pve1", "pve2"}
 		}, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
-			return mustSucceed[workflows.CheckHealthResult](t, startRead(t, s, workflows.CheckHealthWorkflowID("record"), workflows.CheckHealthName))
+			return mustSucceed[reads.CheckHealthResult](t, startRead(t, s, core.CheckHealthWorkflowID("record"), core.CheckHealthName))
 		}},
 		{name: "collect-garbage", run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			// The proxy of uid is not kept: its VM goes by a delete request to its entity
 			// (RequestDelete); the orphan ISO goes with DeleteVolume.
 			created(t, s, createInput(uid))
 			uploadOrphanISO(t, c, "a-proxy-long-gone")
-			in := workflows.CollectGarbageInput{Keep: []string{otherUID}, Grace: time.Millisecond}
-			return mustSucceed[workflows.CollectGarbageResult](t, s.startGC("record", in))
+			in := fleet.CollectGarbageInput{Keep: []string{otherUID}, Grace: time.Millisecond}
+			return mustSucceed[fleet.CollectGarbageResult](t, s.startGC("record", in))
 		}},
 		{name: "change-machine-type", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			created(t, s, createInput(uid))
-			serve[workflows.ChangeProxyResult](t, s.startChange(workflows.ChangeRequest{UID: uid, MachineType: "large"}))
-			return s.operation(uid, workflows.OpChange)
+			serve[proxyvm.ChangeProxyResult](t, s.startChange(proxyvm.ChangeRequest{UID: uid, MachineType: "large"}))
+			return s.operation(uid, proxyvm.OpChange)
 		}},
 		{name: "change-user-data", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			created(t, s, createInput(uid))
 			userData := "#cloud-config\nhostname: changed\n"
-			serve[workflows.ChangeProxyResult](t, s.startChange(workflows.ChangeRequest{UID: uid, UserData: &userData}))
-			return s.operation(uid, workflows.OpChange)
+			serve[proxyvm.ChangeProxyResult](t, s.startChange(proxyvm.ChangeRequest{UID: uid, UserData: &userData}))
+			return s.operation(uid, proxyvm.OpChange)
 		}},
 		{name: "rollout", run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			created(t, s, createInput(uid))
 			created(t, s, createInput(otherUID))
 			id, err := s.starter.Rollout(context.Background(), starter.RolloutOptions{UIDs: []string{uid, otherUID}, MachineType: "large", MaxUnavailable: 1})
 			require.NoError(t, err)
-			return mustSucceed[workflows.RolloutStatus](t, s.client.GetWorkflow(context.Background(), id, ""))
+			return mustSucceed[fleet.RolloutStatus](t, s.client.GetWorkflow(context.Background(), id, ""))
 		}},
 		{name: "proxy-lifecycle", config: closingSoon, run: func(t *testing.T, s *stack, _ *pvesim.Cluster) client.WorkflowRun {
 			created(t, s, createInput(uid))
-			serve[workflows.ChangeProxyResult](t, s.startChange(workflows.ChangeRequest{UID: uid, MachineType: "large"}))
+			serve[proxyvm.ChangeProxyResult](t, s.startChange(proxyvm.ChangeRequest{UID: uid, MachineType: "large"}))
 			deleted(t, s, uid)
 			return closedEntity(t, s, uid)
 		}},
@@ -327,10 +332,10 @@ func TestRecordHistories(t *testing.T) {
 			c.Entity.CheckInterval, c.Entity.CheckJitter, c.Entity.BackstopInterval = time.Second, 0, time.Hour
 		}, run: func(t *testing.T, s *stack, c *pvesim.Cluster) client.WorkflowRun {
 			created(t, s, createInput(uid))
-			observer := workflows.ObserverWorkflowID(workflows.DefaultTaskQueue)
+			observer := core.ObserverWorkflowID(core.DefaultTaskQueue)
 			eventually(t, "the observer lists the proxy's VM", func() bool {
-				val, err := s.client.QueryWorkflow(context.Background(), observer, "", workflows.ObserverQuery)
-				var st workflows.ObserverStatus
+				val, err := s.client.QueryWorkflow(context.Background(), observer, "", core.ObserverQuery)
+				var st fleet.ObserverStatus
 				return err == nil && val.Get(&st) == nil && st.Watching == 1 && st.Listings > 0
 			})
 			vm := markedVM(t, c, uid)
@@ -352,7 +357,7 @@ func TestRecordHistories(t *testing.T) {
 			create := s.startCreate(createInput(uid))
 			eventually(t, "the create polls its clone", func() bool { return c.CallCount("TaskStatus") > 0 })
 			deleted(t, s, uid)
-			_, err := served[workflows.CreateProxyResult](t, create)
+			_, err := served[proxyvm.CreateProxyResult](t, create)
 			require.Equal(t, starter.FailSuperseded, starter.FailureType(err), "%v", err)
 			return closedEntity(t, s, uid)
 		}},
@@ -397,24 +402,24 @@ func cloneOntoHome(t *testing.T, s *stack, c *pvesim.Cluster, owner string) {
 // startRead starts a read workflow as the starter does.
 func startRead(t *testing.T, s *stack, id, workflowType string, args ...any) client.WorkflowRun {
 	t.Helper()
-	run, err := s.client.ExecuteWorkflow(context.Background(), workflows.ReadOptions(id, workflows.DefaultTaskQueue), workflowType, args...)
+	run, err := s.client.ExecuteWorkflow(context.Background(), core.ReadOptions(id, core.DefaultTaskQueue), workflowType, args...)
 	require.NoError(t, err)
 	return run
 }
 
 // created requests the proxy of in and returns the run of the CreateProxy that served it.
-func created(t *testing.T, s *stack, in workflows.ProxySpec) client.WorkflowRun {
+func created(t *testing.T, s *stack, in proxyvm.ProxySpec) client.WorkflowRun {
 	t.Helper()
-	serve[workflows.CreateProxyResult](t, s.startCreate(in))
-	return s.operation(in.UID, workflows.OpCreate)
+	serve[proxyvm.CreateProxyResult](t, s.startCreate(in))
+	return s.operation(in.UID, proxyvm.OpCreate)
 }
 
 // deleted requests the deletion of the proxy of uid and returns the run of the DeleteProxy
 // that served it.
 func deleted(t *testing.T, s *stack, uid string) client.WorkflowRun {
 	t.Helper()
-	serve[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
-	return s.operation(uid, workflows.OpDelete)
+	serve[proxyvm.DeleteProxyResult](t, s.startDelete(proxyvm.DeleteProxyInput{UID: uid}))
+	return s.operation(uid, proxyvm.OpDelete)
 }
 
 // withPoolAndNICs configures the address pool egress, a second NIC on a VLAN for the machine
@@ -444,8 +449,8 @@ func closingSoon(c *config.Config) { c.Entity.CloseAfter = 3 * time.Second }
 // closedEntity waits for the entity of uid to close and returns its last run.
 func closedEntity(t *testing.T, s *stack, uid string) client.WorkflowRun {
 	t.Helper()
-	id := workflows.ProxyWorkflowID(uid)
-	mustSucceed[workflows.ProxyStatus](t, s.client.GetWorkflow(context.Background(), id, ""))
+	id := core.ProxyWorkflowID(uid)
+	mustSucceed[proxyvm.ProxyStatus](t, s.client.GetWorkflow(context.Background(), id, ""))
 	desc, err := s.client.DescribeWorkflowExecution(context.Background(), id, "")
 	require.NoError(t, err)
 	return s.client.GetWorkflow(context.Background(), id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())

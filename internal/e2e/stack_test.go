@@ -22,6 +22,9 @@ import (
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // stack is an in-process Temporal server with pveflow's search attributes, and a worker that runs
@@ -72,8 +75,8 @@ const otherUID = "7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f"
 // thirdUID is a third proxy's, queued behind both.
 const thirdUID = "2c4e6a80-1b3d-4f5a-9c7e-8d0f1a2b3c4d"
 
-func createInput(uid string) workflows.ProxySpec {
-	return workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
+func createInput(uid string) proxyvm.ProxySpec {
+	return proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\n"}
 }
 
 // startStack starts the stack for a test or benchmark, which stops it when it ends. A benchmark
@@ -106,7 +109,7 @@ func newStack(t testing.TB, api pve.API, cfg config.Config, base client.Options)
 func newStackOnClient(t testing.TB, c client.Client, namespace string, api pve.API, cfg config.Config, base client.Options) *stack {
 	return &stack{t: t, client: c, cfg: cfg, api: api,
 		runs:    &activities.TemporalRuns{Client: c},
-		starter: starter.New(c, workflows.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(namespace)),
+		starter: starter.New(c, core.DefaultTaskQueue, starter.WithDataConverter(base.DataConverter), starter.WithNamespace(namespace)),
 	}
 }
 
@@ -141,15 +144,15 @@ func (s *stack) startWorker() {
 	// As the worker process does: the care workflows' calls wait behind the others.
 	var opts worker.Options
 	if !s.flatPriorities {
-		opts.Interceptors = []interceptor.WorkerInterceptor{activities.CallPriority(workflows.CareWorkflows...)}
+		opts.Interceptors = []interceptor.WorkerInterceptor{activities.CallPriority(core.CareWorkflows...)}
 	}
 	if s.server != nil {
-		s.worker = s.server.NewWorkerWithOptions(workflows.DefaultTaskQueue, s.register, opts)
+		s.worker = s.server.NewWorkerWithOptions(core.DefaultTaskQueue, s.register, opts)
 		return
 	}
 	// As the server's NewWorker does: it stops when the test ends.
 	opts.WorkflowPanicPolicy = worker.FailWorkflow
-	w := worker.New(s.client, workflows.DefaultTaskQueue, opts)
+	w := worker.New(s.client, core.DefaultTaskQueue, opts)
 	s.register(w)
 	require.NoError(s.t, w.Start())
 	s.t.Cleanup(w.Stop)
@@ -167,19 +170,19 @@ func (s *stack) register(r worker.Registry) {
 
 // startCreate sends a create request to the entity of in.UID, as pveflow create does, and
 // returns once the entity accepted it.
-func (s *stack) startCreate(in workflows.ProxySpec) *starter.Request {
+func (s *stack) startCreate(in proxyvm.ProxySpec) *starter.Request {
 	s.t.Helper()
 	return accepted(s.t)(s.starter.Create(context.Background(), in))
 }
 
 // startChange sends a change request to the entity of req.UID, as pveflow update does.
-func (s *stack) startChange(req workflows.ChangeRequest) *starter.Request {
+func (s *stack) startChange(req proxyvm.ChangeRequest) *starter.Request {
 	s.t.Helper()
 	return accepted(s.t)(s.starter.Change(context.Background(), req))
 }
 
 // startDelete sends a delete request to the entity of in.UID, as pveflow delete does.
-func (s *stack) startDelete(in workflows.DeleteProxyInput) *starter.Request {
+func (s *stack) startDelete(in proxyvm.DeleteProxyInput) *starter.Request {
 	s.t.Helper()
 	return accepted(s.t)(s.starter.Delete(context.Background(), in))
 }
@@ -211,16 +214,16 @@ func serve[T any](t testing.TB, r *starter.Request) {
 }
 
 // proxyStatus is the status that the entity of uid answers.
-func (s *stack) proxyStatus(uid string) workflows.ProxyStatus {
+func (s *stack) proxyStatus(uid string) proxyvm.ProxyStatus {
 	s.t.Helper()
-	val, err := s.client.QueryWorkflow(context.Background(), workflows.ProxyWorkflowID(uid), "", workflows.StatusQuery)
+	val, err := s.client.QueryWorkflow(context.Background(), core.ProxyWorkflowID(uid), "", core.StatusQuery)
 	require.NoError(s.t, err)
-	var st workflows.ProxyStatus
+	var st proxyvm.ProxyStatus
 	require.NoError(s.t, val.Get(&st))
 	return st
 }
 
-// operation is the run of the latest operation of kind (workflows.OpCreate, OpChange, OpDelete)
+// operation is the run of the latest operation of kind (proxyvm.OpCreate, OpChange, OpDelete)
 // of the entity of uid, its child: the one that runs, or else the last that closed. Once a
 // request was served, it is the run that served it.
 func (s *stack) operation(uid, kind string) client.WorkflowRun {
@@ -240,10 +243,10 @@ func (s *stack) operation(uid, kind string) client.WorkflowRun {
 }
 
 // startGC starts a CollectGarbage as the starter does, under the request ID requestID.
-func (s *stack) startGC(requestID string, in workflows.CollectGarbageInput) client.WorkflowRun {
+func (s *stack) startGC(requestID string, in fleet.CollectGarbageInput) client.WorkflowRun {
 	s.t.Helper()
-	opts := client.StartWorkflowOptions{ID: workflows.CollectGarbageWorkflowID(requestID), TaskQueue: workflows.DefaultTaskQueue}
-	run, err := s.client.ExecuteWorkflow(context.Background(), opts, workflows.CollectGarbageName, in)
+	opts := client.StartWorkflowOptions{ID: core.CollectGarbageWorkflowID(requestID), TaskQueue: core.DefaultTaskQueue}
+	run, err := s.client.ExecuteWorkflow(context.Background(), opts, core.CollectGarbageName, in)
 	require.NoError(s.t, err)
 	return run
 }

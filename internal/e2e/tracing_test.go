@@ -20,14 +20,15 @@ import (
 	"github.com/pveflow/pveflow/internal/telemetry"
 	"github.com/pveflow/pveflow/internal/telemetry/export"
 	"github.com/pveflow/pveflow/internal/telemetry/spantest"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // tracedCreate asks for a proxy whose user-data holds secret, traced into a span recorder, on
 // the real client over the simulator's REST API. It returns the spans, the result and the
 // secret of the API token, which the simulator makes anew for each server: a sentinel no span
 // may hold. (The token's id is no secret: Proxmox writes it into every task's UPID.)
-func tracedCreate(t *testing.T) ([]sdktrace.ReadOnlySpan, workflows.CreateProxyResult, string) {
+func tracedCreate(t *testing.T) ([]sdktrace.ReadOnlySpan, proxyvm.CreateProxyResult, string) {
 	t.Helper()
 	recorder := tracetest.NewSpanRecorder()
 	tp := export.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
@@ -50,17 +51,17 @@ func tracedCreate(t *testing.T) ([]sdktrace.ReadOnlySpan, workflows.CreateProxyR
 
 	in := createInput(uid)
 	in.UserData = "#cloud-config\npassword: " + secret + "\n"
-	res, err := served[workflows.CreateProxyResult](t, s.startCreate(in))
+	res, err := served[proxyvm.CreateProxyResult](t, s.startCreate(in))
 	require.NoError(t, err)
 	// The worker ends the workflow's span as the workflow returns, about when its result comes.
 	eventually(t, "the workflow span ends", func() bool {
-		return len(named(recorder.Ended(), "RunWorkflow:"+workflows.CreateProxyName)) == 1
+		return len(named(recorder.Ended(), "RunWorkflow:"+core.CreateProxyName)) == 1
 	})
 	// The create started the storage's admission, in its trace, whose grant is a call of its
 	// own: cancelled, the idle admission closes and its span ends.
 	require.NoError(t, s.client.CancelWorkflow(context.Background(), admissionOfHome(s).GetID(), ""))
 	eventually(t, "the admission's span ends", func() bool {
-		return len(named(recorder.Ended(), "RunWorkflow:"+workflows.CloneAdmissionName)) == 1
+		return len(named(recorder.Ended(), "RunWorkflow:"+core.CloneAdmissionName)) == 1
 	})
 	return recorder.Ended(), res, tokenSecret
 }
@@ -91,16 +92,16 @@ func TestE2E_tracesNestHTTPUnderActivitiesUnderTheWorkflow(t *testing.T) {
 	}
 	// The request's span is the trace's root; the entity's RunWorkflow:Proxy, under it, runs
 	// on and has not ended.
-	request := named(spans, "UpdateWithStartWorkflow:"+workflows.CreateUpdate)
+	request := named(spans, "UpdateWithStartWorkflow:"+core.CreateUpdate)
 	require.Len(t, request, 1)
-	startChild := named(spans, "StartChildWorkflow:"+workflows.CreateProxyName)
+	startChild := named(spans, "StartChildWorkflow:"+core.CreateProxyName)
 	require.Len(t, startChild, 1)
 	entity := startChild[0].Parent().SpanID()
-	run := named(spans, "RunWorkflow:"+workflows.CreateProxyName)
+	run := named(spans, "RunWorkflow:"+core.CreateProxyName)
 	require.Len(t, run, 1)
-	admission := named(spans, "RunWorkflow:"+workflows.CloneAdmissionName)
+	admission := named(spans, "RunWorkflow:"+core.CloneAdmissionName)
 	require.Len(t, admission, 1)
-	assert.Equal(t, "SignalWithStartWorkflow:"+workflows.CloneAdmissionName, parentName(admission[0]), "the create's request started the admission")
+	assert.Equal(t, "SignalWithStartWorkflow:"+core.CloneAdmissionName, parentName(admission[0]), "the create's request started the admission")
 	assert.Equal(t, startChild[0].SpanContext().SpanID(), run[0].Parent().SpanID(), "RunWorkflow under StartChildWorkflow")
 
 	var httpSpans, activitySpans int

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pveflow/pveflow/internal/pve"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // losesAPoll is a Proxmox API whose first poll of a task of type typ is lost, as an attempt
@@ -38,10 +38,10 @@ func TestDelete_aLostAttemptDoesNotSpendTheSeedISOWait(t *testing.T) {
 	// attempt of a call; short, so that the test is.
 	cfg.Budgets.Request = 3 * time.Second
 	s := startStack(t, api, cfg)
-	_, err := served[workflows.CreateProxyResult](t, s.startCreate(createInput(uid)))
+	_, err := served[proxyvm.CreateProxyResult](t, s.startCreate(createInput(uid)))
 	require.NoError(t, err)
 
-	_, err = served[workflows.DeleteProxyResult](t, s.startDelete(workflows.DeleteProxyInput{UID: uid}))
+	_, err = served[proxyvm.DeleteProxyResult](t, s.startDelete(proxyvm.DeleteProxyInput{UID: uid}))
 
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, api.polls.Load(), int32(2), "the lost poll, and one after it")

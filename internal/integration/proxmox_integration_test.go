@@ -38,6 +38,9 @@ import (
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 // The variables that name the host and what the test may use on it (docs/proxmox.md).
@@ -250,15 +253,15 @@ func startHarness(t *testing.T, e hostEnv) *harness {
 		Logger:       tlog.NewStructuredLogger(logger),
 	}))
 	api := e.client(t, export.PVETransport(tp))
-	server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
+	server.NewWorker(core.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
-		entities := starter.EntityProxies{Client: starter.New(server.Client(), workflows.DefaultTaskQueue, starter.WithNamespace(server.Namespace()))}
+		entities := starter.EntityProxies{Client: starter.New(server.Client(), core.DefaultTaskQueue, starter.WithNamespace(server.Namespace()))}
 		r.RegisterActivity(&activities.Activities{API: api, Proxmox: cfg.Proxmox, Runs: &activities.TemporalRuns{Client: server.Client()}, Proxies: entities})
 	})
 	t.Logf("pveflow on a Temporal dev server at %s, against %s node %s", server.Address(), e.URL, e.Node)
 	return &harness{
 		env:      e,
-		starter:  starter.New(server.Client(), workflows.DefaultTaskQueue, starter.WithNamespace(server.Namespace())),
+		starter:  starter.New(server.Client(), core.DefaultTaskQueue, starter.WithNamespace(server.Namespace())),
 		spans:    spans,
 		observer: e.client(t, nil),
 	}
@@ -295,28 +298,28 @@ func (h *harness) vmsInRange(ctx context.Context, t *testing.T) []pve.VMResource
 }
 
 // create asks the proxy of in.UID to be created and waits for its result.
-func (h *harness) create(ctx context.Context, t *testing.T, in workflows.ProxySpec) workflows.CreateProxyResult {
+func (h *harness) create(ctx context.Context, t *testing.T, in proxyvm.ProxySpec) proxyvm.CreateProxyResult {
 	t.Helper()
 	req, err := h.starter.Create(ctx, in)
 	require.NoError(t, err)
-	var res workflows.CreateProxyResult
+	var res proxyvm.CreateProxyResult
 	require.NoError(t, req.Get(ctx, &res), "create of proxy %s", in.UID)
 	return res
 }
 
 // delete asks the proxy of uid to be deleted and waits for its result.
-func (h *harness) delete(ctx context.Context, uid string) (workflows.DeleteProxyResult, error) {
-	req, err := h.starter.Delete(ctx, workflows.DeleteProxyInput{UID: uid})
+func (h *harness) delete(ctx context.Context, uid string) (proxyvm.DeleteProxyResult, error) {
+	req, err := h.starter.Delete(ctx, proxyvm.DeleteProxyInput{UID: uid})
 	if err != nil {
-		return workflows.DeleteProxyResult{}, err
+		return proxyvm.DeleteProxyResult{}, err
 	}
-	var res workflows.DeleteProxyResult
+	var res proxyvm.DeleteProxyResult
 	return res, req.Get(ctx, &res)
 }
 
 // awaitRunning asks GetProxy until the proxy is Running. Cluster resources, which GetProxy reads
 // the status from, lag by seconds: until it has seen the VM, GetProxy fails Transient.
-func (h *harness) awaitRunning(ctx context.Context, t *testing.T, uid string) workflows.GetProxyResult {
+func (h *harness) awaitRunning(ctx context.Context, t *testing.T, uid string) proxyvm.GetProxyResult {
 	t.Helper()
 	for {
 		got, err := h.starter.GetProxy(ctx, uid)
@@ -390,7 +393,7 @@ func (h *harness) printKeepCommands(t *testing.T, vmid int, name string) {
 func (h *harness) createTraces() map[string]bool {
 	traces := map[string]bool{}
 	for _, s := range h.spans.Ended() {
-		if s.Name() == "StartWorkflow:"+workflows.CreateProxyName {
+		if s.Name() == "StartWorkflow:"+core.CreateProxyName {
 			traces[s.SpanContext().TraceID().String()] = true
 		}
 	}
@@ -417,13 +420,13 @@ func TestProxmox_lifecycle(t *testing.T) {
 	uid := "pveflow-it-" + randomHex(8)
 	name := proxy.NameFromUID(uid)
 	sentinel := "pveflow-integration-sentinel-" + randomHex(8)
-	in := workflows.ProxySpec{
+	in := proxyvm.ProxySpec{
 		UID: uid, Image: image, MachineType: machineType,
 		UserData: "#cloud-config\n# " + sentinel + "\n",
 	}
 	t.Logf("proxy UID %s, VM name %s", uid, name)
 
-	var created workflows.CreateProxyResult
+	var created proxyvm.CreateProxyResult
 	deleted := false
 	t.Cleanup(func() {
 		switch {
@@ -474,7 +477,7 @@ func TestProxmox_lifecycle(t *testing.T) {
 	// 5. ListProxies lists it.
 	list, err := h.starter.ListProxies(ctx)
 	require.NoError(t, err)
-	var listed []workflows.ListedProxy
+	var listed []reads.ListedProxy
 	for _, p := range list.Proxies {
 		if p.ProviderID == created.ProviderID {
 			listed = append(listed, p)
@@ -491,7 +494,7 @@ func TestProxmox_lifecycle(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var runs int
 		for _, s := range h.spans.Ended() {
-			if s.Name() == "RunWorkflow:"+workflows.CreateProxyName {
+			if s.Name() == "RunWorkflow:"+core.CreateProxyName {
 				runs++
 			}
 		}

@@ -168,7 +168,7 @@ const NoLimit = -1
 
 // A CallShare is one client's part of a call cap that several clients share: the workers of one
 // Proxmox cluster, each of which is given a share so that together they never send more than
-// the cap (workflows.CallShares). A zero PerSecond, Burst or Concurrency is none at all: the
+// the cap (callshares.CallShares). A zero PerSecond, Burst or Concurrency is none at all: the
 // share lets no call go until a larger one comes; NoLimit is no limit.
 type CallShare struct {
 	// PerSecond is the rate of the client's bucket, and Burst how many tokens it holds.

@@ -16,6 +16,7 @@ import (
 	"github.com/pveflow/pveflow/internal/telemetry"
 	"github.com/pveflow/pveflow/internal/telemetry/export"
 	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 // replayedRunWorkflowSpan replays a recorded create on a worker that traces to a provider
@@ -38,7 +39,7 @@ func replayedRunWorkflowSpan(t *testing.T, newProvider func(...sdktrace.TracerPr
 
 	var runs []trace.SpanContext
 	for _, s := range recorder.Ended() {
-		if s.Name() == "RunWorkflow:"+workflows.CreateProxyName {
+		if s.Name() == "RunWorkflow:"+core.CreateProxyName {
 			runs = append(runs, s.SpanContext())
 		}
 	}

@@ -69,19 +69,19 @@ var (
 	// entityChange is the long-lived change as docs/architecture.md has it made: behind
 	// GetVersion, which keeps the old path for a history that went down it before. The timer is
 	// not waited for: the entity's loop goes on as before, and only its commands differ.
-	entityChange = edit{file: "workflows/entity.go", anchor: entityAnchor, insert: fmt.Sprintf(`	// The upgrade test's change (internal/upgrade): a timer, behind GetVersion.
+	entityChange = edit{file: "workflows/proxyvm/entity.go", anchor: entityAnchor, insert: fmt.Sprintf(`	// The upgrade test's change (internal/upgrade): a timer, behind GetVersion.
 	if workflow.GetVersion(e.ctx, %q, workflow.DefaultVersion, 1) == 1 {
 		workflow.NewTimerWithOptions(e.ctx, time.Millisecond, workflow.TimerOptions{Summary: %q})
 	}
 `, entityChangeID, entityChangeSummary)}
 	// entityChangeUnguarded is the same change without its GetVersion.
-	entityChangeUnguarded = edit{file: "workflows/entity.go", anchor: entityAnchor, insert: fmt.Sprintf(`	// The upgrade test's change (internal/upgrade): a timer, without GetVersion.
+	entityChangeUnguarded = edit{file: "workflows/proxyvm/entity.go", anchor: entityAnchor, insert: fmt.Sprintf(`	// The upgrade test's change (internal/upgrade): a timer, without GetVersion.
 	workflow.NewTimerWithOptions(e.ctx, time.Millisecond, workflow.TimerOptions{Summary: %q})
 `, entityChangeSummary)}
 	// createChange is the short change, made as a pinned workflow's change is: with no
 	// GetVersion. A create that the release started would fail its next workflow task on this
 	// code; it passes only because the create stays on the build it started on.
-	createChange = edit{file: "workflows/create.go", anchor: createAnchor, insert: fmt.Sprintf(`	// The upgrade test's change (internal/upgrade): a timer, without GetVersion.
+	createChange = edit{file: "workflows/proxyvm/create.go", anchor: createAnchor, insert: fmt.Sprintf(`	// The upgrade test's change (internal/upgrade): a timer, without GetVersion.
 	workflow.NewTimerWithOptions(ctx, time.Millisecond, workflow.TimerOptions{Summary: %q})
 `, createChangeSummary)}
 )

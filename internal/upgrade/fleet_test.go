@@ -20,7 +20,8 @@ import (
 	"github.com/pveflow/pveflow/internal/pvesim/simserver"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // The worker deployment and the task queue of a test's workers.
@@ -235,7 +236,7 @@ func (f *fleet) waitRouted() {
 func (f *fleet) pin(uid, build string) {
 	f.t.Helper()
 	_, err := f.c.UpdateWorkflowExecutionOptions(context.Background(), client.UpdateWorkflowExecutionOptionsRequest{
-		WorkflowId: workflows.ProxyWorkflowID(uid),
+		WorkflowId: core.ProxyWorkflowID(uid),
 		WorkflowExecutionOptionsChanges: client.WorkflowExecutionOptionsChanges{
 			VersioningOverride: &client.VersioningOverrideChange{Value: &client.PinnedVersioningOverride{
 				Version: worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: build},
@@ -248,35 +249,35 @@ func (f *fleet) pin(uid, build string) {
 // uidOf is the UID of the proxy of a role in the test's fleet.
 func uidOf(role string) string { return "upgrade-" + role }
 
-func createInput(uid string) workflows.ProxySpec {
-	return workflows.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\nhostname: " + uid + "\n"}
+func createInput(uid string) proxyvm.ProxySpec {
+	return proxyvm.ProxySpec{UID: uid, Image: "debian13", MachineType: "small", UserData: "#cloud-config\nhostname: " + uid + "\n"}
 }
 
 // create, change and remove send a request to the entity of the role's proxy, as the pveflow
 // CLI does, and return once the entity accepted it. The operation that serves it must run on
 // the current build.
 func (f *fleet) create(role string) *op {
-	return f.send(uidOf(role), workflows.OpCreate, f.current, func(ctx context.Context, uid string) (*starter.Request, error) {
+	return f.send(uidOf(role), proxyvm.OpCreate, f.current, func(ctx context.Context, uid string) (*starter.Request, error) {
 		return f.starter.Create(ctx, createInput(uid))
 	})
 }
 
 func (f *fleet) change(role string) *op {
-	return f.send(uidOf(role), workflows.OpChange, f.current, f.changeRequest)
+	return f.send(uidOf(role), proxyvm.OpChange, f.current, f.changeRequest)
 }
 
 func (f *fleet) remove(role string) *op {
-	return f.send(uidOf(role), workflows.OpDelete, f.current, f.deleteRequest)
+	return f.send(uidOf(role), proxyvm.OpDelete, f.current, f.deleteRequest)
 }
 
 // changeRequest sends a change of the proxy's user-data: a new seed and a reboot.
 func (f *fleet) changeRequest(ctx context.Context, uid string) (*starter.Request, error) {
 	ud := fmt.Sprintf("#cloud-config\nhostname: %s\n# change %d\n", uid, len(f.opsOf(uid)))
-	return f.starter.Change(ctx, workflows.ChangeRequest{UID: uid, UserData: &ud})
+	return f.starter.Change(ctx, proxyvm.ChangeRequest{UID: uid, UserData: &ud})
 }
 
 func (f *fleet) deleteRequest(ctx context.Context, uid string) (*starter.Request, error) {
-	return f.starter.Delete(ctx, workflows.DeleteProxyInput{UID: uid})
+	return f.starter.Delete(ctx, proxyvm.DeleteProxyInput{UID: uid})
 }
 
 // send sends uid's entity a request of kind with request, and records it with the build its
@@ -327,9 +328,9 @@ func (f *fleet) waitRunning(ops ...*op) {
 }
 
 // status is what the entity of uid answers to its status query.
-func (f *fleet) status(uid string) (workflows.ProxyStatus, error) {
-	var st workflows.ProxyStatus
-	val, err := f.c.QueryWorkflow(context.Background(), workflows.ProxyWorkflowID(uid), "", workflows.StatusQuery)
+func (f *fleet) status(uid string) (proxyvm.ProxyStatus, error) {
+	var st proxyvm.ProxyStatus
+	val, err := f.c.QueryWorkflow(context.Background(), core.ProxyWorkflowID(uid), "", core.StatusQuery)
 	if err != nil {
 		return st, err
 	}

@@ -12,7 +12,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/pveflow/pveflow/internal/proxy"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // The proxies of the upgrade test, by role: what is asked of each, on which build.
@@ -92,7 +93,7 @@ func TestUpgrade_aFleetMovesToANewBuildAndBackWithNothingLostOrBroken(t *testing
 	f.step("next served every request")
 
 	for _, role := range []string{changedTwice, changedOnNext, createdOnNext, changing, deleting, creating, deletedOnNext} {
-		v := f.describe(workflows.ProxyWorkflowID(uidOf(role)), "")
+		v := f.describe(core.ProxyWorkflowID(uidOf(role)), "")
 		assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, v.behavior, "the entity of %s", role)
 		assert.Equal(t, next, v.build, "the entity of %s moved to next", role)
 	}
@@ -106,7 +107,7 @@ func TestUpgrade_aFleetMovesToANewBuildAndBackWithNothingLostOrBroken(t *testing
 		tookBranch = workflowIDs(f.runs(fmt.Sprintf("TemporalChangeVersion = %q AND ExecutionStatus = 'Running'", entityChangeVersion)))
 		return len(tookBranch) >= 2
 	})
-	assert.ElementsMatch(t, []string{workflows.ProxyWorkflowID(uidOf(changedOnNext)), workflows.ProxyWorkflowID(uidOf(createdOnNext))}, tookBranch)
+	assert.ElementsMatch(t, []string{core.ProxyWorkflowID(uidOf(changedOnNext)), core.ProxyWorkflowID(uidOf(createdOnNext))}, tookBranch)
 	f.pin(uidOf(changedOnNext), next)
 	f.promote(release)
 	f.step("the release is current again")
@@ -114,7 +115,7 @@ func TestUpgrade_aFleetMovesToANewBuildAndBackWithNothingLostOrBroken(t *testing
 	// The unpinned entity's next workflow task reaches the release, which cannot replay next's
 	// branch: the task fails, and the request that brought it is not accepted. Temporal answers
 	// it so once its wait for the request's acceptance has run out, about 20 s later.
-	unpinned := workflows.ProxyWorkflowID(uidOf(createdOnNext))
+	unpinned := core.ProxyWorkflowID(uidOf(createdOnNext))
 	_, err := f.deleteRequest(t.Context(), uidOf(createdOnNext))
 	require.ErrorContains(t, err, "Workflow Task in failed state", "a request to the entity the release cannot replay")
 	failed := f.failedTasksOf(unpinned)
@@ -138,8 +139,8 @@ func TestUpgrade_aFleetMovesToANewBuildAndBackWithNothingLostOrBroken(t *testing
 	f.step("rolled back again")
 
 	f.serve(atRollback)
-	f.serve(f.send(uidOf(changedOnNext), workflows.OpDelete, next, f.deleteRequest), // pinned to next
-		f.send(uidOf(createdOnNext), workflows.OpDelete, next, f.deleteRequest), // pinned to next
+	f.serve(f.send(uidOf(changedOnNext), proxyvm.OpDelete, next, f.deleteRequest), // pinned to next
+		f.send(uidOf(createdOnNext), proxyvm.OpDelete, next, f.deleteRequest), // pinned to next
 		f.remove(changedTwice), f.remove(changing), f.remove(creating), f.create(createdAfterRollback))
 	f.step("every request served")
 
@@ -161,12 +162,12 @@ func TestUpgrade_aFleetMovesToANewBuildAndBackWithNothingLostOrBroken(t *testing
 		creatingAtRollback: {next, release}, createdAfterRollback: {release},
 	}
 	for _, role := range roles {
-		events := f.history(workflows.ProxyWorkflowID(uidOf(role)), "")
+		events := f.history(core.ProxyWorkflowID(uidOf(role)), "")
 		assert.Equal(t, wantBuilds[role], workflowTaskBuilds(events), "the builds of the workflow tasks of the entity of %s", role)
 		branch := 0
 		if role == changedOnNext || role == createdOnNext {
 			branch = 1
-			assert.Equal(t, next, f.describe(workflows.ProxyWorkflowID(uidOf(role)), "").pinnedTo, "the entity of %s is pinned to next", role)
+			assert.Equal(t, next, f.describe(core.ProxyWorkflowID(uidOf(role)), "").pinnedTo, "the entity of %s is pinned to next", role)
 		}
 		assert.Equal(t, branch, timersSummarized(events, entityChangeSummary), "the runs of next's branch in the entity of %s", role)
 	}
@@ -177,7 +178,7 @@ func TestUpgrade_aFleetMovesToANewBuildAndBackWithNothingLostOrBroken(t *testing
 		assert.Equal(t, unpinned, failed[0].workflowID)
 	}
 	f.checkVMs(kept, "after the rollback")
-	assert.Equal(t, len(f.kinds(workflows.OpCreate)), f.cluster.CallCount("Clone"), "one clone per create")
+	assert.Equal(t, len(f.kinds(proxyvm.OpCreate)), f.cluster.CallCount("Clone"), "one clone per create")
 	f.step("checked")
 }
 
@@ -209,7 +210,7 @@ func TestUpgrade_theLongLivedChangeWithoutItsGetVersionFailsAnEntityThatRanTheOl
 	_, err := f.changeRequest(ctx, uidOf(changedTwice))
 
 	require.Error(t, err, "the change request, whose workflow task failed, was accepted")
-	entity := workflows.ProxyWorkflowID(uidOf(changedTwice))
+	entity := core.ProxyWorkflowID(uidOf(changedTwice))
 	var failed []failedTask
 	f.eventually("the entity fails its workflow task on the build without GetVersion", func() bool {
 		failed = f.failedWorkflowTasks()
@@ -244,7 +245,7 @@ func (f *fleet) failedTasksOf(workflowID string) []failedTask {
 // admissionID is the workflow ID of the clone admission of the fleet's storage.
 func (f *fleet) admissionID() string {
 	f.t.Helper()
-	runs := f.runs(fmt.Sprintf("WorkflowType = %q", workflows.CloneAdmissionName))
+	runs := f.runs(fmt.Sprintf("WorkflowType = %q", core.CloneAdmissionName))
 	require.NotEmpty(f.t, runs, "no clone admission")
 	return runs[0].workflowID
 }
@@ -291,7 +292,7 @@ func (f *fleet) checkOperations(role string) {
 		assert.Equal(f.t, o.build, v.build, "%s runs pinned to its build", what)
 		events := f.history(rec.WorkflowID, rec.RunID)
 		assert.Equal(f.t, []string{o.build}, workflowTaskBuilds(events), "%s: every workflow task on its build", what)
-		if o.kind == workflows.OpCreate {
+		if o.kind == proxyvm.OpCreate {
 			want := 0
 			if o.build == next {
 				want = 1

@@ -9,13 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pveflow/pveflow/internal/pve"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 func TestPrintHealth_listsEachMissingPrivilegeByNodeAndPath(t *testing.T) {
 	missing := []pve.MissingPrivilege{{Path: "/vms/9000", Privilege: "VM.Clone"}, {Path: "/storage/local-lvm", Privilege: "Datastore.AllocateSpace"}}
-	res := workflows.CheckHealthResult{CheckedAt: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC), Nodes: []workflows.NodeHealth{
-		{Name: "pve1", Reason: workflows.ReasonMissingPrivilege, Message: pve.MissingMessage("pve1", missing), MissingPrivileges: missing,
+	res := reads.CheckHealthResult{CheckedAt: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC), Nodes: []reads.NodeHealth{
+		{Name: "pve1", Reason: reads.ReasonMissingPrivilege, Message: pve.MissingMessage("pve1", missing), MissingPrivileges: missing,
 			Details: map[string]string{"pveVersion": "9.2.11", "isoStorage": "local", "isoStorageAvailGiB": "1613", "templates": "1/1"}},
 		{Name: "pve2", Healthy: true, Details: map[string]string{"pveVersion": "9.2.11", "isoStorage": "local", "isoStorageAvailGiB": "1613", "templates": "1/1"}},
 	}}
@@ -29,7 +30,7 @@ func TestPrintHealth_listsEachMissingPrivilegeByNodeAndPath(t *testing.T) {
 
 func TestPrintHealth_aPrivilegeGrantedWithoutPropagateIsListedSo(t *testing.T) {
 	missing := []pve.MissingPrivilege{{Path: "/vms", Privilege: "VM.Allocate", Unpropagated: true}}
-	res := workflows.CheckHealthResult{Nodes: []workflows.NodeHealth{{Name: "pve1", Reason: workflows.ReasonMissingPrivilege, MissingPrivileges: missing}}}
+	res := reads.CheckHealthResult{Nodes: []reads.NodeHealth{{Name: "pve1", Reason: reads.ReasonMissingPrivilege, MissingPrivileges: missing}}}
 	var out bytes.Buffer
 
 	require.NoError(t, (&cli{stdout: &out}).printHealth(res))
@@ -38,7 +39,7 @@ func TestPrintHealth_aPrivilegeGrantedWithoutPropagateIsListedSo(t *testing.T) {
 }
 
 func TestPrintHealth_noMissingPrivilegesNoList(t *testing.T) {
-	res := workflows.CheckHealthResult{Nodes: []workflows.NodeHealth{{Name: "pve1", Healthy: true}}}
+	res := reads.CheckHealthResult{Nodes: []reads.NodeHealth{{Name: "pve1", Healthy: true}}}
 	var out bytes.Buffer
 
 	require.NoError(t, (&cli{stdout: &out}).printHealth(res))
@@ -51,16 +52,16 @@ func TestPrintDeleted_listsTheWarningsOfItsTasks(t *testing.T) {
 		"Could not remove disk 'local-lvm:vm-123456-disk-0', check manually: lvremove 'pve/vm-123456-disk-0' error:   Logical volume pve/vm-123456-disk-0 in use."
 	var out bytes.Buffer
 
-	require.NoError(t, (&cli{stdout: &out}).printDeleted("0f5b1c9e", workflows.DeleteProxyResult{Warnings: []string{warning}}))
+	require.NoError(t, (&cli{stdout: &out}).printDeleted("0f5b1c9e", proxyvm.DeleteProxyResult{Warnings: []string{warning}}))
 
 	assert.Equal(t, "proxy deleted: 0f5b1c9e\n  warning: "+warning+"\n", out.String())
 }
 
 func TestPrintHealth_listsAnOrphanDiskAndAStaleCloneLockWithItsCommand(t *testing.T) {
-	res := workflows.CheckHealthResult{Nodes: []workflows.NodeHealth{{Name: "pve1", Healthy: true}},
-		OrphanDisks: []workflows.GarbageDisk{{VMID: 150000, GarbageVolume: workflows.GarbageVolume{VolID: "local-lvm:vm-150000-disk-0", Node: "pve1",
-			Outcome: workflows.GarbageFound, CreatedAt: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}}},
-		CloneLocks: []workflows.CloneLock{{VMID: 124973, Node: "pve1", UID: "7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f", Stale: true,
+	res := reads.CheckHealthResult{Nodes: []reads.NodeHealth{{Name: "pve1", Healthy: true}},
+		OrphanDisks: []reads.GarbageDisk{{VMID: 150000, GarbageVolume: reads.GarbageVolume{VolID: "local-lvm:vm-150000-disk-0", Node: "pve1",
+			Outcome: reads.GarbageFound, CreatedAt: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}}},
+		CloneLocks: []reads.CloneLock{{VMID: 124973, Node: "pve1", UID: "7d1e2f30-5a4b-4c6d-8e9f-0a1b2c3d4e5f", Stale: true,
 			Age: 3 * time.Hour, Command: "qm unlock 124973", Detail: "no clone task runs"}},
 	}
 	var out bytes.Buffer
@@ -72,7 +73,7 @@ func TestPrintHealth_listsAnOrphanDiskAndAStaleCloneLockWithItsCommand(t *testin
 }
 
 func TestPrintHealth_noLeftoversNoLists(t *testing.T) {
-	res := workflows.CheckHealthResult{Nodes: []workflows.NodeHealth{{Name: "pve1", Healthy: true}}}
+	res := reads.CheckHealthResult{Nodes: []reads.NodeHealth{{Name: "pve1", Healthy: true}}}
 	var out bytes.Buffer
 
 	require.NoError(t, (&cli{stdout: &out}).printHealth(res))

@@ -21,11 +21,12 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 func (c *cli) createCommand() *cobra.Command {
-	var in workflows.ProxySpec
+	var in proxyvm.ProxySpec
 	var userDataFile string
 	var nics []string
 	var wait bool
@@ -123,7 +124,7 @@ func readUserData(cmd *cobra.Command, file string) (string, error) {
 }
 
 func (c *cli) updateCommand() *cobra.Command {
-	var req workflows.ChangeRequest
+	var req proxyvm.ChangeRequest
 	var userDataFile string
 	cmd := &cobra.Command{
 		Use:   "update --uid UID [--machine-type TYPE] [--user-data-file FILE] [--image IMAGE] [flags]",
@@ -166,7 +167,7 @@ and a reboot, so that cloud-init runs it; a new image rebuilds the VM from the n
 }
 
 func (c *cli) deleteCommand() *cobra.Command {
-	var in workflows.DeleteProxyInput
+	var in proxyvm.DeleteProxyInput
 	var wait bool
 	cmd := &cobra.Command{
 		Use:   "delete --uid UID [flags]",
@@ -182,7 +183,7 @@ what it destroyed.`,
 			}
 			return sendAndWait(cmd.Context(), c, starter.Delete, in.UID, wait,
 				func(ctx context.Context) (*starter.Request, error) { return c.starter.Delete(ctx, in) },
-				func(res workflows.DeleteProxyResult) error { return c.printDeleted(in.UID, res) })
+				func(res proxyvm.DeleteProxyResult) error { return c.printDeleted(in.UID, res) })
 		},
 	}
 	f := cmd.Flags()
@@ -306,7 +307,7 @@ func (c *cli) status(ctx context.Context, uid string) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "proxy\t%s\n", p.UID)
 	fmt.Fprintf(tw, "phase\t%s\n", cmp.Or(p.Phase, "- (no worker has run the entity yet)"))
-	fmt.Fprintf(tw, "entity\t%s, workflow %s\n", p.State, workflows.ProxyWorkflowID(uid))
+	fmt.Fprintf(tw, "entity\t%s, workflow %s\n", p.State, core.ProxyWorkflowID(uid))
 	switch {
 	case p.Source == starter.SourceQuery:
 		fmt.Fprintf(tw, "desired\t%s\n", desiredText(p.Desired))
@@ -365,7 +366,7 @@ func operationLines(tw io.Writer, p starter.Progress) {
 
 // requestText is a request the entity has yet to answer, and what it waits for: "create,
 // answered when the create that runs ends", "delete, waiting for the change that runs to end".
-func requestText(r workflows.PendingRequest, op *workflows.OperationRecord) string {
+func requestText(r proxyvm.PendingRequest, op *proxyvm.OperationRecord) string {
 	switch {
 	case op == nil:
 		return r.Kind + ", waiting for its operation to start"
@@ -376,7 +377,7 @@ func requestText(r workflows.PendingRequest, op *workflows.OperationRecord) stri
 }
 
 // desiredText is what was asked of a proxy: "present: image debian13, machine type small".
-func desiredText(d workflows.DesiredState) string {
+func desiredText(d proxyvm.DesiredState) string {
 	var parts []string
 	for _, p := range []struct{ name, value string }{
 		{"name", d.Name}, {"image", d.Image}, {"machine type", d.MachineType}, {"zone", d.Zone},
@@ -398,7 +399,7 @@ func desiredText(d workflows.DesiredState) string {
 
 // observedText is what pveflow last saw of a proxy's VM: "VM 124973 on node pve1, running,
 // IPv4 10.0.0.5 (checked 12:00:00)".
-func observedText(o workflows.ObservedState) string {
+func observedText(o proxyvm.ObservedState) string {
 	if o.VMID == 0 {
 		return ""
 	}
@@ -420,7 +421,7 @@ func observedText(o workflows.ObservedState) string {
 
 // kindText is an operation's kind and why it ran: "change (requested)"; the kind alone when no
 // worker answered why.
-func kindText(op workflows.OperationRecord) string {
+func kindText(op proxyvm.OperationRecord) string {
 	if op.Reason == "" {
 		return op.Kind
 	}
@@ -429,7 +430,7 @@ func kindText(op workflows.OperationRecord) string {
 
 // operationText is one operation of a proxy: "#2 change (requested) completed 2026-05-01
 // 12:00:00 to 12:01:30".
-func operationText(op workflows.OperationRecord) string {
+func operationText(op proxyvm.OperationRecord) string {
 	text := fmt.Sprintf("#%d %s %s %s", op.Seq, kindText(op), cmp.Or(op.Outcome, "running"), op.StartedAt.Local().Format(time.DateTime))
 	if !op.ClosedAt.IsZero() {
 		text += " to " + op.ClosedAt.Local().Format(time.TimeOnly)
@@ -504,8 +505,8 @@ func (c *cli) result(ctx context.Context, uid string, op starter.Op) error {
 
 // phases are the phases of a proxy, which list --phase takes.
 var phases = []string{
-	workflows.ProxyAbsent, workflows.ProxyCreating, workflows.ProxyPresent, workflows.ProxyChanging,
-	workflows.ProxyHealing, workflows.ProxyDeleting, workflows.ProxyFailed,
+	proxyvm.ProxyAbsent, proxyvm.ProxyCreating, proxyvm.ProxyPresent, proxyvm.ProxyChanging,
+	proxyvm.ProxyHealing, proxyvm.ProxyDeleting, proxyvm.ProxyFailed,
 }
 
 func (c *cli) listCommand() *cobra.Command {
@@ -567,7 +568,7 @@ func (c *cli) list(ctx context.Context, phase string) error {
 }
 
 func (c *cli) demoCommand() *cobra.Command {
-	var in workflows.ProxySpec
+	var in proxyvm.ProxySpec
 	cmd := &cobra.Command{
 		Use:   "demo [flags]",
 		Short: "Create a proxy with a new UID, wait for it, then delete it",
@@ -590,7 +591,7 @@ behind.`,
 
 // demo creates a proxy with a new UID, waits for it, and deletes it again: what `make run`
 // shows. A create that fails is deleted all the same, so the demo leaves nothing behind.
-func (c *cli) demo(ctx context.Context, in workflows.ProxySpec) error {
+func (c *cli) demo(ctx context.Context, in proxyvm.ProxySpec) error {
 	closeConn, err := c.connect(ctx)
 	if err != nil {
 		return err
@@ -598,8 +599,8 @@ func (c *cli) demo(ctx context.Context, in workflows.ProxySpec) error {
 	defer closeConn()
 
 	c.say("demo: creating proxy %s", in.UID)
-	created, createErr := awaitRequest(ctx, c, starter.Create, in.UID, func(ctx context.Context) (workflows.CreateProxyResult, error) {
-		return sendAndGet[workflows.CreateProxyResult](ctx, starter.Create, in.UID, func(ctx context.Context) (*starter.Request, error) {
+	created, createErr := awaitRequest(ctx, c, starter.Create, in.UID, func(ctx context.Context) (proxyvm.CreateProxyResult, error) {
+		return sendAndGet[proxyvm.CreateProxyResult](ctx, starter.Create, in.UID, func(ctx context.Context) (*starter.Request, error) {
 			return c.starter.Create(ctx, in)
 		})
 	})
@@ -615,9 +616,9 @@ func (c *cli) demo(ctx context.Context, in workflows.ProxySpec) error {
 	}
 
 	c.say("demo: deleting proxy %s", in.UID)
-	del := workflows.DeleteProxyInput{UID: in.UID}
-	deleted, err := awaitRequest(ctx, c, starter.Delete, in.UID, func(ctx context.Context) (workflows.DeleteProxyResult, error) {
-		return sendAndGet[workflows.DeleteProxyResult](ctx, starter.Delete, in.UID, func(ctx context.Context) (*starter.Request, error) {
+	del := proxyvm.DeleteProxyInput{UID: in.UID}
+	deleted, err := awaitRequest(ctx, c, starter.Delete, in.UID, func(ctx context.Context) (proxyvm.DeleteProxyResult, error) {
+		return sendAndGet[proxyvm.DeleteProxyResult](ctx, starter.Delete, in.UID, func(ctx context.Context) (*starter.Request, error) {
 			return c.starter.Delete(ctx, del)
 		})
 	})
@@ -626,9 +627,9 @@ func (c *cli) demo(ctx context.Context, in workflows.ProxySpec) error {
 	}
 	if c.json {
 		return c.printJSON(struct {
-			UID     string                      `json:"uid"`
-			Created workflows.CreateProxyResult `json:"created"`
-			Deleted workflows.DeleteProxyResult `json:"deleted"`
+			UID     string                    `json:"uid"`
+			Created proxyvm.CreateProxyResult `json:"created"`
+			Deleted proxyvm.DeleteProxyResult `json:"deleted"`
 		}{in.UID, created, deleted})
 	}
 	if err := c.printDeleted(in.UID, deleted); err != nil {
@@ -759,14 +760,14 @@ func (c *cli) printAccepted(req *starter.Request) error {
 			Kind       string `json:"kind"`
 			UpdateID   string `json:"updateID"`
 			WorkflowID string `json:"workflowID"`
-		}{req.UID, req.Kind, req.UpdateID, workflows.ProxyWorkflowID(req.UID)})
+		}{req.UID, req.Kind, req.UpdateID, core.ProxyWorkflowID(req.UID)})
 	}
 	_, err := fmt.Fprintf(c.stdout, "%s of proxy %s accepted by workflow %s (update %s); follow it with 'pveflow status --uid %s'\n",
-		req.Kind, req.UID, workflows.ProxyWorkflowID(req.UID), req.UpdateID, req.UID)
+		req.Kind, req.UID, core.ProxyWorkflowID(req.UID), req.UpdateID, req.UID)
 	return err
 }
 
-func (c *cli) printCreated(res workflows.CreateProxyResult) error {
+func (c *cli) printCreated(res proxyvm.CreateProxyResult) error {
 	if c.json {
 		return c.printJSON(res)
 	}
@@ -778,7 +779,7 @@ func (c *cli) printCreated(res workflows.CreateProxyResult) error {
 	return c.printWarnings(res.Warnings)
 }
 
-func (c *cli) printChanged(res workflows.ChangeProxyResult) error {
+func (c *cli) printChanged(res proxyvm.ChangeProxyResult) error {
 	if c.json {
 		return c.printJSON(res)
 	}
@@ -798,7 +799,7 @@ func (c *cli) printChanged(res workflows.ChangeProxyResult) error {
 	return c.printWarnings(res.Warnings)
 }
 
-func (c *cli) printDeleted(uid string, res workflows.DeleteProxyResult) error {
+func (c *cli) printDeleted(uid string, res proxyvm.DeleteProxyResult) error {
 	if c.json {
 		return c.printJSON(res)
 	}

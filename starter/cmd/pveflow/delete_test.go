@@ -14,7 +14,8 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/testserver"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // acceptedRequest is the argument of the first Update named update that the latest run of
@@ -43,13 +44,13 @@ func TestRun_deleteSendsTheUIDAlone(t *testing.T) {
 	cfg, err := config.Load(filepath.Join("..", "..", "..", "testdata", "config", "simulator.yaml"))
 	require.NoError(t, err)
 	server := testserver.New(t)
-	serveWorkflows(server, workflows.DefaultTaskQueue, cfg, pvesim.New(pvesim.Default()))
+	serveWorkflows(server, core.DefaultTaskQueue, cfg, pvesim.New(pvesim.Default()))
 	env := map[string]string{"TEMPORAL_ADDRESS": server.Address(), "TEMPORAL_NAMESPACE": server.Namespace()}
 	const uid = "proxy-x"
 
 	code, stdout, stderr := runCLI(env, "delete", "--uid", uid)
 
 	require.Equal(t, exitOK, code, stderr)
-	assert.Contains(t, stdout, "delete of proxy "+uid+" accepted by workflow "+workflows.ProxyWorkflowID(uid)+" (update ")
-	assert.Equal(t, workflows.DeleteProxyInput{UID: uid}, acceptedRequest[workflows.DeleteProxyInput](t, server, workflows.ProxyWorkflowID(uid), workflows.DeleteUpdate))
+	assert.Contains(t, stdout, "delete of proxy "+uid+" accepted by workflow "+core.ProxyWorkflowID(uid)+" (update ")
+	assert.Equal(t, proxyvm.DeleteProxyInput{UID: uid}, acceptedRequest[proxyvm.DeleteProxyInput](t, server, core.ProxyWorkflowID(uid), core.DeleteUpdate))
 }

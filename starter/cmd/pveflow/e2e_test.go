@@ -24,7 +24,8 @@ import (
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/internal/syncbuf"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // createdRE is the line `create --wait` prints, which `make run` looks for.
@@ -70,12 +71,12 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	assert.Regexp(t, `(?m)^observed\s+VM `+m[2]+` on node pve1`, status.stdout)
 	assert.Regexp(t, `(?m)^done\s+#\d+ create \S.* completed `, status.stdout)
 	progress := decode[starter.ProxyProgress](t, s.pveflow("status", "--uid", uid, "--json"))
-	assert.Equal(t, workflows.ProxyPresent, progress.Phase)
+	assert.Equal(t, proxyvm.ProxyPresent, progress.Phase)
 	assert.Equal(t, "running", progress.State, "the proxy's entity runs while it is present")
 	assert.Equal(t, m[2], strconv.Itoa(progress.Observed.VMID))
 	assert.Equal(t, "small", progress.Desired.MachineType)
 
-	res := decode[workflows.CreateProxyResult](t, s.pveflow("--json", "result", "--uid", uid))
+	res := decode[proxyvm.CreateProxyResult](t, s.pveflow("--json", "result", "--uid", uid))
 	assert.Equal(t, providerID, res.ProviderID)
 	assert.Equal(t, m[5], res.IPv4)
 
@@ -85,7 +86,7 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	reseeded := s.pveflow("update", "--uid", uid, "--user-data-file", newUserData)
 	require.Equal(t, exitOK, reseeded.code, reseeded.stderr)
 	assert.Regexp(t, `(?m)^proxy changed: `+providerID+` on pve1: changed \S.*; the guest was restarted; IPv4 \S+$`, reseeded.stdout)
-	resized := decode[workflows.ChangeProxyResult](t, s.pveflow("update", "--uid", uid, "--machine-type", "large", "--json"))
+	resized := decode[proxyvm.ChangeProxyResult](t, s.pveflow("update", "--uid", uid, "--machine-type", "large", "--json"))
 	assert.NotEmpty(t, resized.Changed)
 	assert.Equal(t, "large", decode[starter.ProxyProgress](t, s.pveflow("status", "--uid", uid, "--json")).Desired.MachineType)
 	refused := s.pveflow("update", "--uid", uid, "--machine-type", "huge")
@@ -95,10 +96,10 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	require.Eventually(t, func() bool {
 		list := decode[[]starter.Proxy](t, s.pveflow("list", "--json"))
 		return slices.ContainsFunc(list, func(p starter.Proxy) bool {
-			return p.UID == uid && p.Phase == workflows.ProxyPresent && p.VMID != 0
+			return p.UID == uid && p.Phase == proxyvm.ProxyPresent && p.VMID != 0
 		})
 	}, 30*time.Second, 500*time.Millisecond, "list shows the present proxy")
-	listed := s.pveflow("list", "--phase", workflows.ProxyPresent)
+	listed := s.pveflow("list", "--phase", proxyvm.ProxyPresent)
 	require.Equal(t, exitOK, listed.code, listed.stderr)
 	assert.Regexp(t, `(?m)^UID\s+NAME\s+PHASE\s+NODE\s+VMID\s+ENTITY\s+STARTED$`, listed.stdout, "ENTITY: the workflow's state, not the VM's")
 	assert.Regexp(t, `(?m)^`+uid+`\s+`+name+`\s+present\s+pve1\s+`+m[2]+`\s+running\s`, listed.stdout)
@@ -110,9 +111,9 @@ func TestE2E_proxyLifecycleThroughTheCLI(t *testing.T) {
 	require.Equal(t, exitOK, deleted.code, deleted.stderr)
 	assert.Contains(t, deleted.stdout, "proxy deleted: "+uid+"\n")
 	assert.Empty(t, proxyVMs(t, simURL, simDir))
-	delRes := decode[workflows.DeleteProxyResult](t, s.pveflow("result", "--uid", uid, "--delete", "--json"))
+	delRes := decode[proxyvm.DeleteProxyResult](t, s.pveflow("result", "--uid", uid, "--delete", "--json"))
 	assert.Len(t, delRes.Destroyed, 1)
-	assert.Equal(t, workflows.ProxyAbsent, decode[starter.ProxyProgress](t, s.pveflow("status", "--uid", uid, "--json")).Phase)
+	assert.Equal(t, proxyvm.ProxyAbsent, decode[starter.ProxyProgress](t, s.pveflow("status", "--uid", uid, "--json")).Phase)
 
 	for _, out := range []string{created.stdout, created.stderr, status.stdout, reseeded.stdout, reseeded.stderr, deleted.stdout, deleted.stderr, w.log.String()} {
 		assert.NotContains(t, out, secret, "user-data is never printed or logged")
@@ -155,7 +156,7 @@ func (s *e2e) createPollingItsClone(uid string) {
 	assert.Contains(s.t, started.stdout, "create of proxy "+uid+" accepted by workflow proxy/"+uid+" (update ")
 	require.Eventually(s.t, func() bool {
 		p := decode[starter.ProxyProgress](s.t, s.pveflow("status", "--uid", uid, "--json")).OperationProgress
-		return p != nil && p.Phase == workflows.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
+		return p != nil && p.Phase == core.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
 	}, time.Minute, 200*time.Millisecond, "the create polls its clone")
 }
 
@@ -181,7 +182,7 @@ func TestE2E_workerKilledMidCloneResumesWithoutASecondClone(t *testing.T) {
 	assert.Equal(t, m[2], strconv.Itoa(vms[0].VMID))
 	require.Eventually(t, func() bool {
 		list := decode[[]starter.Proxy](t, s.pveflow("list", "--json"))
-		return slices.ContainsFunc(list, func(p starter.Proxy) bool { return p.UID == uid && p.Phase == workflows.ProxyPresent })
+		return slices.ContainsFunc(list, func(p starter.Proxy) bool { return p.UID == uid && p.Phase == proxyvm.ProxyPresent })
 	}, 30*time.Second, 500*time.Millisecond, "list shows the present proxy")
 	ops := decode[starter.ProxyProgress](t, s.pveflow("status", "--uid", uid, "--json")).Operations
 	require.Len(t, ops, 1, "the same create went on")
@@ -203,13 +204,13 @@ func TestE2E_withACodecKeyFileTheWorkerAndTheCLIReadEachOthersPayloads(t *testin
 
 	var stored string // the last failure as the server holds it
 	require.Eventually(t, func() bool {
-		desc, err := plain.DescribeWorkflowExecution(t.Context(), workflows.CreateWorkflowID(uid), "")
+		desc, err := plain.DescribeWorkflowExecution(t.Context(), core.CreateWorkflowID(uid), "")
 		if err != nil || len(desc.GetPendingActivities()) == 0 || desc.GetPendingActivities()[0].GetLastFailure() == nil {
 			return false
 		}
 		stored = desc.GetPendingActivities()[0].GetLastFailure().GetMessage()
 		p := decode[starter.ProxyProgress](t, s.pveflow("status", "--uid", uid, "--json")).OperationProgress
-		return p != nil && p.Phase == workflows.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
+		return p != nil && p.Phase == core.PhaseCloning && cloneRunningRE.MatchString(p.LastFailure)
 	}, time.Minute, 200*time.Millisecond, "the status shows the clone wait's last failure decrypted")
 	assert.Regexp(t, cloneRunningRE, stored, "the worker leaves failure messages plain")
 	res := s.pveflow("result", "--uid", uid)

@@ -19,6 +19,7 @@ import (
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
 	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 // Task queues of TestRun_exitCodes: each has a worker over a cluster of its own kind.
@@ -79,7 +80,7 @@ func TestRun_exitCodes(t *testing.T) {
 				defer close(deleted)
 				// Once the create runs: a delete sent first would make the create wait for it.
 				for {
-					if _, err := server.Client().DescribeWorkflowExecution(t.Context(), workflows.CreateWorkflowID("exit-6"), ""); err == nil {
+					if _, err := server.Client().DescribeWorkflowExecution(t.Context(), core.CreateWorkflowID("exit-6"), ""); err == nil {
 						break
 					}
 					time.Sleep(50 * time.Millisecond)

@@ -18,7 +18,8 @@ import (
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 // keepSource is the kept set as gc's flags give it: UIDs, files of UIDs and commands that print
@@ -117,7 +118,7 @@ Exits 1 when a deletion or a reconcile failed, after printing what became of eac
 	f.StringArrayVar(&keep.commands, "keep-command", nil, "keep the proxies of the UIDs that command `CMD` prints, one a line; repeats")
 	f.BoolVar(&all, "all", false, "keep no proxy: collect every VM with pveflow's mark")
 	f.BoolVar(&dryRun, "dry-run", false, "list what would be deleted, and delete nothing")
-	f.DurationVar(&grace, "grace", workflows.DefaultGrace, "leave alone what is younger than `D`")
+	f.DurationVar(&grace, "grace", reads.DefaultGrace, "leave alone what is younger than `D`")
 	return cmd
 }
 
@@ -128,7 +129,7 @@ func (c *cli) gc(ctx context.Context, opts starter.GCOptions) error {
 	}
 	defer closeConn()
 
-	res, err := awaitWorkflow(ctx, c, "collect garbage", func(ctx context.Context) (workflows.CollectGarbageResult, error) {
+	res, err := awaitWorkflow(ctx, c, "collect garbage", func(ctx context.Context) (fleet.CollectGarbageResult, error) {
 		return c.starter.CollectGarbage(ctx, opts)
 	})
 	if errors.Is(err, starter.ErrEmptyKeep) {
@@ -149,7 +150,7 @@ func (c *cli) gc(ctx context.Context, opts starter.GCOptions) error {
 	return nil
 }
 
-func (c *cli) printGarbage(res workflows.CollectGarbageResult) error {
+func (c *cli) printGarbage(res fleet.CollectGarbageResult) error {
 	if c.json {
 		return c.printJSON(res)
 	}
@@ -190,7 +191,7 @@ func (c *cli) printGarbage(res workflows.CollectGarbageResult) error {
 
 // printCloneLocks lists pveflow's VMs with "lock: clone", after a blank line: a stale one with
 // the command that clears it, which an API token cannot run; nothing when there is none.
-func (c *cli) printCloneLocks(locks []workflows.CloneLock) error {
+func (c *cli) printCloneLocks(locks []reads.CloneLock) error {
 	if len(locks) == 0 {
 		return nil
 	}
@@ -214,7 +215,7 @@ func (c *cli) printCloneLocks(locks []workflows.CloneLock) error {
 // addressRows are the table's rows of what the run did, or would do, in the address pools:
 // "address  egress:192.0.2.10/24,2001:db8::10/64  -  <uid>  restored  -", and a pool whose
 // reconcile failed.
-func addressRows(res workflows.CollectGarbageResult) []string {
+func addressRows(res fleet.CollectGarbageResult) []string {
 	outcome := func(done, planned string) string {
 		if res.DryRun {
 			return planned
@@ -240,7 +241,7 @@ func addressRows(res workflows.CollectGarbageResult) []string {
 			rows = append(rows, row(p.Pool, k.AddressHolding, "kept", k.Detail))
 		}
 		if p.Error != "" {
-			rows = append(rows, fmt.Sprintf("pool\t%s\t-\t-\t%s\t%s", p.Pool, workflows.GarbageFailed, p.Error))
+			rows = append(rows, fmt.Sprintf("pool\t%s\t-\t-\t%s\t%s", p.Pool, reads.GarbageFailed, p.Error))
 		}
 	}
 	return rows
@@ -253,7 +254,7 @@ func addressList(a activities.AddressHolding) string {
 
 // youngLine says what the grace period hid: "2 items younger than the 1h0m0s grace were left:
 // VM 124973 (proxy-x, 5m0s old), local:iso/proxy-y-seed.iso on pve1 (10m0s old)".
-func youngLine(res workflows.CollectGarbageResult) string {
+func youngLine(res fleet.CollectGarbageResult) string {
 	var items []string
 	for _, v := range res.YoungVMs {
 		items = append(items, fmt.Sprintf("VM %d (%s, %s old)", v.VMID, v.Name, v.Age.Round(time.Second)))

@@ -13,7 +13,8 @@ import (
 
 	"github.com/pveflow/pveflow/activities"
 	"github.com/pveflow/pveflow/internal/proxy"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 const keptUID = "9c4d2e1f-0a3b-4c5d-8e6f-7a8b9c0d1e2f"
@@ -45,10 +46,10 @@ func TestRun_gc(t *testing.T) {
 		code, stdout, stderr := runCLI(env, "gc", "--keep-command", "echo "+keptUID, "--json")
 
 		require.Equal(t, exitOK, code, stderr)
-		var res workflows.CollectGarbageResult
+		var res fleet.CollectGarbageResult
 		require.NoError(t, json.Unmarshal([]byte(stdout), &res))
 		require.Len(t, res.VMs, 1)
-		assert.Equal(t, workflows.GarbageDeleted, res.VMs[0].Outcome)
+		assert.Equal(t, reads.GarbageDeleted, res.VMs[0].Outcome)
 	})
 	t.Run("then finds none", func(t *testing.T) {
 		code, stdout, stderr := runCLI(env, "gc", "--all", "--dry-run")
@@ -100,16 +101,16 @@ func TestKeepSource_failingCommandOrMissingFileIsNamed(t *testing.T) {
 func TestPrintGarbage_saysWhatTheGracePeriodLeft(t *testing.T) {
 	tests := []struct {
 		name string
-		res  workflows.CollectGarbageResult
+		res  fleet.CollectGarbageResult
 		want string
 	}{
-		{"nothing young", workflows.CollectGarbageResult{Grace: time.Hour}, "no garbage found\n"},
-		{"one young VM", workflows.CollectGarbageResult{Grace: time.Hour,
-			YoungVMs: []workflows.GarbageVM{{VMID: 124973, Name: "proxy-x", Age: 5 * time.Minute}},
+		{"nothing young", fleet.CollectGarbageResult{Grace: time.Hour}, "no garbage found\n"},
+		{"one young VM", fleet.CollectGarbageResult{Grace: time.Hour,
+			YoungVMs: []fleet.GarbageVM{{VMID: 124973, Name: "proxy-x", Age: 5 * time.Minute}},
 		}, "no garbage found\n1 item younger than the 1h0m0s grace was left: VM 124973 (proxy-x, 5m0s old)\n"},
-		{"a young VM and a young ISO", workflows.CollectGarbageResult{Grace: time.Hour,
-			YoungVMs:  []workflows.GarbageVM{{VMID: 124973, Name: "proxy-x", Age: 5 * time.Minute}},
-			YoungISOs: []workflows.GarbageISO{{VolID: "local:iso/proxy-y-seed.iso", Node: "pve1", Age: 10*time.Minute + 300*time.Millisecond}},
+		{"a young VM and a young ISO", fleet.CollectGarbageResult{Grace: time.Hour,
+			YoungVMs:  []fleet.GarbageVM{{VMID: 124973, Name: "proxy-x", Age: 5 * time.Minute}},
+			YoungISOs: []fleet.GarbageISO{{VolID: "local:iso/proxy-y-seed.iso", Node: "pve1", Age: 10*time.Minute + 300*time.Millisecond}},
 		}, "no garbage found\n2 items younger than the 1h0m0s grace were left: VM 124973 (proxy-x, 5m0s old), local:iso/proxy-y-seed.iso on pve1 (10m0s old)\n"},
 	}
 	for _, tt := range tests {
@@ -127,10 +128,10 @@ func TestPrintGarbage_saysWhatTheGracePeriodLeft(t *testing.T) {
 func TestPrintGarbage_listsWhatTheRunDidInTheAddressPools(t *testing.T) {
 	held := activities.AddressHolding{UID: keptUID, IPv4: "192.0.2.10/24", IPv6: "2001:db8::10/64"}
 	other := activities.AddressHolding{UID: readUID, IPv4: "192.0.2.10/24"}
-	res := workflows.CollectGarbageResult{Grace: time.Hour, Pools: []workflows.GarbagePool{
+	res := fleet.CollectGarbageResult{Grace: time.Hour, Pools: []fleet.GarbagePool{
 		{Pool: "egress", Restored: []activities.AddressHolding{held}, Freed: []activities.AddressHolding{other},
 			Conflicts: []activities.AddressConflict{{Held: other, Allocation: held}},
-			Kept:      []workflows.KeptAddresses{{AddressHolding: other, Detail: "its proxy is kept"}}},
+			Kept:      []fleet.KeptAddresses{{AddressHolding: other, Detail: "its proxy is kept"}}},
 		{Pool: "spare"},
 		{Pool: "out", Error: "reconcile address pool out: backend trouble"},
 	}}
@@ -158,9 +159,9 @@ func TestPrintGarbage_listsWhatTheRunDidInTheAddressPools(t *testing.T) {
 }
 
 func TestPrintGarbage_listsAnOrphanDiskAndAStaleCloneLockAfterTheTable(t *testing.T) {
-	res := workflows.CollectGarbageResult{Grace: time.Hour,
-		Disks:      []workflows.GarbageDisk{{VMID: 150000, GarbageVolume: workflows.GarbageVolume{VolID: "local-lvm:vm-150000-disk-0", Node: "pve1", Outcome: workflows.GarbageDeleted}}},
-		CloneLocks: []workflows.CloneLock{{VMID: 124973, Node: "pve1", Stale: true, Command: "qm unlock 124973", Detail: "no clone task runs"}},
+	res := fleet.CollectGarbageResult{Grace: time.Hour,
+		Disks:      []reads.GarbageDisk{{VMID: 150000, GarbageVolume: reads.GarbageVolume{VolID: "local-lvm:vm-150000-disk-0", Node: "pve1", Outcome: reads.GarbageDeleted}}},
+		CloneLocks: []reads.CloneLock{{VMID: 124973, Node: "pve1", Stale: true, Command: "qm unlock 124973", Detail: "no clone task runs"}},
 	}
 	var stdout strings.Builder
 

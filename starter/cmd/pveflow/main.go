@@ -24,7 +24,7 @@ import (
 
 	"github.com/pveflow/pveflow/internal/telemetry/export"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 func main() {
@@ -112,11 +112,11 @@ func exitCode(err error) int {
 		return exitUnhealthy
 	}
 	switch starter.FailureType(err) {
-	case workflows.FailPermanent:
+	case core.FailPermanent:
 		return exitPermanent
-	case workflows.FailTransient:
+	case core.FailTransient:
 		return exitTransient
-	case workflows.FailQuotaExceeded:
+	case core.FailQuotaExceeded:
 		return exitQuotaExceeded
 	case starter.FailSuperseded, starter.FailCanceled:
 		return exitCanceled

@@ -25,7 +25,8 @@ import (
 	"github.com/pveflow/pveflow/internal/buildinfo"
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // runCLI runs the CLI in this process with an environment of its own.
@@ -181,21 +182,21 @@ func TestRun_userDataFileOverTheLimitIsAUsageErrorBeforeConnecting(t *testing.T)
 	env, _ := unreachableTemporal(t)
 	file := filepath.Join(t.TempDir(), "user-data")
 	const secret = "oversize-sentinel-0b7e4c2d"
-	require.NoError(t, os.WriteFile(file, []byte("#cloud-config\npassword: "+secret+"\n"+strings.Repeat("#", workflows.MaxUserDataBytes)), 0o600))
+	require.NoError(t, os.WriteFile(file, []byte("#cloud-config\npassword: "+secret+"\n"+strings.Repeat("#", proxyvm.MaxUserDataBytes)), 0o600))
 
 	code, stdout, stderr := runCLI(env, "create", "--uid", "x", "--user-data-file", file)
 
 	assert.Equal(t, exitUsage, code, "exit 1 would mean it tried to connect")
-	assert.Contains(t, stderr, "pveflow: create proxy x: user-data is 65587 bytes, more than the limit of 65536 (workflows.MaxUserDataBytes)\n")
+	assert.Contains(t, stderr, "pveflow: create proxy x: user-data is 65587 bytes, more than the limit of 65536 (proxyvm.MaxUserDataBytes)\n")
 	assert.NotContains(t, stderr, secret)
 	assert.Empty(t, stdout)
 }
 
 func TestExitCode(t *testing.T) {
-	_, invalidUID := starter.New(nil, workflows.DefaultTaskQueue).Status(context.Background(), "a b", starter.Create)
+	_, invalidUID := starter.New(nil, core.DefaultTaskQueue).Status(context.Background(), "a b", starter.Create)
 	require.ErrorIs(t, invalidUID, starter.ErrInvalidUID)
-	big := workflows.ProxySpec{UID: "u", UserData: strings.Repeat("x", workflows.MaxUserDataBytes+1)}
-	_, userDataTooLarge := starter.New(nil, workflows.DefaultTaskQueue).Create(context.Background(), big)
+	big := proxyvm.ProxySpec{UID: "u", UserData: strings.Repeat("x", proxyvm.MaxUserDataBytes+1)}
+	_, userDataTooLarge := starter.New(nil, core.DefaultTaskQueue).Create(context.Background(), big)
 	require.ErrorIs(t, userDataTooLarge, starter.ErrUserDataTooLarge)
 	workflowErr := func(typ string) error {
 		return failed{op: starter.Create, uid: "u", err: temporal.NewNonRetryableApplicationError("boom", typ, nil)}
@@ -210,9 +211,9 @@ func TestExitCode(t *testing.T) {
 		{"usage", usageError{errors.New("no command given")}, exitUsage},
 		{"invalid UID from the starter", invalidUID, exitUsage},
 		{"user-data too large from the starter", userDataTooLarge, exitUsage},
-		{"permanent", workflowErr(workflows.FailPermanent), exitPermanent},
-		{"transient", workflowErr(workflows.FailTransient), exitTransient},
-		{"quota exceeded", workflowErr(workflows.FailQuotaExceeded), exitQuotaExceeded},
+		{"permanent", workflowErr(core.FailPermanent), exitPermanent},
+		{"transient", workflowErr(core.FailTransient), exitTransient},
+		{"quota exceeded", workflowErr(core.FailQuotaExceeded), exitQuotaExceeded},
 		{"cancelled", failed{op: starter.Create, uid: "u", err: temporal.NewCanceledError()}, exitCanceled},
 		{"refused by the proxy", rejected, exitPermanent},
 		{"superseded", workflowErr(starter.FailSuperseded), exitCanceled},
@@ -227,7 +228,7 @@ func TestExitCode(t *testing.T) {
 
 func TestFailed_readsAsTheWorkflowsOwnMessageAndType(t *testing.T) {
 	err := failed{op: starter.Delete, uid: "u-1", err: fmt.Errorf("delete of proxy u-1: %w",
-		temporal.NewNonRetryableApplicationError("destroy VM 100 on node pve1: storage gone", workflows.FailTransient, nil))}
+		temporal.NewNonRetryableApplicationError("destroy VM 100 on node pve1: storage gone", core.FailTransient, nil))}
 
 	assert.Equal(t, "delete of proxy u-1 failed (Transient): destroy VM 100 on node pve1: storage gone", err.Error())
 }
@@ -249,7 +250,7 @@ var started = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 func cloning(attempt int32, lastFailure string) starter.Progress {
 	return starter.Progress{
-		Status: workflows.Status{Phase: workflows.PhaseCloning, Step: "wait for clone of 9000 to 124973 on pve1", StartedAt: started},
+		Status: core.Status{Phase: core.PhaseCloning, Step: "wait for clone of 9000 to 124973 on pve1", StartedAt: started},
 		State:  "running",
 		Wait:   starter.Wait{ActivityAttempt: attempt, LastFailure: lastFailure},
 	}
@@ -272,7 +273,7 @@ func TestProgressLine_showsNothingBeforeTheWorkflowSaysWhereItIs(t *testing.T) {
 	var out bytes.Buffer
 	line := &progressLine{w: &out}
 
-	line.show(starter.Progress{Status: workflows.Status{StartedAt: started}, State: "running"}, started)
+	line.show(starter.Progress{Status: core.Status{StartedAt: started}, State: "running"}, started)
 	line.show(cloning(1, ""), started.Add(time.Second))
 
 	assert.Equal(t, "cloning · wait for clone of 9000 to 124973 on pve1 · 1s\n", out.String())
@@ -282,7 +283,7 @@ func TestProgressLine_aStepBeforeAnyPhaseStandsAlone(t *testing.T) {
 	var out bytes.Buffer
 	line := &progressLine{w: &out}
 
-	line.show(starter.Progress{Status: workflows.Status{StartedAt: started, Step: "describe workflow proxy/u/create"}, State: "running"}, started)
+	line.show(starter.Progress{Status: core.Status{StartedAt: started, Step: "describe workflow proxy/u/create"}, State: "running"}, started)
 
 	assert.Equal(t, "describe workflow proxy/u/create · 0s\n", out.String())
 }
@@ -389,7 +390,7 @@ func TestRun_versionNamesTheModuleAndTheSDK(t *testing.T) {
 }
 
 func TestPhases_areEveryPhaseOfAProxy(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "..", "..", "workflows", "proxy.go"), nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "..", "..", "workflows", "proxyvm", "proxy.go"), nil, 0)
 	require.NoError(t, err)
 	var declared []string
 	ast.Inspect(f, func(n ast.Node) bool {
@@ -407,22 +408,22 @@ func TestPhases_areEveryPhaseOfAProxy(t *testing.T) {
 		return false
 	})
 
-	assert.ElementsMatch(t, declared, phases, "list --phase takes every Proxy phase of package workflows")
+	assert.ElementsMatch(t, declared, phases, "list --phase takes every Proxy phase of package proxyvm")
 }
 
 func TestPrintChanged_saysWhatChangedAndWhetherTheGuestRestarted(t *testing.T) {
-	base := workflows.ChangeProxyResult{VMID: 124973, Node: "pve1", Name: "proxy-a", IPv4: "10.0.0.23"}
+	base := proxyvm.ChangeProxyResult{VMID: 124973, Node: "pve1", Name: "proxy-a", IPv4: "10.0.0.23"}
 	tests := []struct {
 		name string
-		edit func(*workflows.ChangeProxyResult)
+		edit func(*proxyvm.ChangeProxyResult)
 		want string
 	}{
-		{"nothing to change", func(*workflows.ChangeProxyResult) {},
+		{"nothing to change", func(*proxyvm.ChangeProxyResult) {},
 			"proxy changed: vms/124973/proxy-a on pve1: nothing changed: the VM matched; the guest was not restarted; IPv4 10.0.0.23\n"},
-		{"a reboot", func(r *workflows.ChangeProxyResult) {
+		{"a reboot", func(r *proxyvm.ChangeProxyResult) {
 			r.Changed, r.Restarted = []string{"cores 2 -> 4", "memory 2048 -> 4096 MiB"}, true
 		}, "proxy changed: vms/124973/proxy-a on pve1: changed cores 2 -> 4, memory 2048 -> 4096 MiB; the guest was restarted; IPv4 10.0.0.23\n"},
-		{"a rebuild", func(r *workflows.ChangeProxyResult) {
+		{"a rebuild", func(r *proxyvm.ChangeProxyResult) {
 			r.Changed, r.Restarted, r.Rebuilt = []string{"image debian12 -> debian13"}, true, true
 		}, "proxy changed: vms/124973/proxy-a on pve1: changed image debian12 -> debian13; the VM was rebuilt; IPv4 10.0.0.23\n"},
 	}
@@ -440,9 +441,9 @@ func TestPrintChanged_saysWhatChangedAndWhetherTheGuestRestarted(t *testing.T) {
 }
 
 func TestRequestText_saysWhatTheRequestWaitsFor(t *testing.T) {
-	create := &workflows.OperationRecord{Kind: workflows.OpCreate}
+	create := &proxyvm.OperationRecord{Kind: proxyvm.OpCreate}
 
-	assert.Equal(t, "create, answered when the create that runs ends", requestText(workflows.PendingRequest{Kind: workflows.OpCreate, Served: true}, create))
-	assert.Equal(t, "change, waiting for the create that runs to end", requestText(workflows.PendingRequest{Kind: workflows.OpChange}, create))
-	assert.Equal(t, "delete, waiting for its operation to start", requestText(workflows.PendingRequest{Kind: workflows.OpDelete}, nil))
+	assert.Equal(t, "create, answered when the create that runs ends", requestText(proxyvm.PendingRequest{Kind: proxyvm.OpCreate, Served: true}, create))
+	assert.Equal(t, "change, waiting for the create that runs to end", requestText(proxyvm.PendingRequest{Kind: proxyvm.OpChange}, create))
+	assert.Equal(t, "delete, waiting for its operation to start", requestText(proxyvm.PendingRequest{Kind: proxyvm.OpDelete}, nil))
 }

@@ -13,7 +13,8 @@ import (
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
+	"github.com/pveflow/pveflow/workflows/reads"
 )
 
 // The read commands: get, ls and check. Each runs a short read workflow.
@@ -60,7 +61,7 @@ func (c *cli) get(ctx context.Context, key string) error {
 	}
 	defer closeConn()
 
-	res, err := awaitWorkflow(ctx, c, "get proxy "+key, func(ctx context.Context) (workflows.GetProxyResult, error) {
+	res, err := awaitWorkflow(ctx, c, "get proxy "+key, func(ctx context.Context) (proxyvm.GetProxyResult, error) {
 		return c.starter.GetProxy(ctx, key)
 	})
 	if err != nil {
@@ -167,7 +168,7 @@ func (c *cli) check(ctx context.Context, last bool) error {
 	}
 	defer closeConn()
 
-	var res workflows.CheckHealthResult
+	var res reads.CheckHealthResult
 	if last {
 		res, err = c.starter.LastHealth(ctx)
 		if errors.Is(err, starter.ErrNoHealthResult) {
@@ -194,7 +195,7 @@ func (c *cli) check(ctx context.Context, last bool) error {
 	return nil
 }
 
-func (c *cli) printHealth(res workflows.CheckHealthResult) error {
+func (c *cli) printHealth(res reads.CheckHealthResult) error {
 	if c.json {
 		return c.printJSON(res)
 	}
@@ -224,14 +225,14 @@ func (c *cli) printHealth(res workflows.CheckHealthResult) error {
 
 // printLeftovers lists, after the nodes, the orphan disks 'pveflow gc' deletes (or leaves,
 // saying why) and pveflow's VMs with "lock: clone"; nothing when there are none.
-func (c *cli) printLeftovers(res workflows.CheckHealthResult) error {
+func (c *cli) printLeftovers(res reads.CheckHealthResult) error {
 	if len(res.OrphanDisks) > 0 {
 		fmt.Fprintln(c.stdout)
 		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ORPHAN DISK\tNODE\tVMID\tCREATED\tDETAIL")
 		for _, d := range res.OrphanDisks {
 			detail := d.Detail
-			if d.Outcome == workflows.GarbageFound {
+			if d.Outcome == reads.GarbageFound {
 				detail = "no VM has it: 'pveflow gc' deletes it"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", d.VolID, d.Node, d.VMID, timeOrDash(d.CreatedAt), detail)
@@ -262,8 +263,8 @@ func (c *cli) printWarnings(warnings []string) error {
 
 // printMissingPrivileges lists, after the nodes, each privilege a node lacks, one a line by
 // node and path; nothing when none lacks any.
-func (c *cli) printMissingPrivileges(nodes []workflows.NodeHealth) error {
-	if !slices.ContainsFunc(nodes, func(n workflows.NodeHealth) bool { return len(n.MissingPrivileges) > 0 }) {
+func (c *cli) printMissingPrivileges(nodes []reads.NodeHealth) error {
+	if !slices.ContainsFunc(nodes, func(n reads.NodeHealth) bool { return len(n.MissingPrivileges) > 0 }) {
 		return nil
 	}
 	fmt.Fprintln(c.stdout)

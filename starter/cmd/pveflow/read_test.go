@@ -18,7 +18,8 @@ import (
 	"github.com/pveflow/pveflow/internal/pvesim"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 const readUID = "3b9e7c21-6d4a-4f8e-a1c2-5e7f9a0b1c2d"
@@ -40,7 +41,7 @@ func readServer(t *testing.T) (env map[string]string, cfg config.Config) {
 	}})
 	cluster := pvesim.New(opts)
 	server := testserver.New(t)
-	serveWorkflows(server, workflows.DefaultTaskQueue, cfg, cluster)
+	serveWorkflows(server, core.DefaultTaskQueue, cfg, cluster)
 	return map[string]string{"TEMPORAL_ADDRESS": server.Address(), "TEMPORAL_NAMESPACE": server.Namespace()}, cfg
 }
 
@@ -58,7 +59,7 @@ func TestRun_readCommands(t *testing.T) {
 		code, stdout, stderr := runCLI(env, "get", "--provider-id", providerID, "--json")
 
 		require.Equal(t, exitOK, code, stderr)
-		var res workflows.GetProxyResult
+		var res proxyvm.GetProxyResult
 		require.NoError(t, json.Unmarshal([]byte(stdout), &res))
 		assert.Equal(t, readUID, res.UID)
 		assert.Equal(t, proxy.Running, res.State)
@@ -94,7 +95,7 @@ func TestRun_readCommands(t *testing.T) {
 			Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 		require.NoError(t, err)
 		defer c.Close()
-		require.NoError(t, starter.New(c, workflows.DefaultTaskQueue).ApplyHealthSchedule(t.Context(), time.Hour))
+		require.NoError(t, starter.New(c, core.DefaultTaskQueue).ApplyHealthSchedule(t.Context(), time.Hour))
 
 		code, _, stderr := runCLI(env, "check", "--last")
 

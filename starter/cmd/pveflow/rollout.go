@@ -13,7 +13,7 @@ import (
 
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/fleet"
 )
 
 func (c *cli) rolloutCommand() *cobra.Command {
@@ -127,7 +127,7 @@ func (c *cli) rollout(ctx context.Context, opts starter.RolloutOptions) error {
 // rolloutPaused is the error of a rollout that paused, after its status is printed.
 type rolloutPaused struct {
 	id      string
-	failure workflows.RolloutFailure
+	failure fleet.RolloutFailure
 }
 
 func (e rolloutPaused) Error() string {
@@ -138,7 +138,7 @@ func (e rolloutPaused) Error() string {
 // ends or pauses, and prints its status; it says so when no live worker polls its task queue.
 func (c *cli) followRollout(ctx context.Context, id string) error {
 	type outcome struct {
-		st  workflows.RolloutStatus
+		st  fleet.RolloutStatus
 		err error
 	}
 	done := make(chan outcome, 1)
@@ -158,7 +158,7 @@ func (c *cli) followRollout(ctx context.Context, id string) error {
 		}
 		// A status that cannot be had now (no live worker to answer) is asked again at the next
 		// tick.
-		var st workflows.RolloutStatus
+		var st fleet.RolloutStatus
 		if err == nil && w.Live() {
 			st, err = c.starter.RolloutStatus(qctx, id)
 		}
@@ -191,7 +191,7 @@ func (c *cli) followRollout(ctx context.Context, id string) error {
 
 // rolloutLine is one line of how a rollout gets on: "3 of 10 changed · 2 changing (a, b) · 5
 // pending", after "paused · " while it is paused.
-func rolloutLine(st workflows.RolloutStatus) string {
+func rolloutLine(st fleet.RolloutStatus) string {
 	if st.Paused {
 		return "paused · " + rolloutCounts(st)
 	}
@@ -199,7 +199,7 @@ func rolloutLine(st workflows.RolloutStatus) string {
 }
 
 // rolloutCounts says how many proxies of a rollout are done, changing (which) and pending.
-func rolloutCounts(st workflows.RolloutStatus) string {
+func rolloutCounts(st fleet.RolloutStatus) string {
 	changing := fmt.Sprintf("%d changing", len(st.InFlight))
 	if len(st.InFlight) > 0 {
 		changing += " (" + strings.Join(st.InFlight, ", ") + ")"
@@ -208,11 +208,11 @@ func rolloutCounts(st workflows.RolloutStatus) string {
 }
 
 // printRollout prints the status of rollout id: the proxies changed, and why it paused.
-func (c *cli) printRollout(id string, st workflows.RolloutStatus) error {
+func (c *cli) printRollout(id string, st fleet.RolloutStatus) error {
 	if c.json {
 		return c.printJSON(struct {
 			ID string `json:"id"`
-			workflows.RolloutStatus
+			fleet.RolloutStatus
 		}{id, st})
 	}
 	state := "running"

@@ -15,7 +15,8 @@ import (
 	"github.com/pveflow/pveflow/internal/proxy"
 	"github.com/pveflow/pveflow/internal/pve"
 	"github.com/pveflow/pveflow/starter"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/fleet"
+	"github.com/pveflow/pveflow/workflows/proxyvm"
 )
 
 // mostWithoutIPv4 polls, until stop is closed, the guest agents of the simulator's proxy VMs and
@@ -71,7 +72,7 @@ func TestE2E_aRolloutOfTenProxiesThroughTheCLIHasAtMostTwoWithoutAnIPv4(t *testi
 	close(stop)
 
 	require.Equal(t, exitOK, rollout.code, rollout.stderr)
-	st := decode[workflows.RolloutStatus](t, rollout)
+	st := decode[fleet.RolloutStatus](t, rollout)
 	assert.Len(t, st.Done, 10)
 	assert.False(t, st.Paused)
 	down := <-most
@@ -81,12 +82,12 @@ func TestE2E_aRolloutOfTenProxiesThroughTheCLIHasAtMostTwoWithoutAnIPv4(t *testi
 	for _, p := range decode[[]starter.Proxy](t, s.pveflow("list", "--json")) {
 		if strings.HasPrefix(p.UID, "rollout-cli-") { // the server's other tests list theirs
 			listed++
-			assert.Equal(t, workflows.ProxyPresent, p.Phase, p.UID)
+			assert.Equal(t, proxyvm.ProxyPresent, p.Phase, p.UID)
 		}
 	}
 	assert.Equal(t, 10, listed)
 	for i := range 10 {
-		got := decode[workflows.GetProxyResult](t, s.pveflow("--json", "get", "--uid", fmt.Sprintf("rollout-cli-%02d", i)))
+		got := decode[proxyvm.GetProxyResult](t, s.pveflow("--json", "get", "--uid", fmt.Sprintf("rollout-cli-%02d", i)))
 		assert.Equal(t, 4, got.Cores, got.UID)
 	}
 }

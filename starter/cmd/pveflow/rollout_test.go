@@ -17,6 +17,8 @@ import (
 	"github.com/pveflow/pveflow/internal/config"
 	"github.com/pveflow/pveflow/internal/testserver"
 	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
+	"github.com/pveflow/pveflow/workflows/fleet"
 )
 
 // entities stands for the Proxy entities the worker's RequestChange sends changes to: each is
@@ -47,7 +49,7 @@ func rolloutServer(t *testing.T, e *entities) map[string]string {
 	cfg, err := config.Load(filepath.Join("..", "..", "..", "testdata", "config", "simulator.yaml"))
 	require.NoError(t, err)
 	server := testserver.New(t)
-	server.NewWorker(workflows.DefaultTaskQueue, func(r worker.Registry) {
+	server.NewWorker(core.DefaultTaskQueue, func(r worker.Registry) {
 		(&workflows.Workflows{Config: cfg}).Register(r)
 		r.RegisterActivity(&activities.Activities{Proxies: e})
 	})
@@ -57,12 +59,12 @@ func rolloutServer(t *testing.T, e *entities) map[string]string {
 // rolloutOutput is what rollout --json prints.
 type rolloutOutput struct {
 	ID string `json:"id"`
-	workflows.RolloutStatus
+	fleet.RolloutStatus
 }
 
 func TestRollout_pausesSaysHowToResumeAndResumeFinishesIt(t *testing.T) {
 	env := rolloutServer(t, &entities{failOnce: map[string]error{
-		"proxy-b": temporal.NewNonRetryableApplicationError("storage local-lvm is full", workflows.FailQuotaExceeded, nil),
+		"proxy-b": temporal.NewNonRetryableApplicationError("storage local-lvm is full", core.FailQuotaExceeded, nil),
 	}})
 
 	code, stdout, stderr := runCLI(env, "rollout", "--image", "debian13", "--max-unavailable", "1", "--uid", "proxy-a", "--uid", "proxy-b", "--uid", "proxy-c", "--json")
@@ -121,7 +123,7 @@ func TestRollout_usageErrorsBeforeConnecting(t *testing.T) {
 }
 
 func TestRollout_lineSaysWhatIsDoneChangingAndPending(t *testing.T) {
-	st := workflows.RolloutStatus{Total: 10, Done: make([]workflows.RolloutDone, 3), InFlight: []string{"proxy-d", "proxy-e"}, Pending: make([]string, 5)}
+	st := fleet.RolloutStatus{Total: 10, Done: make([]fleet.RolloutDone, 3), InFlight: []string{"proxy-d", "proxy-e"}, Pending: make([]string, 5)}
 	assert.Equal(t, "3 of 10 changed · 2 changing (proxy-d, proxy-e) · 5 pending", rolloutLine(st))
 
 	st.Paused, st.InFlight, st.Pending = true, nil, make([]string, 7)

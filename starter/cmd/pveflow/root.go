@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pveflow/pveflow/internal/cliflag"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 const rootLong = `pveflow creates, changes and deletes egress-proxy VMs on Proxmox VE through Temporal
@@ -113,7 +113,7 @@ func (c *cli) command() *cobra.Command {
 		return usageError{cliflag.Explain(cmd.Flags(), err)}
 	})
 	root.PersistentFlags().BoolVar(&c.json, "json", false, "print results as JSON on stdout")
-	root.PersistentFlags().StringVar(&c.taskQueue, "task-queue", cmp.Or(c.getenv("PVEFLOW_TASK_QUEUE"), workflows.DefaultTaskQueue),
+	root.PersistentFlags().StringVar(&c.taskQueue, "task-queue", cmp.Or(c.getenv("PVEFLOW_TASK_QUEUE"), core.DefaultTaskQueue),
 		"the workers' task queue `Q`; $PVEFLOW_TASK_QUEUE sets the default")
 	root.AddCommand(
 		c.createCommand(), c.updateCommand(), c.deleteCommand(), c.statusCommand(), c.waitCommand(), c.resultCommand(),

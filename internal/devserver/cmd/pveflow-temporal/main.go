@@ -43,7 +43,7 @@ import (
 	sqltool "go.temporal.io/server/tools/sql"
 
 	"github.com/pveflow/pveflow/internal/devserver"
-	"github.com/pveflow/pveflow/workflows"
+	"github.com/pveflow/pveflow/workflows/core"
 )
 
 func main() {
@@ -63,7 +63,7 @@ func main() {
 
 func run() error {
 	// The search attributes pveflow's workflows set, so that a proxy can be found in the UI.
-	searchAttrs := searchAttributes(maps.Clone(workflows.SearchAttributes))
+	searchAttrs := searchAttributes(maps.Clone(core.SearchAttributes))
 	db := flag.String("db", ".run/temporal.db", "SQLite `file` for the server's state, created when missing")
 	ip := flag.String("ip", "127.0.0.1", "loopback `address` to listen on")
 	port := flag.Int("port", 7233, "frontend gRPC `port` (0 picks a free one)")
