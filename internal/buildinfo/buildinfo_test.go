@@ -1,12 +1,14 @@
 package buildinfo
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,4 +104,36 @@ func TestMakeBuild_pveflowVersionNamesTheCommit(t *testing.T) {
 	if described, err := exec.Command("git", "describe", "--tags", "--match", "v[0-9]*", "--dirty").Output(); err == nil {
 		assert.Regexp(t, `(?m)^pveflow +github.com/pveflow/pveflow `+regexp.QuoteMeta(strings.TrimPrefix(strings.TrimSpace(string(described)), "v"))+`$`, string(version))
 	}
+}
+
+// releaseHeading is a release's heading in CHANGELOG.md (Keep a Changelog): its version and date.
+var releaseHeading = regexp.MustCompile(`(?m)^## \[(\d+\.\d+\.\d+)\] - (\d{4}-\d\d-\d\d)$`)
+
+func TestChangelog_namesEveryReleaseWithItsDateAndLink(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "CHANGELOG.md"))
+	require.NoError(t, err)
+	changelog := string(data)
+
+	assert.Contains(t, changelog, "\n## [Unreleased]\n", "a section for what comes next")
+	releases := releaseHeading.FindAllStringSubmatch(changelog, -1)
+	require.NotEmpty(t, releases)
+	for i, r := range releases {
+		_, err := time.Parse(time.DateOnly, r[2])
+		assert.NoError(t, err, "release %s", r[1])
+		assert.Contains(t, changelog, "\n["+r[1]+"]: https://github.com/pveflow/pveflow/releases/tag/v"+r[1]+"\n", "release %s has its link", r[1])
+		if i > 0 {
+			assert.Greater(t, releases[i-1][2], r[2], "the newest release first")
+		}
+	}
+}
+
+func TestChangelog_hasTheLatestReleaseTag(t *testing.T) {
+	tag, err := exec.Command("git", "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*", "HEAD").Output()
+	if err != nil {
+		t.Skip("no release tag reaches HEAD: a checkout without tags")
+	}
+	data, err := os.ReadFile(filepath.Join("..", "..", "CHANGELOG.md"))
+	require.NoError(t, err)
+
+	assert.Regexp(t, `(?m)^## \[`+regexp.QuoteMeta(strings.TrimPrefix(strings.TrimSpace(string(tag)), "v"))+`\] - \d{4}-\d\d-\d\d$`, string(data))
 }
