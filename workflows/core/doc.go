@@ -6,10 +6,3 @@
 // Workflow code here is deterministic: no I/O, no wall-clock time, no randomness outside the
 // workflow APIs.
 package core
-
-import "github.com/pveflow/pveflow/internal/config"
-
-// Workflows are the workflows of this package, with the configuration they read.
-type Workflows struct {
-	Config config.Config
-}

@@ -145,9 +145,8 @@ func (s ProxySpec) check(op string) error {
 // not have or cannot place, an address pool it does not have, a static address inside a pool's
 // range (the pool gives that address to whichever proxy it falls to, and only the pool's record
 // says whose it is).
-func (s ProxySpec) CheckFor(cfg config.Proxmox) error { return s.checkFor("create", cfg) }
-
-func (s ProxySpec) checkFor(op string, cfg config.Proxmox) error {
+func (s ProxySpec) CheckFor(cfg config.Proxmox) error {
+	const op = "create"
 	if err := s.check(op); err != nil {
 		return err
 	}
